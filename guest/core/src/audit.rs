@@ -1,0 +1,194 @@
+//! G002: audit events, hash-chained, written and read back before anything depends on them.
+//!
+//! An event holds digests and codes only: never the `requestState`, never an answer, never a
+//! token, never a URL's query. Each event names the one before it (`prev_sha256`), so a sink
+//! that drops, reorders or rewrites events breaks the chain where any host can see it.
+
+use crate::canonical;
+use crate::error::{GateError, HostFault};
+use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
+use serde_json::{Map, Value, json};
+
+/// The version of the event format.
+pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v1";
+
+/// How often an append is retried when another writer moved the head.
+const MAX_APPEND_ATTEMPTS: usize = 16;
+
+/// The kinds of event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// An `input_required` round was accepted.
+    Received,
+    /// The user's consent receipt was obtained and matched.
+    Consented,
+    /// A retry was built (the round is used).
+    Submitted,
+    /// Something was denied.
+    Rejected,
+    /// A binding ended.
+    Terminal,
+}
+
+impl EventKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Consented => "consented",
+            Self::Submitted => "submitted",
+            Self::Rejected => "rejected",
+            Self::Terminal => "terminal",
+        }
+    }
+}
+
+/// An event being built: a kind plus fields. Fields not set are written as `null`, so every
+/// event has the same shape.
+#[derive(Clone, Debug)]
+pub struct Event {
+    fields: Map<String, Value>,
+}
+
+/// The fields every event carries (null when they do not apply).
+pub const FIELDS: [&str; 21] = [
+    "at_ms",
+    "cause",
+    "consent_receipt_id",
+    "event",
+    "input_kinds",
+    "live_id",
+    "method",
+    "name",
+    "outcome",
+    "params_sha256",
+    "policy_version",
+    "reason",
+    "request_id",
+    "retry_id",
+    "round",
+    "schema_sha256",
+    "server",
+    "state_sha256",
+    "tenant_sha256",
+    "user_sha256",
+    "view_sha256",
+];
+
+impl Event {
+    /// A new event of `kind`.
+    pub fn new(kind: EventKind) -> Self {
+        let mut fields = Map::new();
+        for f in FIELDS {
+            fields.insert(f.to_owned(), Value::Null);
+        }
+        fields.insert("event".into(), json!(kind.as_str()));
+        Self { fields }
+    }
+
+    /// Set a field (only the fields in [`FIELDS`] exist).
+    pub fn set(mut self, field: &'static str, value: impl Into<Value>) -> Self {
+        debug_assert!(FIELDS.contains(&field));
+        self.fields.insert(field.to_owned(), value.into());
+        self
+    }
+
+    /// Record a denial's code and cause.
+    pub fn denied(self, error: &GateError) -> Self {
+        self.set("outcome", "denied")
+            .set("reason", error.code())
+            .set("cause", error.cause().as_str())
+    }
+}
+
+/// Appends events to the host's sink, extending the chain, and reads each one back.
+#[derive(Debug, Default)]
+pub struct ChainWriter {
+    head: Option<ChainHead>,
+}
+
+impl ChainWriter {
+    /// Write `event` at time `now_ms`; Ok only once the sink returned exactly what was written.
+    pub fn write(&mut self, sink: &dyn Audit, event: Event, now_ms: u64) -> Result<u64, GateError> {
+        let fail = |why: String| GateError::Host(HostFault::AuditWriteFailed(why));
+        let mut head = match self.head.take() {
+            Some(h) => h,
+            None => sink.head().map_err(|e| fail(e.message))?,
+        };
+        let mut fields = event.fields;
+        fields.insert("schema".into(), json!(AUDIT_SCHEMA));
+        fields.insert("at_ms".into(), json!(now_ms));
+        for _ in 0..MAX_APPEND_ATTEMPTS {
+            let seq = head
+                .seq
+                .checked_add(1)
+                .ok_or_else(|| fail("the chain is full".into()))?;
+            fields.insert("seq".into(), json!(seq));
+            fields.insert("prev_sha256".into(), json!(head.event_sha256));
+            let line = canonical::to_canonical(&Value::Object(fields.clone()));
+            let entry = AuditEntry {
+                seq,
+                prev_sha256: head.event_sha256.clone(),
+                event_sha256: canonical::sha256_hex(line.as_bytes()),
+                line,
+            };
+            match sink.append(&entry).map_err(|e| fail(e.message))? {
+                AppendOutcome::HeadMoved(moved) => {
+                    head = moved;
+                    continue;
+                }
+                AppendOutcome::Appended => {}
+            }
+            let back = sink
+                .read_back(seq)
+                .map_err(|_| GateError::Host(HostFault::AuditReadbackMismatch))?;
+            if back.as_deref() != Some(entry.line.as_str()) {
+                return Err(GateError::Host(HostFault::AuditReadbackMismatch));
+            }
+            self.head = Some(ChainHead {
+                seq,
+                event_sha256: entry.event_sha256,
+            });
+            return Ok(seq);
+        }
+        Err(GateError::Host(HostFault::AuditContention))
+    }
+}
+
+/// Problems a chain check finds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChainBreak {
+    /// The line at this position does not parse, or lacks `seq`/`prev_sha256`.
+    Malformed(usize),
+    /// `seq` does not follow the one before.
+    Gap(usize),
+    /// `prev_sha256` is not the digest of the line before.
+    Broken(usize),
+}
+
+/// Verify a whole chain of lines (oldest first) from the start of the sink.
+pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64, ChainBreak> {
+    let mut prev = ChainHead::genesis();
+    for (i, line) in lines.into_iter().enumerate() {
+        let v: Value = serde_json::from_str(line).map_err(|_| ChainBreak::Malformed(i))?;
+        let seq = v
+            .get("seq")
+            .and_then(Value::as_u64)
+            .ok_or(ChainBreak::Malformed(i))?;
+        let back = v
+            .get("prev_sha256")
+            .and_then(Value::as_str)
+            .ok_or(ChainBreak::Malformed(i))?;
+        if Some(seq) != prev.seq.checked_add(1) {
+            return Err(ChainBreak::Gap(i));
+        }
+        if back != prev.event_sha256 {
+            return Err(ChainBreak::Broken(i));
+        }
+        prev = ChainHead {
+            seq,
+            event_sha256: canonical::sha256_hex(line.as_bytes()),
+        };
+    }
+    Ok(prev.seq)
+}

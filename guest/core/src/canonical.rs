@@ -1,0 +1,211 @@
+//! Canonical JSON (RFC 8785, JCS) and the SHA-256 digests built on it.
+//!
+//! Every digest the gate records is `hex(SHA-256(JCS(value)))`, so any host in any language
+//! can recompute it: keys sorted by UTF-16 code units, no insignificant white space, strings
+//! escaped minimally, numbers in ECMAScript `Number.prototype.toString` form.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+
+/// The canonical JSON text of `value`.
+pub fn to_canonical(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value);
+    out
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// `hex(SHA-256(JCS(value)))`.
+pub fn digest(value: &Value) -> String {
+    sha256_hex(to_canonical(value).as_bytes())
+}
+
+/// `hex(SHA-256(JCS(s)))` for a string, without building a `Value`.
+pub fn digest_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_string(&mut out, s);
+    sha256_hex(out.as_bytes())
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A JSON string with JCS escaping: `"` and `\`, and control characters below U+0020
+/// (the short forms where JSON has them, `\u00xx` with lowercase hex otherwise).
+pub fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{9}' => out.push_str("\\t"),
+            '\u{a}' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{d}' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn write_number(out: &mut String, n: &serde_json::Number) {
+    // JCS numbers are IEEE-754 doubles. Integers within ±2^53 print exactly; anything else
+    // goes through the double, as every JavaScript host would.
+    if let Some(i) = n.as_i64()
+        && i.unsigned_abs() <= (1u64 << 53)
+    {
+        let _ = write!(out, "{i}");
+        return;
+    }
+    if let Some(u) = n.as_u64()
+        && u <= (1u64 << 53)
+    {
+        let _ = write!(out, "{u}");
+        return;
+    }
+    write_f64(out, n.as_f64().unwrap_or(0.0));
+}
+
+/// ECMAScript `Number.prototype.toString` for a finite double.
+fn write_f64(out: &mut String, v: f64) {
+    if v == 0.0 || !v.is_finite() {
+        out.push('0');
+        return;
+    }
+    if v < 0.0 {
+        out.push('-');
+    }
+    // `{:e}` gives the shortest round-trip digits: "d.ddde±x".
+    let sci = format!("{:e}", v.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let k = digits.len() as i64;
+    // ECMAScript's n: value = 0.d1d2..dk × 10^n.
+    let n = exp.parse::<i64>().unwrap_or(0) + 1;
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        for _ in 0..(n - k) {
+            out.push('0');
+        }
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(usize::try_from(n).unwrap_or(0).min(digits.len()));
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        for _ in 0..(-n) {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else {
+        let mut chars = digits.chars();
+        if let Some(first) = chars.next() {
+            out.push(first);
+        }
+        let rest: String = chars.collect();
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(&rest);
+        }
+        let e = n - 1;
+        let _ = write!(out, "e{}{}", if e >= 0 { "+" } else { "-" }, e.abs());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn num(text: &str) -> String {
+        let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        to_canonical(&v)
+    }
+
+    #[test]
+    fn numbers_follow_ecmascript() {
+        // Vectors from RFC 8785 appendix B and ECMAScript.
+        assert_eq!(num("0"), "0");
+        assert_eq!(num("-0.0"), "0");
+        assert_eq!(num("1.0"), "1");
+        assert_eq!(num("1e21"), "1e+21");
+        assert_eq!(num("1e20"), "100000000000000000000");
+        assert_eq!(num("123456789012345680000"), "123456789012345680000");
+        assert_eq!(num("0.000001"), "0.000001");
+        assert_eq!(num("0.0000001"), "1e-7");
+        assert_eq!(num("1.5e-7"), "1.5e-7");
+        assert_eq!(num("4.50"), "4.5");
+        assert_eq!(num("2e-3"), "0.002");
+        assert_eq!(num("1.7976931348623157e308"), "1.7976931348623157e+308");
+        assert_eq!(num("5e-324"), "5e-324");
+        assert_eq!(num("9007199254740993"), "9007199254740992");
+        assert_eq!(num("-9007199254740992"), "-9007199254740992");
+        assert_eq!(num("333333333.33333329"), "333333333.3333333");
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_and_strings_escape_minimally() {
+        let v = json!({"\u{20ac}": 1, "\r": 2, "\u{1f600}": 3, "1": 4, "\u{80}": 5, "\u{fb33}": 6});
+        assert_eq!(
+            to_canonical(&v),
+            "{\"\\r\":2,\"1\":4,\"\u{80}\":5,\"\u{20ac}\":1,\"\u{1f600}\":3,\"\u{fb33}\":6}"
+        );
+        assert_eq!(to_canonical(&json!("a\u{1}\u{7f}/\"")), "\"a\\u0001\u{7f}/\\\"\"");
+    }
+
+    #[test]
+    fn digest_of_string_matches_value_digest() {
+        assert_eq!(digest_str("st\"ate"), digest(&json!("st\"ate")));
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,1021 @@
+//! The gate: register, accept a response, build the retry, finish, expire.
+//!
+//! Every live binding lives in host storage, under its original id, with one alias key per
+//! JSON-RPC id it used. All changes are compare-and-swap on the version read, so two gate
+//! instances sharing a store can never both consume one round. The instance itself keeps
+//! only caches (compiled validators, the audit chain head): a fresh instance loses nothing.
+
+use crate::audit::{ChainWriter, Event, EventKind};
+use crate::canonical;
+use crate::error::{CallerMisuse, Denial, GateError, HostFault, PeerMisbehaved};
+use crate::host::{CasOutcome, ConsentDecision, ConsentPrompt, Host, HostError, Versioned};
+use crate::ids::{RequestId, ServerIdentity};
+use crate::json::{self, JsonError, bounded};
+use crate::policy::{Policy, limits};
+use crate::responses;
+use crate::round::{self, Declared, InputRule};
+use crate::schema::ValidatorCache;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// Storage key prefix of binding records.
+pub const BINDING_PREFIX: &str = "mrtr-gate/v1/binding/";
+/// Storage key prefix of id aliases.
+pub const ALIAS_PREFIX: &str = "mrtr-gate/v1/id/";
+/// How long an expired binding stays in storage so its end can still be audited.
+pub const EXPIRY_GRACE_MS: u64 = 60_000;
+/// The methods that may receive `input_required`.
+pub const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// A request about to be sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// Its JSON-RPC id.
+    pub request_id: RequestId,
+    /// The verified server (already normalised by [`ServerIdentity::origin`]/[`ServerIdentity::endpoint`]).
+    pub server: ServerIdentity,
+    /// The user on whose behalf it is sent.
+    pub user: String,
+    /// The tenant.
+    pub tenant: String,
+    /// `tools/call`, `prompts/get` or `resources/read`.
+    pub method: String,
+    /// The exact params, as JSON text.
+    pub params_json: String,
+    /// The binding's policy.
+    pub policy: Policy,
+}
+
+/// A registered request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registered {
+    /// The request text to send.
+    pub request_json: String,
+    /// Digest of the params.
+    pub params_sha256: String,
+    /// When the binding expires.
+    pub expires_at_ms: u64,
+}
+
+/// An accepted `input_required` round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsentView {
+    /// What the consent screen must show, canonical JSON.
+    pub view_json: String,
+    /// Its digest.
+    pub view_sha256: String,
+    /// 1-based round number.
+    pub round: u32,
+    /// The round's input keys, sorted.
+    pub input_keys: Vec<String>,
+    /// Digest of the `requestState`, when present.
+    pub request_state_sha256: Option<String>,
+}
+
+/// What a response meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResponseVerdict {
+    /// A round to show and answer.
+    InputRequired(ConsentView),
+    /// A complete result: the binding ended.
+    Complete,
+    /// A JSON-RPC error: the binding ended.
+    Error(i64),
+}
+
+/// The caller's answers for a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryRequest {
+    /// The id the round arrived on.
+    pub request_id: RequestId,
+    /// A new id for the retry.
+    pub retry_id: RequestId,
+    /// Must be the binding's user.
+    pub user: String,
+    /// Must be the binding's tenant.
+    pub tenant: String,
+    /// The `inputResponses` object, JSON text.
+    pub responses_json: String,
+}
+
+/// A retry ready to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// The complete JSON-RPC request text.
+    pub request_json: String,
+    /// The round it answers.
+    pub round: u32,
+    /// The consent receipt it rests on.
+    pub consent_receipt_id: String,
+}
+
+/// Why the caller ends a binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallerOutcome {
+    /// Cancelled by the user or the client.
+    Cancelled,
+    /// The transport failed or the client gave up (a short reason code).
+    Error(String),
+}
+
+/// How a binding ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TerminalOutcome {
+    /// A complete result.
+    Complete,
+    /// An error (from the server, the transport, or a denial that ends the binding).
+    Error,
+    /// Cancelled.
+    Cancelled,
+    /// The lifetime passed.
+    Expired,
+}
+
+impl TerminalOutcome {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Error => "error",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// An open round, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct OpenRound {
+    number: u32,
+    state: Option<String>,
+    state_sha256: Option<String>,
+    inputs: BTreeMap<String, InputRule>,
+    view_json: String,
+    view_sha256: String,
+}
+
+/// A live binding, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Binding {
+    format: u32,
+    original_id: RequestId,
+    live_id: RequestId,
+    used_ids: Vec<RequestId>,
+    server: ServerIdentity,
+    user: String,
+    tenant: String,
+    method: String,
+    /// The name shown to the user (tool or prompt name, resource URI).
+    name: String,
+    /// The name as the audit trail may record it (a resource URI without query).
+    audit_name: String,
+    params_json: String,
+    params_sha256: String,
+    policy: Policy,
+    declared: Declared,
+    created_at_ms: u64,
+    expires_at_ms: u64,
+    rounds: u32,
+    open: Option<OpenRound>,
+    audited: bool,
+}
+
+const BINDING_FORMAT: u32 = 1;
+
+impl Binding {
+    fn key(&self) -> String {
+        binding_key(&self.original_id)
+    }
+
+    /// An event of `kind` with everything this binding knows filled in.
+    fn event(&self, kind: EventKind) -> Event {
+        let mut e = Event::new(kind)
+            .set("request_id", self.original_id.to_json())
+            .set("live_id", self.live_id.to_json())
+            .set("server", self.server.display())
+            .set("method", self.method.clone())
+            .set("name", self.audit_name.clone())
+            .set("user_sha256", canonical::digest_str(&self.user))
+            .set("tenant_sha256", canonical::digest_str(&self.tenant))
+            .set("policy_version", self.policy.policy_version.clone())
+            .set("params_sha256", self.params_sha256.clone())
+            .set("round", self.rounds);
+        if let Some(open) = &self.open {
+            e = round_fields(e, open);
+        }
+        e
+    }
+}
+
+fn round_fields(e: Event, open: &OpenRound) -> Event {
+    let schemas: Map<String, Value> = open
+        .inputs
+        .iter()
+        .filter_map(|(k, r)| match r {
+            InputRule::Form { schema } => Some((k.clone(), json!(schema.schema_sha256))),
+            _ => None,
+        })
+        .collect();
+    let kinds: Map<String, Value> = open
+        .inputs
+        .iter()
+        .map(|(k, r)| (k.clone(), json!(r.kind())))
+        .collect();
+    e.set("round", open.number)
+        .set("state_sha256", open.state_sha256.clone())
+        .set("schema_sha256", Value::Object(schemas))
+        .set("input_kinds", Value::Object(kinds))
+        .set("view_sha256", open.view_sha256.clone())
+}
+
+fn binding_key(id: &RequestId) -> String {
+    format!("{BINDING_PREFIX}{}", id.key_fragment())
+}
+
+fn alias_key(id: &RequestId) -> String {
+    format!("{ALIAS_PREFIX}{}", id.key_fragment())
+}
+
+fn storage_failed(e: HostError) -> GateError {
+    GateError::Host(HostFault::StorageFailed(e.message))
+}
+
+fn caller(e: CallerMisuse) -> GateError {
+    GateError::Caller(e)
+}
+
+fn peer(e: PeerMisbehaved) -> GateError {
+    GateError::Peer(e)
+}
+
+fn peer_json(e: JsonError) -> GateError {
+    match e {
+        JsonError::Syntax(why) => peer(PeerMisbehaved::ServerSentMalformedResponse(why)),
+        JsonError::DuplicateKey(k) => peer(PeerMisbehaved::ServerSentDuplicateJsonKey(k)),
+        JsonError::Limit(why) => peer(PeerMisbehaved::ServerExceededLimit(why)),
+    }
+}
+
+fn non_empty_principal(value: &str, field: &'static str) -> Result<(), GateError> {
+    if value.is_empty() {
+        return Err(caller(CallerMisuse::BindingFieldMissing(field)));
+    }
+    if value.len() > limits::MAX_PRINCIPAL_BYTES || value.chars().any(char::is_control) {
+        return Err(caller(CallerMisuse::InvalidParams(format!(
+            "`{field}` must be at most 512 bytes without control characters"
+        ))));
+    }
+    Ok(())
+}
+
+/// The gate over a host.
+pub struct Gate<H: Host> {
+    host: H,
+    validators: ValidatorCache,
+    chain: ChainWriter,
+}
+
+impl<H: Host> Gate<H> {
+    /// A gate over `host`.
+    pub fn new(host: H) -> Self {
+        Self {
+            host,
+            validators: ValidatorCache::default(),
+            chain: ChainWriter::default(),
+        }
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// Compiled validators held by this instance (bounded).
+    pub fn cached_validators(&self) -> usize {
+        self.validators.len()
+    }
+
+    fn now(&self) -> u64 {
+        self.host.clock().now_ms()
+    }
+
+    fn audit(&mut self, event: Event) -> Result<u64, GateError> {
+        let now = self.now();
+        self.chain.write(self.host.audit(), event, now)
+    }
+
+    /// Audit a denial; the denial stands whatever the sink does.
+    fn deny(&mut self, error: GateError, event: Event) -> Denial {
+        let audited = self.audit(event.denied(&error)).is_ok();
+        Denial { error, audited }
+    }
+
+    // ---- storage -------------------------------------------------------------------------
+
+    fn load(&self, id: &RequestId) -> Result<Option<(Binding, u64)>, GateError> {
+        let storage = self.host.storage();
+        let Some(alias) = storage.get(&alias_key(id)).map_err(storage_failed)? else {
+            return Ok(None);
+        };
+        let original: RequestId = serde_json::from_slice(&alias.value)
+            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        let Some(Versioned { value, version }) = storage
+            .get(&binding_key(&original))
+            .map_err(storage_failed)?
+        else {
+            return Ok(None);
+        };
+        let binding: Binding = serde_json::from_slice(&value)
+            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        if binding.format != BINDING_FORMAT
+            || binding.original_id != original
+            || !binding.used_ids.contains(id)
+        {
+            return Err(GateError::Host(HostFault::StorageCorrupted));
+        }
+        Ok(Some((binding, version)))
+    }
+
+    fn ttl(&self, binding: &Binding) -> u64 {
+        binding
+            .expires_at_ms
+            .saturating_sub(self.now())
+            .saturating_add(EXPIRY_GRACE_MS)
+    }
+
+    fn store(&self, binding: &Binding, expected: Option<u64>) -> Result<u64, GateError> {
+        let bytes = serde_json::to_vec(binding).map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        match self
+            .host
+            .storage()
+            .compare_and_swap(&binding.key(), expected, Some(&bytes), self.ttl(binding))
+            .map_err(storage_failed)?
+        {
+            CasOutcome::Applied(v) => Ok(v),
+            CasOutcome::Conflict => Err(GateError::Host(HostFault::StateAlreadyUsed)),
+        }
+    }
+
+    fn reserve_alias(&self, id: &RequestId, binding: &Binding) -> Result<bool, GateError> {
+        let target = serde_json::to_vec(&binding.original_id)
+            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        Ok(matches!(
+            self.host
+                .storage()
+                .compare_and_swap(&alias_key(id), None, Some(&target), self.ttl(binding))
+                .map_err(storage_failed)?,
+            CasOutcome::Applied(_)
+        ))
+    }
+
+    /// Delete a key if it still holds what we expect (best effort for aliases).
+    fn delete_alias(&self, id: &RequestId, original: &RequestId) -> Result<(), GateError> {
+        let storage = self.host.storage();
+        let key = alias_key(id);
+        if let Some(v) = storage.get(&key).map_err(storage_failed)? {
+            let points_here = serde_json::from_slice::<RequestId>(&v.value)
+                .is_ok_and(|target| &target == original);
+            if points_here {
+                storage
+                    .compare_and_swap(&key, Some(v.version), None, 0)
+                    .map_err(storage_failed)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Remove a binding (record first: that is the atomic step) and its aliases.
+    fn remove(&self, binding: &Binding, version: u64) -> Result<(), GateError> {
+        match self
+            .host
+            .storage()
+            .compare_and_swap(&binding.key(), Some(version), None, 0)
+            .map_err(storage_failed)?
+        {
+            CasOutcome::Applied(_) => {}
+            CasOutcome::Conflict => return Err(GateError::Host(HostFault::StateAlreadyUsed)),
+        }
+        for id in &binding.used_ids {
+            self.delete_alias(id, &binding.original_id)?;
+        }
+        Ok(())
+    }
+
+    /// End a binding: remove it, then audit the terminal event (when the binding had
+    /// audited anything: plain requests that never saw a round leave no trail).
+    fn end(
+        &mut self,
+        binding: &Binding,
+        version: u64,
+        outcome: TerminalOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), GateError> {
+        self.remove(binding, version)?;
+        if binding.audited {
+            let mut e = binding
+                .event(EventKind::Terminal)
+                .set("outcome", outcome.as_str());
+            if let Some(r) = reason {
+                e = e.set("reason", r);
+            }
+            self.audit(e)?;
+        }
+        Ok(())
+    }
+
+    fn expired(&self, binding: &Binding) -> bool {
+        self.now() >= binding.expires_at_ms
+    }
+
+    // ---- register ------------------------------------------------------------------------
+
+    /// Bind a request before it is sent.
+    pub fn register(&mut self, r: Registration) -> Result<Registered, Denial> {
+        self.register_inner(r).map_err(Denial::unaudited)
+    }
+
+    fn register_inner(&mut self, r: Registration) -> Result<Registered, GateError> {
+        let request_id = r.request_id.validated()?;
+        non_empty_principal(&r.user, "subject")?;
+        non_empty_principal(&r.tenant, "tenantId")?;
+        if r.method.is_empty() {
+            return Err(caller(CallerMisuse::BindingFieldMissing("method")));
+        }
+        if !MRTR_METHODS.contains(&r.method.as_str()) {
+            return Err(caller(CallerMisuse::UnsupportedMethod(bounded(&r.method, 64))));
+        }
+        if r.params_json.is_empty() {
+            return Err(caller(CallerMisuse::BindingFieldMissing("params")));
+        }
+        r.policy.validate()?;
+        let params = json::parse_strict(&r.params_json, limits::PARAMS).map_err(|e| {
+            caller(CallerMisuse::InvalidParams(match e {
+                JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+            }))
+        })?;
+        let Value::Object(params) = params else {
+            return Err(caller(CallerMisuse::InvalidParams("params must be an object".into())));
+        };
+        if params.contains_key("inputResponses") || params.contains_key("requestState") {
+            return Err(caller(CallerMisuse::ParamsCarriedMrtrFields));
+        }
+        let name_field = if r.method == "resources/read" { "uri" } else { "name" };
+        let name = params
+            .get(name_field)
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty() && n.len() <= 4096)
+            .ok_or_else(|| {
+                caller(CallerMisuse::InvalidParams(format!(
+                    "`{}` needs a `{name_field}` string",
+                    r.method
+                )))
+            })?
+            .to_owned();
+        let audit_name = if r.method == "resources/read" {
+            url::Url::parse(&name)
+                .map(|u| crate::url_view::redacted(&u))
+                .unwrap_or_else(|_| format!("sha256:{}", canonical::digest_str(&name)))
+        } else {
+            name.clone()
+        };
+        let params_value = Value::Object(params);
+        let params_json = canonical::to_canonical(&params_value);
+        let params_sha256 = canonical::sha256_hex(params_json.as_bytes());
+        let Value::Object(params) = params_value else {
+            return Err(caller(CallerMisuse::InvalidParams("params must be an object".into())));
+        };
+        let now = self.now();
+        let binding = Binding {
+            format: BINDING_FORMAT,
+            original_id: request_id.clone(),
+            live_id: request_id.clone(),
+            used_ids: vec![request_id.clone()],
+            server: r.server,
+            user: r.user,
+            tenant: r.tenant,
+            method: r.method,
+            name,
+            audit_name,
+            declared: Declared::from_params(&params),
+            params_json,
+            params_sha256: params_sha256.clone(),
+            expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
+            policy: r.policy,
+            created_at_ms: now,
+            rounds: 0,
+            open: None,
+            audited: false,
+        };
+        // The alias reserves the id against every other live binding; then the record.
+        if !self.reserve_alias(&request_id, &binding)? {
+            return Err(caller(CallerMisuse::RequestIdInUse));
+        }
+        if let Err(e) = self.store(&binding, None) {
+            let _ = self.delete_alias(&request_id, &request_id);
+            return Err(match e {
+                GateError::Host(HostFault::StateAlreadyUsed) => caller(CallerMisuse::RequestIdInUse),
+                other => other,
+            });
+        }
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": request_id.to_json(),
+            "method": binding.method,
+            "params": serde_json::from_str::<Value>(&binding.params_json).unwrap_or(Value::Null),
+        });
+        Ok(Registered {
+            request_json: canonical::to_canonical(&request),
+            params_sha256,
+            expires_at_ms: binding.expires_at_ms,
+        })
+    }
+
+    // ---- accept --------------------------------------------------------------------------
+
+    /// Judge a JSON-RPC response (the whole message text) that arrived from `server`.
+    pub fn accept_response(
+        &mut self,
+        server: &ServerIdentity,
+        response_json: &str,
+    ) -> Result<ResponseVerdict, Denial> {
+        let unbound = || {
+            Event::new(EventKind::Rejected).set("server", server.display())
+        };
+        let message = match json::parse_strict(response_json, limits::RESPONSE) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => {
+                let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
+                    "a json-rpc response must be an object".into(),
+                ));
+                return Err(self.deny(e, unbound()));
+            }
+            Err(e) => return Err(self.deny(peer_json(e), unbound())),
+        };
+        let id = match message.get("id").and_then(RequestId::from_json) {
+            Some(id) => id,
+            None => {
+                let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
+                    "the response has no integer or string `id`".into(),
+                ));
+                return Err(self.deny(e, unbound()));
+            }
+        };
+        let unbound_id = || unbound().set("live_id", id.to_json());
+        let (binding, version) = match self.load(&id) {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+                return Err(self.deny(e, unbound_id()));
+            }
+            Err(e) => return Err(self.deny(e, unbound_id())),
+        };
+        if binding.server != *server {
+            // Another server may not touch this binding, nor end it.
+            let e = peer(PeerMisbehaved::ServerIdentityChanged);
+            let event = binding.event(EventKind::Rejected).set("live_id", id.to_json()).set("server", server.display());
+            return Err(self.deny(e, event));
+        }
+        if binding.live_id != id {
+            // A response for an id this binding has moved on from: late or replayed.
+            let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+            let event = binding.event(EventKind::Rejected).set("live_id", id.to_json());
+            return Err(self.deny(e, event));
+        }
+        if self.expired(&binding) {
+            let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+            return Err(self.fail_binding(binding, version, e, TerminalOutcome::Expired));
+        }
+        match self.judge(&binding, &message) {
+            Ok(Judged::Complete) => self
+                .end(&binding, version, TerminalOutcome::Complete, None)
+                .map(|()| ResponseVerdict::Complete)
+                .map_err(Denial::unaudited),
+            Ok(Judged::Error(code)) => self
+                .end(&binding, version, TerminalOutcome::Error, Some("server_error"))
+                .map(|()| ResponseVerdict::Error(code))
+                .map_err(Denial::unaudited),
+            Ok(Judged::Round(round)) => self.open_round(binding, version, round),
+            Err(Judgement::Ignore(e)) => {
+                let event = binding.event(EventKind::Rejected);
+                Err(self.deny(e, event))
+            }
+            Err(Judgement::End(e)) => {
+                Err(self.fail_binding(binding, version, e, TerminalOutcome::Error))
+            }
+        }
+    }
+
+    /// Deny, and end the binding: the bound server misbehaved (fail closed).
+    fn fail_binding(
+        &mut self,
+        mut binding: Binding,
+        version: u64,
+        error: GateError,
+        outcome: TerminalOutcome,
+    ) -> Denial {
+        let event = binding.event(EventKind::Rejected);
+        let denial = self.deny(error, event);
+        binding.audited = true;
+        let code = denial.error.code();
+        let _ = self.end(&binding, version, outcome, Some(code));
+        denial
+    }
+
+    fn judge(&self, binding: &Binding, message: &Map<String, Value>) -> Result<Judged, Judgement> {
+        let end = |e| Judgement::End(peer(e));
+        if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(end(PeerMisbehaved::ServerSentMalformedResponse(
+                "`jsonrpc` must be \"2.0\"".into(),
+            )));
+        }
+        if let Some(k) = message
+            .keys()
+            .find(|k| !matches!(k.as_str(), "jsonrpc" | "id" | "result" | "error"))
+        {
+            return Err(end(PeerMisbehaved::ServerSentMalformedResponse(format!(
+                "the response carries the unexpected member `{}`",
+                bounded(k, 64)
+            ))));
+        }
+        match (message.get("result"), message.get("error")) {
+            (None, Some(error)) => {
+                let code = error.get("code").and_then(Value::as_i64).ok_or_else(|| {
+                    end(PeerMisbehaved::ServerSentMalformedResponse(
+                        "`error.code` must be an integer".into(),
+                    ))
+                })?;
+                Ok(Judged::Error(code))
+            }
+            (Some(Value::Object(result)), None) => {
+                // Exact wire casing: a key that is `resultType` (or the MRTR fields) in any
+                // other spelling is a smuggling attempt, not an absent field.
+                for k in result.keys() {
+                    let lower = k.to_ascii_lowercase();
+                    let exact = matches!(k.as_str(), "resultType" | "inputRequests" | "requestState");
+                    if !exact && matches!(lower.as_str(), "resulttype" | "inputrequests" | "requeststate") {
+                        return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
+                    }
+                }
+                match result.get("resultType") {
+                    None => Ok(Judged::Complete),
+                    Some(Value::String(t)) if t == "complete" => Ok(Judged::Complete),
+                    Some(Value::String(t)) if t == "input_required" => {
+                        if binding.open.is_some() {
+                            // A second answer on the same id: the open round stays as it was.
+                            return Err(Judgement::Ignore(peer(
+                                PeerMisbehaved::ServerSentDuplicateRound,
+                            )));
+                        }
+                        if binding.rounds >= binding.policy.max_rounds {
+                            return Err(end(PeerMisbehaved::ServerExceededRoundLimit));
+                        }
+                        round::check_round(result, &binding.policy, binding.declared)
+                            .map(Judged::Round)
+                            .map_err(Judgement::End)
+                    }
+                    Some(_) => Err(end(PeerMisbehaved::ServerSentInvalidResultType)),
+                }
+            }
+            _ => Err(end(PeerMisbehaved::ServerSentMalformedResponse(
+                "a response needs exactly one of `result` (an object) and `error`".into(),
+            ))),
+        }
+    }
+
+    fn open_round(
+        &mut self,
+        mut binding: Binding,
+        version: u64,
+        round: round::Round,
+    ) -> Result<ResponseVerdict, Denial> {
+        let number = binding.rounds.saturating_add(1);
+        let state_sha256 = round.state.as_deref().map(canonical::digest_str);
+        let view = self.view(&binding, number, &round);
+        let view_json = canonical::to_canonical(&view);
+        let view_sha256 = canonical::sha256_hex(view_json.as_bytes());
+        let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
+        binding.rounds = number;
+        binding.audited = true;
+        binding.open = Some(OpenRound {
+            number,
+            state: round.state,
+            state_sha256: state_sha256.clone(),
+            inputs: round.inputs,
+            view_json: view_json.clone(),
+            view_sha256: view_sha256.clone(),
+        });
+        let version = match self.store(&binding, Some(version)) {
+            Ok(v) => v,
+            Err(e) => {
+                let event = binding.event(EventKind::Rejected);
+                return Err(self.deny(e, event));
+            }
+        };
+        let received = binding.event(EventKind::Received).set("outcome", "accepted");
+        if let Err(e) = self.audit(received) {
+            // Nothing may rest on a round the audit trail does not hold: end the binding.
+            let _ = self.remove(&binding, version);
+            return Err(Denial::unaudited(e));
+        }
+        Ok(ResponseVerdict::InputRequired(ConsentView {
+            view_json,
+            view_sha256,
+            round: number,
+            input_keys,
+            request_state_sha256: state_sha256,
+        }))
+    }
+
+    fn view(&self, binding: &Binding, number: u32, round: &round::Round) -> Value {
+        let server = binding.server.display();
+        let target = format!("{} `{}`", binding.method, binding.name);
+        let mut effects = Vec::new();
+        for input in &round.view_inputs {
+            let key = input.get("key").and_then(Value::as_str).unwrap_or_default();
+            let effect = match input.get("kind").and_then(Value::as_str) {
+                Some("form") => format!(
+                    "{key}: what you enter in {} field(s) is sent to {server}",
+                    input.get("fields").and_then(Value::as_array).map_or(0, Vec::len)
+                ),
+                Some("url") => format!(
+                    "{key}: accepting opens {} in your browser; the client and the model cannot see the page",
+                    input.pointer("/url/full").and_then(Value::as_str).unwrap_or_default()
+                ),
+                Some("roots") => format!("{key}: your workspace roots are sent to {server}"),
+                Some("sampling") => format!(
+                    "{key}: your model generates a reply for {server}, which receives it"
+                ),
+                _ => String::new(),
+            };
+            effects.push(Value::String(effect));
+        }
+        effects.push(Value::String(format!(
+            "then {target} is retried at {server}{}",
+            if round.state.is_some() { " with the server's saved state" } else { "" }
+        )));
+        json!({
+            "view": "mrtr-gate/consent-view/v1",
+            "server": server,
+            "request": {
+                "id": binding.live_id.to_json(),
+                "original_id": binding.original_id.to_json(),
+                "method": binding.method,
+                "name": binding.name,
+            },
+            "round": number,
+            "max_rounds": binding.policy.max_rounds,
+            "inputs": round.view_inputs,
+            "state": round::state_view(round.state.as_deref()),
+            "effects": effects,
+        })
+    }
+
+    // ---- retry ---------------------------------------------------------------------------
+
+    /// Validate the answers, obtain consent, consume the round, return the retry.
+    pub fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
+        let request_id = r
+            .request_id
+            .clone()
+            .validated()
+            .map_err(Denial::unaudited)?;
+        let unbound = || {
+            Event::new(EventKind::Rejected)
+                .set("live_id", request_id.to_json())
+                .set("user_sha256", canonical::digest_str(&r.user))
+                .set("tenant_sha256", canonical::digest_str(&r.tenant))
+        };
+        let (binding, version) = match self.load(&request_id) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Err(self.deny(caller(CallerMisuse::InactiveRound), unbound())),
+            Err(e) => return Err(self.deny(e, unbound())),
+        };
+        if self.expired(&binding) {
+            return Err(self.fail_binding(
+                binding,
+                version,
+                caller(CallerMisuse::InactiveRound),
+                TerminalOutcome::Expired,
+            ));
+        }
+        let event = |b: &Binding| {
+            b.event(EventKind::Rejected)
+                .set("live_id", request_id.to_json())
+                .set("retry_id", r.retry_id.to_json())
+        };
+        match self.retry_checked(&binding, version, &r) {
+            Ok(retry) => Ok(retry),
+            Err(RetryFailure::Denied(e)) => {
+                let ev = event(&binding);
+                Err(self.deny(e, ev))
+            }
+            Err(RetryFailure::Ended(d)) => Err(d),
+        }
+    }
+
+    fn retry_checked(
+        &mut self,
+        binding: &Binding,
+        version: u64,
+        r: &RetryRequest,
+    ) -> Result<Retry, RetryFailure> {
+        let denied = RetryFailure::Denied;
+        let open = match (&binding.open, binding.live_id == r.request_id) {
+            (Some(open), true) => open.clone(),
+            _ => return Err(denied(caller(CallerMisuse::InactiveRound))),
+        };
+        let retry_id = r
+            .retry_id
+            .clone()
+            .validated()
+            .map_err(|_| denied(caller(CallerMisuse::RetryIdNotNew)))?;
+        if binding.used_ids.contains(&retry_id) {
+            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+        }
+        if binding.user != r.user
+            || binding.tenant != r.tenant
+            || canonical::sha256_hex(binding.params_json.as_bytes()) != binding.params_sha256
+        {
+            return Err(denied(caller(CallerMisuse::IdentityOrArgumentMismatch)));
+        }
+        let responses = match json::parse_strict(&r.responses_json, limits::RESPONSES) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => {
+                return Err(denied(caller(CallerMisuse::InvalidInputResponse(
+                    "`inputResponses` must be an object".into(),
+                ))));
+            }
+            Err(e) => {
+                return Err(denied(caller(CallerMisuse::InvalidInputResponse(match e {
+                    JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                    JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+                }))));
+            }
+        };
+        responses::check_responses(&responses, &open.inputs, &mut self.validators)
+            .map_err(denied)?;
+
+        // Consent: exactly this view, exactly these answers.
+        let responses_value = Value::Object(responses);
+        let responses_json = canonical::to_canonical(&responses_value);
+        let prompt = ConsentPrompt {
+            view_json: open.view_json.clone(),
+            view_sha256: open.view_sha256.clone(),
+            responses_sha256: canonical::sha256_hex(responses_json.as_bytes()),
+            responses_json,
+        };
+        let receipt = self
+            .host
+            .consent()
+            .request_consent(&prompt)
+            .map_err(|e| denied(GateError::Host(HostFault::ConsentUnavailable(e.message))))?;
+        let id_ok = !receipt.receipt_id.is_empty()
+            && receipt.receipt_id.len() <= limits::MAX_RECEIPT_ID_BYTES
+            && receipt.receipt_id.bytes().all(|b| b.is_ascii_graphic());
+        if !id_ok {
+            return Err(denied(GateError::Host(HostFault::ConsentUnavailable(
+                "the receipt id must be 1 to 128 printable ascii bytes".into(),
+            ))));
+        }
+        if receipt.decision != ConsentDecision::Granted {
+            return Err(denied(caller(CallerMisuse::ConsentRefused)));
+        }
+        if receipt.view_sha256 != prompt.view_sha256
+            || receipt.responses_sha256 != prompt.responses_sha256
+        {
+            return Err(denied(caller(CallerMisuse::ConsentMismatch)));
+        }
+        let consented = binding
+            .event(EventKind::Consented)
+            .set("outcome", "granted")
+            .set("consent_receipt_id", receipt.receipt_id.clone())
+            .set("retry_id", retry_id.to_json());
+        self.audit(consented).map_err(denied)?;
+
+        // Single use: reserve the retry id, then consume the round with one CAS.
+        if !self.reserve_alias(&retry_id, binding).map_err(denied)? {
+            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+        }
+        let mut next = binding.clone();
+        next.live_id = retry_id.clone();
+        next.used_ids.push(retry_id.clone());
+        next.open = None;
+        let new_version = match self.store(&next, Some(version)) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = self.delete_alias(&retry_id, &binding.original_id);
+                return Err(denied(e));
+            }
+        };
+        let submitted = binding
+            .event(EventKind::Submitted)
+            .set("outcome", "accepted")
+            .set("consent_receipt_id", receipt.receipt_id.clone())
+            .set("retry_id", retry_id.to_json());
+        if let Err(e) = self.audit(submitted) {
+            // The round is consumed but the trail does not show it: the retry must not go out.
+            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
+            return Err(RetryFailure::Ended(Denial::unaudited(e)));
+        }
+
+        let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
+            .map_err(|_| RetryFailure::Denied(GateError::Host(HostFault::StorageCorrupted)))?;
+        // Built from the original params: nothing of an earlier round can be carried along.
+        if !open.inputs.is_empty() {
+            params.insert("inputResponses".into(), responses_value);
+        }
+        if let Some(state) = &open.state {
+            params.insert("requestState".into(), Value::String(state.clone()));
+        }
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": retry_id.to_json(),
+            "method": binding.method,
+            "params": params,
+        });
+        Ok(Retry {
+            request_json: canonical::to_canonical(&request),
+            round: open.number,
+            consent_receipt_id: receipt.receipt_id,
+        })
+    }
+
+    // ---- finish and expiry ---------------------------------------------------------------
+
+    /// End a binding from the caller's side.
+    pub fn finish(
+        &mut self,
+        request_id: &RequestId,
+        outcome: CallerOutcome,
+    ) -> Result<TerminalOutcome, Denial> {
+        let (binding, version) = self
+            .load(request_id)
+            .map_err(Denial::unaudited)?
+            .ok_or_else(|| Denial::unaudited(caller(CallerMisuse::UnknownRequest)))?;
+        let (terminal, reason) = if self.expired(&binding) {
+            (TerminalOutcome::Expired, None)
+        } else {
+            match &outcome {
+                CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
+                CallerOutcome::Error(code) => (TerminalOutcome::Error, Some(bounded(code, 64))),
+            }
+        };
+        self.end(&binding, version, terminal, reason.as_deref())
+            .map_err(Denial::unaudited)?;
+        Ok(terminal)
+    }
+
+    /// End every binding whose lifetime has passed.
+    pub fn expire_stale(&mut self) -> Result<u32, Denial> {
+        let keys = self
+            .host
+            .storage()
+            .list_keys(BINDING_PREFIX)
+            .map_err(|e| Denial::unaudited(storage_failed(e)))?;
+        let mut ended = 0u32;
+        for key in keys {
+            let Some(found) = self
+                .host
+                .storage()
+                .get(&key)
+                .map_err(|e| Denial::unaudited(storage_failed(e)))?
+            else {
+                continue;
+            };
+            let Ok(binding) = serde_json::from_slice::<Binding>(&found.value) else {
+                continue;
+            };
+            if self.expired(&binding) {
+                match self.end(&binding, found.version, TerminalOutcome::Expired, None) {
+                    Ok(()) => ended = ended.saturating_add(1),
+                    // Someone else ended or changed it meanwhile: theirs is the last word.
+                    Err(GateError::Host(HostFault::StateAlreadyUsed)) => {}
+                    Err(e) => return Err(Denial::unaudited(e)),
+                }
+            }
+        }
+        Ok(ended)
+    }
+}
+
+enum Judged {
+    Complete,
+    Error(i64),
+    Round(round::Round),
+}
+
+enum Judgement {
+    /// Deny, leave the binding as it is.
+    Ignore(GateError),
+    /// Deny and end the binding.
+    End(GateError),
+}
+
+enum RetryFailure {
+    /// Deny (audited as rejected); the binding stays.
+    Denied(GateError),
+    /// Already denied and the binding ended.
+    Ended(Denial),
+}

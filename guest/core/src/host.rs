@@ -1,0 +1,218 @@
+//! The four host services the gate needs. They mirror the WIT imports one to one, so the
+//! same core runs natively (tests, benches) and inside the component (through the glue).
+//! Every method may fail; the gate turns every failure into a denial.
+
+use std::sync::Arc;
+
+/// A failure of a host service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostError {
+    /// What failed. Goes to logs and the audit reason, never to the server.
+    pub message: String,
+}
+
+impl HostError {
+    /// A host error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// Time.
+pub trait Clock {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// A stored value and the version its last write got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned {
+    /// The bytes.
+    pub value: Vec<u8>,
+    /// Changes on every write of the key.
+    pub version: u64,
+}
+
+/// The result of a compare-and-swap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CasOutcome {
+    /// Written; the key's new version (0 after a delete).
+    Applied(u64),
+    /// The version was not the expected one; nothing written.
+    Conflict,
+}
+
+/// Short-lived protected storage, possibly shared between instances and processes.
+pub trait Storage {
+    /// The live value of `key`.
+    fn get(&self, key: &str) -> Result<Option<Versioned>, HostError>;
+    /// Atomically write (or delete, `value: None`) if the version is `expected` (`None`: absent).
+    fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: Option<&[u8]>,
+        ttl_ms: u64,
+    ) -> Result<CasOutcome, HostError>;
+    /// Live keys with this prefix.
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError>;
+}
+
+/// What the user is asked to approve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsentPrompt {
+    /// The consent view, canonical JSON.
+    pub view_json: String,
+    /// SHA-256 of `view_json`.
+    pub view_sha256: String,
+    /// The answers about to be sent, canonical JSON.
+    pub responses_json: String,
+    /// SHA-256 of `responses_json`.
+    pub responses_sha256: String,
+}
+
+/// The user's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsentDecision {
+    /// Approved.
+    Granted,
+    /// Refused.
+    Refused,
+}
+
+/// The host's record of a decision, bound to one view and one set of answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsentReceipt {
+    /// Recorded in the audit trail.
+    pub receipt_id: String,
+    /// What the user decided.
+    pub decision: ConsentDecision,
+    /// The view the decision was about.
+    pub view_sha256: String,
+    /// The answers the decision was about.
+    pub responses_sha256: String,
+}
+
+/// The user's visible decision.
+pub trait Consent {
+    /// Show the prompt (or look up the decision already made for it) and return the receipt.
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError>;
+}
+
+/// The last event of an audit sink.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainHead {
+    /// 0 for an empty sink.
+    pub seq: u64,
+    /// 64 zeros for an empty sink.
+    pub event_sha256: String,
+}
+
+impl ChainHead {
+    /// The head of an empty sink.
+    pub fn genesis() -> Self {
+        Self {
+            seq: 0,
+            event_sha256: "0".repeat(64),
+        }
+    }
+}
+
+/// One audit event as appended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Position in the chain, from 1.
+    pub seq: u64,
+    /// `event_sha256` of the event before.
+    pub prev_sha256: String,
+    /// SHA-256 of `line`.
+    pub event_sha256: String,
+    /// The event, canonical JSON (carries `seq` and `prev_sha256` itself).
+    pub line: String,
+}
+
+/// The result of an append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// Durably written.
+    Appended,
+    /// The entry did not extend the head; nothing written.
+    HeadMoved(ChainHead),
+}
+
+/// An append-only hash-chained audit sink.
+pub trait Audit {
+    /// The last event.
+    fn head(&self) -> Result<ChainHead, HostError>;
+    /// Append if and only if `entry` extends the head.
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError>;
+    /// The line stored at `seq`, from the durable medium.
+    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError>;
+}
+
+macro_rules! forward {
+    ($($ptr:ident),*) => {$(
+        impl<T: Clock + ?Sized> Clock for $ptr<T> {
+            fn now_ms(&self) -> u64 { (**self).now_ms() }
+        }
+        impl<T: Storage + ?Sized> Storage for $ptr<T> {
+            fn get(&self, key: &str) -> Result<Option<Versioned>, HostError> { (**self).get(key) }
+            fn compare_and_swap(&self, key: &str, expected: Option<u64>, value: Option<&[u8]>, ttl_ms: u64)
+                -> Result<CasOutcome, HostError> { (**self).compare_and_swap(key, expected, value, ttl_ms) }
+            fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> { (**self).list_keys(prefix) }
+        }
+        impl<T: Consent + ?Sized> Consent for $ptr<T> {
+            fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+                (**self).request_consent(prompt)
+            }
+        }
+        impl<T: Audit + ?Sized> Audit for $ptr<T> {
+            fn head(&self) -> Result<ChainHead, HostError> { (**self).head() }
+            fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> { (**self).append(entry) }
+            fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> { (**self).read_back(seq) }
+        }
+    )*};
+}
+forward!(Arc, Box);
+
+/// The four services bundled, each behind its own type.
+#[derive(Clone, Debug)]
+pub struct Services<C, S, K, A> {
+    /// Time.
+    pub clock: C,
+    /// Live bindings.
+    pub storage: S,
+    /// The user's decisions.
+    pub consent: K,
+    /// The audit sink.
+    pub audit: A,
+}
+
+/// Everything the gate needs from its host.
+pub trait Host {
+    /// Time.
+    fn clock(&self) -> &dyn Clock;
+    /// Live bindings.
+    fn storage(&self) -> &dyn Storage;
+    /// The user's decisions.
+    fn consent(&self) -> &dyn Consent;
+    /// The audit sink.
+    fn audit(&self) -> &dyn Audit;
+}
+
+impl<C: Clock, S: Storage, K: Consent, A: Audit> Host for Services<C, S, K, A> {
+    fn clock(&self) -> &dyn Clock {
+        &self.clock
+    }
+    fn storage(&self) -> &dyn Storage {
+        &self.storage
+    }
+    fn consent(&self) -> &dyn Consent {
+        &self.consent
+    }
+    fn audit(&self) -> &dyn Audit {
+        &self.audit
+    }
+}

@@ -1,0 +1,158 @@
+//! JSON-RPC ids and server identities: the two things every binding is keyed and checked on.
+
+use crate::error::{CallerMisuse, GateError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Longest string id accepted, in bytes.
+pub const MAX_STRING_ID_BYTES: usize = 256;
+
+/// A JSON-RPC id. `Number(1)` and `Text("1")` are different ids.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    Text(String),
+}
+
+impl RequestId {
+    /// Refuse ids the gate will not bind (empty or oversized strings).
+    pub fn validated(self) -> Result<Self, GateError> {
+        match &self {
+            Self::Text(s) if s.is_empty() || s.len() > MAX_STRING_ID_BYTES => {
+                Err(GateError::Caller(CallerMisuse::InvalidRequestId))
+            }
+            _ => Ok(self),
+        }
+    }
+
+    /// The id as it appears in JSON.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Number(n) => Value::from(*n),
+            Self::Text(s) => Value::String(s.clone()),
+        }
+    }
+
+    /// Read a JSON-RPC id off the wire: integers (within i64) and strings only.
+    pub fn from_json(value: &Value) -> Option<Self> {
+        match value {
+            Value::Number(n) => n.as_i64().map(Self::Number),
+            Value::String(s) if !s.is_empty() && s.len() <= MAX_STRING_ID_BYTES => {
+                Some(Self::Text(s.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// An unambiguous storage-key fragment: the canonical JSON of the id (`1` vs `"1"`).
+    pub fn key_fragment(&self) -> String {
+        crate::canonical::to_canonical(&self.to_json())
+    }
+}
+
+/// The largest endpoint id, in bytes.
+pub const MAX_ENDPOINT_ID_BYTES: usize = 128;
+/// The largest origin URL, in bytes.
+pub const MAX_ORIGIN_BYTES: usize = 2048;
+
+/// The server the host verified at the transport, normalised.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerIdentity {
+    /// A normalised `http`/`https` endpoint URL.
+    Origin(String),
+    /// A host-assigned endpoint id.
+    Endpoint(String),
+}
+
+impl ServerIdentity {
+    /// Normalise an origin URL: scheme and host lowercased, IDNA to ASCII, default port
+    /// elided, path normalised. Userinfo, query and fragment are refused, not dropped: a
+    /// caller who passes them has probably passed the wrong thing.
+    pub fn origin(raw: &str) -> Result<Self, GateError> {
+        let bad = |why: &str| GateError::Caller(CallerMisuse::InvalidServerIdentity(why.into()));
+        if raw.is_empty() || raw.len() > MAX_ORIGIN_BYTES {
+            return Err(bad("the origin must be 1 to 2048 bytes"));
+        }
+        if raw.chars().any(|c| c.is_control() || c.is_whitespace() || c == '\\') {
+            return Err(bad("the origin contains white space, control characters or `\\`"));
+        }
+        let url = url::Url::parse(raw).map_err(|_| bad("the origin is not a url"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad("the origin must be an http or https url"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(bad("the origin must not carry userinfo"));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(bad("the origin must not carry a query or fragment"));
+        }
+        if url.host().is_none() {
+            return Err(bad("the origin has no host"));
+        }
+        Ok(Self::Origin(url.to_string()))
+    }
+
+    /// Validate a host-assigned endpoint id.
+    pub fn endpoint(raw: &str) -> Result<Self, GateError> {
+        let ok = !raw.is_empty()
+            && raw.len() <= MAX_ENDPOINT_ID_BYTES
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:/@-".contains(&b));
+        if ok {
+            Ok(Self::Endpoint(raw.to_owned()))
+        } else {
+            Err(GateError::Caller(CallerMisuse::InvalidServerIdentity(
+                "an endpoint id is 1 to 128 bytes of `[A-Za-z0-9._:/@-]`".into(),
+            )))
+        }
+    }
+
+    /// How the server is shown to people and recorded in the audit trail.
+    pub fn display(&self) -> String {
+        match self {
+            Self::Origin(url) => url.clone(),
+            Self::Endpoint(id) => format!("endpoint:{id}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_of_different_types_differ() {
+        assert_ne!(
+            RequestId::Number(1).key_fragment(),
+            RequestId::Text("1".into()).key_fragment()
+        );
+        assert_eq!(RequestId::from_json(&Value::from(1.5)), None);
+        assert_eq!(RequestId::from_json(&Value::Null), None);
+        assert_eq!(RequestId::from_json(&Value::from("")), None);
+    }
+
+    #[test]
+    fn origins_normalise_and_refuse_smuggling() {
+        let a = ServerIdentity::origin("HTTPS://Example.COM:443/mcp/../mcp").ok();
+        assert_eq!(a, Some(ServerIdentity::Origin("https://example.com/mcp".into())));
+        for bad in [
+            "https://user:pw@example.com/",
+            "https://example.com/?token=x",
+            "https://example.com/#f",
+            "ftp://example.com/",
+            "https://exa\nmple.com/",
+            "https://example.com\\@evil.com/",
+            "not a url",
+            "",
+        ] {
+            assert!(ServerIdentity::origin(bad).is_err(), "{bad}");
+        }
+        assert!(ServerIdentity::endpoint("stdio:weather-1").is_ok());
+        assert!(ServerIdentity::endpoint("bad id").is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! In-memory reference hosts: a controllable clock, storage with TTL and atomic
+//! compare-and-swap, a scripted consent provider and an audit sink with fault injection.
+//! Used by the native tests, the property tests and the wasmtime harness.
+
+use crate::host::{
+    AppendOutcome, Audit, AuditEntry, CasOutcome, ChainHead, Clock, Consent, ConsentDecision,
+    ConsentPrompt, ConsentReceipt, HostError, Storage, Versioned,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another thread panicked mid-update of plain data; the
+    // data itself is still a consistent map (every update is a single insert/remove).
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A clock the test moves by hand.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock at `start_ms`.
+    pub fn new(start_ms: u64) -> Self {
+        Self {
+            now: AtomicU64::new(start_ms),
+        }
+    }
+    /// Move time forward.
+    pub fn advance(&self, ms: u64) {
+        self.now.fetch_add(ms, Ordering::SeqCst);
+    }
+    /// Set the time.
+    pub fn set(&self, ms: u64) {
+        self.now.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// The wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    value: Vec<u8>,
+    version: u64,
+    expires_at_ms: u64,
+}
+
+/// Storage in one process's memory, with TTL and atomic compare-and-swap. Cloning shares it.
+#[derive(Clone)]
+pub struct MemoryStorage {
+    clock: Arc<dyn Clock + Send + Sync>,
+    slots: Arc<Mutex<BTreeMap<String, Slot>>>,
+    next_version: Arc<AtomicU64>,
+    fail: Arc<AtomicBool>,
+    lose_cas: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for MemoryStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStorage")
+            .field("keys", &lock(&self.slots).len())
+            .finish()
+    }
+}
+
+impl MemoryStorage {
+    /// Empty storage whose TTLs follow `clock`.
+    pub fn new(clock: Arc<dyn Clock + Send + Sync>) -> Self {
+        Self {
+            clock,
+            slots: Arc::default(),
+            next_version: Arc::new(AtomicU64::new(1)),
+            fail: Arc::default(),
+            lose_cas: Arc::default(),
+        }
+    }
+    /// Make every call fail (fault injection).
+    pub fn set_failing(&self, on: bool) {
+        self.fail.store(on, Ordering::SeqCst);
+    }
+    /// Make every compare-and-swap that would apply report a conflict instead, as if
+    /// another instance had written first (fault injection).
+    pub fn set_losing_cas(&self, on: bool) {
+        self.lose_cas.store(on, Ordering::SeqCst);
+    }
+    /// Keys held, expired or not (for memory-flatness checks).
+    pub fn len(&self) -> usize {
+        lock(&self.slots).len()
+    }
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Drop expired keys now (a real store does this on its own).
+    pub fn purge_expired(&self) {
+        let now = self.clock.now_ms();
+        lock(&self.slots).retain(|_, s| s.expires_at_ms > now);
+    }
+    fn check(&self) -> Result<(), HostError> {
+        if self.fail.load(Ordering::SeqCst) {
+            Err(HostError::new("storage unavailable (injected)"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn get(&self, key: &str) -> Result<Option<Versioned>, HostError> {
+        self.check()?;
+        let now = self.clock.now_ms();
+        Ok(lock(&self.slots)
+            .get(key)
+            .filter(|s| s.expires_at_ms > now)
+            .map(|s| Versioned {
+                value: s.value.clone(),
+                version: s.version,
+            }))
+    }
+
+    fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: Option<&[u8]>,
+        ttl_ms: u64,
+    ) -> Result<CasOutcome, HostError> {
+        self.check()?;
+        let now = self.clock.now_ms();
+        let mut slots = lock(&self.slots);
+        let current = slots
+            .get(key)
+            .filter(|s| s.expires_at_ms > now)
+            .map(|s| s.version);
+        if current != expected || self.lose_cas.load(Ordering::SeqCst) {
+            return Ok(CasOutcome::Conflict);
+        }
+        match value {
+            None => {
+                slots.remove(key);
+                Ok(CasOutcome::Applied(0))
+            }
+            Some(bytes) => {
+                let version = self.next_version.fetch_add(1, Ordering::SeqCst);
+                slots.insert(
+                    key.to_owned(),
+                    Slot {
+                        value: bytes.to_vec(),
+                        version,
+                        expires_at_ms: now.saturating_add(ttl_ms),
+                    },
+                );
+                Ok(CasOutcome::Applied(version))
+            }
+        }
+    }
+
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
+        self.check()?;
+        let now = self.clock.now_ms();
+        Ok(lock(&self.slots)
+            .iter()
+            .filter(|(k, s)| k.starts_with(prefix) && s.expires_at_ms > now)
+            .map(|(k, _)| k.clone())
+            .collect())
+    }
+}
+
+/// What a scripted consent provider answers next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptedAnswer {
+    /// Grant, for exactly the prompt's view and answers.
+    Grant,
+    /// Refuse.
+    Refuse,
+    /// Grant, but name another view (a buggy or hostile consent UI).
+    GrantOtherView,
+    /// Grant, but name other answers.
+    GrantOtherAnswers,
+    /// Fail (the consent UI is unavailable).
+    Fail,
+}
+
+/// A consent provider that answers from a script (then with its default), and keeps every prompt.
+#[derive(Clone, Debug)]
+pub struct ScriptedConsent {
+    script: Arc<Mutex<VecDeque<ScriptedAnswer>>>,
+    default: Arc<Mutex<ScriptedAnswer>>,
+    prompts: Arc<Mutex<Vec<ConsentPrompt>>>,
+    counter: Arc<AtomicU64>,
+}
+
+impl ScriptedConsent {
+    /// Answers `default` whenever the script is empty.
+    pub fn new(default: ScriptedAnswer) -> Self {
+        Self {
+            script: Arc::default(),
+            default: Arc::new(Mutex::new(default)),
+            prompts: Arc::default(),
+            counter: Arc::new(AtomicU64::new(1)),
+        }
+    }
+    /// Queue the next answers.
+    pub fn push(&self, answer: ScriptedAnswer) {
+        lock(&self.script).push_back(answer);
+    }
+    /// Change the default answer.
+    pub fn set_default(&self, answer: ScriptedAnswer) {
+        *lock(&self.default) = answer;
+    }
+    /// Every prompt shown so far.
+    pub fn prompts(&self) -> Vec<ConsentPrompt> {
+        lock(&self.prompts).clone()
+    }
+}
+
+impl Consent for ScriptedConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        lock(&self.prompts).push(prompt.clone());
+        let answer = lock(&self.script)
+            .pop_front()
+            .unwrap_or_else(|| lock(&self.default).clone());
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        let mut receipt = ConsentReceipt {
+            receipt_id: format!("consent-{n}"),
+            decision: ConsentDecision::Granted,
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        };
+        match answer {
+            ScriptedAnswer::Grant => {}
+            ScriptedAnswer::Refuse => receipt.decision = ConsentDecision::Refused,
+            ScriptedAnswer::GrantOtherView => receipt.view_sha256 = "0".repeat(64),
+            ScriptedAnswer::GrantOtherAnswers => receipt.responses_sha256 = "0".repeat(64),
+            ScriptedAnswer::Fail => return Err(HostError::new("consent ui unavailable (injected)")),
+        }
+        Ok(receipt)
+    }
+}
+
+/// Faults the memory audit sink can inject.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AuditFault {
+    /// Behave.
+    #[default]
+    None,
+    /// Every append fails.
+    FailAppend,
+    /// Appends succeed, reads back return a different line.
+    CorruptReadback,
+    /// Appends succeed, reads back find nothing.
+    LoseWrites,
+    /// Reads back fail.
+    FailReadback,
+}
+
+/// An audit sink in memory that checks the chain on append. Cloning shares it.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryAudit {
+    entries: Arc<Mutex<Vec<AuditEntry>>>,
+    fault: Arc<Mutex<AuditFault>>,
+}
+
+impl MemoryAudit {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Inject a fault from now on.
+    pub fn set_fault(&self, fault: AuditFault) {
+        *lock(&self.fault) = fault;
+    }
+    /// Every entry written.
+    pub fn entries(&self) -> Vec<AuditEntry> {
+        lock(&self.entries).clone()
+    }
+    /// Every line written, parsed.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        lock(&self.entries)
+            .iter()
+            .filter_map(|e| serde_json::from_str(&e.line).ok())
+            .collect()
+    }
+}
+
+fn head_of(entries: &[AuditEntry]) -> ChainHead {
+    entries.last().map_or_else(ChainHead::genesis, |e| ChainHead {
+        seq: e.seq,
+        event_sha256: e.event_sha256.clone(),
+    })
+}
+
+impl Audit for MemoryAudit {
+    fn head(&self) -> Result<ChainHead, HostError> {
+        Ok(head_of(&lock(&self.entries)))
+    }
+
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        if *lock(&self.fault) == AuditFault::FailAppend {
+            return Err(HostError::new("audit sink unavailable (injected)"));
+        }
+        let mut entries = lock(&self.entries);
+        let head = head_of(&entries);
+        if head.seq.checked_add(1) != Some(entry.seq) || head.event_sha256 != entry.prev_sha256 {
+            return Ok(AppendOutcome::HeadMoved(head));
+        }
+        entries.push(entry.clone());
+        Ok(AppendOutcome::Appended)
+    }
+
+    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
+        let fault = *lock(&self.fault);
+        let entries = lock(&self.entries);
+        let found = entries.iter().rev().find(|e| e.seq == seq).map(|e| e.line.clone());
+        match fault {
+            AuditFault::FailReadback => Err(HostError::new("audit read-back failed (injected)")),
+            AuditFault::LoseWrites => Ok(None),
+            AuditFault::CorruptReadback => Ok(found.map(|l| l.replacen("\"event\"", "\"evnt\"", 1))),
+            AuditFault::None | AuditFault::FailAppend => Ok(found),
+        }
+    }
+}

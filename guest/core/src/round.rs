@@ -1,0 +1,371 @@
+//! One `input_required` round: the server's `inputRequests` and `requestState`, checked,
+//! turned into input rules (what each answer must look like) and a consent view.
+
+use crate::canonical;
+use crate::error::{GateError, PeerMisbehaved};
+use crate::json::bounded;
+use crate::policy::{DeprecatedMethod, Policy, limits};
+use crate::schema::{self, FormField, FormSchema};
+use crate::url_view::{self, UrlView};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// The capabilities the request declared in `_meta`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declared {
+    /// `elicitation` with `form` (or `elicitation: {}`).
+    pub form: bool,
+    /// `elicitation.url`.
+    pub url: bool,
+    /// `roots`.
+    pub roots: bool,
+    /// `sampling`.
+    pub sampling: bool,
+    /// `sampling.tools`.
+    pub sampling_tools: bool,
+}
+
+/// The `_meta` key that carries the client capabilities.
+pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+impl Declared {
+    /// Read the declared capabilities from the request params.
+    pub fn from_params(params: &Map<String, Value>) -> Self {
+        let caps = params
+            .get("_meta")
+            .and_then(|m| m.get(CAPABILITIES_KEY))
+            .and_then(Value::as_object);
+        let Some(caps) = caps else {
+            return Self::default();
+        };
+        let elicitation = caps.get("elicitation").and_then(Value::as_object);
+        let sampling = caps.get("sampling").and_then(Value::as_object);
+        Self {
+            // `elicitation: {}` means form only (backwards compatibility).
+            form: elicitation.is_some_and(|e| {
+                e.get("form").is_some_and(Value::is_object)
+                    || (!e.contains_key("form") && !e.contains_key("url"))
+            }),
+            url: elicitation.is_some_and(|e| e.get("url").is_some_and(Value::is_object)),
+            roots: caps.get("roots").is_some_and(Value::is_object),
+            sampling: sampling.is_some(),
+            sampling_tools: sampling.is_some_and(|s| s.get("tools").is_some_and(Value::is_object)),
+        }
+    }
+}
+
+/// What an answer to one input request must look like.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum InputRule {
+    /// Form elicitation: content validated against the schema.
+    Form {
+        /// The accepted schema.
+        schema: FormSchema,
+    },
+    /// URL elicitation: no content.
+    Url {
+        /// The URL host, for the audit trail.
+        host: String,
+    },
+    /// `roots/list` (deprecated): a `ListRootsResult`.
+    Roots,
+    /// `sampling/createMessage` (deprecated): a `CreateMessageResult`.
+    Sampling,
+}
+
+impl InputRule {
+    /// The kind name used in views and audit events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Form { .. } => "form",
+            Self::Url { .. } => "url",
+            Self::Roots => "roots",
+            Self::Sampling => "sampling",
+        }
+    }
+}
+
+/// A checked round.
+#[derive(Clone, Debug)]
+pub struct Round {
+    /// The exact `requestState`, when present.
+    pub state: Option<String>,
+    /// One rule per input key.
+    pub inputs: BTreeMap<String, InputRule>,
+    /// One view entry per input key, in key order.
+    pub view_inputs: Vec<Value>,
+}
+
+fn peer(e: PeerMisbehaved) -> GateError {
+    GateError::Peer(e)
+}
+
+fn invalid(why: impl Into<String>) -> GateError {
+    peer(PeerMisbehaved::ServerSentInvalidInputRequest(why.into()))
+}
+
+/// `^[A-Za-z0-9._-]{1,64}$`
+pub fn valid_input_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 64
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn message(params: &Map<String, Value>, key: &str) -> Result<String, GateError> {
+    params
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| m.len() <= limits::MAX_TEXT_BYTES)
+        .map(str::to_owned)
+        .ok_or_else(|| invalid(format!("`{key}` needs a `message` string of at most 8 KiB")))
+}
+
+fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), GateError> {
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(invalid(format!(
+            "`{key}` carries the unexpected field `{}`",
+            bounded(k, 64)
+        ))),
+    }
+}
+
+fn form_view(key: &str, message: &str, schema: &FormSchema, fields: &[FormField]) -> Value {
+    json!({
+        "key": key,
+        "kind": "form",
+        "message": message,
+        "fields": fields,
+        "schema_sha256": schema.schema_sha256,
+    })
+}
+
+fn url_view_value(key: &str, message: &str, view: &UrlView) -> Value {
+    json!({"key": key, "kind": "url", "message": message, "url": view})
+}
+
+fn check_one(
+    key: &str,
+    request: &Value,
+    policy: &Policy,
+    declared: Declared,
+) -> Result<(InputRule, Value), GateError> {
+    let obj = request
+        .as_object()
+        .ok_or_else(|| invalid(format!("`{key}` must be an object")))?;
+    // Embedded requests have no `jsonrpc` or `id`: they are not JSON-RPC requests.
+    only(obj, &["method", "params"], key)?;
+    let method = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(format!("`{key}` needs a `method` string")))?;
+    let params = obj.get("params");
+    match method {
+        "elicitation/create" => {
+            let params = params
+                .and_then(Value::as_object)
+                .ok_or_else(|| invalid(format!("`{key}.params` must be an object")))?;
+            let mode = match params.get("mode") {
+                None => "form",
+                Some(Value::String(m)) if m == "form" || m == "url" => m.as_str(),
+                Some(_) => return Err(peer(PeerMisbehaved::ServerSentUnknownElicitationMode)),
+            };
+            if mode == "form" {
+                only(params, &["mode", "message", "requestedSchema", "_meta"], key)?;
+                let msg = message(params, key)?;
+                let schema = schema::check_form_schema(
+                    params.get("requestedSchema").unwrap_or(&Value::Null),
+                )?;
+                if !declared.form {
+                    return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
+                        "elicitation.form".into(),
+                    )));
+                }
+                let view = form_view(key, &msg, &schema, &schema.fields);
+                Ok((InputRule::Form { schema }, view))
+            } else {
+                // `elicitationId` is a 2025-11-25 field; tolerated, never used.
+                only(params, &["mode", "message", "url", "elicitationId", "_meta"], key)?;
+                let msg = message(params, key)?;
+                let raw = params.get("url").and_then(Value::as_str).ok_or_else(|| {
+                    peer(PeerMisbehaved::ServerSentUnsafeUrl("`url` must be a string".into()))
+                })?;
+                let (view, _) = url_view::check_url(raw)?;
+                if !declared.url {
+                    return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
+                        "elicitation.url".into(),
+                    )));
+                }
+                let value = url_view_value(key, &msg, &view);
+                Ok((
+                    InputRule::Url {
+                        host: view.ascii_host,
+                    },
+                    value,
+                ))
+            }
+        }
+        "roots/list" => {
+            if !policy.allows(DeprecatedMethod::RootsList) {
+                return Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest));
+            }
+            if let Some(p) = params {
+                let p = p
+                    .as_object()
+                    .ok_or_else(|| invalid(format!("`{key}.params` must be an object")))?;
+                only(p, &["_meta"], key)?;
+            }
+            if !declared.roots {
+                return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
+                    "roots".into(),
+                )));
+            }
+            Ok((
+                InputRule::Roots,
+                json!({"key": key, "kind": "roots", "deprecated": true}),
+            ))
+        }
+        "sampling/createMessage" => {
+            if !policy.allows(DeprecatedMethod::SamplingCreateMessage) {
+                return Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest));
+            }
+            let p = params
+                .and_then(Value::as_object)
+                .ok_or_else(|| invalid(format!("`{key}.params` must be an object")))?;
+            only(
+                p,
+                &[
+                    "messages",
+                    "modelPreferences",
+                    "systemPrompt",
+                    "includeContext",
+                    "temperature",
+                    "maxTokens",
+                    "stopSequences",
+                    "metadata",
+                    "tools",
+                    "toolChoice",
+                    "_meta",
+                ],
+                key,
+            )?;
+            let messages = p
+                .get("messages")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid(format!("`{key}.params.messages` must be an array")))?;
+            let max_tokens = p
+                .get("maxTokens")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| invalid(format!("`{key}.params.maxTokens` must be an integer")))?;
+            let include_context = match p.get("includeContext") {
+                None => "none",
+                Some(Value::String(s))
+                    if matches!(s.as_str(), "none" | "thisServer" | "allServers") =>
+                {
+                    s.as_str()
+                }
+                Some(_) => return Err(invalid(format!("`{key}.params.includeContext` is invalid"))),
+            };
+            let tools = p.get("tools").is_some() || p.get("toolChoice").is_some();
+            if !declared.sampling || (tools && !declared.sampling_tools) {
+                return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
+                    if tools { "sampling.tools" } else { "sampling" }.into(),
+                )));
+            }
+            let system_prompt = p.get("systemPrompt").and_then(Value::as_str).map(|s| bounded(s, 2000));
+            Ok((
+                InputRule::Sampling,
+                json!({
+                    "key": key,
+                    "kind": "sampling",
+                    "deprecated": true,
+                    "messages": messages.len(),
+                    "max_tokens": max_tokens,
+                    "include_context": include_context,
+                    "system_prompt": system_prompt,
+                    "tools": tools,
+                }),
+            ))
+        }
+        _ => Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest)),
+    }
+}
+
+/// Check the `input_required` result `result` (already known to carry that `resultType`).
+pub fn check_round(
+    result: &Map<String, Value>,
+    policy: &Policy,
+    declared: Declared,
+) -> Result<Round, GateError> {
+    // Only the spec's fields (plus `_meta`) may stand beside `resultType`.
+    if let Some(k) = result.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "resultType" | "inputRequests" | "requestState" | "_meta"
+        )
+    }) {
+        return Err(peer(PeerMisbehaved::ServerSentMalformedResponse(format!(
+            "an `input_required` result carries the unexpected field `{}`",
+            bounded(k, 64)
+        ))));
+    }
+    let requests = match result.get("inputRequests") {
+        None => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(_) => {
+            return Err(invalid("`inputRequests` must be an object"));
+        }
+    };
+    let state = match result.get("requestState") {
+        None => None,
+        Some(Value::String(s))
+            if !s.is_empty() && s.len() <= policy.max_request_state_bytes as usize =>
+        {
+            Some(s.clone())
+        }
+        Some(_) => return Err(peer(PeerMisbehaved::ServerSentInvalidState)),
+    };
+    let has_requests = requests.is_some_and(|r| !r.is_empty());
+    if !has_requests && state.is_none() {
+        return Err(peer(PeerMisbehaved::ServerSentEmptyInputRequired));
+    }
+    let mut inputs = BTreeMap::new();
+    let mut view_inputs = Vec::new();
+    if let Some(requests) = requests {
+        if requests.len() > limits::MAX_INPUT_REQUESTS {
+            return Err(peer(PeerMisbehaved::ServerExceededLimit(
+                "more than 32 input requests in one round".into(),
+            )));
+        }
+        let mut sorted: Vec<_> = requests.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        for (key, request) in sorted {
+            if !valid_input_key(key) {
+                return Err(invalid(format!(
+                    "the input key `{}` is not `[A-Za-z0-9._-]{{1,64}}`",
+                    bounded(key, 64)
+                )));
+            }
+            let (rule, view) = check_one(key, request, policy, declared)?;
+            inputs.insert(key.clone(), rule);
+            view_inputs.push(view);
+        }
+    }
+    Ok(Round {
+        state,
+        inputs,
+        view_inputs,
+    })
+}
+
+/// The `state` part of a consent view.
+pub fn state_view(state: Option<&str>) -> Value {
+    match state {
+        Some(s) => json!({"present": true, "bytes": s.len(), "sha256": canonical::digest_str(s)}),
+        None => json!({"present": false}),
+    }
+}

@@ -1,0 +1,696 @@
+//! Form `requestedSchema`: the MCP primitive subset, checked by whitelist.
+//!
+//! The spec allows a flat object of primitive properties (string, number/integer, boolean,
+//! single- and multi-select enums) plus pure annotations. Anything else (`$ref`, nesting,
+//! `pattern`, unknown keywords, `additionalProperties`, ...) is refused rather than
+//! ignored: a keyword the gate does not understand is a keyword it cannot show the user.
+//!
+//! An accepted schema becomes a [`FormSchema`]: the fields as the consent view shows them,
+//! the digest of the schema as the server sent it, and a normalised JSON Schema that the
+//! content is validated against with `jsonschema`. The normalised schema adds
+//! `additionalProperties: false`: the user consented to the fields shown, nothing more.
+
+use crate::canonical;
+use crate::error::{CallerMisuse, GateError, PeerMisbehaved};
+use crate::policy::limits;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
+
+/// The formats the spec allows on string fields.
+pub const FORMATS: [&str; 4] = ["email", "uri", "date", "date-time"];
+
+/// `$schema` values accepted (the spec's dialect, and draft-07 which SDKs still emit).
+const DIALECTS: [&str; 4] = [
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2020-12/schema#",
+    "http://json-schema.org/draft-07/schema",
+    "http://json-schema.org/draft-07/schema#",
+];
+
+/// One option of a select field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SelectOption {
+    /// The value sent.
+    pub value: String,
+    /// The label shown, when the server gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// The kind and constraints of a field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FieldKind {
+    /// Free text.
+    String {
+        /// Fewest characters.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        min_length: Option<u64>,
+        /// Most characters.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_length: Option<u64>,
+        /// `email`, `uri`, `date` or `date-time`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        format: Option<String>,
+    },
+    /// A number (`integer` when whole numbers only).
+    Number {
+        /// Whole numbers only.
+        integer: bool,
+        /// Smallest value.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        minimum: Option<serde_json::Number>,
+        /// Largest value.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        maximum: Option<serde_json::Number>,
+    },
+    /// Yes or no.
+    Boolean,
+    /// One of the options.
+    SingleSelect {
+        /// The options, in the server's order.
+        options: Vec<SelectOption>,
+    },
+    /// Some of the options.
+    MultiSelect {
+        /// The options, in the server's order.
+        options: Vec<SelectOption>,
+        /// Fewest options.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        min_items: Option<u64>,
+        /// Most options.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_items: Option<u64>,
+    },
+}
+
+/// A field as the consent view shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FormField {
+    /// The property name (the key in `content`).
+    pub name: String,
+    /// The server's title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The server's description.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Must the user fill it in.
+    pub required: bool,
+    /// The server's suggested value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Kind and constraints.
+    #[serde(flatten)]
+    pub kind: FieldKind,
+}
+
+/// An accepted form schema.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FormSchema {
+    /// SHA-256 of the schema as the server sent it (canonical JSON).
+    pub schema_sha256: String,
+    /// The fields, sorted by name.
+    pub fields: Vec<FormField>,
+    /// The JSON Schema the content is validated against.
+    pub normalized: Value,
+}
+
+fn bad(why: impl Into<String>) -> GateError {
+    GateError::Peer(PeerMisbehaved::ServerSentInvalidSchema(why.into()))
+}
+
+fn text(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, GateError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) if s.len() <= limits::MAX_TEXT_BYTES => Ok(Some(s.clone())),
+        Some(_) => Err(bad(format!("`{at}.{key}` must be a string of at most 8 KiB"))),
+    }
+}
+
+fn count(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<u64>, GateError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| bad(format!("`{at}.{key}` must be a non-negative integer"))),
+    }
+}
+
+fn number(
+    obj: &Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<serde_json::Number>, GateError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::Number(n)) => Ok(Some(n.clone())),
+        Some(_) => Err(bad(format!("`{at}.{key}` must be a number"))),
+    }
+}
+
+fn only_keys(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), GateError> {
+    for key in obj.keys() {
+        if key == "$ref" {
+            return Err(bad(format!("`{at}` uses `$ref`; references are not allowed")));
+        }
+        if !allowed.contains(&key.as_str()) {
+            return Err(bad(format!(
+                "`{at}` has the keyword `{}`, outside the primitive subset",
+                crate::json::bounded(key, 64)
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| bad(format!("`{at}` must be an array of strings")))?;
+    if items.is_empty() || items.len() > limits::MAX_ENUM_OPTIONS {
+        return Err(bad(format!("`{at}` must have 1 to 256 entries")));
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let s = item
+            .as_str()
+            .filter(|s| s.len() <= limits::MAX_TEXT_BYTES)
+            .ok_or_else(|| bad(format!("`{at}` must hold strings only")))?;
+        if !seen.insert(s) {
+            return Err(bad(format!("`{at}` repeats `{}`", crate::json::bounded(s, 64))));
+        }
+        out.push(s.to_owned());
+    }
+    Ok(out)
+}
+
+/// `[{const, title}]` (titled options).
+fn titled_options(v: &Value, at: &str) -> Result<Vec<SelectOption>, GateError> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| bad(format!("`{at}` must be an array")))?;
+    if items.is_empty() || items.len() > limits::MAX_ENUM_OPTIONS {
+        return Err(bad(format!("`{at}` must have 1 to 256 entries")));
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let obj = item
+            .as_object()
+            .ok_or_else(|| bad(format!("`{at}` entries must be objects")))?;
+        only_keys(obj, &["const", "title"], at)?;
+        let value = obj
+            .get("const")
+            .and_then(Value::as_str)
+            .filter(|s| s.len() <= limits::MAX_TEXT_BYTES)
+            .ok_or_else(|| bad(format!("`{at}` entries need a string `const`")))?;
+        let title = text(obj, "title", at)?
+            .ok_or_else(|| bad(format!("`{at}` entries need a string `title`")))?;
+        if !seen.insert(value.to_owned()) {
+            return Err(bad(format!("`{at}` repeats a `const`")));
+        }
+        out.push(SelectOption {
+            value: value.to_owned(),
+            title: Some(title),
+        });
+    }
+    Ok(out)
+}
+
+fn check_default(default: Option<&Value>, kind: &FieldKind, at: &str) -> Result<(), GateError> {
+    let Some(d) = default else { return Ok(()) };
+    let fits = match kind {
+        FieldKind::String { .. } => d.is_string(),
+        FieldKind::Number { integer, .. } => {
+            d.is_number() && (!integer || d.as_i64().is_some() || d.as_u64().is_some())
+        }
+        FieldKind::Boolean => d.is_boolean(),
+        FieldKind::SingleSelect { options } => d
+            .as_str()
+            .is_some_and(|s| options.iter().any(|o| o.value == s)),
+        FieldKind::MultiSelect { options, .. } => d.as_array().is_some_and(|a| {
+            a.iter().all(|x| {
+                x.as_str()
+                    .is_some_and(|s| options.iter().any(|o| o.value == s))
+            })
+        }),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(bad(format!("`{at}.default` does not fit the field")))
+    }
+}
+
+fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateError> {
+    let at = format!("properties.{}", crate::json::bounded(name, 64));
+    let obj = prop
+        .as_object()
+        .ok_or_else(|| bad(format!("`{at}` must be an object")))?;
+    let ty = obj.get("type").and_then(Value::as_str);
+    let kind = match ty {
+        Some("string") if obj.contains_key("enum") => {
+            only_keys(
+                obj,
+                &["type", "title", "description", "enum", "enumNames", "default"],
+                &at,
+            )?;
+            let values = string_list(obj.get("enum").unwrap_or(&Value::Null), &format!("{at}.enum"))?;
+            let names = match obj.get("enumNames") {
+                None => None,
+                Some(v) => {
+                    let names = v
+                        .as_array()
+                        .filter(|a| a.len() == values.len())
+                        .ok_or_else(|| bad(format!("`{at}.enumNames` must match `enum`")))?;
+                    let mut out = Vec::with_capacity(names.len());
+                    for n in names {
+                        out.push(
+                            n.as_str()
+                                .filter(|s| s.len() <= limits::MAX_TEXT_BYTES)
+                                .ok_or_else(|| bad(format!("`{at}.enumNames` must hold strings")))?
+                                .to_owned(),
+                        );
+                    }
+                    Some(out)
+                }
+            };
+            let options = values
+                .into_iter()
+                .enumerate()
+                .map(|(i, value)| SelectOption {
+                    title: names.as_ref().and_then(|n| n.get(i).cloned()),
+                    value,
+                })
+                .collect();
+            FieldKind::SingleSelect { options }
+        }
+        Some("string") if obj.contains_key("oneOf") => {
+            only_keys(obj, &["type", "title", "description", "oneOf", "default"], &at)?;
+            FieldKind::SingleSelect {
+                options: titled_options(
+                    obj.get("oneOf").unwrap_or(&Value::Null),
+                    &format!("{at}.oneOf"),
+                )?,
+            }
+        }
+        Some("string") => {
+            only_keys(
+                obj,
+                &["type", "title", "description", "minLength", "maxLength", "format", "default"],
+                &at,
+            )?;
+            let format = text(obj, "format", &at)?;
+            if let Some(f) = &format
+                && !FORMATS.contains(&f.as_str())
+            {
+                return Err(bad(format!("`{at}.format` must be email, uri, date or date-time")));
+            }
+            let min_length = count(obj, "minLength", &at)?;
+            let max_length = count(obj, "maxLength", &at)?;
+            if let (Some(lo), Some(hi)) = (min_length, max_length)
+                && lo > hi
+            {
+                return Err(bad(format!("`{at}` has `minLength` above `maxLength`")));
+            }
+            FieldKind::String {
+                min_length,
+                max_length,
+                format,
+            }
+        }
+        Some(t @ ("number" | "integer")) => {
+            only_keys(
+                obj,
+                &["type", "title", "description", "minimum", "maximum", "default"],
+                &at,
+            )?;
+            let minimum = number(obj, "minimum", &at)?;
+            let maximum = number(obj, "maximum", &at)?;
+            if let (Some(lo), Some(hi)) = (&minimum, &maximum)
+                && lo.as_f64() > hi.as_f64()
+            {
+                return Err(bad(format!("`{at}` has `minimum` above `maximum`")));
+            }
+            FieldKind::Number {
+                integer: t == "integer",
+                minimum,
+                maximum,
+            }
+        }
+        Some("boolean") => {
+            only_keys(obj, &["type", "title", "description", "default"], &at)?;
+            FieldKind::Boolean
+        }
+        Some("array") => {
+            only_keys(
+                obj,
+                &["type", "title", "description", "minItems", "maxItems", "items", "default"],
+                &at,
+            )?;
+            let items = obj
+                .get("items")
+                .and_then(Value::as_object)
+                .ok_or_else(|| bad(format!("`{at}.items` must be an object")))?;
+            let items_at = format!("{at}.items");
+            let options = if items.contains_key("anyOf") {
+                only_keys(items, &["anyOf"], &items_at)?;
+                titled_options(
+                    items.get("anyOf").unwrap_or(&Value::Null),
+                    &format!("{items_at}.anyOf"),
+                )?
+            } else {
+                only_keys(items, &["type", "enum"], &items_at)?;
+                if items.get("type").and_then(Value::as_str) != Some("string") {
+                    return Err(bad(format!("`{items_at}.type` must be `string`")));
+                }
+                string_list(
+                    items.get("enum").unwrap_or(&Value::Null),
+                    &format!("{items_at}.enum"),
+                )?
+                .into_iter()
+                .map(|value| SelectOption { value, title: None })
+                .collect()
+            };
+            let min_items = count(obj, "minItems", &at)?;
+            let max_items = count(obj, "maxItems", &at)?;
+            if let (Some(lo), Some(hi)) = (min_items, max_items)
+                && lo > hi
+            {
+                return Err(bad(format!("`{at}` has `minItems` above `maxItems`")));
+            }
+            FieldKind::MultiSelect {
+                options,
+                min_items,
+                max_items,
+            }
+        }
+        _ => {
+            if obj.contains_key("$ref") {
+                return Err(bad(format!("`{at}` uses `$ref`; references are not allowed")));
+            }
+            return Err(bad(format!(
+                "`{at}.type` must be string, number, integer, boolean or array"
+            )));
+        }
+    };
+    check_default(obj.get("default"), &kind, &at)?;
+    Ok(FormField {
+        name: name.to_owned(),
+        title: text(obj, "title", &at)?,
+        description: text(obj, "description", &at)?,
+        required,
+        default: obj.get("default").cloned(),
+        kind,
+    })
+}
+
+fn normalized_property(kind: &FieldKind) -> Value {
+    let mut out = Map::new();
+    let mut put = |k: &str, v: Value| {
+        out.insert(k.to_owned(), v);
+    };
+    match kind {
+        FieldKind::String {
+            min_length,
+            max_length,
+            format,
+        } => {
+            put("type", json!("string"));
+            if let Some(n) = min_length {
+                put("minLength", json!(n));
+            }
+            if let Some(n) = max_length {
+                put("maxLength", json!(n));
+            }
+            if let Some(f) = format {
+                put("format", json!(f));
+            }
+        }
+        FieldKind::Number {
+            integer,
+            minimum,
+            maximum,
+        } => {
+            put("type", json!(if *integer { "integer" } else { "number" }));
+            if let Some(n) = minimum {
+                put("minimum", Value::Number(n.clone()));
+            }
+            if let Some(n) = maximum {
+                put("maximum", Value::Number(n.clone()));
+            }
+        }
+        FieldKind::Boolean => put("type", json!("boolean")),
+        FieldKind::SingleSelect { options } => {
+            put("type", json!("string"));
+            put(
+                "enum",
+                Value::Array(options.iter().map(|o| json!(o.value)).collect()),
+            );
+        }
+        FieldKind::MultiSelect {
+            options,
+            min_items,
+            max_items,
+        } => {
+            put("type", json!("array"));
+            put(
+                "items",
+                json!({"type": "string", "enum": options.iter().map(|o| json!(o.value)).collect::<Vec<_>>()}),
+            );
+            // A multi-select picks each option at most once.
+            put("uniqueItems", json!(true));
+            if let Some(n) = min_items {
+                put("minItems", json!(n));
+            }
+            if let Some(n) = max_items {
+                put("maxItems", json!(n));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// Check a form `requestedSchema` against the primitive subset.
+pub fn check_form_schema(schema: &Value) -> Result<FormSchema, GateError> {
+    let obj = schema
+        .as_object()
+        .ok_or_else(|| bad("`requestedSchema` must be an object"))?;
+    only_keys(
+        obj,
+        &["$schema", "type", "properties", "required", "title", "description"],
+        "requestedSchema",
+    )?;
+    if let Some(dialect) = obj.get("$schema")
+        && !dialect.as_str().is_some_and(|d| DIALECTS.contains(&d))
+    {
+        return Err(bad("`$schema` names an unsupported dialect"));
+    }
+    if obj.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(bad("`type` must be `object`"));
+    }
+    text(obj, "title", "requestedSchema")?;
+    text(obj, "description", "requestedSchema")?;
+    let props = obj
+        .get("properties")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("`properties` must be an object"))?;
+    if props.len() > limits::MAX_FORM_FIELDS {
+        return Err(bad("more than 128 properties"));
+    }
+    let mut required = BTreeSet::new();
+    if let Some(req) = obj.get("required") {
+        let req = req
+            .as_array()
+            .ok_or_else(|| bad("`required` must be an array of strings"))?;
+        for r in req {
+            let name = r
+                .as_str()
+                .ok_or_else(|| bad("`required` must be an array of strings"))?;
+            if !props.contains_key(name) {
+                return Err(bad(format!(
+                    "`required` names `{}`, which is not a property",
+                    crate::json::bounded(name, 64)
+                )));
+            }
+            if !required.insert(name) {
+                return Err(bad("`required` repeats a name"));
+            }
+        }
+    }
+    let mut fields = Vec::with_capacity(props.len());
+    let mut normalized_props = Map::new();
+    for (name, prop) in props {
+        if name.is_empty()
+            || name.len() > 128
+            || name.chars().any(char::is_control)
+        {
+            return Err(bad("property names must be 1 to 128 bytes without control characters"));
+        }
+        let f = field(name, prop, required.contains(name.as_str()))?;
+        normalized_props.insert(name.clone(), normalized_property(&f.kind));
+        fields.push(f);
+    }
+    fields.sort_by(|a, b| a.name.cmp(&b.name));
+    let normalized = json!({
+        "type": "object",
+        "properties": normalized_props,
+        "required": required.into_iter().collect::<Vec<_>>(),
+        "additionalProperties": false,
+    });
+    Ok(FormSchema {
+        schema_sha256: canonical::digest(schema),
+        fields,
+        normalized,
+    })
+}
+
+/// Compiled validators, keyed by the digest of the normalised schema, bounded (LRU-ish FIFO).
+/// Lives as long as the gate instance; a fresh instance recompiles on first use.
+#[derive(Default)]
+pub struct ValidatorCache {
+    map: BTreeMap<String, Rc<jsonschema::Validator>>,
+    order: VecDeque<String>,
+}
+
+/// How many compiled validators one instance keeps.
+pub const VALIDATOR_CACHE_SIZE: usize = 64;
+
+impl ValidatorCache {
+    /// The validator for `normalized`, compiled on a miss.
+    pub fn get(&mut self, normalized: &Value) -> Result<Rc<jsonschema::Validator>, GateError> {
+        let key = canonical::digest(normalized);
+        if let Some(v) = self.map.get(&key) {
+            return Ok(Rc::clone(v));
+        }
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft7)
+            .should_validate_formats(true)
+            .build(normalized)
+            .map_err(|e| bad(format!("the schema does not compile: {}", crate::json::bounded(&e.to_string(), 80))))?;
+        let validator = Rc::new(validator);
+        if self.order.len() >= VALIDATOR_CACHE_SIZE
+            && let Some(old) = self.order.pop_front()
+        {
+            self.map.remove(&old);
+        }
+        self.order.push_back(key.clone());
+        self.map.insert(key, Rc::clone(&validator));
+        Ok(validator)
+    }
+
+    /// Validate accepted form `content` for input `key` against `schema`.
+    pub fn validate_content(
+        &mut self,
+        key: &str,
+        schema: &FormSchema,
+        content: &Value,
+    ) -> Result<(), GateError> {
+        let validator = self.get(&schema.normalized)?;
+        if validator.is_valid(content) {
+            Ok(())
+        } else {
+            Err(GateError::Caller(CallerMisuse::ResponseSchemaMismatch(
+                key.to_owned(),
+            )))
+        }
+    }
+
+    /// Validators held (for the memory-flatness tests).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(schema: Value) -> FormSchema {
+        match check_form_schema(&schema) {
+            Ok(s) => s,
+            Err(e) => panic!("{schema} refused: {e}"),
+        }
+    }
+
+    #[test]
+    fn accepts_every_primitive_variant() {
+        let s = ok(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "title": "t", "description": "d",
+            "properties": {
+                "s": {"type": "string", "title": "S", "minLength": 1, "maxLength": 20, "format": "email", "default": "a@b.c"},
+                "n": {"type": "number", "minimum": 0.5, "maximum": 9, "default": 1},
+                "i": {"type": "integer", "minimum": 0},
+                "b": {"type": "boolean", "default": false},
+                "e": {"type": "string", "enum": ["x", "y"], "enumNames": ["X", "Y"]},
+                "o": {"type": "string", "oneOf": [{"const": "a", "title": "A"}]},
+                "m": {"type": "array", "items": {"type": "string", "enum": ["p", "q"]}, "minItems": 1, "maxItems": 2},
+                "t": {"type": "array", "items": {"anyOf": [{"const": "p", "title": "P"}]}}
+            },
+            "required": ["s", "b"]
+        }));
+        assert_eq!(s.fields.len(), 8);
+        let mut cache = ValidatorCache::default();
+        let good = json!({"s": "a@b.co", "b": true, "i": 3, "m": ["p"], "e": "x"});
+        assert!(cache.validate_content("k", &s, &good).is_ok());
+        for bad in [
+            json!({"b": true}),
+            json!({"s": "a@b.co", "b": "yes"}),
+            json!({"s": "a@b.co", "b": true, "extra": 1}),
+            json!({"s": "a@b.co", "b": true, "i": 1.5}),
+            json!({"s": "a@b.co", "b": true, "e": "z"}),
+            json!({"s": "not-an-email", "b": true}),
+            json!({"s": "a@b.co", "b": true, "m": ["p", "q", "p"]}),
+            json!({"s": "a@b.co", "b": true, "m": []}),
+            json!([]),
+        ] {
+            assert!(cache.validate_content("k", &s, &bad).is_err(), "{bad}");
+        }
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn refuses_everything_outside_the_subset() {
+        for schema in [
+            json!({"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/defs/x"}}}),
+            json!({"$ref": "#", "type": "object", "properties": {}}),
+            json!({"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^a$"}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}),
+            json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}),
+            json!({"type": "object", "properties": {}, "additionalProperties": true}),
+            json!({"type": "object", "properties": {}, "required": ["ghost"]}),
+            json!({"type": "array", "properties": {}}),
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "minLength": 5, "maxLength": 1}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "minLength": -1}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "enum": []}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "x"]}}}),
+            json!({"type": "object", "properties": {"a": {"type": "boolean", "default": "yes"}}}),
+            json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "number"}}}}),
+            json!({"$schema": "https://evil.example/meta", "type": "object", "properties": {}}),
+            json!("object"),
+        ] {
+            assert!(
+                matches!(
+                    check_form_schema(&schema),
+                    Err(GateError::Peer(PeerMisbehaved::ServerSentInvalidSchema(_)))
+                ),
+                "{schema}"
+            );
+        }
+    }
+}
