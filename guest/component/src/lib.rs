@@ -1,1 +1,297 @@
+//! The `mrtr:gate` component: a thin adapter between the WIT world `gate-plugin` and
+//! `mrtr-gate-core`. No policy lives here; only type conversions and the one instance of
+//! the core that the component holds (its caches survive between calls, its bindings do not
+//! need to: they live in the host's storage).
 
+// The generated bindings and the getrandom shim need `unsafe`; the policy core does not.
+#![allow(unsafe_code)]
+#![allow(missing_docs)]
+
+mod bindings {
+    wit_bindgen::generate!({
+        world: "gate-plugin",
+        path: "../../wit",
+    });
+}
+
+use bindings::exports::mrtr::gate::gate as wit;
+use bindings::mrtr::gate::{audit, clock, consent, storage};
+use mrtr_gate_core as core;
+use mrtr_gate_core::host::{
+    AppendOutcome, AuditEntry, CasOutcome, ChainHead, ConsentDecision, ConsentPrompt,
+    ConsentReceipt, HostError, Versioned,
+};
+use std::cell::RefCell;
+
+/// The host services, reached through the component's imports.
+struct Imports;
+
+impl core::host::Clock for Imports {
+    fn now_ms(&self) -> u64 {
+        clock::now_ms()
+    }
+}
+
+impl core::host::Storage for Imports {
+    fn get(&self, key: &str) -> Result<Option<Versioned>, HostError> {
+        storage::get(key)
+            .map(|found| {
+                found.map(|v| Versioned {
+                    value: v.value,
+                    version: v.version,
+                })
+            })
+            .map_err(|e| HostError::new(e.message))
+    }
+
+    fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Option<u64>,
+        value: Option<&[u8]>,
+        ttl_ms: u64,
+    ) -> Result<CasOutcome, HostError> {
+        match storage::compare_and_swap(key, expected, value, ttl_ms) {
+            Ok(storage::CasOutcome::Applied(v)) => Ok(CasOutcome::Applied(v)),
+            Ok(storage::CasOutcome::Conflict) => Ok(CasOutcome::Conflict),
+            Err(e) => Err(HostError::new(e.message)),
+        }
+    }
+
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
+        storage::list_keys(prefix).map_err(|e| HostError::new(e.message))
+    }
+}
+
+impl core::host::Consent for Imports {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let wit_prompt = consent::ConsentPrompt {
+            view_json: prompt.view_json.clone(),
+            view_sha256: prompt.view_sha256.clone(),
+            responses_json: prompt.responses_json.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        };
+        consent::request_consent(&wit_prompt)
+            .map(|r| ConsentReceipt {
+                receipt_id: r.receipt_id,
+                decision: match r.decision {
+                    consent::ConsentDecision::Granted => ConsentDecision::Granted,
+                    consent::ConsentDecision::Refused => ConsentDecision::Refused,
+                },
+                view_sha256: r.view_sha256,
+                responses_sha256: r.responses_sha256,
+            })
+            .map_err(|e| HostError::new(e.message))
+    }
+}
+
+impl core::host::Audit for Imports {
+    fn head(&self) -> Result<ChainHead, HostError> {
+        audit::head()
+            .map(|h| ChainHead {
+                seq: h.seq,
+                event_sha256: h.event_sha256,
+            })
+            .map_err(|e| HostError::new(e.message))
+    }
+
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        let wit_entry = audit::AuditEntry {
+            seq: entry.seq,
+            prev_sha256: entry.prev_sha256.clone(),
+            event_sha256: entry.event_sha256.clone(),
+            line: entry.line.clone(),
+        };
+        match audit::append(&wit_entry) {
+            Ok(audit::AppendOutcome::Appended) => Ok(AppendOutcome::Appended),
+            Ok(audit::AppendOutcome::HeadMoved(h)) => Ok(AppendOutcome::HeadMoved(ChainHead {
+                seq: h.seq,
+                event_sha256: h.event_sha256,
+            })),
+            Err(e) => Err(HostError::new(e.message)),
+        }
+    }
+
+    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
+        audit::read_back(seq).map_err(|e| HostError::new(e.message))
+    }
+}
+
+/// The services bundle the core runs over.
+type Host = core::host::Services<Imports, Imports, Imports, Imports>;
+
+thread_local! {
+    static GATE: RefCell<core::Gate<Host>> = RefCell::new(core::Gate::new(core::host::Services {
+        clock: Imports,
+        storage: Imports,
+        consent: Imports,
+        audit: Imports,
+    }));
+}
+
+fn with_gate<T>(f: impl FnOnce(&mut core::Gate<Host>) -> T) -> T {
+    GATE.with(|g| f(&mut g.borrow_mut()))
+}
+
+// ---- conversions ---------------------------------------------------------------------------
+
+fn request_id(id: wit::RequestId) -> core::RequestId {
+    match id {
+        wit::RequestId::Number(n) => core::RequestId::Number(n),
+        wit::RequestId::Text(s) => core::RequestId::Text(s),
+    }
+}
+
+fn server(s: wit::ServerIdentity) -> Result<core::ServerIdentity, core::GateError> {
+    match s {
+        wit::ServerIdentity::Origin(url) => core::ServerIdentity::origin(&url),
+        wit::ServerIdentity::Endpoint(id) => core::ServerIdentity::endpoint(&id),
+    }
+}
+
+fn policy(p: wit::Policy) -> core::Policy {
+    core::Policy {
+        round_trip_lifetime_ms: p.round_trip_lifetime_ms,
+        max_request_state_bytes: p.max_request_state_bytes,
+        max_rounds: p.max_rounds,
+        allowed_deprecated: p
+            .allowed_deprecated
+            .into_iter()
+            .map(|m| match m {
+                wit::DeprecatedMethod::RootsList => core::DeprecatedMethod::RootsList,
+                wit::DeprecatedMethod::SamplingCreateMessage => {
+                    core::DeprecatedMethod::SamplingCreateMessage
+                }
+            })
+            .collect(),
+        policy_version: p.policy_version,
+    }
+}
+
+fn denial(d: core::Denial) -> wit::GateError {
+    wit::GateError {
+        code: d.error.code().to_owned(),
+        cause: match d.error.cause() {
+            core::ErrorCause::Peer => wit::ErrorCause::Peer,
+            core::ErrorCause::Caller => wit::ErrorCause::Caller,
+            core::ErrorCause::Host => wit::ErrorCause::Host,
+        },
+        message: d.error.to_string(),
+        audited: d.audited,
+    }
+}
+
+fn view(v: core::ConsentView) -> wit::ConsentView {
+    wit::ConsentView {
+        view_json: v.view_json,
+        view_sha256: v.view_sha256,
+        round: v.round,
+        input_keys: v.input_keys,
+        request_state_sha256: v.request_state_sha256,
+    }
+}
+
+fn terminal(t: core::TerminalOutcome) -> wit::TerminalOutcome {
+    match t {
+        core::TerminalOutcome::Complete => wit::TerminalOutcome::Complete,
+        core::TerminalOutcome::Error => wit::TerminalOutcome::Error,
+        core::TerminalOutcome::Cancelled => wit::TerminalOutcome::Cancelled,
+        core::TerminalOutcome::Expired => wit::TerminalOutcome::Expired,
+    }
+}
+
+struct Component;
+
+impl wit::Guest for Component {
+    fn register(r: wit::Registration) -> Result<wit::Registered, wit::GateError> {
+        let server = server(r.server).map_err(|e| denial(e.into()))?;
+        let registration = core::Registration {
+            request_id: request_id(r.request_id),
+            server,
+            user: r.user,
+            tenant: r.tenant,
+            method: r.method,
+            params_json: r.params_json,
+            policy: policy(r.policy),
+        };
+        with_gate(|g| g.register(registration))
+            .map(|ok| wit::Registered {
+                request_json: ok.request_json,
+                params_sha256: ok.params_sha256,
+                expires_at_ms: ok.expires_at_ms,
+            })
+            .map_err(denial)
+    }
+
+    fn accept_response(
+        s: wit::ServerIdentity,
+        response_json: String,
+    ) -> Result<wit::ResponseVerdict, wit::GateError> {
+        let s = server(s).map_err(|e| denial(e.into()))?;
+        with_gate(|g| g.accept_response(&s, &response_json))
+            .map(|v| match v {
+                core::ResponseVerdict::InputRequired(v) => {
+                    wit::ResponseVerdict::InputRequired(view(v))
+                }
+                core::ResponseVerdict::Complete => wit::ResponseVerdict::Complete,
+                core::ResponseVerdict::Error(code) => wit::ResponseVerdict::Error(code),
+            })
+            .map_err(denial)
+    }
+
+    fn build_retry(r: wit::RetryRequest) -> Result<wit::Retry, wit::GateError> {
+        let request = core::RetryRequest {
+            request_id: request_id(r.request_id),
+            retry_id: request_id(r.retry_id),
+            user: r.user,
+            tenant: r.tenant,
+            responses_json: r.responses_json,
+        };
+        with_gate(|g| g.build_retry(request))
+            .map(|ok| wit::Retry {
+                request_json: ok.request_json,
+                round: ok.round,
+                consent_receipt_id: ok.consent_receipt_id,
+            })
+            .map_err(denial)
+    }
+
+    fn finish(
+        id: wit::RequestId,
+        outcome: wit::CallerOutcome,
+    ) -> Result<wit::TerminalOutcome, wit::GateError> {
+        let outcome = match outcome {
+            wit::CallerOutcome::Cancelled => core::CallerOutcome::Cancelled,
+            wit::CallerOutcome::Error(reason) => core::CallerOutcome::Error(reason),
+        };
+        with_gate(|g| g.finish(&request_id(id), outcome))
+            .map(terminal)
+            .map_err(denial)
+    }
+
+    fn expire_stale() -> Result<u32, wit::GateError> {
+        with_gate(core::Gate::expire_stale).map_err(denial)
+    }
+}
+
+bindings::export!(Component with_types_in bindings);
+
+/// jsonschema's hashing asks getrandom for seeds. There is no randomness import in this
+/// world (by design: exactly four imports), so seeds are fixed; every input the hashed maps
+/// see is bounded in size by the core's limits, which caps what a collision attack can cost.
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+#[unsafe(no_mangle)]
+unsafe extern "Rust" fn __getrandom_v03_custom(
+    dest: *mut u8,
+    len: usize,
+) -> Result<(), getrandom::Error> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // SAFETY: getrandom hands us a writable buffer of `len` bytes.
+        unsafe { dest.add(i).write(x as u8) };
+    }
+    Ok(())
+}

@@ -106,8 +106,8 @@ pub struct Retry {
     pub request_json: String,
     /// The round it answers.
     pub round: u32,
-    /// The consent receipt it rests on.
-    pub consent_receipt_id: String,
+    /// The consent receipt it rests on (none for a state-only round: nothing of the user's is sent).
+    pub consent_receipt_id: Option<String>,
 }
 
 /// Why the caller ends a binding.
@@ -857,9 +857,74 @@ impl<H: Host> Gate<H> {
         responses::check_responses(&responses, &open.inputs, &mut self.validators)
             .map_err(denied)?;
 
-        // Consent: exactly this view, exactly these answers.
+        // Consent: exactly this view, exactly these answers. A state-only round sends
+        // nothing of the user's (the spec lets the client retry at once): no prompt.
         let responses_value = Value::Object(responses);
-        let responses_json = canonical::to_canonical(&responses_value);
+        let receipt_id = if open.inputs.is_empty() {
+            None
+        } else {
+            Some(self.consent(binding, &open, &responses_value, &retry_id)?)
+        };
+
+        // Single use: reserve the retry id, then consume the round with one CAS.
+        if !self.reserve_alias(&retry_id, binding).map_err(denied)? {
+            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+        }
+        let mut next = binding.clone();
+        next.live_id = retry_id.clone();
+        next.used_ids.push(retry_id.clone());
+        next.open = None;
+        let new_version = match self.store(&next, Some(version)) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = self.delete_alias(&retry_id, &binding.original_id);
+                return Err(denied(e));
+            }
+        };
+        let submitted = binding
+            .event(EventKind::Submitted)
+            .set("outcome", "accepted")
+            .set("consent_receipt_id", receipt_id.clone())
+            .set("retry_id", retry_id.to_json());
+        if let Err(e) = self.audit(submitted) {
+            // The round is consumed but the trail does not show it: the retry must not go out.
+            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
+            return Err(RetryFailure::Ended(Denial::unaudited(e)));
+        }
+
+        let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
+            .map_err(|_| RetryFailure::Denied(GateError::Host(HostFault::StorageCorrupted)))?;
+        // Built from the original params: nothing of an earlier round can be carried along.
+        if !open.inputs.is_empty() {
+            params.insert("inputResponses".into(), responses_value);
+        }
+        if let Some(state) = &open.state {
+            params.insert("requestState".into(), Value::String(state.clone()));
+        }
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": retry_id.to_json(),
+            "method": binding.method,
+            "params": params,
+        });
+        Ok(Retry {
+            request_json: canonical::to_canonical(&request),
+            round: open.number,
+            consent_receipt_id: receipt_id,
+        })
+    }
+
+    /// Ask the consent import about exactly this view and these answers, check the receipt,
+    /// and audit it. Returns the receipt id.
+    fn consent(
+        &mut self,
+        binding: &Binding,
+        open: &OpenRound,
+        responses: &Value,
+        retry_id: &RequestId,
+    ) -> Result<String, RetryFailure> {
+        let denied = RetryFailure::Denied;
+        let responses_json = canonical::to_canonical(responses);
         let prompt = ConsentPrompt {
             view_json: open.view_json.clone(),
             view_sha256: open.view_sha256.clone(),
@@ -893,53 +958,7 @@ impl<H: Host> Gate<H> {
             .set("consent_receipt_id", receipt.receipt_id.clone())
             .set("retry_id", retry_id.to_json());
         self.audit(consented).map_err(denied)?;
-
-        // Single use: reserve the retry id, then consume the round with one CAS.
-        if !self.reserve_alias(&retry_id, binding).map_err(denied)? {
-            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
-        }
-        let mut next = binding.clone();
-        next.live_id = retry_id.clone();
-        next.used_ids.push(retry_id.clone());
-        next.open = None;
-        let new_version = match self.store(&next, Some(version)) {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = self.delete_alias(&retry_id, &binding.original_id);
-                return Err(denied(e));
-            }
-        };
-        let submitted = binding
-            .event(EventKind::Submitted)
-            .set("outcome", "accepted")
-            .set("consent_receipt_id", receipt.receipt_id.clone())
-            .set("retry_id", retry_id.to_json());
-        if let Err(e) = self.audit(submitted) {
-            // The round is consumed but the trail does not show it: the retry must not go out.
-            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
-            return Err(RetryFailure::Ended(Denial::unaudited(e)));
-        }
-
-        let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
-            .map_err(|_| RetryFailure::Denied(GateError::Host(HostFault::StorageCorrupted)))?;
-        // Built from the original params: nothing of an earlier round can be carried along.
-        if !open.inputs.is_empty() {
-            params.insert("inputResponses".into(), responses_value);
-        }
-        if let Some(state) = &open.state {
-            params.insert("requestState".into(), Value::String(state.clone()));
-        }
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": retry_id.to_json(),
-            "method": binding.method,
-            "params": params,
-        });
-        Ok(Retry {
-            request_json: canonical::to_canonical(&request),
-            round: open.number,
-            consent_receipt_id: receipt.receipt_id,
-        })
+        Ok(receipt.receipt_id)
     }
 
     // ---- finish and expiry ---------------------------------------------------------------

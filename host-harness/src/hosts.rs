@@ -1,0 +1,186 @@
+//! Reference host services. The in-memory ones come from the core (so native tests use
+//! the very same code); this module adds the durable audit file and the terminal prompt.
+
+pub use mrtr_gate_core::memory::{
+    AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+    SystemClock,
+};
+
+use mrtr_gate_core::audit::verify_chain;
+use mrtr_gate_core::host::{
+    AppendOutcome, Audit, AuditEntry, ChainHead, Consent, ConsentDecision, ConsentPrompt,
+    ConsentReceipt, HostError,
+};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+struct FileInner {
+    file: File,
+    /// (seq, byte offset, byte length) of every line, in order.
+    index: Vec<(u64, u64, usize)>,
+    head: ChainHead,
+    end: u64,
+}
+
+/// An append-only JSON-lines audit file. Every append is fsynced before it is acknowledged,
+/// and read-back reads the bytes from the file again. On open, the existing chain is
+/// verified; a broken chain refuses to open (the sink must never extend a tampered log).
+pub struct FileAudit {
+    path: PathBuf,
+    inner: Mutex<FileInner>,
+}
+
+impl std::fmt::Debug for FileAudit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileAudit").field("path", &self.path).finish()
+    }
+}
+
+fn io(e: std::io::Error) -> HostError {
+    HostError::new(format!("audit file: {e}"))
+}
+
+impl FileAudit {
+    /// Open (or create) the log at `path`, verifying the chain already in it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, HostError> {
+        let path = path.as_ref().to_path_buf();
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            return Err(HostError::new("audit file: the last line is torn"));
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        verify_chain(lines.iter().copied())
+            .map_err(|b| HostError::new(format!("audit file: the chain is broken ({b:?})")))?;
+        let mut index = Vec::with_capacity(lines.len());
+        let mut offset = 0u64;
+        let mut head = ChainHead::genesis();
+        for line in &lines {
+            let seq = head.seq.saturating_add(1);
+            index.push((seq, offset, line.len()));
+            offset = offset.saturating_add(line.len() as u64 + 1);
+            head = ChainHead {
+                seq,
+                event_sha256: mrtr_gate_core::canonical::sha256_hex(line.as_bytes()),
+            };
+        }
+        Ok(Self {
+            path,
+            inner: Mutex::new(FileInner {
+                file,
+                index,
+                head,
+                end: offset,
+            }),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every line in the file, read from disk.
+    pub fn lines(&self) -> Result<Vec<String>, HostError> {
+        let f = File::open(&self.path).map_err(io)?;
+        BufReader::new(f)
+            .lines()
+            .collect::<Result<_, _>>()
+            .map_err(io)
+    }
+}
+
+impl Audit for FileAudit {
+    fn head(&self) -> Result<ChainHead, HostError> {
+        Ok(self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .head
+            .clone())
+    }
+
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.head.seq.checked_add(1) != Some(entry.seq)
+            || inner.head.event_sha256 != entry.prev_sha256
+        {
+            return Ok(AppendOutcome::HeadMoved(inner.head.clone()));
+        }
+        if entry.line.contains('\n')
+            || mrtr_gate_core::canonical::sha256_hex(entry.line.as_bytes()) != entry.event_sha256
+        {
+            return Err(HostError::new("audit file: the entry's digest does not match its line"));
+        }
+        let mut bytes = entry.line.clone().into_bytes();
+        bytes.push(b'\n');
+        inner.file.write_all(&bytes).map_err(io)?;
+        inner.file.sync_data().map_err(io)?;
+        let offset = inner.end;
+        inner.index.push((entry.seq, offset, entry.line.len()));
+        inner.end = offset.saturating_add(bytes.len() as u64);
+        inner.head = ChainHead {
+            seq: entry.seq,
+            event_sha256: entry.event_sha256.clone(),
+        };
+        Ok(AppendOutcome::Appended)
+    }
+
+    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
+        let (offset, len) = {
+            let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            match inner.index.iter().rev().find(|(s, _, _)| *s == seq) {
+                Some(&(_, offset, len)) => (offset, len),
+                None => return Ok(None),
+            }
+        };
+        // A separate handle: what we return comes from the file, not from our buffers.
+        let mut f = File::open(&self.path).map_err(io)?;
+        f.seek(SeekFrom::Start(offset)).map_err(io)?;
+        let mut buf = vec![0u8; len];
+        f.read_exact(&mut buf).map_err(io)?;
+        String::from_utf8(buf)
+            .map(Some)
+            .map_err(|_| HostError::new("audit file: a line is not utf-8"))
+    }
+}
+
+/// Asks a person at the terminal. Shows the consent view and the answers, and takes `y`
+/// as the only yes.
+#[derive(Debug, Default)]
+pub struct TerminalConsent {
+    counter: std::sync::atomic::AtomicU64,
+}
+
+impl Consent for TerminalConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let mut out = std::io::stderr();
+        let shown = crate::demo::render_view(&prompt.view_json);
+        let answers = crate::demo::render_answers(&prompt.responses_json);
+        writeln!(out, "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] ")
+            .map_err(io)?;
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map_err(io)?;
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(ConsentReceipt {
+            receipt_id: format!("tty-{}-{n}", std::process::id()),
+            decision: if line.trim().eq_ignore_ascii_case("y") {
+                ConsentDecision::Granted
+            } else {
+                ConsentDecision::Refused
+            },
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        })
+    }
+}

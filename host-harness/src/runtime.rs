@@ -1,0 +1,205 @@
+//! Loading the component: compile once, cache the precompiled artifact, pre-link the
+//! imports once (`InstancePre`), and hand out sandboxed instances cheaply.
+
+use crate::bindings::GatePluginPre;
+use crate::services::HostState;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+/// The component built by this crate's `build.rs`.
+pub const EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("MRTR_GATE_COMPONENT"));
+
+/// Caps on what one instance may use: a hostile input cannot hang or exhaust the host.
+#[derive(Clone, Copy, Debug)]
+pub struct SandboxLimits {
+    /// Fuel for one call (roughly, wasm instructions). Exhausted: the call traps and is denied.
+    pub fuel_per_call: u64,
+    /// Largest linear memory, in bytes.
+    pub max_memory_bytes: usize,
+    /// Largest wasm stack, in bytes.
+    pub max_wasm_stack: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            // A full form round costs a few million units; hostile inputs are refused long
+            // before this, but a bug in the guest cannot spin forever.
+            fuel_per_call: 2_000_000_000,
+            max_memory_bytes: 256 << 20,
+            max_wasm_stack: 1 << 20,
+        }
+    }
+}
+
+/// Why the runtime could not be set up.
+#[derive(Debug)]
+pub struct LoadError(pub String);
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "could not load the gate component: {}", self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+fn load_err(e: impl std::fmt::Display) -> LoadError {
+    LoadError(format!("{e:#}"))
+}
+
+/// A compiled, pre-linked gate component. Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct GateRuntime {
+    pub(crate) engine: Engine,
+    pub(crate) pre: GatePluginPre<HostState>,
+    pub(crate) limits: SandboxLimits,
+    component: Component,
+}
+
+impl std::fmt::Debug for GateRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateRuntime").field("limits", &self.limits).finish()
+    }
+}
+
+/// The engine configuration every gate runs under.
+fn engine_config(limits: &SandboxLimits) -> Config {
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    config.max_wasm_stack(limits.max_wasm_stack);
+    config.wasm_component_model(true);
+    config
+}
+
+impl GateRuntime {
+    /// The embedded component, precompiled artifact cached in the default cache folder.
+    pub fn embedded() -> Result<Self, LoadError> {
+        Self::load(EMBEDDED_COMPONENT, Some(&default_cache_dir()), SandboxLimits::default())
+    }
+
+    /// Load `component` (its bytes). With `cache_dir`, the precompiled artifact is kept there
+    /// and reused (loading takes about a millisecond instead of a second of compiling).
+    pub fn load(
+        component: &[u8],
+        cache_dir: Option<&Path>,
+        limits: SandboxLimits,
+    ) -> Result<Self, LoadError> {
+        let engine = Engine::new(&engine_config(&limits)).map_err(load_err)?;
+        let component = match cache_dir {
+            Some(dir) => load_cached(&engine, component, dir)?,
+            None => Component::new(&engine, component).map_err(load_err)?,
+        };
+        let mut linker = Linker::<HostState>::new(&engine);
+        crate::bindings::GatePlugin::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(load_err)?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(load_err)?;
+        let pre = GatePluginPre::new(instance_pre).map_err(load_err)?;
+        Ok(Self {
+            engine,
+            pre,
+            limits,
+            component,
+        })
+    }
+
+    /// The names of the interfaces the component imports, as the component declares them.
+    pub fn imports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// The names of the interfaces the component exports.
+    pub fn exports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// The sandbox caps.
+    pub fn limits(&self) -> SandboxLimits {
+        self.limits
+    }
+}
+
+/// `$MRTR_GATE_CACHE_DIR`, else `$XDG_CACHE_HOME/mrtr-gate`, else `~/.cache/mrtr-gate`,
+/// else the system temp folder.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MRTR_GATE_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("mrtr-gate");
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        return PathBuf::from(home).join(".cache").join("mrtr-gate");
+    }
+    std::env::temp_dir().join("mrtr-gate")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cache key binds the component bytes, the engine's compatibility hash and wasmtime's
+/// version: an artifact is only ever loaded into the engine that could have produced it.
+fn load_cached(engine: &Engine, component: &[u8], dir: &Path) -> Result<Component, LoadError> {
+    let mut h = Sha256::new();
+    h.update(component);
+    let mut compat = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut compat);
+    h.update(std::hash::Hasher::finish(&compat).to_le_bytes());
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    let key = hex(&h.finalize());
+    let artifact = dir.join(format!("gate-{key}.cwasm"));
+    let checksum = dir.join(format!("gate-{key}.sha256"));
+
+    if let (Ok(bytes), Ok(expected)) = (std::fs::read(&artifact), std::fs::read_to_string(&checksum))
+        && hex(&Sha256::digest(&bytes)) == expected.trim()
+    {
+        // SAFETY: wasmtime requires that deserialized bytes come from `precompile_component`
+        // of a compatible engine. We wrote this file ourselves, under a key that binds the
+        // component, the engine's compatibility hash and our version, and checked its
+        // checksum, so a torn or foreign file is never loaded. The cache folder is the
+        // user's own (created 0700 below).
+        #[allow(unsafe_code)]
+        let loaded = unsafe { Component::deserialize(engine, &bytes) };
+        if let Ok(c) = loaded {
+            return Ok(c);
+        }
+    }
+    let bytes = engine.precompile_component(component).map_err(load_err)?;
+    if create_private_dir(dir).is_ok() {
+        // Write then rename, so a reader never sees half a file.
+        let tmp = dir.join(format!("gate-{key}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &artifact).is_ok() {
+            let _ = std::fs::write(&checksum, hex(&Sha256::digest(&bytes)));
+        }
+    }
+    // SAFETY: these bytes come from `precompile_component` of this very engine.
+    #[allow(unsafe_code)]
+    let component = unsafe { Component::deserialize(engine, &bytes) }.map_err(load_err)?;
+    Ok(component)
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
