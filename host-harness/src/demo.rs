@@ -3,7 +3,7 @@
 //! and the audit trail.
 
 use crate::gate::{ComponentGate, GateApi, GateDenial};
-use crate::hosts::{FileAudit, MemoryStorage, ScriptedConsent, SystemClock, ScriptedAnswer};
+use crate::hosts::{FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock};
 use crate::runtime::GateRuntime;
 use crate::services::HostServices;
 use mrtr_gate_core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError};
@@ -19,9 +19,17 @@ pub fn render_view(view_json: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(view_json) else {
         return "  (unreadable consent view: refuse)".into();
     };
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("?").to_owned();
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
     let mut out = String::new();
-    let _ = writeln!(out, "  ┌─ consent ─────────────────────────────────────────────");
+    let _ = writeln!(
+        out,
+        "  ┌─ consent ─────────────────────────────────────────────"
+    );
     let _ = writeln!(out, "  │ server   {}", s("/server"));
     let _ = writeln!(
         out,
@@ -39,7 +47,15 @@ pub fn render_view(view_json: &str) -> String {
                 let _ = writeln!(out, "  │ [{key}] form: {message}");
                 for f in input["fields"].as_array().into_iter().flatten() {
                     let mut constraints = Vec::new();
-                    for c in ["min_length", "max_length", "format", "minimum", "maximum", "min_items", "max_items"] {
+                    for c in [
+                        "min_length",
+                        "max_length",
+                        "format",
+                        "minimum",
+                        "maximum",
+                        "min_items",
+                        "max_items",
+                    ] {
                         if let Some(x) = f.get(c) {
                             constraints.push(format!("{c}={x}"));
                         }
@@ -55,10 +71,18 @@ pub fn render_view(view_json: &str) -> String {
                         out,
                         "  │     {}{} ({}) {}{}",
                         f["name"].as_str().unwrap_or("?"),
-                        if f["required"].as_bool() == Some(true) { "*" } else { "" },
+                        if f["required"].as_bool() == Some(true) {
+                            "*"
+                        } else {
+                            ""
+                        },
                         f["type"].as_str().unwrap_or("?"),
                         f["title"].as_str().unwrap_or(""),
-                        if constraints.is_empty() { String::new() } else { format!(" [{}]", constraints.join(", ")) }
+                        if constraints.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" [{}]", constraints.join(", "))
+                        }
                     );
                     if let Some(d) = f["description"].as_str() {
                         let _ = writeln!(out, "  │         {d}");
@@ -67,14 +91,21 @@ pub fn render_view(view_json: &str) -> String {
             }
             Some("url") => {
                 let _ = writeln!(out, "  │ [{key}] open a page: {message}");
-                let _ = writeln!(out, "  │     url      {}", input["url"]["full"].as_str().unwrap_or("?"));
+                let _ = writeln!(
+                    out,
+                    "  │     url      {}",
+                    input["url"]["full"].as_str().unwrap_or("?")
+                );
                 let _ = writeln!(
                     out,
                     "  │     host     {} (shown as {})",
                     input["url"]["ascii_host"].as_str().unwrap_or("?"),
                     input["url"]["unicode_host"].as_str().unwrap_or("?")
                 );
-                if let Some(w) = input["url"]["warnings"].as_array().filter(|w| !w.is_empty()) {
+                if let Some(w) = input["url"]["warnings"]
+                    .as_array()
+                    .filter(|w| !w.is_empty())
+                {
                     let _ = writeln!(out, "  │     WARNING  {}", Value::Array(w.clone()));
                 }
             }
@@ -95,7 +126,10 @@ pub fn render_view(view_json: &str) -> String {
     for e in v["effects"].as_array().into_iter().flatten() {
         let _ = writeln!(out, "  │ effect   {}", e.as_str().unwrap_or(""));
     }
-    let _ = write!(out, "  └───────────────────────────────────────────────────────");
+    let _ = write!(
+        out,
+        "  └───────────────────────────────────────────────────────"
+    );
     out
 }
 
@@ -159,9 +193,8 @@ impl Demo {
     }
 
     fn flush_consent(&mut self) {
-        let lines: Vec<String> = std::mem::take(
-            &mut *self.log.lock().unwrap_or_else(PoisonError::into_inner),
-        );
+        let lines: Vec<String> =
+            std::mem::take(&mut *self.log.lock().unwrap_or_else(PoisonError::into_inner));
         for l in lines {
             self.say(l);
         }
@@ -172,7 +205,13 @@ impl Demo {
         RequestId::Number(self.next_id)
     }
 
-    fn register(&mut self, name: &str, args: Value, caps: Value, policy: Policy) -> Result<RequestId, GateDenial> {
+    fn register(
+        &mut self,
+        name: &str,
+        args: Value,
+        caps: Value,
+        policy: Policy,
+    ) -> Result<RequestId, GateDenial> {
         let id = self.id();
         let params = json!({"name": name, "arguments": args, "_meta": meta(caps)});
         let reg = self.gate.register(Registration {
@@ -191,7 +230,10 @@ impl Demo {
     fn verdict(&mut self, id: &RequestId, result: Value) -> Result<ResponseVerdict, GateDenial> {
         let text = response(id, result);
         let shown: String = text.chars().take(160).collect();
-        self.say(format!("← response {shown}{}", if text.len() > 160 { "…" } else { "" }));
+        self.say(format!(
+            "← response {shown}{}",
+            if text.len() > 160 { "…" } else { "" }
+        ));
         let server = self.server.clone();
         let v = self.gate.accept_response(&server, &text);
         match &v {
@@ -202,13 +244,23 @@ impl Demo {
                 &view.view_sha256.chars().take(16).collect::<String>()
             )),
             Ok(ResponseVerdict::Complete) => self.say("  verdict: complete, binding closed"),
-            Ok(ResponseVerdict::Error(c)) => self.say(format!("  verdict: json-rpc error {c}, binding closed")),
-            Err(d) => self.say(format!("  verdict: DENIED `{}` ({:?}): {}", d.code, d.cause, d.message)),
+            Ok(ResponseVerdict::Error(c)) => {
+                self.say(format!("  verdict: json-rpc error {c}, binding closed"))
+            }
+            Err(d) => self.say(format!(
+                "  verdict: DENIED `{}` ({:?}): {}",
+                d.code, d.cause, d.message
+            )),
         }
         v
     }
 
-    fn retry(&mut self, id: &RequestId, tenant: &str, responses: Value) -> Result<RequestId, GateDenial> {
+    fn retry(
+        &mut self,
+        id: &RequestId,
+        tenant: &str,
+        responses: Value,
+    ) -> Result<RequestId, GateDenial> {
         let retry_id = self.id();
         let r = self.gate.build_retry(RetryRequest {
             request_id: id.clone(),
@@ -221,9 +273,19 @@ impl Demo {
         match &r {
             Ok(retry) => {
                 let shown: String = retry.request_json.chars().take(220).collect();
-                self.say(format!("→ retry    {shown}{}", if retry.request_json.len() > 220 { "…" } else { "" }));
+                self.say(format!(
+                    "→ retry    {shown}{}",
+                    if retry.request_json.len() > 220 {
+                        "…"
+                    } else {
+                        ""
+                    }
+                ));
             }
-            Err(d) => self.say(format!("  retry: DENIED `{}` ({:?}): {}", d.code, d.cause, d.message)),
+            Err(d) => self.say(format!(
+                "  retry: DENIED `{}` ({:?}): {}",
+                d.code, d.cause, d.message
+            )),
         }
         r.map(|_| retry_id)
     }
@@ -263,80 +325,157 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
         consent,
         log,
         out: String::new(),
-        server: ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())?,
+        server: ServerIdentity::origin("https://flights.example.com/mcp")
+            .map_err(|e| e.to_string())?,
         next_id: 0,
     };
     let both = json!({"elicitation": {"form": {}, "url": {}}});
     let e = |x: GateDenial| x.to_string();
 
     d.say("== 1. form round with state: book a flight ==");
-    let id = d.register("book_flight", json!({"from": "OSL", "to": "SFO"}), both.clone(), Policy::default()).map_err(e)?;
-    d.verdict(&id, json!({
-        "resultType": "input_required",
-        "inputRequests": {"passenger": {"method": "elicitation/create",
-            "params": {"message": "Who is flying?", "requestedSchema": form_schema()}}},
-        "requestState": "sealed:v1:Zmxp Z2h0LTQy"
-    })).map_err(e)?;
-    let retry_id = d.retry(&id, "acme", json!({"passenger": {"action": "accept",
-        "content": {"full_name": "Alice Example", "seat": "aisle", "bags": 1}}})).map_err(e)?;
-    d.verdict(&retry_id, json!({"resultType": "complete", "content": [{"type": "text", "text": "booked"}]})).map_err(e)?;
+    let id = d
+        .register(
+            "book_flight",
+            json!({"from": "OSL", "to": "SFO"}),
+            both.clone(),
+            Policy::default(),
+        )
+        .map_err(e)?;
+    d.verdict(
+        &id,
+        json!({
+            "resultType": "input_required",
+            "inputRequests": {"passenger": {"method": "elicitation/create",
+                "params": {"message": "Who is flying?", "requestedSchema": form_schema()}}},
+            "requestState": "sealed:v1:Zmxp Z2h0LTQy"
+        }),
+    )
+    .map_err(e)?;
+    let retry_id = d
+        .retry(
+            &id,
+            "acme",
+            json!({"passenger": {"action": "accept",
+        "content": {"full_name": "Alice Example", "seat": "aisle", "bags": 1}}}),
+        )
+        .map_err(e)?;
+    d.verdict(
+        &retry_id,
+        json!({"resultType": "complete", "content": [{"type": "text", "text": "booked"}]}),
+    )
+    .map_err(e)?;
 
     d.say("\n== 2. url round: a payment page, Punycode host flagged ==");
-    let id = d.register("pay_invoice", json!({"invoice": "INV-7"}), both.clone(), Policy::default()).map_err(e)?;
+    let id = d
+        .register(
+            "pay_invoice",
+            json!({"invoice": "INV-7"}),
+            both.clone(),
+            Policy::default(),
+        )
+        .map_err(e)?;
     d.verdict(&id, json!({
         "resultType": "input_required",
         "inputRequests": {"pay": {"method": "elicitation/create", "params": {"mode": "url",
             "message": "Authorise the payment", "url": "https://p\u{430}ypal.com/authorize?session=SECRET-SESSION"}}},
         "requestState": "pay-state-1"
     })).map_err(e)?;
-    let retry_id = d.retry(&id, "acme", json!({"pay": {"action": "decline"}})).map_err(e)?;
-    d.verdict(&retry_id, json!({"resultType": "complete", "content": []})).map_err(e)?;
+    let retry_id = d
+        .retry(&id, "acme", json!({"pay": {"action": "decline"}}))
+        .map_err(e)?;
+    d.verdict(&retry_id, json!({"resultType": "complete", "content": []}))
+        .map_err(e)?;
 
     d.say("\n== 3. state-only round: retried at once, no prompt ==");
-    let id = d.register("long_job", json!({}), json!({}), Policy::default()).map_err(e)?;
+    let id = d
+        .register("long_job", json!({}), json!({}), Policy::default())
+        .map_err(e)?;
     d.verdict(&id, json!({"resultType": "input_required", "requestState": "{\"step\":2,\"note\":\"ünïcødé\"}"})).map_err(e)?;
     let retry_id = d.retry(&id, "acme", json!({})).map_err(e)?;
     d.verdict(&retry_id, json!({"content": []})).map_err(e)?;
 
     d.say("\n== 4. attacks the gate refuses ==");
-    let id = d.register("book_flight", json!({"from": "OSL"}), both.clone(), Policy::default()).map_err(e)?;
+    let id = d
+        .register(
+            "book_flight",
+            json!({"from": "OSL"}),
+            both.clone(),
+            Policy::default(),
+        )
+        .map_err(e)?;
     d.verdict(&id, json!({"resultType": "input_required",
         "inputRequests": {"p": {"method": "elicitation/create", "params": {"message": "m", "requestedSchema": form_schema()}}},
         "requestState": "s-4"})).map_err(e)?;
     d.say("  · the answers come from another tenant:");
-    let _ = d.retry(&id, "evil-corp", json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "aisle"}}}));
+    let _ = d.retry(
+        &id,
+        "evil-corp",
+        json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "aisle"}}}),
+    );
     d.say("  · the answers do not match the schema:");
-    let _ = d.retry(&id, "acme", json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "roof"}}}));
+    let _ = d.retry(
+        &id,
+        "acme",
+        json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "roof"}}}),
+    );
     d.say("  · the user refuses:");
     d.consent.push(ScriptedAnswer::Refuse);
-    let _ = d.retry(&id, "acme", json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "aisle"}}}));
-    let retry_id = d.retry(&id, "acme", json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "aisle"}}})).map_err(e)?;
+    let _ = d.retry(
+        &id,
+        "acme",
+        json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "aisle"}}}),
+    );
+    let retry_id = d
+        .retry(
+            &id,
+            "acme",
+            json!({"p": {"action": "accept", "content": {"full_name": "A", "seat": "aisle"}}}),
+        )
+        .map_err(e)?;
     d.say("  · the same round answered twice (replay):");
     let _ = d.retry(&id, "acme", json!({"p": {"action": "cancel"}}));
     d.say("  · the server replays its old answer on the old id:");
-    let _ = d.verdict(&id, json!({"resultType": "input_required", "requestState": "s-4"}));
+    let _ = d.verdict(
+        &id,
+        json!({"resultType": "input_required", "requestState": "s-4"}),
+    );
     d.say("  · a forged server answers the live id:");
     let real = d.server.clone();
     d.server = ServerIdentity::origin("https://evil.example.net/mcp").map_err(|e| e.to_string())?;
-    let _ = d.verdict(&retry_id, json!({"resultType": "input_required", "requestState": "x"}));
+    let _ = d.verdict(
+        &retry_id,
+        json!({"resultType": "input_required", "requestState": "x"}),
+    );
     d.server = real;
     d.say("  · the real server asks for a schema with an external $ref:");
     let _ = d.verdict(&retry_id, json!({"resultType": "input_required",
         "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "m",
             "requestedSchema": {"type": "object", "properties": {"x": {"$ref": "https://evil.example.net/s.json"}}}}}}}));
     d.say("  · a new request; the server asks for sampling the policy does not allow:");
-    let id = d.register("summarise", json!({}), json!({"sampling": {}}), Policy::default()).map_err(e)?;
+    let id = d
+        .register(
+            "summarise",
+            json!({}),
+            json!({"sampling": {}}),
+            Policy::default(),
+        )
+        .map_err(e)?;
     let _ = d.verdict(&id, json!({"resultType": "input_required",
         "inputRequests": {"s": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}}}}));
     d.say("  · a new request; the server smuggles a second resultType:");
-    let id = d.register("book_flight", json!({}), both, Policy::default()).map_err(e)?;
+    let id = d
+        .register("book_flight", json!({}), both, Policy::default())
+        .map_err(e)?;
     let smuggled = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"resultType\":\"complete\",\"resultType\":\"input_required\",\"requestState\":\"x\"}}}}",
         crate::core::canonical::to_canonical(&id.to_json())
     );
     let server = d.server.clone();
     match d.gate.accept_response(&server, &smuggled) {
-        Err(x) => d.say(format!("  verdict: DENIED `{}` ({:?}): {}", x.code, x.cause, x.message)),
+        Err(x) => d.say(format!(
+            "  verdict: DENIED `{}` ({:?}): {}",
+            x.code, x.cause, x.message
+        )),
         Ok(v) => d.say(format!("  verdict: {v:?}")),
     }
     let _ = d.gate.finish(&id, CallerOutcome::Cancelled);
@@ -354,14 +493,30 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
             v["round"],
             v["reason"].as_str().unwrap_or("-"),
             v["consent_receipt_id"].as_str().unwrap_or("-"),
-            v["state_sha256"].as_str().map_or("-".to_owned(), |s| format!("{}…", s.chars().take(12).collect::<String>())),
+            v["state_sha256"]
+                .as_str()
+                .map_or("-".to_owned(), |s| format!(
+                    "{}…",
+                    s.chars().take(12).collect::<String>()
+                )),
         ));
     }
     match mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str)) {
-        Ok(n) => d.say(format!("  chain verified: {n} events, each linked to the one before")),
+        Ok(n) => d.say(format!(
+            "  chain verified: {n} events, each linked to the one before"
+        )),
         Err(b) => d.say(format!("  CHAIN BROKEN: {b:?}")),
     }
-    let leaked = lines.iter().any(|l| l.contains("SECRET-SESSION") || l.contains("Alice Example") || l.contains("sealed:v1"));
-    d.say(format!("  secrets in the trail: {}", if leaked { "FOUND (bug)" } else { "none (digests only)" }));
+    let leaked = lines.iter().any(|l| {
+        l.contains("SECRET-SESSION") || l.contains("Alice Example") || l.contains("sealed:v1")
+    });
+    d.say(format!(
+        "  secrets in the trail: {}",
+        if leaked {
+            "FOUND (bug)"
+        } else {
+            "none (digests only)"
+        }
+    ));
     Ok(d.out)
 }

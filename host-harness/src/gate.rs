@@ -237,7 +237,10 @@ impl ComponentGate {
 
     fn call<T>(
         &mut self,
-        f: impl FnOnce(&GatePlugin, &mut Store<HostState>) -> wasmtime::Result<Result<T, wit::GateError>>,
+        f: impl FnOnce(
+            &GatePlugin,
+            &mut Store<HostState>,
+        ) -> wasmtime::Result<Result<T, wit::GateError>>,
     ) -> Result<T, GateDenial> {
         if self.live.is_none() {
             self.live = Some(self.instantiate()?);
@@ -306,20 +309,23 @@ impl GateApi for ComponentGate {
         response_json: &str,
     ) -> Result<ResponseVerdict, GateDenial> {
         let server = wit_server(server);
-        self.call(|p, s| p.mrtr_gate_gate().call_accept_response(s, &server, response_json))
-            .map(|v| match v {
-                wit::ResponseVerdict::InputRequired(v) => {
-                    ResponseVerdict::InputRequired(core::ConsentView {
-                        view_json: v.view_json,
-                        view_sha256: v.view_sha256,
-                        round: v.round,
-                        input_keys: v.input_keys,
-                        request_state_sha256: v.request_state_sha256,
-                    })
-                }
-                wit::ResponseVerdict::Complete => ResponseVerdict::Complete,
-                wit::ResponseVerdict::Error(code) => ResponseVerdict::Error(code),
-            })
+        self.call(|p, s| {
+            p.mrtr_gate_gate()
+                .call_accept_response(s, &server, response_json)
+        })
+        .map(|v| match v {
+            wit::ResponseVerdict::InputRequired(v) => {
+                ResponseVerdict::InputRequired(core::ConsentView {
+                    view_json: v.view_json,
+                    view_sha256: v.view_sha256,
+                    round: v.round,
+                    input_keys: v.input_keys,
+                    request_state_sha256: v.request_state_sha256,
+                })
+            }
+            wit::ResponseVerdict::Complete => ResponseVerdict::Complete,
+            wit::ResponseVerdict::Error(code) => ResponseVerdict::Error(code),
+        })
     }
 
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {

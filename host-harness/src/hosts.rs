@@ -34,7 +34,9 @@ pub struct FileAudit {
 
 impl std::fmt::Debug for FileAudit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileAudit").field("path", &self.path).finish()
+        f.debug_struct("FileAudit")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -118,7 +120,9 @@ impl Audit for FileAudit {
         if entry.line.contains('\n')
             || mrtr_gate_core::canonical::sha256_hex(entry.line.as_bytes()) != entry.event_sha256
         {
-            return Err(HostError::new("audit file: the entry's digest does not match its line"));
+            return Err(HostError::new(
+                "audit file: the entry's digest does not match its line",
+            ));
         }
         let mut bytes = entry.line.clone().into_bytes();
         bytes.push(b'\n');
@@ -165,8 +169,11 @@ impl Consent for TerminalConsent {
         let mut out = std::io::stderr();
         let shown = crate::demo::render_view(&prompt.view_json);
         let answers = crate::demo::render_answers(&prompt.responses_json);
-        writeln!(out, "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] ")
-            .map_err(io)?;
+        writeln!(
+            out,
+            "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] "
+        )
+        .map_err(io)?;
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).map_err(io)?;
         let n = self

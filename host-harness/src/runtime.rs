@@ -61,7 +61,9 @@ pub struct GateRuntime {
 
 impl std::fmt::Debug for GateRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GateRuntime").field("limits", &self.limits).finish()
+        f.debug_struct("GateRuntime")
+            .field("limits", &self.limits)
+            .finish()
     }
 }
 
@@ -77,7 +79,11 @@ fn engine_config(limits: &SandboxLimits) -> Config {
 impl GateRuntime {
     /// The embedded component, precompiled artifact cached in the default cache folder.
     pub fn embedded() -> Result<Self, LoadError> {
-        Self::load(EMBEDDED_COMPONENT, Some(&default_cache_dir()), SandboxLimits::default())
+        Self::load(
+            EMBEDDED_COMPONENT,
+            Some(&default_cache_dir()),
+            SandboxLimits::default(),
+        )
     }
 
     /// Load `component` (its bytes). With `cache_dir`, the precompiled artifact is kept there
@@ -93,8 +99,11 @@ impl GateRuntime {
             None => Component::new(&engine, component).map_err(load_err)?,
         };
         let mut linker = Linker::<HostState>::new(&engine);
-        crate::bindings::GatePlugin::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(load_err)?;
+        crate::bindings::GatePlugin::add_to_linker::<
+            HostState,
+            wasmtime::component::HasSelf<HostState>,
+        >(&mut linker, |s| s)
+        .map_err(load_err)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(load_err)?;
         let pre = GatePluginPre::new(instance_pre).map_err(load_err)?;
         Ok(Self {
@@ -161,7 +170,8 @@ fn load_cached(engine: &Engine, component: &[u8], dir: &Path) -> Result<Componen
     let artifact = dir.join(format!("gate-{key}.cwasm"));
     let checksum = dir.join(format!("gate-{key}.sha256"));
 
-    if let (Ok(bytes), Ok(expected)) = (std::fs::read(&artifact), std::fs::read_to_string(&checksum))
+    if let (Ok(bytes), Ok(expected)) =
+        (std::fs::read(&artifact), std::fs::read_to_string(&checksum))
         && hex(&Sha256::digest(&bytes)) == expected.trim()
     {
         // SAFETY: wasmtime requires that deserialized bytes come from `precompile_component`

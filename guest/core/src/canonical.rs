@@ -197,7 +197,10 @@ mod tests {
             to_canonical(&v),
             "{\"\\r\":2,\"1\":4,\"\u{80}\":5,\"\u{20ac}\":1,\"\u{1f600}\":3,\"\u{fb33}\":6}"
         );
-        assert_eq!(to_canonical(&json!("a\u{1}\u{7f}/\"")), "\"a\\u0001\u{7f}/\\\"\"");
+        assert_eq!(
+            to_canonical(&json!("a\u{1}\u{7f}/\"")),
+            "\"a\\u0001\u{7f}/\\\"\""
+        );
     }
 
     #[test]

@@ -435,7 +435,8 @@ mod tests {
         assert_eq!(set.len(), ALL_CODES.len());
         for code in ALL_CODES {
             // The seed's two camelCase codes are kept verbatim.
-            let allowed = |c: char| c.is_ascii_lowercase() || c == '_' || "requestState".contains(c);
+            let allowed =
+                |c: char| c.is_ascii_lowercase() || c == '_' || "requestState".contains(c);
             assert!(code.chars().all(allowed), "{code}");
         }
     }

@@ -345,7 +345,8 @@ impl<H: Host> Gate<H> {
     }
 
     fn store(&self, binding: &Binding, expected: Option<u64>) -> Result<u64, GateError> {
-        let bytes = serde_json::to_vec(binding).map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        let bytes = serde_json::to_vec(binding)
+            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
         match self
             .host
             .storage()
@@ -443,7 +444,9 @@ impl<H: Host> Gate<H> {
             return Err(caller(CallerMisuse::BindingFieldMissing("method")));
         }
         if !MRTR_METHODS.contains(&r.method.as_str()) {
-            return Err(caller(CallerMisuse::UnsupportedMethod(bounded(&r.method, 64))));
+            return Err(caller(CallerMisuse::UnsupportedMethod(bounded(
+                &r.method, 64,
+            ))));
         }
         if r.params_json.is_empty() {
             return Err(caller(CallerMisuse::BindingFieldMissing("params")));
@@ -456,12 +459,18 @@ impl<H: Host> Gate<H> {
             }))
         })?;
         let Value::Object(params) = params else {
-            return Err(caller(CallerMisuse::InvalidParams("params must be an object".into())));
+            return Err(caller(CallerMisuse::InvalidParams(
+                "params must be an object".into(),
+            )));
         };
         if params.contains_key("inputResponses") || params.contains_key("requestState") {
             return Err(caller(CallerMisuse::ParamsCarriedMrtrFields));
         }
-        let name_field = if r.method == "resources/read" { "uri" } else { "name" };
+        let name_field = if r.method == "resources/read" {
+            "uri"
+        } else {
+            "name"
+        };
         let name = params
             .get(name_field)
             .and_then(Value::as_str)
@@ -484,7 +493,9 @@ impl<H: Host> Gate<H> {
         let params_json = canonical::to_canonical(&params_value);
         let params_sha256 = canonical::sha256_hex(params_json.as_bytes());
         let Value::Object(params) = params_value else {
-            return Err(caller(CallerMisuse::InvalidParams("params must be an object".into())));
+            return Err(caller(CallerMisuse::InvalidParams(
+                "params must be an object".into(),
+            )));
         };
         let now = self.now();
         let binding = Binding {
@@ -515,7 +526,9 @@ impl<H: Host> Gate<H> {
         if let Err(e) = self.store(&binding, None) {
             let _ = self.delete_alias(&request_id, &request_id);
             return Err(match e {
-                GateError::Host(HostFault::StateAlreadyUsed) => caller(CallerMisuse::RequestIdInUse),
+                GateError::Host(HostFault::StateAlreadyUsed) => {
+                    caller(CallerMisuse::RequestIdInUse)
+                }
                 other => other,
             });
         }
@@ -540,9 +553,7 @@ impl<H: Host> Gate<H> {
         server: &ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
-        let unbound = || {
-            Event::new(EventKind::Rejected).set("server", server.display())
-        };
+        let unbound = || Event::new(EventKind::Rejected).set("server", server.display());
         let message = match json::parse_strict(response_json, limits::RESPONSE) {
             Ok(Value::Object(m)) => m,
             Ok(_) => {
@@ -574,13 +585,18 @@ impl<H: Host> Gate<H> {
         if binding.server != *server {
             // Another server may not touch this binding, nor end it.
             let e = peer(PeerMisbehaved::ServerIdentityChanged);
-            let event = binding.event(EventKind::Rejected).set("live_id", id.to_json()).set("server", server.display());
+            let event = binding
+                .event(EventKind::Rejected)
+                .set("live_id", id.to_json())
+                .set("server", server.display());
             return Err(self.deny(e, event));
         }
         if binding.live_id != id {
             // A response for an id this binding has moved on from: late or replayed.
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
-            let event = binding.event(EventKind::Rejected).set("live_id", id.to_json());
+            let event = binding
+                .event(EventKind::Rejected)
+                .set("live_id", id.to_json());
             return Err(self.deny(e, event));
         }
         if self.expired(&binding) {
@@ -593,7 +609,12 @@ impl<H: Host> Gate<H> {
                 .map(|()| ResponseVerdict::Complete)
                 .map_err(Denial::unaudited),
             Ok(Judged::Error(code)) => self
-                .end(&binding, version, TerminalOutcome::Error, Some("server_error"))
+                .end(
+                    &binding,
+                    version,
+                    TerminalOutcome::Error,
+                    Some("server_error"),
+                )
                 .map(|()| ResponseVerdict::Error(code))
                 .map_err(Denial::unaudited),
             Ok(Judged::Round(round)) => self.open_round(binding, version, round),
@@ -653,8 +674,14 @@ impl<H: Host> Gate<H> {
                 // other spelling is a smuggling attempt, not an absent field.
                 for k in result.keys() {
                     let lower = k.to_ascii_lowercase();
-                    let exact = matches!(k.as_str(), "resultType" | "inputRequests" | "requestState");
-                    if !exact && matches!(lower.as_str(), "resulttype" | "inputrequests" | "requeststate") {
+                    let exact =
+                        matches!(k.as_str(), "resultType" | "inputRequests" | "requestState");
+                    if !exact
+                        && matches!(
+                            lower.as_str(),
+                            "resulttype" | "inputrequests" | "requeststate"
+                        )
+                    {
                         return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
                     }
                 }
@@ -713,7 +740,9 @@ impl<H: Host> Gate<H> {
                 return Err(self.deny(e, event));
             }
         };
-        let received = binding.event(EventKind::Received).set("outcome", "accepted");
+        let received = binding
+            .event(EventKind::Received)
+            .set("outcome", "accepted");
         if let Err(e) = self.audit(received) {
             // Nothing may rest on a round the audit trail does not hold: end the binding.
             let _ = self.remove(&binding, version);
@@ -737,23 +766,33 @@ impl<H: Host> Gate<H> {
             let effect = match input.get("kind").and_then(Value::as_str) {
                 Some("form") => format!(
                     "{key}: what you enter in {} field(s) is sent to {server}",
-                    input.get("fields").and_then(Value::as_array).map_or(0, Vec::len)
+                    input
+                        .get("fields")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len)
                 ),
                 Some("url") => format!(
                     "{key}: accepting opens {} in your browser; the client and the model cannot see the page",
-                    input.pointer("/url/full").and_then(Value::as_str).unwrap_or_default()
+                    input
+                        .pointer("/url/full")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
                 ),
                 Some("roots") => format!("{key}: your workspace roots are sent to {server}"),
-                Some("sampling") => format!(
-                    "{key}: your model generates a reply for {server}, which receives it"
-                ),
+                Some("sampling") => {
+                    format!("{key}: your model generates a reply for {server}, which receives it")
+                }
                 _ => String::new(),
             };
             effects.push(Value::String(effect));
         }
         effects.push(Value::String(format!(
             "then {target} is retried at {server}{}",
-            if round.state.is_some() { " with the server's saved state" } else { "" }
+            if round.state.is_some() {
+                " with the server's saved state"
+            } else {
+                ""
+            }
         )));
         json!({
             "view": "mrtr-gate/consent-view/v1",
@@ -834,6 +873,17 @@ impl<H: Host> Gate<H> {
         if binding.used_ids.contains(&retry_id) {
             return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
         }
+        // Checked before consent so the trail never shows consent for a retry that cannot
+        // go out; the reservation below closes the remaining race.
+        if self
+            .host
+            .storage()
+            .get(&alias_key(&retry_id))
+            .map_err(|e| denied(storage_failed(e)))?
+            .is_some()
+        {
+            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+        }
         if binding.user != r.user
             || binding.tenant != r.tenant
             || canonical::sha256_hex(binding.params_json.as_bytes()) != binding.params_sha256
@@ -848,10 +898,12 @@ impl<H: Host> Gate<H> {
                 ))));
             }
             Err(e) => {
-                return Err(denied(caller(CallerMisuse::InvalidInputResponse(match e {
-                    JsonError::Syntax(w) | JsonError::Limit(w) => w,
-                    JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
-                }))));
+                return Err(denied(caller(CallerMisuse::InvalidInputResponse(
+                    match e {
+                        JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                        JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+                    },
+                ))));
             }
         };
         responses::check_responses(&responses, &open.inputs, &mut self.validators)

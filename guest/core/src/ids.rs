@@ -77,8 +77,13 @@ impl ServerIdentity {
         if raw.is_empty() || raw.len() > MAX_ORIGIN_BYTES {
             return Err(bad("the origin must be 1 to 2048 bytes"));
         }
-        if raw.chars().any(|c| c.is_control() || c.is_whitespace() || c == '\\') {
-            return Err(bad("the origin contains white space, control characters or `\\`"));
+        if raw
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
+        {
+            return Err(bad(
+                "the origin contains white space, control characters or `\\`",
+            ));
         }
         let url = url::Url::parse(raw).map_err(|_| bad("the origin is not a url"))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -139,7 +144,10 @@ mod tests {
     #[test]
     fn origins_normalise_and_refuse_smuggling() {
         let a = ServerIdentity::origin("HTTPS://Example.COM:443/mcp/../mcp").ok();
-        assert_eq!(a, Some(ServerIdentity::Origin("https://example.com/mcp".into())));
+        assert_eq!(
+            a,
+            Some(ServerIdentity::Origin("https://example.com/mcp".into()))
+        );
         for bad in [
             "https://user:pw@example.com/",
             "https://example.com/?token=x",

@@ -234,7 +234,16 @@ mod tests {
 
     #[test]
     fn refuses_garbage_trailing_data_and_lone_surrogates() {
-        for bad in ["", "{", "{} {}", "nul", "\"\\ud800\"", "[1,]", "{'a':1}", "NaN"] {
+        for bad in [
+            "",
+            "{",
+            "{} {}",
+            "nul",
+            "\"\\ud800\"",
+            "[1,]",
+            "{'a':1}",
+            "NaN",
+        ] {
             assert!(
                 matches!(parse_strict(bad, L), Err(JsonError::Syntax(_))),
                 "{bad}"

@@ -9,7 +9,15 @@
 //! tests get from [`memory`] (feature `memory-hosts`).
 //!
 //! Start at [`gate::Gate`].
-#![cfg_attr(test, allow(clippy::panic, clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing))]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing
+    )
+)]
 
 pub mod audit;
 pub mod canonical;

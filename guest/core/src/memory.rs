@@ -251,7 +251,9 @@ impl Consent for ScriptedConsent {
             ScriptedAnswer::Refuse => receipt.decision = ConsentDecision::Refused,
             ScriptedAnswer::GrantOtherView => receipt.view_sha256 = "0".repeat(64),
             ScriptedAnswer::GrantOtherAnswers => receipt.responses_sha256 = "0".repeat(64),
-            ScriptedAnswer::Fail => return Err(HostError::new("consent ui unavailable (injected)")),
+            ScriptedAnswer::Fail => {
+                return Err(HostError::new("consent ui unavailable (injected)"));
+            }
         }
         Ok(receipt)
     }
@@ -303,10 +305,12 @@ impl MemoryAudit {
 }
 
 fn head_of(entries: &[AuditEntry]) -> ChainHead {
-    entries.last().map_or_else(ChainHead::genesis, |e| ChainHead {
-        seq: e.seq,
-        event_sha256: e.event_sha256.clone(),
-    })
+    entries
+        .last()
+        .map_or_else(ChainHead::genesis, |e| ChainHead {
+            seq: e.seq,
+            event_sha256: e.event_sha256.clone(),
+        })
 }
 
 impl Audit for MemoryAudit {
@@ -330,11 +334,17 @@ impl Audit for MemoryAudit {
     fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
         let fault = *lock(&self.fault);
         let entries = lock(&self.entries);
-        let found = entries.iter().rev().find(|e| e.seq == seq).map(|e| e.line.clone());
+        let found = entries
+            .iter()
+            .rev()
+            .find(|e| e.seq == seq)
+            .map(|e| e.line.clone());
         match fault {
             AuditFault::FailReadback => Err(HostError::new("audit read-back failed (injected)")),
             AuditFault::LoseWrites => Ok(None),
-            AuditFault::CorruptReadback => Ok(found.map(|l| l.replacen("\"event\"", "\"evnt\"", 1))),
+            AuditFault::CorruptReadback => {
+                Ok(found.map(|l| l.replacen("\"event\"", "\"evnt\"", 1)))
+            }
             AuditFault::None | AuditFault::FailAppend => Ok(found),
         }
     }

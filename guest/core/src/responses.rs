@@ -79,7 +79,11 @@ fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
         .get("roots")
         .and_then(Value::as_array)
         .filter(|r| r.len() <= 256)
-        .ok_or_else(|| invalid(format!("`{key}.roots` must be an array of at most 256 roots")))?;
+        .ok_or_else(|| {
+            invalid(format!(
+                "`{key}.roots` must be an array of at most 256 roots"
+            ))
+        })?;
     for root in roots {
         let root = root
             .as_object()
@@ -101,7 +105,11 @@ fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
 
 /// `CreateMessageResult`: `{role, content, model, stopReason?}`.
 fn check_sampling(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
-    only(obj, &["role", "content", "model", "stopReason", "_meta"], key)?;
+    only(
+        obj,
+        &["role", "content", "model", "stopReason", "_meta"],
+        key,
+    )?;
     if !matches!(
         obj.get("role").and_then(Value::as_str),
         Some("assistant" | "user")

@@ -175,7 +175,11 @@ fn check_one(
                 Some(_) => return Err(peer(PeerMisbehaved::ServerSentUnknownElicitationMode)),
             };
             if mode == "form" {
-                only(params, &["mode", "message", "requestedSchema", "_meta"], key)?;
+                only(
+                    params,
+                    &["mode", "message", "requestedSchema", "_meta"],
+                    key,
+                )?;
                 let msg = message(params, key)?;
                 let schema = schema::check_form_schema(
                     params.get("requestedSchema").unwrap_or(&Value::Null),
@@ -189,10 +193,16 @@ fn check_one(
                 Ok((InputRule::Form { schema }, view))
             } else {
                 // `elicitationId` is a 2025-11-25 field; tolerated, never used.
-                only(params, &["mode", "message", "url", "elicitationId", "_meta"], key)?;
+                only(
+                    params,
+                    &["mode", "message", "url", "elicitationId", "_meta"],
+                    key,
+                )?;
                 let msg = message(params, key)?;
                 let raw = params.get("url").and_then(Value::as_str).ok_or_else(|| {
-                    peer(PeerMisbehaved::ServerSentUnsafeUrl("`url` must be a string".into()))
+                    peer(PeerMisbehaved::ServerSentUnsafeUrl(
+                        "`url` must be a string".into(),
+                    ))
                 })?;
                 let (view, _) = url_view::check_url(raw)?;
                 if !declared.url {
@@ -268,7 +278,9 @@ fn check_one(
                 {
                     s.as_str()
                 }
-                Some(_) => return Err(invalid(format!("`{key}.params.includeContext` is invalid"))),
+                Some(_) => {
+                    return Err(invalid(format!("`{key}.params.includeContext` is invalid")));
+                }
             };
             let tools = p.get("tools").is_some() || p.get("toolChoice").is_some();
             if !declared.sampling || (tools && !declared.sampling_tools) {
@@ -276,7 +288,10 @@ fn check_one(
                     if tools { "sampling.tools" } else { "sampling" }.into(),
                 )));
             }
-            let system_prompt = p.get("systemPrompt").and_then(Value::as_str).map(|s| bounded(s, 2000));
+            let system_prompt = p
+                .get("systemPrompt")
+                .and_then(Value::as_str)
+                .map(|s| bounded(s, 2000));
             Ok((
                 InputRule::Sampling,
                 json!({

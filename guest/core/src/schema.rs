@@ -126,7 +126,9 @@ fn text(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>,
     match obj.get(key) {
         None => Ok(None),
         Some(Value::String(s)) if s.len() <= limits::MAX_TEXT_BYTES => Ok(Some(s.clone())),
-        Some(_) => Err(bad(format!("`{at}.{key}` must be a string of at most 8 KiB"))),
+        Some(_) => Err(bad(format!(
+            "`{at}.{key}` must be a string of at most 8 KiB"
+        ))),
     }
 }
 
@@ -155,7 +157,9 @@ fn number(
 fn only_keys(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), GateError> {
     for key in obj.keys() {
         if key == "$ref" {
-            return Err(bad(format!("`{at}` uses `$ref`; references are not allowed")));
+            return Err(bad(format!(
+                "`{at}` uses `$ref`; references are not allowed"
+            )));
         }
         if !allowed.contains(&key.as_str()) {
             return Err(bad(format!(
@@ -182,7 +186,10 @@ fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
             .filter(|s| s.len() <= limits::MAX_TEXT_BYTES)
             .ok_or_else(|| bad(format!("`{at}` must hold strings only")))?;
         if !seen.insert(s) {
-            return Err(bad(format!("`{at}` repeats `{}`", crate::json::bounded(s, 64))));
+            return Err(bad(format!(
+                "`{at}` repeats `{}`",
+                crate::json::bounded(s, 64)
+            )));
         }
         out.push(s.to_owned());
     }
@@ -257,10 +264,20 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
         Some("string") if obj.contains_key("enum") => {
             only_keys(
                 obj,
-                &["type", "title", "description", "enum", "enumNames", "default"],
+                &[
+                    "type",
+                    "title",
+                    "description",
+                    "enum",
+                    "enumNames",
+                    "default",
+                ],
                 &at,
             )?;
-            let values = string_list(obj.get("enum").unwrap_or(&Value::Null), &format!("{at}.enum"))?;
+            let values = string_list(
+                obj.get("enum").unwrap_or(&Value::Null),
+                &format!("{at}.enum"),
+            )?;
             let names = match obj.get("enumNames") {
                 None => None,
                 Some(v) => {
@@ -291,7 +308,11 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
             FieldKind::SingleSelect { options }
         }
         Some("string") if obj.contains_key("oneOf") => {
-            only_keys(obj, &["type", "title", "description", "oneOf", "default"], &at)?;
+            only_keys(
+                obj,
+                &["type", "title", "description", "oneOf", "default"],
+                &at,
+            )?;
             FieldKind::SingleSelect {
                 options: titled_options(
                     obj.get("oneOf").unwrap_or(&Value::Null),
@@ -302,14 +323,24 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
         Some("string") => {
             only_keys(
                 obj,
-                &["type", "title", "description", "minLength", "maxLength", "format", "default"],
+                &[
+                    "type",
+                    "title",
+                    "description",
+                    "minLength",
+                    "maxLength",
+                    "format",
+                    "default",
+                ],
                 &at,
             )?;
             let format = text(obj, "format", &at)?;
             if let Some(f) = &format
                 && !FORMATS.contains(&f.as_str())
             {
-                return Err(bad(format!("`{at}.format` must be email, uri, date or date-time")));
+                return Err(bad(format!(
+                    "`{at}.format` must be email, uri, date or date-time"
+                )));
             }
             let min_length = count(obj, "minLength", &at)?;
             let max_length = count(obj, "maxLength", &at)?;
@@ -327,7 +358,14 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
         Some(t @ ("number" | "integer")) => {
             only_keys(
                 obj,
-                &["type", "title", "description", "minimum", "maximum", "default"],
+                &[
+                    "type",
+                    "title",
+                    "description",
+                    "minimum",
+                    "maximum",
+                    "default",
+                ],
                 &at,
             )?;
             let minimum = number(obj, "minimum", &at)?;
@@ -350,7 +388,15 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
         Some("array") => {
             only_keys(
                 obj,
-                &["type", "title", "description", "minItems", "maxItems", "items", "default"],
+                &[
+                    "type",
+                    "title",
+                    "description",
+                    "minItems",
+                    "maxItems",
+                    "items",
+                    "default",
+                ],
                 &at,
             )?;
             let items = obj
@@ -392,7 +438,9 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
         }
         _ => {
             if obj.contains_key("$ref") {
-                return Err(bad(format!("`{at}` uses `$ref`; references are not allowed")));
+                return Err(bad(format!(
+                    "`{at}` uses `$ref`; references are not allowed"
+                )));
             }
             return Err(bad(format!(
                 "`{at}.type` must be string, number, integer, boolean or array"
@@ -483,7 +531,14 @@ pub fn check_form_schema(schema: &Value) -> Result<FormSchema, GateError> {
         .ok_or_else(|| bad("`requestedSchema` must be an object"))?;
     only_keys(
         obj,
-        &["$schema", "type", "properties", "required", "title", "description"],
+        &[
+            "$schema",
+            "type",
+            "properties",
+            "required",
+            "title",
+            "description",
+        ],
         "requestedSchema",
     )?;
     if let Some(dialect) = obj.get("$schema")
@@ -526,11 +581,10 @@ pub fn check_form_schema(schema: &Value) -> Result<FormSchema, GateError> {
     let mut fields = Vec::with_capacity(props.len());
     let mut normalized_props = Map::new();
     for (name, prop) in props {
-        if name.is_empty()
-            || name.len() > 128
-            || name.chars().any(char::is_control)
-        {
-            return Err(bad("property names must be 1 to 128 bytes without control characters"));
+        if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
+            return Err(bad(
+                "property names must be 1 to 128 bytes without control characters",
+            ));
         }
         let f = field(name, prop, required.contains(name.as_str()))?;
         normalized_props.insert(name.clone(), normalized_property(&f.kind));
@@ -572,7 +626,12 @@ impl ValidatorCache {
             .with_draft(jsonschema::Draft::Draft7)
             .should_validate_formats(true)
             .build(normalized)
-            .map_err(|e| bad(format!("the schema does not compile: {}", crate::json::bounded(&e.to_string(), 80))))?;
+            .map_err(|e| {
+                bad(format!(
+                    "the schema does not compile: {}",
+                    crate::json::bounded(&e.to_string(), 80)
+                ))
+            })?;
         let validator = Rc::new(validator);
         if self.order.len() >= VALIDATOR_CACHE_SIZE
             && let Some(old) = self.order.pop_front()

@@ -53,7 +53,9 @@ pub fn check_url(raw: &str) -> Result<(UrlView, url::Url), GateError> {
         .chars()
         .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
     {
-        return Err(unsafe_url("the url contains white space, control characters or `\\`"));
+        return Err(unsafe_url(
+            "the url contains white space, control characters or `\\`",
+        ));
     }
     // `https:///host` and `https:host` parse as `https://host/`: refuse any spelling but the plain one.
     let plain = raw
@@ -70,7 +72,9 @@ pub fn check_url(raw: &str) -> Result<(UrlView, url::Url), GateError> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(unsafe_url("the url carries userinfo"));
     }
-    let host = url.host().ok_or_else(|| unsafe_url("the url has no host"))?;
+    let host = url
+        .host()
+        .ok_or_else(|| unsafe_url("the url has no host"))?;
     let mut warnings = Vec::new();
     let (ascii_host, unicode_host) = match host {
         url::Host::Domain(d) => {
@@ -111,7 +115,13 @@ pub fn redacted(url: &url::Url) -> String {
     let mut u = url.clone();
     u.set_query(None);
     u.set_fragment(None);
-    u.to_string()
+    // Both fail only for URLs that cannot have userinfo at all (no host): nothing to clear.
+    let cleared = u.set_username("").is_ok() && u.set_password(None).is_ok();
+    if cleared || (u.username().is_empty() && u.password().is_none()) {
+        u.to_string()
+    } else {
+        format!("sha256:{}", crate::canonical::digest_str(url.as_str()))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -195,17 +205,29 @@ mod tests {
         let (v, _) = check_url("https://\u{430}pple.com/login").unwrap_or_else(|e| panic!("{e}"));
         assert!(v.ascii_host.starts_with("xn--"));
         assert_eq!(v.unicode_host, "\u{430}pple.com");
-        assert_eq!(v.warnings, vec![UrlWarning::Punycode, UrlWarning::MixedScript]);
+        assert_eq!(
+            v.warnings,
+            vec![UrlWarning::Punycode, UrlWarning::MixedScript]
+        );
         assert_eq!(warnings("https://127.0.0.1/"), vec![UrlWarning::IpLiteral]);
         assert_eq!(warnings("https://0x7f.1/"), vec![UrlWarning::IpLiteral]);
-        assert_eq!(warnings("https://[::1]:8443/"), vec![UrlWarning::IpLiteral, UrlWarning::NonDefaultPort]);
+        assert_eq!(
+            warnings("https://[::1]:8443/"),
+            vec![UrlWarning::IpLiteral, UrlWarning::NonDefaultPort]
+        );
         assert!(warnings("https://example.com/pay?x=1").is_empty());
-        assert_eq!(warnings("https://\u{65e5}\u{672c}.jp/"), vec![UrlWarning::Punycode]);
+        assert_eq!(
+            warnings("https://\u{65e5}\u{672c}.jp/"),
+            vec![UrlWarning::Punycode]
+        );
     }
 
     #[test]
     fn redaction_drops_query_and_fragment() {
-        let (_, u) = check_url("https://example.com/cb?token=SECRET#frag").unwrap_or_else(|e| panic!("{e}"));
+        let (_, u) =
+            check_url("https://example.com/cb?token=SECRET#frag").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(redacted(&u), "https://example.com/cb");
+        let u = url::Url::parse("https://bob:pw@files.example.com/doc?x=1").unwrap();
+        assert_eq!(redacted(&u), "https://files.example.com/doc");
     }
 }

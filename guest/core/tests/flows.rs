@@ -1,16 +1,22 @@
 //! Native end-to-end flows of the gate (AID-H-028.007 G001/G002 independent verification):
 //! every denial is asserted by its stable code.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 mod common;
 
 use common::*;
 use mrtr_gate_core::audit::{FIELDS, verify_chain};
 use mrtr_gate_core::canonical::digest_str;
-use mrtr_gate_core::host::{
-    AppendOutcome, Audit, AuditEntry, ChainHead, HostError, Services,
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, Services};
+use mrtr_gate_core::memory::{
+    AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
-use mrtr_gate_core::memory::{AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent};
 use mrtr_gate_core::{
     CallerOutcome, DeprecatedMethod, Gate, Policy, Registration, RequestId, ResponseVerdict,
     ServerIdentity, TerminalOutcome,
@@ -34,7 +40,10 @@ fn kinds(events: &[Value]) -> Vec<String> {
 }
 
 fn params_of(retry_json: &str) -> serde_json::Map<String, Value> {
-    parse(retry_json)["params"].as_object().cloned().expect("params object")
+    parse(retry_json)["params"]
+        .as_object()
+        .cloned()
+        .expect("params object")
 }
 
 fn terminal_of(fx: &Fx, original: impl Into<Value>) -> Vec<Value> {
@@ -84,7 +93,10 @@ fn form_mode_with_omitted_mode_end_to_end() {
     assert_eq!(params["arguments"], json!({"location": "Paris"}));
     assert_eq!(params["_meta"], meta());
     assert_eq!(params["inputResponses"], answers);
-    assert!(!params.contains_key("requestState"), "no state was sent, none may be echoed");
+    assert!(
+        !params.contains_key("requestState"),
+        "no state was sent, none may be echoed"
+    );
 
     // The consent prompt carried exactly this view and these answers.
     let prompts = fx.consent.prompts();
@@ -100,7 +112,10 @@ fn form_mode_with_omitted_mode_end_to_end() {
     );
     let terminal = fx.last_event();
     assert_eq!(terminal["outcome"], "complete");
-    assert!(fx.storage.is_empty(), "a finished binding leaves nothing in storage");
+    assert!(
+        fx.storage.is_empty(),
+        "a finished binding leaves nothing in storage"
+    );
     fx.assert_chain();
 }
 
@@ -132,7 +147,11 @@ fn non_accept_with_content_is_refused() {
     fx.register_tool(1);
     fx.round(1, input_required(json!({"a": form("A")})));
     let d = assert_code(
-        fx.retry(n(1), n(2), &json!({"a": {"action": "decline", "content": form_content()}})),
+        fx.retry(
+            n(1),
+            n(2),
+            &json!({"a": {"action": "decline", "content": form_content()}}),
+        ),
         "non_accept_response_must_not_have_content",
     );
     assert!(d.audited);
@@ -140,7 +159,10 @@ fn non_accept_with_content_is_refused() {
         fx.retry(n(1), n(2), &json!({"a": {"action": "maybe"}})),
         "invalid_input_response",
     );
-    assert_code(fx.retry(n(1), n(2), &json!({"a": "accept"})), "invalid_input_response");
+    assert_code(
+        fx.retry(n(1), n(2), &json!({"a": "accept"})),
+        "invalid_input_response",
+    );
     assert_code(fx.retry(n(1), n(2), &json!([])), "invalid_input_response");
     // The round is still open after every refusal.
     fx.retry_ok(n(1), n(2), &json!({"a": accept_with(form_content())}));
@@ -159,12 +181,19 @@ fn url_mode_end_to_end() {
     assert_eq!(shown["inputs"][0]["url"]["has_query"], true);
 
     assert_code(
-        fx.retry(n(1), n(2), &json!({"login": {"action": "accept", "content": {"x": "y"}}})),
+        fx.retry(
+            n(1),
+            n(2),
+            &json!({"login": {"action": "accept", "content": {"x": "y"}}}),
+        ),
         "url_elicitation_response_must_not_have_content",
     );
     let retry = fx.retry_ok(n(1), n(2), &json!({"login": {"action": "accept"}}));
     let params = params_of(&retry.request_json);
-    assert_eq!(params["inputResponses"], json!({"login": {"action": "accept"}}));
+    assert_eq!(
+        params["inputResponses"],
+        json!({"login": {"action": "accept"}})
+    );
     assert!(!params.contains_key("requestState"));
 }
 
@@ -183,11 +212,17 @@ fn unsafe_urls_and_unknown_modes_are_refused() {
     {
         let id = i as i64 + 1;
         fx.register_tool(id);
-        assert_code(fx.accept(id, input_required(json!({"u": url_request(url)}))), "unsafe_url_elicitation");
+        assert_code(
+            fx.accept(id, input_required(json!({"u": url_request(url)}))),
+            "unsafe_url_elicitation",
+        );
     }
     fx.register_tool(100);
     let weird = json!({"method": "elicitation/create", "params": {"mode": "Form", "message": "m", "requestedSchema": form_schema()}});
-    assert_code(fx.accept(100, input_required(json!({"w": weird}))), "unknown_elicitation_mode");
+    assert_code(
+        fx.accept(100, input_required(json!({"w": weird}))),
+        "unknown_elicitation_mode",
+    );
 }
 
 #[test]
@@ -197,7 +232,10 @@ fn request_state_only_round_echoes_state_without_input_responses() {
     let state = "eyJwcm9ncmVzcyI6IjUwJSIsInN0YXRlIjoicHJvY2Vzc2luZyJ9";
     let view = fx.round(1, state_only(state));
     assert!(view.input_keys.is_empty());
-    assert_eq!(view.request_state_sha256.as_deref(), Some(digest_str(state).as_str()));
+    assert_eq!(
+        view.request_state_sha256.as_deref(),
+        Some(digest_str(state).as_str())
+    );
     let retry = fx.retry_ok(n(1), n(2), &json!({}));
     let params = params_of(&retry.request_json);
     assert_eq!(params["requestState"], state);
@@ -231,12 +269,18 @@ fn request_state_is_echoed_byte_exact() {
         let retry = fx.retry_ok(n(id), n(id + 1), &json!({}));
         let params = params_of(&retry.request_json);
         assert_eq!(params["requestState"].as_str(), Some(*state), "state #{i}");
-        assert_eq!(params["requestState"].as_str().unwrap().as_bytes(), state.as_bytes());
+        assert_eq!(
+            params["requestState"].as_str().unwrap().as_bytes(),
+            state.as_bytes()
+        );
     }
     // The same state written with escapes on the wire: the decoded string is echoed.
     fx.register_tool(500);
     let text = r#"{"jsonrpc":"2.0","id":500,"result":{"resultType":"input_required","requestState":"\u00e9\u0041\ud83e\udd80\"\/"}}"#;
-    assert!(matches!(fx.accept_text(text), Ok(ResponseVerdict::InputRequired(_))));
+    assert!(matches!(
+        fx.accept_text(text),
+        Ok(ResponseVerdict::InputRequired(_))
+    ));
     let retry = fx.retry_ok(n(500), n(501), &json!({}));
     assert_eq!(params_of(&retry.request_json)["requestState"], "éA🦀\"/");
 }
@@ -261,7 +305,10 @@ fn combined_requests_and_state() {
     assert_eq!(msg["id"], "retry-1");
     assert_eq!(msg["params"]["inputResponses"], answers);
     assert_eq!(msg["params"]["requestState"], state);
-    assert_eq!(fx.accept("retry-1", complete()).unwrap(), ResponseVerdict::Complete);
+    assert_eq!(
+        fx.accept("retry-1", complete()).unwrap(),
+        ResponseVerdict::Complete
+    );
 }
 
 #[test]
@@ -272,29 +319,50 @@ fn each_retry_has_a_new_id_and_no_stale_fields() {
 
     // Round 1: inputs a + state S1.
     fx.round(1, input_required_state(json!({"a": form("A")}), "S1"));
-    assert_code(fx.retry(n(1), n(1), &json!({"a": {"action": "cancel"}})), "retry_requires_new_jsonrpc_id");
+    assert_code(
+        fx.retry(n(1), n(1), &json!({"a": {"action": "cancel"}})),
+        "retry_requires_new_jsonrpc_id",
+    );
     let r1 = fx.retry_ok(n(1), n(2), &json!({"a": accept_with(form_content())}));
     let p1 = params_of(&r1.request_json);
     assert_eq!(p1["requestState"], "S1");
-    assert_eq!(p1["inputResponses"], json!({"a": accept_with(form_content())}));
+    assert_eq!(
+        p1["inputResponses"],
+        json!({"a": accept_with(form_content())})
+    );
 
     // Round 2 (on the retry's id): inputs b only, no state.
-    let v2 = fx.round(2, input_required(json!({"b": url_request("https://b.example.com/")})));
+    let v2 = fx.round(
+        2,
+        input_required(json!({"b": url_request("https://b.example.com/")})),
+    );
     assert_eq!(v2.round, 2);
     // The original id and the round-1 id are both spent.
-    assert_code(fx.retry(n(2), n(1), &json!({"b": {"action": "accept"}})), "retry_requires_new_jsonrpc_id");
-    assert_code(fx.retry(n(2), n(2), &json!({"b": {"action": "accept"}})), "retry_requires_new_jsonrpc_id");
+    assert_code(
+        fx.retry(n(2), n(1), &json!({"b": {"action": "accept"}})),
+        "retry_requires_new_jsonrpc_id",
+    );
+    assert_code(
+        fx.retry(n(2), n(2), &json!({"b": {"action": "accept"}})),
+        "retry_requires_new_jsonrpc_id",
+    );
     let r2 = fx.retry_ok(n(2), s("three"), &json!({"b": {"action": "accept"}}));
     let p2 = params_of(&r2.request_json);
     assert_eq!(p2["inputResponses"], json!({"b": {"action": "accept"}}));
-    assert!(!p2.contains_key("requestState"), "round 1's state must not be carried along");
+    assert!(
+        !p2.contains_key("requestState"),
+        "round 1's state must not be carried along"
+    );
     assert_eq!(r2.round, 2);
 
     // Round 3: state only.
     fx.round("three", state_only("S3"));
     let r3 = fx.retry_ok(s("three"), n(4), &json!({}));
     let p3 = params_of(&r3.request_json);
-    assert!(!p3.contains_key("inputResponses"), "round 2's answers must not be carried along");
+    assert!(
+        !p3.contains_key("inputResponses"),
+        "round 2's answers must not be carried along"
+    );
     assert_eq!(p3["requestState"], "S3");
 
     // Every retry is built from the original params.
@@ -305,7 +373,10 @@ fn each_retry_has_a_new_id_and_no_stale_fields() {
         assert_eq!(Value::Object(rest), params);
     }
     assert_eq!(fx.accept(4, complete()).unwrap(), ResponseVerdict::Complete);
-    let ids: Vec<Value> = [&r1, &r2, &r3].iter().map(|r| parse(&r.request_json)["id"].clone()).collect();
+    let ids: Vec<Value> = [&r1, &r2, &r3]
+        .iter()
+        .map(|r| parse(&r.request_json)["id"].clone())
+        .collect();
     assert_eq!(ids, [json!(2), json!("three"), json!(4)]);
 }
 
@@ -315,8 +386,14 @@ fn retry_id_live_in_another_binding_is_refused() {
     fx.register_tool(1);
     fx.register_tool(2);
     fx.round(1, state_only("x"));
-    assert_code(fx.retry(n(1), n(2), &json!({})), "retry_requires_new_jsonrpc_id");
-    assert_code(fx.retry(n(1), s(""), &json!({})), "retry_requires_new_jsonrpc_id");
+    assert_code(
+        fx.retry(n(1), n(2), &json!({})),
+        "retry_requires_new_jsonrpc_id",
+    );
+    assert_code(
+        fx.retry(n(1), s(""), &json!({})),
+        "retry_requires_new_jsonrpc_id",
+    );
     fx.retry_ok(n(1), n(3), &json!({}));
 }
 
@@ -355,7 +432,10 @@ fn exact_wire_casing_is_enforced() {
         assert!(d.audited, "{result}");
         // A protocol violation ends the binding (fail closed).
         assert_code(fx.accept(id, complete()), "no_live_request");
-        assert_code(fx.retry(n(id), n(id + 1000), &json!({})), "inactive_mrtr_round");
+        assert_code(
+            fx.retry(n(id), n(id + 1000), &json!({})),
+            "inactive_mrtr_round",
+        );
         let t = terminal_of(&fx, id);
         assert_eq!(t.len(), 1, "{result}");
         assert_eq!(t[0]["outcome"], "error");
@@ -368,13 +448,23 @@ fn exact_wire_casing_is_enforced() {
 #[test]
 fn unknown_result_type_is_invalid() {
     let mut fx = Fx::new();
-    for (i, rt) in [json!("partial"), json!(""), json!(1), json!(null), json!(["input_required"]), json!({"v": "complete"})]
-        .into_iter()
-        .enumerate()
+    for (i, rt) in [
+        json!("partial"),
+        json!(""),
+        json!(1),
+        json!(null),
+        json!(["input_required"]),
+        json!({"v": "complete"}),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let id = i as i64 + 1;
         fx.register_tool(id);
-        assert_code(fx.accept(id, json!({"resultType": rt, "requestState": "s"})), "invalid_result_type");
+        assert_code(
+            fx.accept(id, json!({"resultType": rt, "requestState": "s"})),
+            "invalid_result_type",
+        );
     }
 }
 
@@ -383,13 +473,23 @@ fn absent_result_type_is_complete_and_errors_end_the_binding() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     assert_eq!(
-        fx.accept(1, json!({"content": [{"type": "text", "text": "no-result-type-test-ok"}]})).unwrap(),
+        fx.accept(
+            1,
+            json!({"content": [{"type": "text", "text": "no-result-type-test-ok"}]})
+        )
+        .unwrap(),
         ResponseVerdict::Complete
     );
     fx.register_tool(2);
-    assert_eq!(fx.accept(2, json!({"resultType": "complete"})).unwrap(), ResponseVerdict::Complete);
+    assert_eq!(
+        fx.accept(2, json!({"resultType": "complete"})).unwrap(),
+        ResponseVerdict::Complete
+    );
     fx.register_tool(3);
-    assert_eq!(fx.accept_text(&error_response(3, -32602)).unwrap(), ResponseVerdict::Error(-32602));
+    assert_eq!(
+        fx.accept_text(&error_response(3, -32602)).unwrap(),
+        ResponseVerdict::Error(-32602)
+    );
     // Every one of them ended its binding.
     for id in 1..=3 {
         assert_code(fx.accept(id, complete()), "no_live_request");
@@ -432,7 +532,10 @@ fn malformed_jsonrpc_envelopes_are_refused() {
     );
     fx.register_tool(5);
     assert_code(
-        fx.accept(5, json!({"resultType": "input_required", "requestState": "s", "surprise": 1})),
+        fx.accept(
+            5,
+            json!({"resultType": "input_required", "requestState": "s", "surprise": 1}),
+        ),
         "malformed_response",
     );
 }
@@ -441,7 +544,14 @@ fn malformed_jsonrpc_envelopes_are_refused() {
 // Identity, arguments, replay, expiry
 // ---------------------------------------------------------------------------------------
 
-fn retry_as(fx: &mut Fx, user: &str, tenant: &str, from: i64, to: i64, responses: &Value) -> Result<mrtr_gate_core::Retry, mrtr_gate_core::Denial> {
+fn retry_as(
+    fx: &mut Fx,
+    user: &str,
+    tenant: &str,
+    from: i64,
+    to: i64,
+    responses: &Value,
+) -> Result<mrtr_gate_core::Retry, mrtr_gate_core::Denial> {
     let mut r = retry_request(n(from), n(to), responses);
     r.user = user.into();
     r.tenant = tenant.into();
@@ -454,17 +564,29 @@ fn cross_user_retry_is_refused() {
     fx.register_tool(1);
     fx.round(1, input_required(json!({"a": form("A")})));
     let answers = json!({"a": accept_with(form_content())});
-    let d = assert_code(retry_as(&mut fx, "mallory@example.com", TENANT, 1, 2, &answers), "mrtr_identity_or_argument_mismatch");
+    let d = assert_code(
+        retry_as(&mut fx, "mallory@example.com", TENANT, 1, 2, &answers),
+        "mrtr_identity_or_argument_mismatch",
+    );
     assert!(d.audited);
-    assert_code(retry_as(&mut fx, &USER.to_uppercase(), TENANT, 1, 2, &answers), "mrtr_identity_or_argument_mismatch");
-    assert_code(retry_as(&mut fx, "", TENANT, 1, 2, &answers), "mrtr_identity_or_argument_mismatch");
+    assert_code(
+        retry_as(&mut fx, &USER.to_uppercase(), TENANT, 1, 2, &answers),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert_code(
+        retry_as(&mut fx, "", TENANT, 1, 2, &answers),
+        "mrtr_identity_or_argument_mismatch",
+    );
     let rejected = fx.last_event();
     assert_eq!(rejected["event"], "rejected");
     assert_eq!(rejected["reason"], "mrtr_identity_or_argument_mismatch");
     assert_eq!(rejected["cause"], "caller");
     // The rightful user can still answer.
     fx.retry_ok(n(1), n(2), &answers);
-    assert!(fx.consent.prompts().len() == 1, "no consent is asked for a misbound retry");
+    assert!(
+        fx.consent.prompts().len() == 1,
+        "no consent is asked for a misbound retry"
+    );
 }
 
 #[test]
@@ -472,8 +594,14 @@ fn cross_tenant_retry_is_refused() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     fx.round(1, state_only("s"));
-    assert_code(retry_as(&mut fx, USER, "tenant-b", 1, 2, &json!({})), "mrtr_identity_or_argument_mismatch");
-    assert_code(retry_as(&mut fx, USER, "tenant-a ", 1, 2, &json!({})), "mrtr_identity_or_argument_mismatch");
+    assert_code(
+        retry_as(&mut fx, USER, "tenant-b", 1, 2, &json!({})),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert_code(
+        retry_as(&mut fx, USER, "tenant-a ", 1, 2, &json!({})),
+        "mrtr_identity_or_argument_mismatch",
+    );
     fx.retry_ok(n(1), n(2), &json!({}));
 }
 
@@ -490,7 +618,10 @@ fn replayed_retry_and_replayed_round_are_refused() {
     // A retry for the new id before its round arrived.
     assert_code(fx.retry(n(2), n(3), &answers), "inactive_mrtr_round");
     // The old id's input_required replayed by the server (or an attacker).
-    assert_code(fx.accept(1, input_required_state(json!({"a": form("A")}), "S")), "no_live_request");
+    assert_code(
+        fx.accept(1, input_required_state(json!({"a": form("A")}), "S")),
+        "no_live_request",
+    );
     assert_code(fx.accept(1, complete()), "no_live_request");
     // A round for an id never sent.
     assert_code(fx.accept(99, state_only("S")), "no_live_request");
@@ -498,7 +629,10 @@ fn replayed_retry_and_replayed_round_are_refused() {
     assert_eq!(fx.accept(2, complete()).unwrap(), ResponseVerdict::Complete);
     assert_code(fx.accept(2, complete()), "no_live_request");
     assert_eq!(
-        fx.events_of(1).iter().filter(|e| e["event"] == "submitted").count(),
+        fx.events_of(1)
+            .iter()
+            .filter(|e| e["event"] == "submitted")
+            .count(),
         1
     );
     fx.assert_chain();
@@ -509,8 +643,14 @@ fn duplicate_round_on_open_id_keeps_the_first_round() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     fx.round(1, input_required(json!({"a": form("A")})));
-    assert_code(fx.accept(1, input_required(json!({"b": form("B")}))), "duplicate_round");
-    assert_code(fx.retry(n(1), n(2), &json!({"b": accept_with(form_content())})), "input_response_population_mismatch");
+    assert_code(
+        fx.accept(1, input_required(json!({"b": form("B")}))),
+        "duplicate_round",
+    );
+    assert_code(
+        fx.retry(n(1), n(2), &json!({"b": accept_with(form_content())})),
+        "input_response_population_mismatch",
+    );
     fx.retry_ok(n(1), n(2), &json!({"a": accept_with(form_content())}));
 }
 
@@ -521,10 +661,14 @@ fn expiry_denies_accept_and_retry_and_audits_expired() {
         ..Policy::default()
     };
     let mut fx = Fx::new();
-    let reg = fx.register(n(1), &tool_params("t", json!({})), policy.clone()).unwrap();
+    let reg = fx
+        .register(n(1), &tool_params("t", json!({})), policy.clone())
+        .unwrap();
     assert_eq!(reg.expires_at_ms, T0 + 10_000);
-    fx.register(n(2), &tool_params("t", json!({})), policy.clone()).unwrap();
-    fx.register(n(3), &tool_params("t", json!({})), policy).unwrap();
+    fx.register(n(2), &tool_params("t", json!({})), policy.clone())
+        .unwrap();
+    fx.register(n(3), &tool_params("t", json!({})), policy)
+        .unwrap();
     fx.round(2, state_only("s2"));
     fx.round(3, state_only("s3"));
 
@@ -563,10 +707,12 @@ fn sweep_within_the_grace_records_the_expiry() {
         round_trip_lifetime_ms: 10_000,
         ..Policy::default()
     };
-    fx.register(n(1), &tool_params("t", json!({})), policy).unwrap();
+    fx.register(n(1), &tool_params("t", json!({})), policy)
+        .unwrap();
     fx.round(1, input_required(json!({"a": form("A")})));
     // Expired, but still held for the grace period so its end can be audited.
-    fx.clock.advance(10_000 + mrtr_gate_core::gate::EXPIRY_GRACE_MS - 1);
+    fx.clock
+        .advance(10_000 + mrtr_gate_core::gate::EXPIRY_GRACE_MS - 1);
     assert!(!fx.storage.is_empty());
     assert_eq!(fx.second_gate().expire_stale().unwrap(), 1);
     assert_eq!(terminal_of(&fx, 1)[0]["outcome"], "expired");
@@ -581,7 +727,8 @@ fn one_millisecond_before_expiry_is_still_live() {
         round_trip_lifetime_ms: 10_000,
         ..Policy::default()
     };
-    fx.register(n(1), &tool_params("t", json!({})), policy).unwrap();
+    fx.register(n(1), &tool_params("t", json!({})), policy)
+        .unwrap();
     fx.clock.advance(9_999);
     fx.round(1, state_only("s"));
     fx.retry_ok(n(1), n(2), &json!({}));
@@ -595,15 +742,26 @@ fn finish_cancels_and_reports_expired_when_late() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     fx.round(1, state_only("s"));
-    assert_eq!(fx.gate.finish(&n(1), CallerOutcome::Cancelled).unwrap(), TerminalOutcome::Cancelled);
+    assert_eq!(
+        fx.gate.finish(&n(1), CallerOutcome::Cancelled).unwrap(),
+        TerminalOutcome::Cancelled
+    );
     assert_code(fx.retry(n(1), n(2), &json!({})), "inactive_mrtr_round");
-    assert_code(fx.gate.finish(&n(1), CallerOutcome::Cancelled), "unknown_request");
+    assert_code(
+        fx.gate.finish(&n(1), CallerOutcome::Cancelled),
+        "unknown_request",
+    );
     assert_eq!(terminal_of(&fx, 1)[0]["outcome"], "cancelled");
 
     fx.register_tool(3);
     fx.round(3, state_only("s"));
     fx.clock.advance(Policy::default().round_trip_lifetime_ms);
-    assert_eq!(fx.gate.finish(&n(3), CallerOutcome::Error("transport_closed".into())).unwrap(), TerminalOutcome::Expired);
+    assert_eq!(
+        fx.gate
+            .finish(&n(3), CallerOutcome::Error("transport_closed".into()))
+            .unwrap(),
+        TerminalOutcome::Expired
+    );
     assert_eq!(terminal_of(&fx, 3)[0]["outcome"], "expired");
 }
 
@@ -635,13 +793,21 @@ fn all_caps() -> Value {
 fn unapproved_roots_and_sampling_are_refused() {
     let mut fx = Fx::new();
     let params = tool_params_caps("t", json!({}), all_caps());
-    for (i, req) in [roots_request(), sampling_request(false), json!({"method": "ping"}), json!({"method": "tools/call", "params": {"name": "x"}})]
-        .into_iter()
-        .enumerate()
+    for (i, req) in [
+        roots_request(),
+        sampling_request(false),
+        json!({"method": "ping"}),
+        json!({"method": "tools/call", "params": {"name": "x"}}),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let id = i as i64 + 1;
         fx.register(n(id), &params, Policy::default()).unwrap();
-        assert_code(fx.accept(id, input_required(json!({"r": req}))), "unapproved_deprecated_client_request");
+        assert_code(
+            fx.accept(id, input_required(json!({"r": req}))),
+            "unapproved_deprecated_client_request",
+        );
         assert_code(fx.accept(id, complete()), "no_live_request");
     }
     // Approving roots does not approve sampling.
@@ -660,13 +826,19 @@ fn unapproved_roots_and_sampling_are_refused() {
 fn approved_and_declared_roots_and_sampling_work_end_to_end() {
     let mut fx = Fx::new();
     let policy = Policy {
-        allowed_deprecated: vec![DeprecatedMethod::RootsList, DeprecatedMethod::SamplingCreateMessage],
+        allowed_deprecated: vec![
+            DeprecatedMethod::RootsList,
+            DeprecatedMethod::SamplingCreateMessage,
+        ],
         policy_version: "p-2026-07".into(),
         ..Policy::default()
     };
     let params = tool_params_caps("t", json!({"q": 1}), all_caps());
     fx.register(n(1), &params, policy).unwrap();
-    let view = fx.round(1, input_required(json!({"roots": roots_request(), "llm": sampling_request(false)})));
+    let view = fx.round(
+        1,
+        input_required(json!({"roots": roots_request(), "llm": sampling_request(false)})),
+    );
     let shown = parse(&view.view_json);
     assert_eq!(shown["inputs"][0]["kind"], "sampling");
     assert_eq!(shown["inputs"][0]["deprecated"], true);
@@ -676,23 +848,42 @@ fn approved_and_declared_roots_and_sampling_work_end_to_end() {
     let sampled = json!({"role": "assistant", "content": {"type": "text", "text": "Short."}, "model": "m-1", "stopReason": "endTurn"});
     // Wrong shapes are refused.
     assert_code(
-        fx.retry(n(1), n(2), &json!({"roots": {"roots": [{"uri": "https://x.example/"}]}, "llm": sampled})),
+        fx.retry(
+            n(1),
+            n(2),
+            &json!({"roots": {"roots": [{"uri": "https://x.example/"}]}, "llm": sampled}),
+        ),
         "invalid_input_response",
     );
     assert_code(
-        fx.retry(n(1), n(2), &json!({"roots": roots, "llm": {"action": "accept"}})),
+        fx.retry(
+            n(1),
+            n(2),
+            &json!({"roots": roots, "llm": {"action": "accept"}}),
+        ),
         "invalid_input_response",
     );
     assert_code(
-        fx.retry(n(1), n(2), &json!({"roots": roots, "llm": {"role": "assistant", "content": [], "model": "m"}})),
+        fx.retry(
+            n(1),
+            n(2),
+            &json!({"roots": roots, "llm": {"role": "assistant", "content": [], "model": "m"}}),
+        ),
         "invalid_input_response",
     );
     let answers = json!({"roots": roots, "llm": sampled});
     let retry = fx.retry_ok(n(1), n(2), &answers);
     assert_eq!(params_of(&retry.request_json)["inputResponses"], answers);
     assert_eq!(fx.accept(2, complete()).unwrap(), ResponseVerdict::Complete);
-    let received = fx.events_of(1).into_iter().find(|e| e["event"] == "received").unwrap();
-    assert_eq!(received["input_kinds"], json!({"llm": "sampling", "roots": "roots"}));
+    let received = fx
+        .events_of(1)
+        .into_iter()
+        .find(|e| e["event"] == "received")
+        .unwrap();
+    assert_eq!(
+        received["input_kinds"],
+        json!({"llm": "sampling", "roots": "roots"})
+    );
     assert_eq!(received["policy_version"], "p-2026-07");
 }
 
@@ -700,18 +891,30 @@ fn approved_and_declared_roots_and_sampling_work_end_to_end() {
 fn approved_but_undeclared_capabilities_are_refused() {
     let mut fx = Fx::new();
     let policy = Policy {
-        allowed_deprecated: vec![DeprecatedMethod::RootsList, DeprecatedMethod::SamplingCreateMessage],
+        allowed_deprecated: vec![
+            DeprecatedMethod::RootsList,
+            DeprecatedMethod::SamplingCreateMessage,
+        ],
         ..Policy::default()
     };
     let no_caps = tool_params_caps("t", json!({}), json!({"elicitation": {"form": {}}}));
     fx.register(n(1), &no_caps, policy.clone()).unwrap();
-    assert_code(fx.accept(1, input_required(json!({"r": roots_request()}))), "undeclared_capability");
+    assert_code(
+        fx.accept(1, input_required(json!({"r": roots_request()}))),
+        "undeclared_capability",
+    );
     fx.register(n(2), &no_caps, policy.clone()).unwrap();
-    assert_code(fx.accept(2, input_required(json!({"s": sampling_request(false)}))), "undeclared_capability");
+    assert_code(
+        fx.accept(2, input_required(json!({"s": sampling_request(false)}))),
+        "undeclared_capability",
+    );
     // sampling declared, sampling.tools not: a tool-enabled sampling request is refused.
     let sampling = tool_params_caps("t", json!({}), json!({"sampling": {}}));
     fx.register(n(3), &sampling, policy.clone()).unwrap();
-    assert_code(fx.accept(3, input_required(json!({"s": sampling_request(true)}))), "undeclared_capability");
+    assert_code(
+        fx.accept(3, input_required(json!({"s": sampling_request(true)}))),
+        "undeclared_capability",
+    );
     let sampling_tools = tool_params_caps("t", json!({}), json!({"sampling": {"tools": {}}}));
     fx.register(n(4), &sampling_tools, policy).unwrap();
     fx.round(4, input_required(json!({"s": sampling_request(true)})));
@@ -721,24 +924,80 @@ fn approved_but_undeclared_capabilities_are_refused() {
 fn undeclared_elicitation_modes_are_refused() {
     let mut fx = Fx::new();
     // No capabilities at all.
-    fx.register(n(1), &tool_params_caps("t", json!({}), json!({})), Policy::default()).unwrap();
-    assert_code(fx.accept(1, input_required(json!({"a": form("A")}))), "undeclared_capability");
+    fx.register(
+        n(1),
+        &tool_params_caps("t", json!({}), json!({})),
+        Policy::default(),
+    )
+    .unwrap();
+    assert_code(
+        fx.accept(1, input_required(json!({"a": form("A")}))),
+        "undeclared_capability",
+    );
     // No `_meta` at all.
-    fx.register(n(2), &json!({"name": "t", "arguments": {}}), Policy::default()).unwrap();
-    assert_code(fx.accept(2, input_required(json!({"a": form("A")}))), "undeclared_capability");
+    fx.register(
+        n(2),
+        &json!({"name": "t", "arguments": {}}),
+        Policy::default(),
+    )
+    .unwrap();
+    assert_code(
+        fx.accept(2, input_required(json!({"a": form("A")}))),
+        "undeclared_capability",
+    );
     // Form only: url is undeclared.
-    fx.register(n(3), &tool_params_caps("t", json!({}), json!({"elicitation": {"form": {}}})), Policy::default()).unwrap();
-    assert_code(fx.accept(3, input_required(json!({"u": url_request("https://x.example.com/")}))), "undeclared_capability");
+    fx.register(
+        n(3),
+        &tool_params_caps("t", json!({}), json!({"elicitation": {"form": {}}})),
+        Policy::default(),
+    )
+    .unwrap();
+    assert_code(
+        fx.accept(
+            3,
+            input_required(json!({"u": url_request("https://x.example.com/")})),
+        ),
+        "undeclared_capability",
+    );
     // Url only: form is undeclared.
-    fx.register(n(4), &tool_params_caps("t", json!({}), json!({"elicitation": {"url": {}}})), Policy::default()).unwrap();
-    assert_code(fx.accept(4, input_required(json!({"a": form("A")}))), "undeclared_capability");
+    fx.register(
+        n(4),
+        &tool_params_caps("t", json!({}), json!({"elicitation": {"url": {}}})),
+        Policy::default(),
+    )
+    .unwrap();
+    assert_code(
+        fx.accept(4, input_required(json!({"a": form("A")}))),
+        "undeclared_capability",
+    );
     // `elicitation: {}` is form only.
-    fx.register(n(5), &tool_params_caps("t", json!({}), json!({"elicitation": {}})), Policy::default()).unwrap();
+    fx.register(
+        n(5),
+        &tool_params_caps("t", json!({}), json!({"elicitation": {}})),
+        Policy::default(),
+    )
+    .unwrap();
     fx.round(5, input_required(json!({"a": form("A")})));
-    fx.register(n(6), &tool_params_caps("t", json!({}), json!({"elicitation": {}})), Policy::default()).unwrap();
-    assert_code(fx.accept(6, input_required(json!({"u": url_request("https://x.example.com/")}))), "undeclared_capability");
+    fx.register(
+        n(6),
+        &tool_params_caps("t", json!({}), json!({"elicitation": {}})),
+        Policy::default(),
+    )
+    .unwrap();
+    assert_code(
+        fx.accept(
+            6,
+            input_required(json!({"u": url_request("https://x.example.com/")})),
+        ),
+        "undeclared_capability",
+    );
     // A state-only round needs no capability.
-    fx.register(n(7), &tool_params_caps("t", json!({}), json!({})), Policy::default()).unwrap();
+    fx.register(
+        n(7),
+        &tool_params_caps("t", json!({}), json!({})),
+        Policy::default(),
+    )
+    .unwrap();
     fx.round(7, state_only("s"));
 }
 
@@ -750,26 +1009,45 @@ fn undeclared_elicitation_modes_are_refused() {
 fn cross_server_responses_are_refused_and_the_binding_survives() {
     let mut fx = Fx::new();
     fx.register_tool(1);
-    let d = assert_code(fx.accept_from(OTHER_SERVER, 1, input_required(json!({"a": form("A")}))), "server_origin_mismatch");
+    let d = assert_code(
+        fx.accept_from(OTHER_SERVER, 1, input_required(json!({"a": form("A")}))),
+        "server_origin_mismatch",
+    );
     assert!(d.audited);
     let ev = fx.last_event();
     assert_eq!(ev["reason"], "server_origin_mismatch");
     assert_eq!(ev["server"], "https://evil.example.net/mcp");
     // Another server cannot end it either.
-    assert_code(fx.accept_from(OTHER_SERVER, 1, complete()), "server_origin_mismatch");
     assert_code(
-        fx.gate.accept_response(&ServerIdentity::endpoint("stdio:weather").unwrap(), &response(1, complete())),
+        fx.accept_from(OTHER_SERVER, 1, complete()),
+        "server_origin_mismatch",
+    );
+    assert_code(
+        fx.gate.accept_response(
+            &ServerIdentity::endpoint("stdio:weather").unwrap(),
+            &response(1, complete()),
+        ),
         "server_origin_mismatch",
     );
     // Same host, other path or scheme: other server.
-    assert_code(fx.accept_from("https://mcp.example.com/other", 1, complete()), "server_origin_mismatch");
-    assert_code(fx.accept_from("http://mcp.example.com/mcp", 1, complete()), "server_origin_mismatch");
+    assert_code(
+        fx.accept_from("https://mcp.example.com/other", 1, complete()),
+        "server_origin_mismatch",
+    );
+    assert_code(
+        fx.accept_from("http://mcp.example.com/mcp", 1, complete()),
+        "server_origin_mismatch",
+    );
     // The rightful server (spelled differently, same origin after normalisation) still works.
     fx.round(1, input_required(json!({"a": form("A")})));
     fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
-    assert_code(fx.accept_from(OTHER_SERVER, 2, complete()), "server_origin_mismatch");
+    assert_code(
+        fx.accept_from(OTHER_SERVER, 2, complete()),
+        "server_origin_mismatch",
+    );
     assert_eq!(
-        fx.accept_from("HTTPS://MCP.Example.COM:443/mcp", 2, complete()).unwrap(),
+        fx.accept_from("HTTPS://MCP.Example.COM:443/mcp", 2, complete())
+            .unwrap(),
         ResponseVerdict::Complete
     );
     assert!(terminal_of(&fx, 1).len() == 1);
@@ -783,7 +1061,10 @@ fn cross_server_responses_are_refused_and_the_binding_survives() {
 fn extra_and_missing_keys_are_refused() {
     let mut fx = Fx::new();
     fx.register_tool(1);
-    fx.round(1, input_required(json!({"a": form("A"), "b": url_request("https://b.example.com/")})));
+    fx.round(
+        1,
+        input_required(json!({"a": form("A"), "b": url_request("https://b.example.com/")})),
+    );
     let a = accept_with(form_content());
     let b = json!({"action": "accept"});
     for answers in [
@@ -794,7 +1075,10 @@ fn extra_and_missing_keys_are_refused() {
         json!({"a": a, "B": b}),
         json!({"a": a, "b ": b}),
     ] {
-        let d = assert_code(fx.retry(n(1), n(2), &answers), "input_response_population_mismatch");
+        let d = assert_code(
+            fx.retry(n(1), n(2), &answers),
+            "input_response_population_mismatch",
+        );
         assert!(d.audited);
     }
     fx.retry_ok(n(1), n(2), &json!({"a": a, "b": b}));
@@ -821,7 +1105,13 @@ fn invalid_input_keys_and_embedded_jsonrpc_are_refused() {
         assert_code(fx.accept(id, input_required(requests)), "invalid_named_input_request");
     }
     fx.register_tool(50);
-    assert_code(fx.accept(50, json!({"resultType": "input_required", "inputRequests": []})), "invalid_named_input_request");
+    assert_code(
+        fx.accept(
+            50,
+            json!({"resultType": "input_required", "inputRequests": []}),
+        ),
+        "invalid_named_input_request",
+    );
 }
 
 #[test]
@@ -858,16 +1148,16 @@ fn schema_invalid_content_is_refused() {
     fx.register_tool(1);
     fx.round(1, input_required(json!({"f": form("F")})));
     for content in [
-        json!({"count": 3}),                                       // required `login` missing
-        json!({"login": 42}),                                      // wrong type
-        json!({"login": ""}),                                      // minLength
-        json!({"login": "x".repeat(40)}),                          // maxLength
-        json!({"login": "octocat", "count": 0}),                   // minimum
-        json!({"login": "octocat", "count": 11}),                  // maximum
-        json!({"login": "octocat", "count": 2.5}),                 // integer
-        json!({"login": "octocat", "count": "3"}),                 // no coercion
-        json!({"login": "octocat", "confirm": "true"}),            // no coercion
-        json!({"login": "octocat", "admin": true}),                // a field the user never saw
+        json!({"count": 3}),                            // required `login` missing
+        json!({"login": 42}),                           // wrong type
+        json!({"login": ""}),                           // minLength
+        json!({"login": "x".repeat(40)}),               // maxLength
+        json!({"login": "octocat", "count": 0}),        // minimum
+        json!({"login": "octocat", "count": 11}),       // maximum
+        json!({"login": "octocat", "count": 2.5}),      // integer
+        json!({"login": "octocat", "count": "3"}),      // no coercion
+        json!({"login": "octocat", "confirm": "true"}), // no coercion
+        json!({"login": "octocat", "admin": true}),     // a field the user never saw
         json!("octocat"),
         json!(null),
     ] {
@@ -878,9 +1168,19 @@ fn schema_invalid_content_is_refused() {
         assert!(d.audited, "{content}");
     }
     // accept without content against a schema with a required field.
-    assert_code(fx.retry(n(1), n(2), &json!({"f": {"action": "accept"}})), "input_response_schema_mismatch");
-    assert!(fx.consent.prompts().is_empty(), "no consent is asked for invalid content");
-    fx.retry_ok(n(1), n(2), &json!({"f": accept_with(json!({"login": "octocat"}))}));
+    assert_code(
+        fx.retry(n(1), n(2), &json!({"f": {"action": "accept"}})),
+        "input_response_schema_mismatch",
+    );
+    assert!(
+        fx.consent.prompts().is_empty(),
+        "no consent is asked for invalid content"
+    );
+    fx.retry_ok(
+        n(1),
+        n(2),
+        &json!({"f": accept_with(json!({"login": "octocat"}))}),
+    );
 }
 
 #[test]
@@ -896,14 +1196,20 @@ fn enum_and_format_fields_validate() {
         },
         "required": ["color"]
     });
-    fx.round(1, input_required(json!({"f": form_request(None, "m", schema)})));
+    fx.round(
+        1,
+        input_required(json!({"f": form_request(None, "m", schema)})),
+    );
     for content in [
         json!({"color": "blue"}),
         json!({"color": "r", "tags": ["c"]}),
         json!({"color": "r", "tags": ["a", "a"]}),
         json!({"color": "r", "mail": "not an email"}),
     ] {
-        assert_code(fx.retry(n(1), n(2), &json!({"f": accept_with(content)})), "input_response_schema_mismatch");
+        assert_code(
+            fx.retry(n(1), n(2), &json!({"f": accept_with(content)})),
+            "input_response_schema_mismatch",
+        );
     }
     fx.retry_ok(n(1), n(2), &json!({"f": accept_with(json!({"color": "g", "tags": ["a", "b"], "mail": "a@b.example"}))}));
 }
@@ -919,10 +1225,14 @@ fn rounds_up_to_the_limit_then_refused_and_binding_gone() {
         max_rounds: 3,
         ..Policy::default()
     };
-    fx.register(n(1), &tool_params("t", json!({})), policy).unwrap();
+    fx.register(n(1), &tool_params("t", json!({})), policy)
+        .unwrap();
     for round in 1..=3 {
         let id = round as i64;
-        let view = fx.round(id, input_required_state(json!({"a": form("A")}), &format!("state-{round}")));
+        let view = fx.round(
+            id,
+            input_required_state(json!({"a": form("A")}), &format!("state-{round}")),
+        );
         assert_eq!(view.round, round);
         assert_eq!(parse(&view.view_json)["max_rounds"], 3);
         let r = fx.retry_ok(n(id), n(id + 1), &json!({"a": {"action": "decline"}}));
@@ -937,7 +1247,13 @@ fn rounds_up_to_the_limit_then_refused_and_binding_gone() {
     assert_eq!(t.len(), 1);
     assert_eq!(t[0]["outcome"], "error");
     assert_eq!(t[0]["reason"], "round_limit_exceeded");
-    assert_eq!(fx.events_of(1).iter().filter(|e| e["event"] == "received").count(), 3);
+    assert_eq!(
+        fx.events_of(1)
+            .iter()
+            .filter(|e| e["event"] == "received")
+            .count(),
+        3
+    );
     assert!(fx.storage.is_empty());
     fx.assert_chain();
 }
@@ -949,7 +1265,8 @@ fn one_round_policy_allows_exactly_one() {
         max_rounds: 1,
         ..Policy::default()
     };
-    fx.register(n(1), &tool_params("t", json!({})), policy).unwrap();
+    fx.register(n(1), &tool_params("t", json!({})), policy)
+        .unwrap();
     fx.round(1, state_only("a"));
     fx.retry_ok(n(1), n(2), &json!({}));
     assert_code(fx.accept(2, state_only("b")), "round_limit_exceeded");
@@ -970,7 +1287,11 @@ fn consent_case(answer: ScriptedAnswer, expected: &str) {
     let ev = fx.last_event();
     assert_eq!(ev["event"], "rejected");
     assert_eq!(ev["reason"], expected);
-    assert!(fx.events().iter().all(|e| e["event"] != "consented" && e["event"] != "submitted"));
+    assert!(
+        fx.events()
+            .iter()
+            .all(|e| e["event"] != "consented" && e["event"] != "submitted")
+    );
     // Nothing was consumed: the retry id is free, the round is still open.
     let retry = fx.retry_ok(n(1), n(2), &answers);
     assert_eq!(params_of(&retry.request_json)["requestState"], "S");
@@ -1004,7 +1325,11 @@ fn consent_receipt_is_recorded() {
     let retry = fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
     assert_eq!(retry.consent_receipt_id.as_deref(), Some("consent-1"));
     for kind in ["consented", "submitted"] {
-        let ev = fx.events_of(1).into_iter().find(|e| e["event"] == kind).unwrap();
+        let ev = fx
+            .events_of(1)
+            .into_iter()
+            .find(|e| e["event"] == kind)
+            .unwrap();
         assert_eq!(ev["consent_receipt_id"], "consent-1", "{kind}");
         assert_eq!(ev["retry_id"], 2, "{kind}");
     }
@@ -1025,7 +1350,10 @@ fn state_only_round_needs_no_consent() {
     assert_eq!(fx.events_of(1)[1]["consent_receipt_id"], Value::Null);
     // A round with inputs still needs the (now failing) consent.
     fx.round(2, input_required(json!({"a": form("A")})));
-    assert_code(fx.retry(n(2), n(3), &json!({"a": {"action": "cancel"}})), "consent_unavailable");
+    assert_code(
+        fx.retry(n(2), n(3), &json!({"a": {"action": "cancel"}})),
+        "consent_unavailable",
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1117,17 +1445,30 @@ fn audit_failure_after_the_round_is_consumed_ends_the_binding() {
             kind: "submitted",
         },
     });
-    gate.register(registration(n(1), &tool_params("t", json!({})), Policy::default()))
-        .unwrap();
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
     assert!(matches!(
         gate.accept_response(&server(), &response(1, state_only("s"))),
         Ok(ResponseVerdict::InputRequired(_))
     ));
-    let d = assert_code(gate.build_retry(retry_request(n(1), n(2), &json!({}))), "audit_write_failed");
+    let d = assert_code(
+        gate.build_retry(retry_request(n(1), n(2), &json!({}))),
+        "audit_write_failed",
+    );
     assert!(!d.audited);
     // No second chance: the round was consumed without a trail, the binding ended.
-    assert_code(gate.build_retry(retry_request(n(1), n(3), &json!({}))), "inactive_mrtr_round");
-    assert_code(gate.accept_response(&server(), &response(2, complete())), "no_live_request");
+    assert_code(
+        gate.build_retry(retry_request(n(1), n(3), &json!({}))),
+        "inactive_mrtr_round",
+    );
+    assert_code(
+        gate.accept_response(&server(), &response(2, complete())),
+        "no_live_request",
+    );
     let events = inner.events();
     let terminal: Vec<_> = events.iter().filter(|e| e["event"] == "terminal").collect();
     assert_eq!(terminal.len(), 1);
@@ -1145,7 +1486,10 @@ fn lost_compare_and_swap_is_refused_everywhere() {
     let mut fx = Fx::new();
     // Register: the id reservation loses.
     fx.storage.set_losing_cas(true);
-    assert_code(fx.register(n(1), &tool_params("t", json!({})), Policy::default()), "request_id_in_use");
+    assert_code(
+        fx.register(n(1), &tool_params("t", json!({})), Policy::default()),
+        "request_id_in_use",
+    );
     fx.storage.set_losing_cas(false);
     assert!(fx.storage.is_empty());
 
@@ -1160,16 +1504,25 @@ fn lost_compare_and_swap_is_refused_everywhere() {
 
     // Retry: reserving the retry id loses (reported as a retry id that is not new).
     fx.storage.set_losing_cas(true);
-    assert_code(fx.retry(n(1), n(2), &json!({})), "retry_requires_new_jsonrpc_id");
+    assert_code(
+        fx.retry(n(1), n(2), &json!({})),
+        "retry_requires_new_jsonrpc_id",
+    );
     fx.storage.set_losing_cas(false);
     // Nothing was consumed.
     fx.retry_ok(n(1), n(2), &json!({}));
 
     // Finish: removing the binding loses.
     fx.storage.set_losing_cas(true);
-    assert_code(fx.gate.finish(&n(2), CallerOutcome::Cancelled), "state_already_used");
+    assert_code(
+        fx.gate.finish(&n(2), CallerOutcome::Cancelled),
+        "state_already_used",
+    );
     fx.storage.set_losing_cas(false);
-    assert_eq!(fx.gate.finish(&n(2), CallerOutcome::Cancelled).unwrap(), TerminalOutcome::Cancelled);
+    assert_eq!(
+        fx.gate.finish(&n(2), CallerOutcome::Cancelled).unwrap(),
+        TerminalOutcome::Cancelled
+    );
     assert_eq!(terminal_of(&fx, 1).len(), 1);
 }
 
@@ -1177,7 +1530,10 @@ fn lost_compare_and_swap_is_refused_everywhere() {
 fn failing_storage_is_refused() {
     let mut fx = Fx::new();
     fx.storage.set_failing(true);
-    assert_code(fx.register(n(1), &tool_params("t", json!({})), Policy::default()), "storage_failed");
+    assert_code(
+        fx.register(n(1), &tool_params("t", json!({})), Policy::default()),
+        "storage_failed",
+    );
     fx.storage.set_failing(false);
     fx.register_tool(1);
     fx.storage.set_failing(true);
@@ -1198,19 +1554,31 @@ fn two_instances_share_bindings_and_never_both_consume_a_round() {
     fx.register_tool(1);
     // The round arrives at the other instance.
     assert!(matches!(
-        other.accept_response(&server(), &response(1, input_required_state(json!({"a": form("A")}), "S"))),
+        other.accept_response(
+            &server(),
+            &response(1, input_required_state(json!({"a": form("A")}), "S"))
+        ),
         Ok(ResponseVerdict::InputRequired(_))
     ));
     let answers = json!({"a": {"action": "decline"}});
     fx.retry_ok(n(1), n(2), &answers);
-    assert_code(other.build_retry(retry_request(n(1), n(3), &answers)), "inactive_mrtr_round");
+    assert_code(
+        other.build_retry(retry_request(n(1), n(3), &answers)),
+        "inactive_mrtr_round",
+    );
     // Registering an id live in the other instance is refused.
     assert_code(
-        other.register(registration(n(2), &tool_params("t", json!({})), Policy::default())),
+        other.register(registration(
+            n(2),
+            &tool_params("t", json!({})),
+            Policy::default(),
+        )),
         "request_id_in_use",
     );
     assert_eq!(
-        other.accept_response(&server(), &response(2, complete())).unwrap(),
+        other
+            .accept_response(&server(), &response(2, complete()))
+            .unwrap(),
         ResponseVerdict::Complete
     );
     // Both instances wrote to one chain.
@@ -1247,7 +1615,8 @@ fn duplicate_json_keys_are_refused() {
     fx.round(1, input_required(json!({"a": form("A")})));
     // Duplicate keys in the caller's answers.
     let mut r = retry_request(n(1), n(2), &json!({}));
-    r.responses_json = r#"{"a":{"action":"decline","action":"accept","content":{"login":"x"}}}"#.into();
+    r.responses_json =
+        r#"{"a":{"action":"decline","action":"accept","content":{"login":"x"}}}"#.into();
     assert_code(fx.gate.build_retry(r), "invalid_input_response");
 }
 
@@ -1268,16 +1637,37 @@ fn empty_and_oversized_request_state_is_refused() {
     let i = next(&mut fx);
     assert_code(fx.accept(i, state_only("")), "invalid_requestState");
     let i = next(&mut fx);
-    assert_code(fx.accept(i, input_required_state(json!({"a": form("A")}), "")), "invalid_requestState");
+    assert_code(
+        fx.accept(i, input_required_state(json!({"a": form("A")}), "")),
+        "invalid_requestState",
+    );
     let i = next(&mut fx);
-    assert_code(fx.accept(i, state_only(&"x".repeat(17))), "invalid_requestState");
+    assert_code(
+        fx.accept(i, state_only(&"x".repeat(17))),
+        "invalid_requestState",
+    );
     let i = next(&mut fx);
     // The limit counts bytes, not characters.
-    assert_code(fx.accept(i, state_only(&"é".repeat(9))), "invalid_requestState");
+    assert_code(
+        fx.accept(i, state_only(&"é".repeat(9))),
+        "invalid_requestState",
+    );
     let i = next(&mut fx);
-    assert_code(fx.accept(i, json!({"resultType": "input_required", "requestState": 5})), "invalid_requestState");
+    assert_code(
+        fx.accept(
+            i,
+            json!({"resultType": "input_required", "requestState": 5}),
+        ),
+        "invalid_requestState",
+    );
     let i = next(&mut fx);
-    assert_code(fx.accept(i, json!({"resultType": "input_required", "requestState": null})), "invalid_requestState");
+    assert_code(
+        fx.accept(
+            i,
+            json!({"resultType": "input_required", "requestState": null}),
+        ),
+        "invalid_requestState",
+    );
     let i = next(&mut fx);
     fx.round(i, state_only(&"x".repeat(16)));
     let i = next(&mut fx);
@@ -1331,7 +1721,10 @@ fn registration_refusals() {
     let reg = |id: RequestId| registration(id, &p, Policy::default());
 
     assert_code(fx.gate.register(reg(s(""))), "invalid_jsonrpc_request_id");
-    assert_code(fx.gate.register(reg(s(&"x".repeat(257)))), "invalid_jsonrpc_request_id");
+    assert_code(
+        fx.gate.register(reg(s(&"x".repeat(257)))),
+        "invalid_jsonrpc_request_id",
+    );
     assert!(fx.gate.register(reg(s(&"x".repeat(256)))).is_ok());
 
     let mut r = reg(n(1));
@@ -1355,7 +1748,12 @@ fn registration_refusals() {
     r.policy.policy_version = String::new();
     assert_code(fx.gate.register(r), "invalid_policy");
 
-    for m in ["tools/list", "sampling/createMessage", "initialize", "Tools/Call"] {
+    for m in [
+        "tools/list",
+        "sampling/createMessage",
+        "initialize",
+        "Tools/Call",
+    ] {
         let mut r = reg(n(1));
         r.method = m.into();
         assert_code(fx.gate.register(r), "unsupported_method");
@@ -1363,7 +1761,10 @@ fn registration_refusals() {
 
     for extra in [json!({"inputResponses": {}}), json!({"requestState": "s"})] {
         let mut params = p.clone();
-        params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         let mut r = reg(n(1));
         r.params_json = params.to_string();
         assert_code(fx.gate.register(r), "params_carry_mrtr_fields");
@@ -1382,7 +1783,13 @@ fn registration_refusals() {
     r.params_json = String::new();
     assert_code(fx.gate.register(r), "active_request_binding_missing");
 
-    for bad in ["[]", "{", "{\"name\":\"t\",\"name\":\"u\"}", "{\"arguments\":{}}", "{\"name\":\"\"}"] {
+    for bad in [
+        "[]",
+        "{",
+        "{\"name\":\"t\",\"name\":\"u\"}",
+        "{\"arguments\":{}}",
+        "{\"name\":\"\"}",
+    ] {
         let mut r = reg(n(1));
         r.params_json = bad.into();
         assert_code(fx.gate.register(r), "invalid_params");
@@ -1392,7 +1799,11 @@ fn registration_refusals() {
     assert_code(fx.gate.register(r), "invalid_params");
 
     // Nothing of all that reached storage.
-    assert_eq!(fx.storage.len(), 2, "only the 256-byte id registered (record + alias)");
+    assert_eq!(
+        fx.storage.len(),
+        2,
+        "only the 256-byte id registered (record + alias)"
+    );
     fx.register_tool(1);
     assert_code(fx.gate.register(reg(n(1))), "request_id_in_use");
     // Registration refusals are returned, never audited as binding events.
@@ -1401,10 +1812,21 @@ fn registration_refusals() {
 
 #[test]
 fn server_identity_refusals() {
-    for bad in ["https://u:p@mcp.example.com/", "https://mcp.example.com/?t=1", "ftp://mcp.example.com/", ""] {
-        assert_eq!(ServerIdentity::origin(bad).unwrap_err().code(), "invalid_server_identity");
+    for bad in [
+        "https://u:p@mcp.example.com/",
+        "https://mcp.example.com/?t=1",
+        "ftp://mcp.example.com/",
+        "",
+    ] {
+        assert_eq!(
+            ServerIdentity::origin(bad).unwrap_err().code(),
+            "invalid_server_identity"
+        );
     }
-    assert_eq!(ServerIdentity::endpoint("bad id").unwrap_err().code(), "invalid_server_identity");
+    assert_eq!(
+        ServerIdentity::endpoint("bad id").unwrap_err().code(),
+        "invalid_server_identity"
+    );
 }
 
 #[test]
@@ -1412,7 +1834,11 @@ fn prompts_and_resources_are_bound_too() {
     let mut fx = Fx::new();
     let r = Registration {
         method: "prompts/get".into(),
-        ..registration(n(1), &json!({"_meta": meta(), "name": "greet", "arguments": {"who": "x"}}), Policy::default())
+        ..registration(
+            n(1),
+            &json!({"_meta": meta(), "name": "greet", "arguments": {"who": "x"}}),
+            Policy::default(),
+        )
     };
     fx.gate.register(r).unwrap();
     fx.round(1, state_only("p"));
@@ -1421,12 +1847,23 @@ fn prompts_and_resources_are_bound_too() {
 
     let r = Registration {
         method: "resources/read".into(),
-        ..registration(n(10), &json!({"_meta": meta(), "uri": "https://files.example.com/doc.txt?sig=abc"}), Policy::default())
+        ..registration(
+            n(10),
+            &json!({"_meta": meta(), "uri": "https://files.example.com/doc.txt?sig=abc"}),
+            Policy::default(),
+        )
     };
     fx.gate.register(r).unwrap();
     let view = fx.round(10, state_only("r"));
-    assert_eq!(parse(&view.view_json)["request"]["name"], "https://files.example.com/doc.txt?sig=abc");
-    let received = fx.events_of(10).into_iter().find(|e| e["event"] == "received").unwrap();
+    assert_eq!(
+        parse(&view.view_json)["request"]["name"],
+        "https://files.example.com/doc.txt?sig=abc"
+    );
+    let received = fx
+        .events_of(10)
+        .into_iter()
+        .find(|e| e["event"] == "received")
+        .unwrap();
     assert_eq!(received["name"], "https://files.example.com/doc.txt");
 }
 
@@ -1438,11 +1875,24 @@ fn prompts_and_resources_are_bound_too() {
 fn audit_events_carry_the_bindings_and_nothing_else() {
     let mut fx = Fx::new();
     fx.register_tool(1);
-    let view = fx.round(1, input_required_state(json!({"f": form("F"), "u": url_request("https://u.example.com/")}), "S"));
-    fx.retry_ok(n(1), n(2), &json!({"f": {"action": "cancel"}, "u": {"action": "decline"}}));
+    let view = fx.round(
+        1,
+        input_required_state(
+            json!({"f": form("F"), "u": url_request("https://u.example.com/")}),
+            "S",
+        ),
+    );
+    fx.retry_ok(
+        n(1),
+        n(2),
+        &json!({"f": {"action": "cancel"}, "u": {"action": "decline"}}),
+    );
     fx.accept(2, complete()).unwrap();
     let events = fx.events_of(1);
-    assert_eq!(kinds(&events), ["received", "consented", "submitted", "terminal"]);
+    assert_eq!(
+        kinds(&events),
+        ["received", "consented", "submitted", "terminal"]
+    );
     for e in &events {
         let obj = e.as_object().unwrap();
         for f in FIELDS {
@@ -1506,11 +1956,27 @@ fn canary_secrets_never_reach_the_audit_trail() {
     const SAMPLED: &str = "CANARY-SAMPLED-cafe";
     const ROOT: &str = "CANARY-ROOT-beef";
     const RES_QUERY: &str = "CANARY-RESQUERY-9090";
-    let canaries = [STATE, STATE2, FORM_VALUE, URL_TOKEN, URL_FRAGMENT, ARG, ARG_KEY, SAMPLED, ROOT, RES_QUERY, USER, TENANT];
+    let canaries = [
+        STATE,
+        STATE2,
+        FORM_VALUE,
+        URL_TOKEN,
+        URL_FRAGMENT,
+        ARG,
+        ARG_KEY,
+        SAMPLED,
+        ROOT,
+        RES_QUERY,
+        USER,
+        TENANT,
+    ];
 
     let mut fx = Fx::new();
     let policy = Policy {
-        allowed_deprecated: vec![DeprecatedMethod::RootsList, DeprecatedMethod::SamplingCreateMessage],
+        allowed_deprecated: vec![
+            DeprecatedMethod::RootsList,
+            DeprecatedMethod::SamplingCreateMessage,
+        ],
         ..Policy::default()
     };
     let params = tool_params_caps(
@@ -1522,35 +1988,76 @@ fn canary_secrets_never_reach_the_audit_trail() {
 
     // Round 1: form + url + state; some wrong answers first (denials are audited too).
     let url = format!("https://auth.example.com/cb?token={URL_TOKEN}#{URL_FRAGMENT}");
-    fx.round(1, input_required_state(json!({"f": form("F"), "u": url_request(&url)}), STATE));
+    fx.round(
+        1,
+        input_required_state(json!({"f": form("F"), "u": url_request(&url)}), STATE),
+    );
     let good = json!({"f": accept_with(json!({"login": FORM_VALUE, "count": 2})), "u": {"action": "accept"}});
     let bad_schema = json!({"f": accept_with(json!({"login": FORM_VALUE, "count": "NaN"})), "u": {"action": "accept"}});
     let bad_extra = json!({"f": accept_with(json!({"login": FORM_VALUE, FORM_VALUE: 1})), "u": {"action": "accept"}});
-    assert_code(fx.retry(n(1), n(2), &bad_schema), "input_response_schema_mismatch");
-    assert_code(fx.retry(n(1), n(2), &bad_extra), "input_response_schema_mismatch");
+    assert_code(
+        fx.retry(n(1), n(2), &bad_schema),
+        "input_response_schema_mismatch",
+    );
+    assert_code(
+        fx.retry(n(1), n(2), &bad_extra),
+        "input_response_schema_mismatch",
+    );
     let mut cross = retry_request(n(1), n(2), &good);
     cross.user = format!("{USER}-other");
-    assert_code(fx.gate.build_retry(cross), "mrtr_identity_or_argument_mismatch");
+    assert_code(
+        fx.gate.build_retry(cross),
+        "mrtr_identity_or_argument_mismatch",
+    );
     fx.consent.push(ScriptedAnswer::Refuse);
     assert_code(fx.retry(n(1), n(2), &good), "consent_refused");
     let r1 = fx.retry_ok(n(1), n(2), &good);
-    assert!(r1.request_json.contains(STATE) && r1.request_json.contains(FORM_VALUE) && r1.request_json.contains(ARG));
+    assert!(
+        r1.request_json.contains(STATE)
+            && r1.request_json.contains(FORM_VALUE)
+            && r1.request_json.contains(ARG)
+    );
 
     // Round 2: roots + sampling + another state.
-    fx.round(2, input_required_state(json!({"r": roots_request(), "s": sampling_request(false)}), STATE2));
+    fx.round(
+        2,
+        input_required_state(
+            json!({"r": roots_request(), "s": sampling_request(false)}),
+            STATE2,
+        ),
+    );
     let answers = json!({
         "r": {"roots": [{"uri": format!("file:///home/{ROOT}"), "name": ROOT}]},
         "s": {"role": "assistant", "content": {"type": "text", "text": SAMPLED}, "model": "m"}
     });
     fx.retry_ok(n(2), n(3), &answers);
     // A replay of round 1 carrying the secrets, and an unsafe url carrying one.
-    assert_code(fx.accept(1, input_required_state(json!({"u": url_request(&url)}), STATE)), "no_live_request");
-    assert_code(fx.accept(3, input_required_state(json!({"u": url_request(&format!("http://x.example.com/?t={URL_TOKEN}"))}), STATE2)), "unsafe_url_elicitation");
+    assert_code(
+        fx.accept(
+            1,
+            input_required_state(json!({"u": url_request(&url)}), STATE),
+        ),
+        "no_live_request",
+    );
+    assert_code(
+        fx.accept(
+            3,
+            input_required_state(
+                json!({"u": url_request(&format!("http://x.example.com/?t={URL_TOKEN}"))}),
+                STATE2,
+            ),
+        ),
+        "unsafe_url_elicitation",
+    );
 
     // A resource whose URI carries a secret query.
     let r = Registration {
         method: "resources/read".into(),
-        ..registration(n(20), &json!({"_meta": meta(), "uri": format!("https://files.example.com/d?sig={RES_QUERY}")}), Policy::default())
+        ..registration(
+            n(20),
+            &json!({"_meta": meta(), "uri": format!("https://files.example.com/d?sig={RES_QUERY}")}),
+            Policy::default(),
+        )
     };
     fx.gate.register(r).unwrap();
     fx.round(20, state_only(STATE));
@@ -1559,10 +2066,18 @@ fn canary_secrets_never_reach_the_audit_trail() {
     fx.gate.expire_stale().unwrap();
 
     let entries = fx.audit.entries();
-    assert!(entries.len() >= 15, "the flow wrote {} events", entries.len());
+    assert!(
+        entries.len() >= 15,
+        "the flow wrote {} events",
+        entries.len()
+    );
     for entry in &entries {
         for canary in canaries {
-            assert!(!entry.line.contains(canary), "audit line leaks `{canary}`: {}", entry.line);
+            assert!(
+                !entry.line.contains(canary),
+                "audit line leaks `{canary}`: {}",
+                entry.line
+            );
         }
     }
     verify_chain(entries.iter().map(|e| e.line.as_str())).unwrap();
@@ -1575,7 +2090,7 @@ fn canary_secrets_never_reach_the_audit_trail() {
 /// `resources/read` URI with userinfo therefore reaches every audit event's `name` field
 /// with its password (`"name":"https://bob:CANARY-PASSWORD-4242@files.example.com/doc"`).
 #[test]
-fn known_bug_resource_uri_userinfo_leaks_into_audit_name() {
+fn resource_uri_userinfo_never_reaches_the_audit_trail() {
     const PASSWORD: &str = "CANARY-PASSWORD-4242";
     let mut fx = Fx::new();
     let r = Registration {
@@ -1589,6 +2104,10 @@ fn known_bug_resource_uri_userinfo_leaks_into_audit_name() {
     fx.gate.register(r).unwrap();
     fx.round(1, state_only("s"));
     for entry in fx.audit.entries() {
-        assert!(!entry.line.contains(PASSWORD), "audit line leaks the uri password: {}", entry.line);
+        assert!(
+            !entry.line.contains(PASSWORD),
+            "audit line leaks the uri password: {}",
+            entry.line
+        );
     }
 }

@@ -1,6 +1,12 @@
 //! Property tests: random operation sequences over two gate instances sharing one store and
 //! one audit sink, and random input that must never panic the gate.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 mod common;
 
@@ -25,15 +31,50 @@ const SWEEP_EVERY_MS: u64 = 55_000;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Register { gate: usize, lifetime: usize, max_rounds: u32 },
-    Round { gate: usize, pick: usize, forms: usize, urls: usize, state: Option<String>, stale: bool, garbage: bool },
-    Retry { gate: usize, pick: usize, wrong: Option<u8>, reuse_id: bool, consent: bool },
-    DuplicateRetry { gate: usize, pick: usize },
-    Complete { gate: usize, pick: usize, stale: bool },
-    ServerError { gate: usize, pick: usize },
-    Cancel { gate: usize, pick: usize },
-    Advance { ms: u64 },
-    Expire { gate: usize },
+    Register {
+        gate: usize,
+        lifetime: usize,
+        max_rounds: u32,
+    },
+    Round {
+        gate: usize,
+        pick: usize,
+        forms: usize,
+        urls: usize,
+        state: Option<String>,
+        stale: bool,
+        garbage: bool,
+    },
+    Retry {
+        gate: usize,
+        pick: usize,
+        wrong: Option<u8>,
+        reuse_id: bool,
+        consent: bool,
+    },
+    DuplicateRetry {
+        gate: usize,
+        pick: usize,
+    },
+    Complete {
+        gate: usize,
+        pick: usize,
+        stale: bool,
+    },
+    ServerError {
+        gate: usize,
+        pick: usize,
+    },
+    Cancel {
+        gate: usize,
+        pick: usize,
+    },
+    Advance {
+        ms: u64,
+    },
+    Expire {
+        gate: usize,
+    },
 }
 
 fn arb_state() -> impl Strategy<Value = Option<String>> {
@@ -146,7 +187,11 @@ fn id_key(id: &RequestId) -> String {
 }
 
 fn assert_known(d: &Denial) {
-    assert!(ALL_CODES.contains(&d.error.code()), "unknown code {}", d.error.code());
+    assert!(
+        ALL_CODES.contains(&d.error.code()),
+        "unknown code {}",
+        d.error.code()
+    );
 }
 
 impl World {
@@ -166,7 +211,11 @@ impl World {
     }
 
     fn gate(&mut self, which: usize) -> &mut TestGate {
-        if which == 0 { &mut self.fx.gate } else { &mut self.other }
+        if which == 0 {
+            &mut self.fx.gate
+        } else {
+            &mut self.other
+        }
     }
 
     fn now(&self) -> u64 {
@@ -190,8 +239,10 @@ impl World {
         if self.models.is_empty() {
             return None;
         }
-        let matching: Vec<usize> = (0..self.models.len()).filter(|&i| want(&self.models[i])).collect();
-        if pick % 8 == 0 {
+        let matching: Vec<usize> = (0..self.models.len())
+            .filter(|&i| want(&self.models[i]))
+            .collect();
+        if pick.is_multiple_of(8) {
             Some(pick % self.models.len())
         } else if matching.is_empty() {
             None
@@ -216,14 +267,22 @@ impl World {
 
     fn apply(&mut self, op: &Op) {
         match op.clone() {
-            Op::Register { gate, lifetime, max_rounds } => {
+            Op::Register {
+                gate,
+                lifetime,
+                max_rounds,
+            } => {
                 let id = self.fresh_id();
                 let policy = Policy {
                     round_trip_lifetime_ms: LIFETIMES[lifetime],
                     max_rounds,
                     ..Policy::default()
                 };
-                let reg = registration(RequestId::Number(id), &tool_params("t", json!({"n": id})), policy);
+                let reg = registration(
+                    RequestId::Number(id),
+                    &tool_params("t", json!({"n": id})),
+                    policy,
+                );
                 let r = self.gate(gate).register(reg).expect("a fresh id registers");
                 self.models.push(Model {
                     original: id,
@@ -235,10 +294,24 @@ impl World {
                     ended: false,
                 });
             }
-            Op::Round { gate, pick, forms, urls, state, stale, garbage } => {
-                let Some(i) = self.pick_where(pick, |m| !m.ended && m.open.is_none()) else { return };
+            Op::Round {
+                gate,
+                pick,
+                forms,
+                urls,
+                state,
+                stale,
+                garbage,
+            } => {
+                let Some(i) = self.pick_where(pick, |m| !m.ended && m.open.is_none()) else {
+                    return;
+                };
                 let m = self.models[i].clone();
-                let on = if stale { m.ids[0].clone() } else { m.live.clone() };
+                let on = if stale {
+                    m.ids[0].clone()
+                } else {
+                    m.live.clone()
+                };
                 let mut requests = serde_json::Map::new();
                 let mut keys = Vec::new();
                 for f in 0..forms {
@@ -277,20 +350,36 @@ impl World {
                     }
                 }
             }
-            Op::Retry { gate, pick, wrong, reuse_id, consent } => {
-                let Some(i) = self.pick_where(pick, |m| !m.ended && m.open.is_some()) else { return };
+            Op::Retry {
+                gate,
+                pick,
+                wrong,
+                reuse_id,
+                consent,
+            } => {
+                let Some(i) = self.pick_where(pick, |m| !m.ended && m.open.is_some()) else {
+                    return;
+                };
                 let m = self.models[i].clone();
                 let (on, keys) = match &m.open {
                     Some(o) => (o.on.clone(), o.keys.clone()),
                     None => (m.live.clone(), Vec::new()),
                 };
-                let retry_id = if reuse_id { m.ids[0].clone() } else { RequestId::Number(self.fresh_id()) };
+                let retry_id = if reuse_id {
+                    m.ids[0].clone()
+                } else {
+                    RequestId::Number(self.fresh_id())
+                };
                 if !consent {
                     self.fx.consent.push(ScriptedAnswer::Refuse);
                 }
                 let answers = answers_for(&keys, wrong);
                 let before = self.fx.consent.prompts().len();
-                let r = self.gate(gate).build_retry(retry_request(on.clone(), retry_id.clone(), &answers));
+                let r = self.gate(gate).build_retry(retry_request(
+                    on.clone(),
+                    retry_id.clone(),
+                    &answers,
+                ));
                 let asked = self.fx.consent.prompts().len() > before;
                 if !consent {
                     if asked {
@@ -304,19 +393,34 @@ impl World {
                     }
                 }
                 if let Ok(retry) = &r {
-                    assert_eq!(retry.consent_receipt_id.is_some(), asked, "receipt without prompt or prompt without receipt");
+                    assert_eq!(
+                        retry.consent_receipt_id.is_some(),
+                        asked,
+                        "receipt without prompt or prompt without receipt"
+                    );
                     // Only a round without inputs may go out without a prompt.
                     if !asked {
-                        assert!(!parse(&retry.request_json)["params"].as_object().unwrap().contains_key("inputResponses"));
+                        assert!(
+                            !parse(&retry.request_json)["params"]
+                                .as_object()
+                                .unwrap()
+                                .contains_key("inputResponses")
+                        );
                     }
                 }
                 self.on_retry(i, &on, &retry_id, r);
             }
             Op::DuplicateRetry { gate, pick } => {
                 let Some(i) = self.pick(pick) else { return };
-                let Some(on) = self.models[i].answered.last().cloned() else { return };
+                let Some(on) = self.models[i].answered.last().cloned() else {
+                    return;
+                };
                 let retry_id = RequestId::Number(self.fresh_id());
-                let r = self.gate(gate).build_retry(retry_request(on.clone(), retry_id.clone(), &json!({})));
+                let r = self.gate(gate).build_retry(retry_request(
+                    on.clone(),
+                    retry_id.clone(),
+                    &json!({}),
+                ));
                 match &r {
                     Ok(retry) => panic!("a consumed round gave a second retry: {retry:?}"),
                     Err(d) => assert_known(d),
@@ -326,8 +430,14 @@ impl World {
             Op::Complete { gate, pick, stale } => {
                 let Some(i) = self.pick(pick) else { return };
                 let m = self.models[i].clone();
-                let on = if stale { m.ids[0].clone() } else { m.live.clone() };
-                let r = self.gate(gate).accept_response(&server(), &response(on.to_json(), complete()));
+                let on = if stale {
+                    m.ids[0].clone()
+                } else {
+                    m.live.clone()
+                };
+                let r = self
+                    .gate(gate)
+                    .accept_response(&server(), &response(on.to_json(), complete()));
                 match r {
                     Ok(v) => {
                         assert_eq!(v, ResponseVerdict::Complete);
@@ -341,7 +451,10 @@ impl World {
             Op::ServerError { gate, pick } => {
                 let Some(i) = self.pick(pick) else { return };
                 let on = self.models[i].live.clone();
-                match self.gate(gate).accept_response(&server(), &error_response(on.to_json(), -32603)) {
+                match self
+                    .gate(gate)
+                    .accept_response(&server(), &error_response(on.to_json(), -32603))
+                {
                     Ok(v) => {
                         assert_eq!(v, ResponseVerdict::Error(-32603));
                         self.models[i].ended = true;
@@ -381,7 +494,10 @@ impl World {
                 );
                 let msg = parse(&retry.request_json);
                 assert_eq!(msg["id"], retry_id.to_json());
-                assert!(!self.models[i].ids.contains(retry_id), "a retry reused an id");
+                assert!(
+                    !self.models[i].ids.contains(retry_id),
+                    "a retry reused an id"
+                );
                 let m = &mut self.models[i];
                 m.live = retry_id.clone();
                 m.ids.push(retry_id.clone());
@@ -390,7 +506,9 @@ impl World {
             }
             Err(d) => {
                 assert_known(&d);
-                if d.error.code() == "inactive_mrtr_round" && self.models[i].open.as_ref().is_some_and(|o| &o.on == on) {
+                if d.error.code() == "inactive_mrtr_round"
+                    && self.models[i].open.as_ref().is_some_and(|o| &o.on == on)
+                {
                     self.models[i].ended = true;
                 }
             }
@@ -410,7 +528,12 @@ impl World {
 
     /// Sweep until every lifetime has passed, never letting an expired binding outlive the grace.
     fn finish_all(&mut self) {
-        let last = self.models.iter().map(|m| m.expires_at_ms).max().unwrap_or(0);
+        let last = self
+            .models
+            .iter()
+            .map(|m| m.expires_at_ms)
+            .max()
+            .unwrap_or(0);
         self.sweep(0);
         while self.now() <= last {
             self.fx.clock.advance(20_000);
@@ -446,14 +569,22 @@ fn check_audit(world: &World) {
         assert_eq!(*count, 1, "(b) binding {id} has {count} terminal events");
     }
     for id in received.keys() {
-        assert_eq!(terminal.get(id), Some(&1), "(b) binding {id} received a round but never ended");
+        assert_eq!(
+            terminal.get(id),
+            Some(&1),
+            "(b) binding {id} received a round but never ended"
+        );
     }
     // (a) seen from the audit trail too.
     for (k, count) in &submitted {
         assert_eq!(*count, 1, "(a) round {k:?} was submitted {count} times");
     }
     let built: u32 = world.retries.values().sum();
-    assert_eq!(submitted.len() as u32, built, "every built retry has its submitted event");
+    assert_eq!(
+        submitted.len() as u32,
+        built,
+        "every built retry has its submitted event"
+    );
 }
 
 proptest! {
@@ -500,11 +631,26 @@ fn arb_json() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f).map(Value::Number)),
+        any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f)
+            .map(Value::Number)),
         prop::sample::select(vec![
-            "input_required", "complete", "elicitation/create", "roots/list", "sampling/createMessage",
-            "form", "url", "https://auth.example.com/", "http://x/", "object", "string", "integer",
-            "array", "boolean", "2.0", "", "#",
+            "input_required",
+            "complete",
+            "elicitation/create",
+            "roots/list",
+            "sampling/createMessage",
+            "form",
+            "url",
+            "https://auth.example.com/",
+            "http://x/",
+            "object",
+            "string",
+            "integer",
+            "array",
+            "boolean",
+            "2.0",
+            "",
+            "#",
         ])
         .prop_map(|s| Value::String(s.into())),
         "\\PC{0,10}".prop_map(Value::String),
@@ -563,8 +709,12 @@ fn fresh() -> Fx {
         ],
         ..Policy::default()
     };
-    fx.register(RequestId::Number(1), &tool_params_caps("t", json!({}), caps), policy)
-        .unwrap();
+    fx.register(
+        RequestId::Number(1),
+        &tool_params_caps("t", json!({}), caps),
+        policy,
+    )
+    .unwrap();
     fx
 }
 

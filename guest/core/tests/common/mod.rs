@@ -11,7 +11,9 @@
 
 use mrtr_gate_core::audit::verify_chain;
 use mrtr_gate_core::host::Services;
-use mrtr_gate_core::memory::{ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent};
+use mrtr_gate_core::memory::{
+    ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+};
 use mrtr_gate_core::{
     ConsentView, Denial, Gate, Policy, Registered, Registration, RequestId, ResponseVerdict, Retry,
     RetryRequest, ServerIdentity,
@@ -59,23 +61,43 @@ impl Fx {
         gate_over(&self.clock, &self.storage, &self.consent, &self.audit)
     }
 
-    pub fn register(&mut self, id: RequestId, params: &Value, policy: Policy) -> Result<Registered, Denial> {
+    pub fn register(
+        &mut self,
+        id: RequestId,
+        params: &Value,
+        policy: Policy,
+    ) -> Result<Registered, Denial> {
         self.gate.register(registration(id, params, policy))
     }
 
     /// Register a `tools/call` with the default capabilities and the default policy.
     pub fn register_tool(&mut self, id: i64) -> Registered {
-        self.register(RequestId::Number(id), &tool_params("get_weather", json!({"location": "Paris"})), Policy::default())
-            .unwrap_or_else(|d| panic!("register {id}: {d}"))
+        self.register(
+            RequestId::Number(id),
+            &tool_params("get_weather", json!({"location": "Paris"})),
+            Policy::default(),
+        )
+        .unwrap_or_else(|d| panic!("register {id}: {d}"))
     }
 
-    pub fn accept(&mut self, id: impl Into<Value>, result: Value) -> Result<ResponseVerdict, Denial> {
+    pub fn accept(
+        &mut self,
+        id: impl Into<Value>,
+        result: Value,
+    ) -> Result<ResponseVerdict, Denial> {
         self.gate.accept_response(&server(), &response(id, result))
     }
 
-    pub fn accept_from(&mut self, from: &str, id: impl Into<Value>, result: Value) -> Result<ResponseVerdict, Denial> {
-        self.gate
-            .accept_response(&ServerIdentity::origin(from).unwrap(), &response(id, result))
+    pub fn accept_from(
+        &mut self,
+        from: &str,
+        id: impl Into<Value>,
+        result: Value,
+    ) -> Result<ResponseVerdict, Denial> {
+        self.gate.accept_response(
+            &ServerIdentity::origin(from).unwrap(),
+            &response(id, result),
+        )
     }
 
     pub fn accept_text(&mut self, text: &str) -> Result<ResponseVerdict, Denial> {
@@ -90,11 +112,22 @@ impl Fx {
         }
     }
 
-    pub fn retry(&mut self, request_id: RequestId, retry_id: RequestId, responses: &Value) -> Result<Retry, Denial> {
-        self.gate.build_retry(retry_request(request_id, retry_id, responses))
+    pub fn retry(
+        &mut self,
+        request_id: RequestId,
+        retry_id: RequestId,
+        responses: &Value,
+    ) -> Result<Retry, Denial> {
+        self.gate
+            .build_retry(retry_request(request_id, retry_id, responses))
     }
 
-    pub fn retry_ok(&mut self, request_id: RequestId, retry_id: RequestId, responses: &Value) -> Retry {
+    pub fn retry_ok(
+        &mut self,
+        request_id: RequestId,
+        retry_id: RequestId,
+        responses: &Value,
+    ) -> Retry {
         self.retry(request_id, retry_id, responses)
             .unwrap_or_else(|d| panic!("retry: {d}"))
     }
@@ -107,7 +140,10 @@ impl Fx {
     /// The events of one binding (by original request id), oldest first.
     pub fn events_of(&self, original: impl Into<Value>) -> Vec<Value> {
         let id = original.into();
-        self.events().into_iter().filter(|e| e["request_id"] == id).collect()
+        self.events()
+            .into_iter()
+            .filter(|e| e["request_id"] == id)
+            .collect()
     }
 
     pub fn last_event(&self) -> Value {
@@ -178,7 +214,11 @@ pub fn registration(id: RequestId, params: &Value, policy: Policy) -> Registrati
     }
 }
 
-pub fn retry_request(request_id: RequestId, retry_id: RequestId, responses: &Value) -> RetryRequest {
+pub fn retry_request(
+    request_id: RequestId,
+    retry_id: RequestId,
+    responses: &Value,
+) -> RetryRequest {
     RetryRequest {
         request_id,
         retry_id,
@@ -194,7 +234,8 @@ pub fn response(id: impl Into<Value>, result: Value) -> String {
 }
 
 pub fn error_response(id: impl Into<Value>, code: i64) -> String {
-    json!({"jsonrpc": "2.0", "id": id.into(), "error": {"code": code, "message": "boom"}}).to_string()
+    json!({"jsonrpc": "2.0", "id": id.into(), "error": {"code": code, "message": "boom"}})
+        .to_string()
 }
 
 /// A flat form schema with three fields: a required string, an integer and a boolean.

@@ -1,0 +1,374 @@
+//! The shared scenario corpus (`tests/corpus/*.json`): scenarios as data, so every host
+//! (this one, and later Node, browser and Python hosts) runs the same inputs and expects the
+//! same verdicts. The format is documented in `docs/corpus.md`.
+//!
+//! A scenario is a list of steps over one fresh set of hosts (test clock, in-memory storage,
+//! scripted consent, in-memory audit). Each step names an operation and what it must give:
+//! `{"ok": {JSON-pointer: value}}`, `{"error": "code"}`, or `{"verdict": ...}`. After the
+//! steps, the audit chain must verify and no string in `secrets` may appear in any event.
+
+use crate::gate::{GateApi, GateDenial};
+use crate::hosts::{
+    AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+};
+use crate::services::HostServices;
+use mrtr_gate_core::{
+    CallerOutcome, DeprecatedMethod, Policy, Registration, RequestId, ResponseVerdict,
+    RetryRequest, ServerIdentity,
+};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The hosts a scenario runs over, kept so the runner can inject faults and read the trail.
+#[derive(Clone)]
+pub struct ScenarioHosts {
+    /// The test clock (starts at 1 700 000 000 000 ms).
+    pub clock: Arc<ManualClock>,
+    /// The store.
+    pub storage: MemoryStorage,
+    /// The consent script.
+    pub consent: ScriptedConsent,
+    /// The audit sink.
+    pub audit: MemoryAudit,
+}
+
+impl ScenarioHosts {
+    /// Fresh hosts.
+    pub fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        Self {
+            storage: MemoryStorage::new(clock.clone()),
+            clock,
+            consent: ScriptedConsent::new(ScriptedAnswer::Grant),
+            audit: MemoryAudit::new(),
+        }
+    }
+
+    /// The services to build a gate over.
+    pub fn services(&self) -> HostServices {
+        HostServices {
+            clock: self.clock.clone(),
+            storage: Arc::new(self.storage.clone()),
+            consent: Arc::new(self.consent.clone()),
+            audit: Arc::new(self.audit.clone()),
+        }
+    }
+}
+
+impl Default for ScenarioHosts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The default server of a scenario.
+pub const DEFAULT_SERVER: &str = "https://server.example/mcp";
+
+fn default_params(method: &str) -> Value {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+    });
+    match method {
+        "resources/read" => json!({"uri": "file:///project/README.md", "_meta": meta}),
+        _ => json!({"name": "tool", "arguments": {}, "_meta": meta}),
+    }
+}
+
+fn id_of(v: &Value) -> Result<RequestId, String> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .map(RequestId::Number)
+            .ok_or_else(|| format!("id `{v}` is not an integer")),
+        Value::String(s) => Ok(RequestId::Text(s.clone())),
+        _ => Err(format!("id `{v}` must be a number or a string")),
+    }
+}
+
+fn server_of(step: &Value) -> Result<ServerIdentity, String> {
+    match step.get("server") {
+        None => ServerIdentity::origin(DEFAULT_SERVER).map_err(|e| e.to_string()),
+        Some(Value::String(s)) => Ok(ServerIdentity::Origin(s.clone())),
+        Some(v) => match (v.get("origin"), v.get("endpoint")) {
+            (Some(Value::String(o)), None) => ServerIdentity::origin(o).map_err(|e| e.to_string()),
+            (None, Some(Value::String(e))) => {
+                ServerIdentity::endpoint(e).map_err(|e| e.to_string())
+            }
+            _ => Err(format!("bad server `{v}`")),
+        },
+    }
+}
+
+fn policy_of(step: &Value) -> Result<Policy, String> {
+    let mut p = Policy::default();
+    let Some(v) = step.get("policy") else {
+        return Ok(p);
+    };
+    if let Some(x) = v.get("lifetime_ms").and_then(Value::as_u64) {
+        p.round_trip_lifetime_ms = x;
+    }
+    if let Some(x) = v.get("max_state_bytes").and_then(Value::as_u64) {
+        p.max_request_state_bytes = u32::try_from(x).map_err(|e| e.to_string())?;
+    }
+    if let Some(x) = v.get("max_rounds").and_then(Value::as_u64) {
+        p.max_rounds = u32::try_from(x).map_err(|e| e.to_string())?;
+    }
+    if let Some(x) = v.get("version").and_then(Value::as_str) {
+        p.policy_version = x.to_owned();
+    }
+    if let Some(list) = v.get("allow").and_then(Value::as_array) {
+        for m in list {
+            p.allowed_deprecated.push(match m.as_str() {
+                Some("roots/list") => DeprecatedMethod::RootsList,
+                Some("sampling/createMessage") => DeprecatedMethod::SamplingCreateMessage,
+                _ => return Err(format!("unknown deprecated method `{m}`")),
+            });
+        }
+    }
+    Ok(p)
+}
+
+/// What one operation gave, as JSON the expectations are checked against.
+fn outcome<T>(r: Result<T, GateDenial>, ok: impl FnOnce(T) -> Value) -> Value {
+    match r {
+        Ok(v) => json!({"ok": ok(v)}),
+        Err(d) => json!({"error": d.code, "cause": format!("{:?}", d.cause).to_lowercase()}),
+    }
+}
+
+fn check(expect: &Value, got: &Value, at: &str) -> Result<(), String> {
+    let fail = |why: String| Err(format!("{at}: {why}; got {got}"));
+    if let Some(code) = expect.get("error") {
+        if got.get("error") != Some(code) {
+            return fail(format!("expected error {code}"));
+        }
+        if let Some(cause) = expect.get("cause")
+            && got.get("cause") != Some(cause)
+        {
+            return fail(format!("expected cause {cause}"));
+        }
+        return Ok(());
+    }
+    let Some(ok) = got.get("ok") else {
+        return fail("expected success".into());
+    };
+    if let Some(fields) = expect.get("ok").and_then(Value::as_object) {
+        for (pointer, want) in fields {
+            if ok.pointer(pointer) != Some(want) {
+                return fail(format!("expected {pointer} = {want}"));
+            }
+        }
+    }
+    for pointer in expect
+        .get("absent")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if ok.pointer(pointer).is_some() {
+            return fail(format!("expected {pointer} absent"));
+        }
+    }
+    Ok(())
+}
+
+/// Run one scenario against `gate` over `hosts`. Errors say which step failed and why.
+pub fn run_scenario(
+    scenario: &Value,
+    gate: &mut dyn GateApi,
+    hosts: &ScenarioHosts,
+) -> Result<(), String> {
+    let steps = scenario
+        .get("steps")
+        .and_then(Value::as_array)
+        .ok_or("a scenario needs `steps`")?;
+    for (i, step) in steps.iter().enumerate() {
+        let op = step.get("op").and_then(Value::as_str).unwrap_or("?");
+        let at = format!("step {i} ({op})");
+        let got = match op {
+            "register" => {
+                let method = step
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or("tools/call");
+                let params_json = match (step.get("params"), step.get("params_text")) {
+                    (_, Some(Value::String(t))) => t.clone(),
+                    (Some(p), _) => p.to_string(),
+                    _ => default_params(method).to_string(),
+                };
+                let r = Registration {
+                    request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
+                    server: server_of(step)?,
+                    user: step
+                        .get("user")
+                        .and_then(Value::as_str)
+                        .unwrap_or("alice")
+                        .into(),
+                    tenant: step
+                        .get("tenant")
+                        .and_then(Value::as_str)
+                        .unwrap_or("acme")
+                        .into(),
+                    method: method.into(),
+                    params_json,
+                    policy: policy_of(step)?,
+                };
+                outcome(gate.register(r), |ok| {
+                    json!({
+                        "request": serde_json::from_str::<Value>(&ok.request_json).unwrap_or(Value::Null),
+                        "params_sha256": ok.params_sha256,
+                    })
+                })
+            }
+            "respond" => {
+                let text = match (step.get("raw"), step.get("result"), step.get("error")) {
+                    (Some(Value::String(raw)), _, _) => raw.clone(),
+                    (_, Some(result), _) => {
+                        json!({"jsonrpc": "2.0", "id": step.get("id"), "result": result})
+                            .to_string()
+                    }
+                    (_, _, Some(error)) => {
+                        json!({"jsonrpc": "2.0", "id": step.get("id"), "error": error}).to_string()
+                    }
+                    _ => return Err(format!("{at}: `respond` needs `raw`, `result` or `error`")),
+                };
+                outcome(
+                    gate.accept_response(&server_of(step)?, &text),
+                    |v| match v {
+                        ResponseVerdict::InputRequired(view) => json!({
+                            "verdict": "input_required",
+                            "round": view.round,
+                            "input_keys": view.input_keys,
+                            "request_state_sha256": view.request_state_sha256,
+                            "view": serde_json::from_str::<Value>(&view.view_json).unwrap_or(Value::Null),
+                            "view_sha256": view.view_sha256,
+                        }),
+                        ResponseVerdict::Complete => json!({"verdict": "complete"}),
+                        ResponseVerdict::Error(code) => json!({"verdict": "error", "code": code}),
+                    },
+                )
+            }
+            "retry" => {
+                if let Some(answer) = step.get("consent").and_then(Value::as_str) {
+                    hosts.consent.push(match answer {
+                        "grant" => ScriptedAnswer::Grant,
+                        "refuse" => ScriptedAnswer::Refuse,
+                        "other_view" => ScriptedAnswer::GrantOtherView,
+                        "other_answers" => ScriptedAnswer::GrantOtherAnswers,
+                        "fail" => ScriptedAnswer::Fail,
+                        other => return Err(format!("{at}: unknown consent `{other}`")),
+                    });
+                }
+                let responses_json = match (step.get("responses"), step.get("responses_text")) {
+                    (_, Some(Value::String(t))) => t.clone(),
+                    (Some(r), _) => r.to_string(),
+                    _ => "{}".into(),
+                };
+                let r = RetryRequest {
+                    request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
+                    retry_id: id_of(step.get("retry_id").unwrap_or(&Value::Null))?,
+                    user: step
+                        .get("user")
+                        .and_then(Value::as_str)
+                        .unwrap_or("alice")
+                        .into(),
+                    tenant: step
+                        .get("tenant")
+                        .and_then(Value::as_str)
+                        .unwrap_or("acme")
+                        .into(),
+                    responses_json,
+                };
+                outcome(gate.build_retry(r), |ok| {
+                    json!({
+                        "request": serde_json::from_str::<Value>(&ok.request_json).unwrap_or(Value::Null),
+                        "round": ok.round,
+                        "consent_receipt_id": ok.consent_receipt_id,
+                    })
+                })
+            }
+            "finish" => {
+                let outcome_in = match step.get("outcome").and_then(Value::as_str) {
+                    Some("cancelled") | None => CallerOutcome::Cancelled,
+                    Some(reason) => CallerOutcome::Error(reason.to_owned()),
+                };
+                outcome(
+                    gate.finish(&id_of(step.get("id").unwrap_or(&Value::Null))?, outcome_in),
+                    |t| json!({"outcome": t.as_str()}),
+                )
+            }
+            "expire_stale" => outcome(gate.expire_stale(), |n| json!({"ended": n})),
+            "advance_clock" => {
+                hosts
+                    .clock
+                    .advance(step.get("ms").and_then(Value::as_u64).unwrap_or(0));
+                continue;
+            }
+            "fault" => {
+                if let Some(f) = step.get("audit").and_then(Value::as_str) {
+                    hosts.audit.set_fault(match f {
+                        "none" => AuditFault::None,
+                        "fail_append" => AuditFault::FailAppend,
+                        "corrupt_readback" => AuditFault::CorruptReadback,
+                        "lose_writes" => AuditFault::LoseWrites,
+                        "fail_readback" => AuditFault::FailReadback,
+                        other => return Err(format!("{at}: unknown audit fault `{other}`")),
+                    });
+                }
+                if let Some(f) = step.get("storage").and_then(Value::as_str) {
+                    hosts.storage.set_failing(f == "fail");
+                    hosts.storage.set_losing_cas(f == "lose_cas");
+                }
+                continue;
+            }
+            other => return Err(format!("{at}: unknown op `{other}`")),
+        };
+        let expect = step
+            .get("expect")
+            .cloned()
+            .unwrap_or_else(|| json!({"ok": {}}));
+        check(&expect, &got, &at)?;
+    }
+    check_trail(scenario, hosts)
+}
+
+/// The checks every scenario ends with: the chain verifies, no secret reached the trail,
+/// and the events named in `audit` occurred as many times as said.
+fn check_trail(scenario: &Value, hosts: &ScenarioHosts) -> Result<(), String> {
+    let entries = hosts.audit.entries();
+    mrtr_gate_core::audit::verify_chain(entries.iter().map(|e| e.line.as_str()))
+        .map_err(|b| format!("the audit chain is broken: {b:?}"))?;
+    for secret in scenario
+        .get("secrets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if let Some(e) = entries.iter().find(|e| e.line.contains(secret)) {
+            return Err(format!(
+                "the secret `{secret}` reached the audit trail: {}",
+                e.line
+            ));
+        }
+    }
+    if let Some(counts) = scenario.get("audit").and_then(Value::as_object) {
+        let events = hosts.audit.events();
+        for (kind, want) in counts {
+            let n = events
+                .iter()
+                .filter(|e| {
+                    let k = e.get("event").and_then(Value::as_str).unwrap_or("");
+                    let o = e.get("outcome").and_then(Value::as_str).unwrap_or("");
+                    kind == k || *kind == format!("{k}:{o}")
+                })
+                .count();
+            if Some(n as u64) != want.as_u64() {
+                return Err(format!("expected {want} `{kind}` audit events, found {n}"));
+            }
+        }
+    }
+    Ok(())
+}
