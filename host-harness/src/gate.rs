@@ -122,6 +122,7 @@ pub struct ComponentGate {
     services: HostServices,
     live: Option<Live>,
     traps: u64,
+    fuel_per_call: u64,
 }
 
 impl std::fmt::Debug for ComponentGate {
@@ -186,7 +187,13 @@ impl ComponentGate {
             services,
             live: None,
             traps: 0,
+            fuel_per_call: runtime.limits.fuel_per_call,
         }
+    }
+
+    /// Change the fuel each call gets (the runtime's limit is the default).
+    pub fn set_fuel_per_call(&mut self, fuel: u64) {
+        self.fuel_per_call = fuel;
     }
 
     /// How many calls trapped so far.
@@ -249,7 +256,7 @@ impl ComponentGate {
             return Err(trapped(&wasmtime::Error::msg("no instance")));
         };
         live.store
-            .set_fuel(self.runtime.limits.fuel_per_call)
+            .set_fuel(self.fuel_per_call)
             .map_err(|e| trapped(&e))?;
         match f(&live.plugin, &mut live.store) {
             Ok(Ok(v)) => Ok(v),

@@ -1,0 +1,116 @@
+//! The JSON-lines audit sink: fsynced appends, read-back from disk, chain verified on open,
+//! and a gate over it denies when the file cannot be written.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
+
+mod support;
+
+use mrtr_gate_host::corpus::ScenarioHosts;
+use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
+use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
+use mrtr_gate_host::hosts::FileAudit;
+use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use serde_json::json;
+use std::sync::Arc;
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("mrtr-gate-{name}-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn entry(head: &ChainHead, body: &str) -> AuditEntry {
+    let line = format!("{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}", head.event_sha256, head.seq + 1);
+    AuditEntry {
+        seq: head.seq + 1,
+        prev_sha256: head.event_sha256.clone(),
+        event_sha256: mrtr_gate_host::core::canonical::sha256_hex(line.as_bytes()),
+        line,
+    }
+}
+
+#[test]
+fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
+    let path = temp("reopen");
+    let sink = FileAudit::open(&path).unwrap();
+    let h0 = sink.head().unwrap();
+    let e1 = entry(&h0, "one");
+    assert_eq!(sink.append(&e1).unwrap(), AppendOutcome::Appended);
+    assert_eq!(sink.read_back(1).unwrap().as_deref(), Some(e1.line.as_str()));
+    // A stale entry (does not extend the head) is not written.
+    assert!(matches!(sink.append(&e1).unwrap(), AppendOutcome::HeadMoved(h) if h.seq == 1));
+    let e2 = entry(&sink.head().unwrap(), "two");
+    sink.append(&e2).unwrap();
+    drop(sink);
+    let again = FileAudit::open(&path).unwrap();
+    assert_eq!(again.head().unwrap().seq, 2);
+    assert_eq!(again.read_back(2).unwrap().as_deref(), Some(e2.line.as_str()));
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_tampered_or_torn_file_refuses_to_open() {
+    let path = temp("tamper");
+    let sink = FileAudit::open(&path).unwrap();
+    sink.append(&entry(&sink.head().unwrap(), "one")).unwrap();
+    sink.append(&entry(&sink.head().unwrap(), "two")).unwrap();
+    drop(sink);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("one", "0ne")).unwrap();
+    assert!(FileAudit::open(&path).is_err());
+    std::fs::write(&path, &text[..text.len() - 3]).unwrap();
+    assert!(FileAudit::open(&path).is_err());
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn an_entry_whose_digest_does_not_match_its_line_is_refused() {
+    let path = temp("digest");
+    let sink = FileAudit::open(&path).unwrap();
+    let mut e = entry(&sink.head().unwrap(), "one");
+    e.event_sha256 = "0".repeat(64);
+    assert!(sink.append(&e).is_err());
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_gate_over_the_file_writes_a_verifiable_trail_and_denies_when_the_file_is_gone() {
+    let path = temp("gate");
+    let audit = Arc::new(FileAudit::open(&path).unwrap());
+    let hosts = ScenarioHosts::new();
+    let services = HostServices { audit: audit.clone(), ..hosts.services() };
+    let mut gate = ComponentGate::new(support::runtime(), services);
+    let server = ServerIdentity::origin("https://server.example/mcp").unwrap();
+    let params = json!({"name": "t", "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    for id in [1, 3] {
+        gate.register(Registration {
+            request_id: RequestId::Number(id),
+            server: server.clone(),
+            user: "u".into(),
+            tenant: "t".into(),
+            method: "tools/call".into(),
+            params_json: params.to_string(),
+            policy: Policy::default(),
+        })
+        .unwrap();
+        let round = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required", "requestState": "s"}});
+        gate.accept_response(&server, &round.to_string()).unwrap();
+    }
+    let retry = |id: i64| RetryRequest {
+        request_id: RequestId::Number(id),
+        retry_id: RequestId::Number(id + 1),
+        user: "u".into(),
+        tenant: "t".into(),
+        responses_json: "{}".into(),
+    };
+    gate.build_retry(retry(1)).unwrap();
+    let lines = audit.lines().unwrap();
+    assert_eq!(mrtr_gate_host::core::audit::verify_chain(lines.iter().map(String::as_str)), Ok(3));
+    // received 1, received 3, submitted 1 (a state-only round needs no consent event).
+    // The file disappears under the sink: read-back fails, so the retry is denied.
+    std::fs::remove_file(&path).unwrap();
+    let denied = gate.build_retry(retry(3)).unwrap_err();
+    assert!(
+        denied.code == "audit_readback_mismatch" || denied.code == "audit_write_failed",
+        "{denied:?}"
+    );
+}
