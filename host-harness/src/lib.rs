@@ -20,6 +20,7 @@ pub mod bindings {
     });
 }
 
+pub mod bench;
 pub mod corpus;
 pub mod demo;
 pub mod gate;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! mrtr-gate demo [--audit FILE]   realistic rounds end to end through the component
+//! mrtr-gate bench [--rounds N]   median time of a full form round, component vs native
 //! mrtr-gate info                  the component's imports, exports and size
 //! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
 //! ```
@@ -12,10 +13,11 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("demo") => demo(&args[1..]),
+        Some("demo") => demo(args.get(1..).unwrap_or_default()),
+        Some("bench") => bench(args.get(1..).unwrap_or_default()),
         Some("info") => info(),
         Some("verify-audit") => verify(args.get(1)),
-        _ => Err("usage: mrtr-gate demo [--audit FILE] | info | verify-audit FILE".into()),
+        _ => Err("usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | info | verify-audit FILE".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -42,6 +44,20 @@ fn demo(args: &[String]) -> Result<(), String> {
         EMBEDDED_COMPONENT.len(),
         loaded.as_secs_f64() * 1e3
     );
+    Ok(())
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let rounds = match args {
+        [flag, n] if flag == "--rounds" => n.parse().map_err(|_| "--rounds takes a number")?,
+        [] => 2000,
+        _ => return Err("usage: mrtr-gate bench [--rounds N]".into()),
+    };
+    if cfg!(debug_assertions) {
+        eprintln!("mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-host --bin mrtr-gate -- bench` for real numbers");
+    }
+    let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
+    print!("{}", mrtr_gate_host::bench::run(&runtime, rounds)?);
     Ok(())
 }
 
