@@ -1,11 +1,19 @@
 //! The component as a sandboxed plugin: its import list, trap-as-deny with a fresh instance,
 //! fuel and memory caps, the precompiled cache, and two instances sharing one store.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 mod support;
 
+use mrtr_gate_host::core::{
+    ErrorCause, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
+};
 use mrtr_gate_host::corpus::ScenarioHosts;
-use mrtr_gate_host::core::{ErrorCause, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity};
 use mrtr_gate_host::runtime::EMBEDDED_COMPONENT;
 use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, SandboxLimits};
 use serde_json::json;
@@ -68,7 +76,10 @@ fn imports_exactly_the_four_gate_interfaces_and_no_wasi() {
 #[test]
 fn the_embedded_component_is_a_component_not_a_core_module() {
     // Component binary: magic, then version 0x0d and layer 0x01.
-    assert_eq!(&EMBEDDED_COMPONENT[..8], &[0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]);
+    assert_eq!(
+        &EMBEDDED_COMPONENT[..8],
+        &[0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]
+    );
 }
 
 #[test]
@@ -141,7 +152,8 @@ fn two_instances_sharing_storage_never_both_retry_one_round() {
 fn the_precompiled_cache_is_written_reused_and_survives_corruption() {
     let dir = std::env::temp_dir().join(format!("mrtr-gate-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let first = GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
+    let first =
+        GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
     let artifacts: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -150,11 +162,13 @@ fn the_precompiled_cache_is_written_reused_and_survives_corruption() {
     assert_eq!(artifacts.len(), 1);
     drop(first);
     // Reused: loads without compiling (covered by timing in the bench); still works.
-    let second = GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
+    let second =
+        GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
     assert_eq!(second.imports().len(), 4);
     // A corrupted artifact is never deserialized: the checksum fails and it is rebuilt.
     std::fs::write(&artifacts[0], b"not a precompiled component").unwrap();
-    let third = GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
+    let third =
+        GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
     let hosts = ScenarioHosts::new();
     let mut gate = ComponentGate::new(&third, hosts.services());
     register(&mut gate, 7);

@@ -1,12 +1,18 @@
 //! The JSON-lines audit sink: fsynced appends, read-back from disk, chain verified on open,
 //! and a gate over it denies when the file cannot be written.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 mod support;
 
-use mrtr_gate_host::corpus::ScenarioHosts;
 use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
+use mrtr_gate_host::corpus::ScenarioHosts;
 use mrtr_gate_host::hosts::FileAudit;
 use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
 use serde_json::json;
@@ -19,7 +25,11 @@ fn temp(name: &str) -> std::path::PathBuf {
 }
 
 fn entry(head: &ChainHead, body: &str) -> AuditEntry {
-    let line = format!("{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}", head.event_sha256, head.seq + 1);
+    let line = format!(
+        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
+        head.event_sha256,
+        head.seq + 1
+    );
     AuditEntry {
         seq: head.seq + 1,
         prev_sha256: head.event_sha256.clone(),
@@ -35,7 +45,10 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
     let h0 = sink.head().unwrap();
     let e1 = entry(&h0, "one");
     assert_eq!(sink.append(&e1).unwrap(), AppendOutcome::Appended);
-    assert_eq!(sink.read_back(1).unwrap().as_deref(), Some(e1.line.as_str()));
+    assert_eq!(
+        sink.read_back(1).unwrap().as_deref(),
+        Some(e1.line.as_str())
+    );
     // A stale entry (does not extend the head) is not written.
     assert!(matches!(sink.append(&e1).unwrap(), AppendOutcome::HeadMoved(h) if h.seq == 1));
     let e2 = entry(&sink.head().unwrap(), "two");
@@ -43,7 +56,10 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
     drop(sink);
     let again = FileAudit::open(&path).unwrap();
     assert_eq!(again.head().unwrap().seq, 2);
-    assert_eq!(again.read_back(2).unwrap().as_deref(), Some(e2.line.as_str()));
+    assert_eq!(
+        again.read_back(2).unwrap().as_deref(),
+        Some(e2.line.as_str())
+    );
     let _ = std::fs::remove_file(&path);
 }
 
@@ -77,7 +93,10 @@ fn a_gate_over_the_file_writes_a_verifiable_trail_and_denies_when_the_file_is_go
     let path = temp("gate");
     let audit = Arc::new(FileAudit::open(&path).unwrap());
     let hosts = ScenarioHosts::new();
-    let services = HostServices { audit: audit.clone(), ..hosts.services() };
+    let services = HostServices {
+        audit: audit.clone(),
+        ..hosts.services()
+    };
     let mut gate = ComponentGate::new(support::runtime(), services);
     let server = ServerIdentity::origin("https://server.example/mcp").unwrap();
     let params = json!({"name": "t", "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
@@ -104,7 +123,10 @@ fn a_gate_over_the_file_writes_a_verifiable_trail_and_denies_when_the_file_is_go
     };
     gate.build_retry(retry(1)).unwrap();
     let lines = audit.lines().unwrap();
-    assert_eq!(mrtr_gate_host::core::audit::verify_chain(lines.iter().map(String::as_str)), Ok(3));
+    assert_eq!(
+        mrtr_gate_host::core::audit::verify_chain(lines.iter().map(String::as_str)),
+        Ok(3)
+    );
     // received 1, received 3, submitted 1 (a state-only round needs no consent event).
     // The file disappears under the sink: read-back fails, so the retry is denied.
     std::fs::remove_file(&path).unwrap();

@@ -42,7 +42,12 @@ fn schema(variant: Option<u64>) -> serde_json::Value {
 }
 
 /// One full round; `n` makes the ids unique.
-fn round(gate: &mut dyn GateApi, server: &ServerIdentity, n: i64, distinct_schema: bool) -> Result<(), String> {
+fn round(
+    gate: &mut dyn GateApi,
+    server: &ServerIdentity,
+    n: i64,
+    distinct_schema: bool,
+) -> Result<(), String> {
     let id = n * 2;
     let params = json!({"name": "book_flight", "arguments": {"from": "OSL", "to": "SFO"}, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -81,8 +86,13 @@ fn round(gate: &mut dyn GateApi, server: &ServerIdentity, n: i64, distinct_schem
 }
 
 /// Time `rounds` rounds on `gate` after `warmup` untimed ones.
-pub fn measure(gate: &mut dyn GateApi, rounds: usize, distinct_schema: bool) -> Result<Stats, String> {
-    let server = ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())?;
+pub fn measure(
+    gate: &mut dyn GateApi,
+    rounds: usize,
+    distinct_schema: bool,
+) -> Result<Stats, String> {
+    let server =
+        ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())?;
     let warmup = 50;
     let mut samples = Vec::with_capacity(rounds);
     for n in 0..(warmup + rounds) {
@@ -100,13 +110,23 @@ pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
     let mut out = String::from(
         "full form round (register, accept 3-field form + state, consent, audit x4, retry, complete)\n",
     );
-    out.push_str(&format!("{rounds} timed rounds each, after 50 warm-up rounds; microseconds\n\n"));
+    out.push_str(&format!(
+        "{rounds} timed rounds each, after 50 warm-up rounds; microseconds\n\n"
+    ));
     out.push_str("engine                    schema        min     median    max\n");
     let mut medians = Vec::new();
     for distinct in [false, true] {
-        let label = if distinct { "new each round" } else { "repeated" };
+        let label = if distinct {
+            "new each round"
+        } else {
+            "repeated"
+        };
         let hosts = ScenarioHosts::new();
-        let component = measure(&mut ComponentGate::new(runtime, hosts.services()), rounds, distinct)?;
+        let component = measure(
+            &mut ComponentGate::new(runtime, hosts.services()),
+            rounds,
+            distinct,
+        )?;
         let hosts = ScenarioHosts::new();
         let native = measure(&mut NativeGate::new(hosts.services()), rounds, distinct)?;
         for (name, s) in [("component (wasmtime)", component), ("native core", native)] {
@@ -119,7 +139,9 @@ pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
     }
     out.push('\n');
     for (label, ratio) in medians {
-        out.push_str(&format!("component / native, schema {label}: {ratio:.2}x (medians)\n"));
+        out.push_str(&format!(
+            "component / native, schema {label}: {ratio:.2}x (medians)\n"
+        ));
     }
     Ok(out)
 }

@@ -89,7 +89,7 @@ fn id_of(v: &Value) -> Result<RequestId, String> {
 fn server_of(step: &Value) -> Result<ServerIdentity, String> {
     match step.get("server") {
         None => ServerIdentity::origin(DEFAULT_SERVER).map_err(|e| e.to_string()),
-        Some(Value::String(s)) => Ok(ServerIdentity::Origin(s.clone())),
+        Some(Value::String(s)) => ServerIdentity::origin(s).map_err(|e| e.to_string()),
         Some(v) => match (v.get("origin"), v.get("endpoint")) {
             (Some(Value::String(o)), None) => ServerIdentity::origin(o).map_err(|e| e.to_string()),
             (None, Some(Value::String(e))) => {

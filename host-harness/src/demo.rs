@@ -2,6 +2,9 @@
 //! defaults (no services): what the consent screen shows, each verdict, each retry sent,
 //! and the audit trail.
 
+// serde_json's `value["key"]` yields `null` for anything missing; it never panics.
+#![allow(clippy::indexing_slicing)]
+
 use crate::gate::{ComponentGate, GateApi, GateDenial};
 use crate::hosts::{FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock};
 use crate::runtime::GateRuntime;

@@ -20,6 +20,14 @@ impl HostError {
     }
 }
 
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "host error: {}", self.message)
+    }
+}
+
+impl std::error::Error for HostError {}
+
 /// Time.
 pub trait Clock {
     /// Milliseconds since the Unix epoch.

@@ -2083,12 +2083,8 @@ fn canary_secrets_never_reach_the_audit_trail() {
     verify_chain(entries.iter().map(|e| e.line.as_str())).unwrap();
 }
 
-/// KNOWN GATE BUG — this test fails against the current src (left failing on purpose).
-///
-/// `url_view::redacted` promises "the URL without userinfo, query and fragment: what the
-/// audit trail may record", but it only clears the query and the fragment. A
-/// `resources/read` URI with userinfo therefore reaches every audit event's `name` field
-/// with its password (`"name":"https://bob:CANARY-PASSWORD-4242@files.example.com/doc"`).
+/// A `resources/read` URI with userinfo must never reach an audit event's `name` with its
+/// password (`url_view::redacted` clears userinfo, query and fragment). Found by this test.
 #[test]
 fn resource_uri_userinfo_never_reaches_the_audit_trail() {
     const PASSWORD: &str = "CANARY-PASSWORD-4242";

@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         Some("bench") => bench(args.get(1..).unwrap_or_default()),
         Some("info") => info(),
         Some("verify-audit") => verify(args.get(1)),
-        _ => Err("usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | info | verify-audit FILE".into()),
+        _ => Err(
+            "usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | info | verify-audit FILE"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -54,7 +57,9 @@ fn bench(args: &[String]) -> Result<(), String> {
         _ => return Err("usage: mrtr-gate bench [--rounds N]".into()),
     };
     if cfg!(debug_assertions) {
-        eprintln!("mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-host --bin mrtr-gate -- bench` for real numbers");
+        eprintln!(
+            "mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-host --bin mrtr-gate -- bench` for real numbers"
+        );
     }
     let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
     print!("{}", mrtr_gate_host::bench::run(&runtime, rounds)?);
