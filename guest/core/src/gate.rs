@@ -617,7 +617,17 @@ impl<H: Host> Gate<H> {
                 )
                 .map(|()| ResponseVerdict::Error(code))
                 .map_err(Denial::unaudited),
-            Ok(Judged::Round(round)) => self.open_round(binding, version, round),
+            Ok(Judged::Round(round)) => {
+                // Compile each form schema now, once for the round (the retry reuses it).
+                for rule in round.inputs.values() {
+                    if let InputRule::Form { schema } = rule
+                        && let Err(e) = self.validators.get(&schema.normalized)
+                    {
+                        return Err(self.fail_binding(binding, version, e, TerminalOutcome::Error));
+                    }
+                }
+                self.open_round(binding, version, round)
+            }
             Err(Judgement::Ignore(e)) => {
                 let event = binding.event(EventKind::Rejected);
                 Err(self.deny(e, event))
