@@ -20,8 +20,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);
     for byte in digest {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{byte:02x}");
+        // Nibbles are < 16, so `from_digit` always succeeds (and gives lowercase).
+        out.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(byte & 0x0f), 16).unwrap_or('0'));
     }
     out
 }
@@ -76,21 +77,29 @@ fn write_value(out: &mut String, value: &Value) {
 /// (the short forms where JSON has them, `\u00xx` with lowercase hex otherwise).
 pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{9}' => out.push_str("\\t"),
-            '\u{a}' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{d}' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Copy runs of characters that need no escape in one go; most strings are one run.
+    let mut run_start = 0;
+    for (i, c) in s.char_indices() {
+        let escape = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\u{8}' => "\\b",
+            '\u{9}' => "\\t",
+            '\u{a}' => "\\n",
+            '\u{c}' => "\\f",
+            '\u{d}' => "\\r",
+            c if (c as u32) < 0x20 => "",
+            _ => continue,
+        };
+        out.push_str(s.get(run_start..i).unwrap_or_default());
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push_str(escape);
         }
+        run_start = i + c.len_utf8();
     }
+    out.push_str(s.get(run_start..).unwrap_or_default());
     out.push('"');
 }
 
