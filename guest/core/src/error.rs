@@ -76,6 +76,8 @@ pub enum CallerMisuse {
     InvalidStatePolicy,
     /// Another policy field was out of range.
     InvalidPolicy(String),
+    /// The user or tenant is over 512 bytes or holds control characters.
+    InvalidPrincipal(&'static str),
     /// The method may not receive `input_required`.
     UnsupportedMethod(String),
     /// The params were not a JSON object, or exceeded bounds.
@@ -179,6 +181,7 @@ impl GateError {
                 CallerMisuse::InvalidLifetime => "invalid_mrtr_lifetime",
                 CallerMisuse::InvalidStatePolicy => "invalid_requestState_policy",
                 CallerMisuse::InvalidPolicy(_) => "invalid_policy",
+                CallerMisuse::InvalidPrincipal(_) => "invalid_principal",
                 CallerMisuse::UnsupportedMethod(_) => "unsupported_method",
                 CallerMisuse::InvalidParams(_) => "invalid_params",
                 CallerMisuse::ParamsCarriedMrtrFields => "params_carry_mrtr_fields",
@@ -236,6 +239,7 @@ pub const ALL_CODES: &[&str] = &[
     "invalid_mrtr_lifetime",
     "invalid_requestState_policy",
     "invalid_policy",
+    "invalid_principal",
     "unsupported_method",
     "invalid_params",
     "params_carry_mrtr_fields",
@@ -329,6 +333,10 @@ impl fmt::Display for GateError {
                     f.write_str("the requestState byte limit must be between 1 and 1 MiB")
                 }
                 CallerMisuse::InvalidPolicy(why) => write!(f, "invalid policy: {why}"),
+                CallerMisuse::InvalidPrincipal(field) => write!(
+                    f,
+                    "`{field}` must be at most 512 bytes without control characters"
+                ),
                 CallerMisuse::UnsupportedMethod(m) => {
                     write!(f, "the method `{m}` cannot receive `input_required`")
                 }

@@ -262,9 +262,7 @@ fn non_empty_principal(value: &str, field: &'static str) -> Result<(), GateError
         return Err(caller(CallerMisuse::BindingFieldMissing(field)));
     }
     if value.len() > limits::MAX_PRINCIPAL_BYTES || value.chars().any(char::is_control) {
-        return Err(caller(CallerMisuse::InvalidParams(format!(
-            "`{field}` must be at most 512 bytes without control characters"
-        ))));
+        return Err(caller(CallerMisuse::InvalidPrincipal(field)));
     }
     Ok(())
 }
@@ -918,6 +916,10 @@ impl<H: Host> Gate<H> {
         };
         responses::check_responses(&responses, &open.inputs, &mut self.validators)
             .map_err(denied)?;
+        // Parsed before anything is consumed, so a corrupt record can never leave a
+        // `submitted` event for a retry that does not go out.
+        let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
+            .map_err(|_| denied(GateError::Host(HostFault::StorageCorrupted)))?;
 
         // Consent: exactly this view, exactly these answers. A state-only round sends
         // nothing of the user's (the spec lets the client retry at once): no prompt.
@@ -954,8 +956,6 @@ impl<H: Host> Gate<H> {
             return Err(RetryFailure::Ended(Denial::unaudited(e)));
         }
 
-        let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
-            .map_err(|_| RetryFailure::Denied(GateError::Host(HostFault::StorageCorrupted)))?;
         // Built from the original params: nothing of an earlier round can be carried along.
         if !open.inputs.is_empty() {
             params.insert("inputResponses".into(), responses_value);
@@ -1040,7 +1040,20 @@ impl<H: Host> Gate<H> {
         } else {
             match &outcome {
                 CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
-                CallerOutcome::Error(code) => (TerminalOutcome::Error, Some(bounded(code, 64))),
+                CallerOutcome::Error(code) => {
+                    // The reason goes into the audit trail: codes only, never caller text.
+                    let is_code = !code.is_empty()
+                        && code.len() <= 64
+                        && code
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                    let reason = if is_code {
+                        code.clone()
+                    } else {
+                        "caller_error".to_owned()
+                    };
+                    (TerminalOutcome::Error, Some(reason))
+                }
             }
         };
         self.end(&binding, version, terminal, reason.as_deref())

@@ -1796,7 +1796,7 @@ fn registration_refusals() {
     }
     let mut r = reg(n(1));
     r.user = "ali\nce".into();
-    assert_code(fx.gate.register(r), "invalid_params");
+    assert_code(fx.gate.register(r), "invalid_principal");
 
     // Nothing of all that reached storage.
     assert_eq!(
