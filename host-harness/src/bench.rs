@@ -32,10 +32,11 @@ fn stats(mut samples: Vec<f64>) -> Stats {
 }
 
 fn schema(variant: Option<u64>) -> serde_json::Value {
-    // A distinct `title` makes a distinct schema (and digest): no cache can help.
-    let title = variant.map_or_else(|| "Passenger".to_owned(), |n| format!("Passenger {n}"));
-    json!({"type": "object", "title": title, "properties": {
-        "full_name": {"type": "string", "minLength": 1, "maxLength": 100},
+    // A distinct `maxLength` makes a distinct validating schema (a title alone would not:
+    // annotations are not part of what is compiled), so no validator cache can help.
+    let max_length = variant.map_or(100, |n| 100 + n);
+    json!({"type": "object", "title": "Passenger", "properties": {
+        "full_name": {"type": "string", "minLength": 1, "maxLength": max_length},
         "seat": {"type": "string", "enum": ["aisle", "window"]},
         "bags": {"type": "integer", "minimum": 0, "maximum": 3}},
         "required": ["full_name", "seat"]})
@@ -105,8 +106,50 @@ pub fn measure(
     Ok(stats(samples))
 }
 
+/// A measurement taken elsewhere (the seed's JavaScript gate on Node), as its script prints it.
+#[derive(Clone, Debug)]
+pub struct External {
+    /// What was measured.
+    pub engine: String,
+    /// Its numbers.
+    pub stats: Stats,
+}
+
+impl External {
+    /// Parse the JSON line `host-harness/bench/seed_js_round.mjs` prints.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let v: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| e.to_string())?;
+        let num = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_f64)
+                .ok_or(format!("`{k}` missing"))
+        };
+        Ok(Self {
+            engine: v
+                .get("engine")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("external")
+                .to_owned(),
+            stats: Stats {
+                min_us: num("min_us")?,
+                median_us: num("median_us")?,
+                max_us: num("max_us")?,
+            },
+        })
+    }
+}
+
 /// Run the side-by-side measurement and render a table.
 pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
+    run_with(runtime, rounds, None)
+}
+
+/// The same, with an external row (the seed's gate) and its ratios.
+pub fn run_with(
+    runtime: &GateRuntime,
+    rounds: usize,
+    external: Option<&External>,
+) -> Result<String, String> {
     let mut out = String::from(
         "full form round (register, accept 3-field form + state, consent, audit x4, retry, complete)\n",
     );
@@ -135,13 +178,31 @@ pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
                 s.min_us, s.median_us, s.max_us
             ));
         }
-        medians.push((label, component.median_us / native.median_us));
+        medians.push((label, component.median_us, native.median_us));
+    }
+    if let Some(ext) = external {
+        let s = ext.stats;
+        out.push_str(&format!(
+            "{:<25} {:<14} {:>7.1} {:>8.1} {:>8.1}\n",
+            ext.engine.chars().take(25).collect::<String>(),
+            "parsed/round",
+            s.min_us,
+            s.median_us,
+            s.max_us
+        ));
     }
     out.push('\n');
-    for (label, ratio) in medians {
+    for (label, component, native) in medians {
         out.push_str(&format!(
-            "component / native, schema {label}: {ratio:.2}x (medians)\n"
+            "component / native, schema {label}: {:.2}x (medians)\n",
+            component / native
         ));
+        if let Some(ext) = external {
+            out.push_str(&format!(
+                "seed js gate / component, schema {label}: {:.1}x (the component is that much faster; medians)\n",
+                ext.stats.median_us / component
+            ));
+        }
     }
     Ok(out)
 }

@@ -51,18 +51,32 @@ fn demo(args: &[String]) -> Result<(), String> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
-    let rounds = match args {
-        [flag, n] if flag == "--rounds" => n.parse().map_err(|_| "--rounds takes a number")?,
-        [] => 2000,
-        _ => return Err("usage: mrtr-gate bench [--rounds N]".into()),
-    };
+    let mut rounds = 2000;
+    let mut external = None;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it
+            .next()
+            .ok_or("usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json]")?;
+        match flag.as_str() {
+            "--rounds" => rounds = value.parse().map_err(|_| "--rounds takes a number")?,
+            "--seed-js" => {
+                let text = std::fs::read_to_string(value).map_err(|e| e.to_string())?;
+                external = Some(mrtr_gate_host::bench::External::parse(&text)?);
+            }
+            _ => return Err("usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json]".into()),
+        }
+    }
     if cfg!(debug_assertions) {
         eprintln!(
             "mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-host --bin mrtr-gate -- bench` for real numbers"
         );
     }
     let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
-    print!("{}", mrtr_gate_host::bench::run(&runtime, rounds)?);
+    print!(
+        "{}",
+        mrtr_gate_host::bench::run_with(&runtime, rounds, external.as_ref())?
+    );
     Ok(())
 }
 
