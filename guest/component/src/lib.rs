@@ -3,7 +3,7 @@
 //! the core that the component holds (its caches survive between calls, its bindings do not
 //! need to: they live in the host's storage).
 
-// The generated bindings and the getrandom shim need `unsafe`; the policy core does not.
+// The generated bindings need `unsafe`; the policy core does not.
 #![allow(unsafe_code)]
 #![allow(missing_docs)]
 
@@ -275,23 +275,3 @@ impl wit::Guest for Component {
 }
 
 bindings::export!(Component with_types_in bindings);
-
-/// jsonschema's hashing asks getrandom for seeds. There is no randomness import in this
-/// world (by design: exactly four imports), so seeds are fixed; every input the hashed maps
-/// see is bounded in size by the core's limits, which caps what a collision attack can cost.
-#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-#[unsafe(no_mangle)]
-unsafe extern "Rust" fn __getrandom_v03_custom(
-    dest: *mut u8,
-    len: usize,
-) -> Result<(), getrandom::Error> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for i in 0..len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // SAFETY: getrandom hands us a writable buffer of `len` bytes.
-        unsafe { dest.add(i).write(x as u8) };
-    }
-    Ok(())
-}

@@ -14,7 +14,6 @@ use crate::json::{self, JsonError, bounded};
 use crate::policy::{Policy, limits};
 use crate::responses;
 use crate::round::{self, Declared, InputRule};
-use crate::schema::ValidatorCache;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -270,7 +269,6 @@ fn non_empty_principal(value: &str, field: &'static str) -> Result<(), GateError
 /// The gate over a host.
 pub struct Gate<H: Host> {
     host: H,
-    validators: ValidatorCache,
     chain: ChainWriter,
 }
 
@@ -279,7 +277,6 @@ impl<H: Host> Gate<H> {
     pub fn new(host: H) -> Self {
         Self {
             host,
-            validators: ValidatorCache::default(),
             chain: ChainWriter::default(),
         }
     }
@@ -287,11 +284,6 @@ impl<H: Host> Gate<H> {
     /// The host.
     pub fn host(&self) -> &H {
         &self.host
-    }
-
-    /// Compiled validators held by this instance (bounded).
-    pub fn cached_validators(&self) -> usize {
-        self.validators.len()
     }
 
     fn now(&self) -> u64 {
@@ -616,14 +608,8 @@ impl<H: Host> Gate<H> {
                 .map(|()| ResponseVerdict::Error(code))
                 .map_err(Denial::unaudited),
             Ok(Judged::Round(round)) => {
-                // Compile each form schema now, once for the round (the retry reuses it).
-                for rule in round.inputs.values() {
-                    if let InputRule::Form { schema } = rule
-                        && let Err(e) = self.validators.get(&schema.normalized)
-                    {
-                        return Err(self.fail_binding(binding, version, e, TerminalOutcome::Error));
-                    }
-                }
+                // The checked fields are the compiled form of each schema: nothing more
+                // to compile, and the retry validates against exactly what was shown.
                 self.open_round(binding, version, round)
             }
             Err(Judgement::Ignore(e)) => {
@@ -914,8 +900,7 @@ impl<H: Host> Gate<H> {
                 ))));
             }
         };
-        responses::check_responses(&responses, &open.inputs, &mut self.validators)
-            .map_err(denied)?;
+        responses::check_responses(&responses, &open.inputs).map_err(denied)?;
         // Parsed before anything is consumed, so a corrupt record can never leave a
         // `submitted` event for a retry that does not go out.
         let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)

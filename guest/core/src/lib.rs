@@ -22,6 +22,7 @@
 pub mod audit;
 pub mod canonical;
 pub mod error;
+pub mod formats;
 pub mod gate;
 pub mod host;
 pub mod ids;

@@ -4,7 +4,6 @@
 use crate::error::{CallerMisuse, GateError};
 use crate::json::bounded;
 use crate::round::InputRule;
-use crate::schema::ValidatorCache;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -26,7 +25,6 @@ fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), Gat
 pub fn check_responses(
     responses: &Map<String, Value>,
     rules: &BTreeMap<String, InputRule>,
-    validators: &mut ValidatorCache,
 ) -> Result<(), GateError> {
     if responses.len() != rules.len() || !responses.keys().all(|k| rules.contains_key(k)) {
         return Err(GateError::Caller(CallerMisuse::ResponsePopulationMismatch));
@@ -56,11 +54,7 @@ pub fn check_responses(
                         return Err(GateError::Caller(CallerMisuse::UrlResponseHadContent));
                     }
                     InputRule::Form { schema } if action == Some("accept") => {
-                        validators.validate_content(
-                            key,
-                            schema,
-                            content.unwrap_or(&Value::Null),
-                        )?;
+                        schema.check_content(key, content.unwrap_or(&Value::Null))?;
                     }
                     _ => {}
                 }

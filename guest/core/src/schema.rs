@@ -5,18 +5,21 @@
 //! `pattern`, unknown keywords, `additionalProperties`, ...) is refused rather than
 //! ignored: a keyword the gate does not understand is a keyword it cannot show the user.
 //!
-//! An accepted schema becomes a [`FormSchema`]: the fields as the consent view shows them,
-//! the digest of the schema as the server sent it, and a normalised JSON Schema that the
-//! content is validated against with `jsonschema`. The normalised schema adds
-//! `additionalProperties: false`: the user consented to the fields shown, nothing more.
+//! An accepted schema becomes a [`FormSchema`]: the fields as the consent view shows them
+//! and the digest of the schema as the server sent it. The fields are also the compiled
+//! form of the schema: [`FormSchema::validate`] checks content against them directly, with
+//! no schema compiler in the sandbox (that keeps the component small and a never-seen
+//! schema as cheap as a known one). Content may hold no field outside the schema
+//! (`additionalProperties: false`): the user consented to the fields shown, nothing more.
+//! [`FormSchema::json_schema`] gives the equivalent JSON Schema, which the differential
+//! tests run through `jsonschema` as the reference.
 
 use crate::canonical;
 use crate::error::{CallerMisuse, GateError, PeerMisbehaved};
 use crate::policy::limits;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::rc::Rc;
+use std::collections::BTreeSet;
 
 /// The formats the spec allows on string fields.
 pub const FORMATS: [&str; 4] = ["email", "uri", "date", "date-time"];
@@ -114,8 +117,130 @@ pub struct FormSchema {
     pub schema_sha256: String,
     /// The fields, sorted by name.
     pub fields: Vec<FormField>,
-    /// The JSON Schema the content is validated against.
-    pub normalized: Value,
+}
+
+fn number_cmp(a: &serde_json::Number, b: &serde_json::Number) -> Option<std::cmp::Ordering> {
+    // Exact for integers (any mix of i64/u64); through f64 otherwise.
+    let int = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(a), int(b)) {
+        (Some(x), Some(y)) => Some(x.cmp(&y)),
+        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
+}
+
+fn is_integer(n: &serde_json::Number) -> bool {
+    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+}
+
+impl FieldKind {
+    /// Does `value` fit this field?
+    pub fn accepts(&self, value: &Value) -> bool {
+        match self {
+            Self::String {
+                min_length,
+                max_length,
+                format,
+            } => value.as_str().is_some_and(|s| {
+                // JSON Schema counts code points.
+                let n = s.chars().count() as u64;
+                min_length.is_none_or(|m| n >= m)
+                    && max_length.is_none_or(|m| n <= m)
+                    && format
+                        .as_deref()
+                        .is_none_or(|f| crate::formats::check(f, s))
+            }),
+            Self::Number {
+                integer,
+                minimum,
+                maximum,
+            } => match value {
+                Value::Number(n) => {
+                    (!integer || is_integer(n))
+                        && minimum
+                            .as_ref()
+                            .is_none_or(|m| number_cmp(n, m).is_some_and(std::cmp::Ordering::is_ge))
+                        && maximum
+                            .as_ref()
+                            .is_none_or(|m| number_cmp(n, m).is_some_and(std::cmp::Ordering::is_le))
+                }
+                _ => false,
+            },
+            Self::Boolean => value.is_boolean(),
+            Self::SingleSelect { options } => value
+                .as_str()
+                .is_some_and(|s| options.iter().any(|o| o.value == s)),
+            Self::MultiSelect {
+                options,
+                min_items,
+                max_items,
+            } => value.as_array().is_some_and(|items| {
+                let n = items.len() as u64;
+                let mut seen = BTreeSet::new();
+                min_items.is_none_or(|m| n >= m)
+                    && max_items.is_none_or(|m| n <= m)
+                    && items.iter().all(|item| {
+                        item.as_str()
+                            .is_some_and(|s| options.iter().any(|o| o.value == s) && seen.insert(s))
+                    })
+            }),
+        }
+    }
+}
+
+impl FormSchema {
+    /// Does `content` (an accepted form's answers) fit the schema: an object, every
+    /// required field present, no field outside the schema, every value fitting its field?
+    pub fn validate(&self, content: &Value) -> bool {
+        let Some(obj) = content.as_object() else {
+            return false;
+        };
+        let known = |k: &String| {
+            self.fields
+                .binary_search_by(|f| f.name.as_str().cmp(k.as_str()))
+                .is_ok()
+        };
+        obj.keys().all(known)
+            && self.fields.iter().all(|f| match obj.get(&f.name) {
+                None => !f.required,
+                Some(v) => f.kind.accepts(v),
+            })
+    }
+
+    /// Validate accepted form `content` for input `key`.
+    pub fn check_content(&self, key: &str, content: &Value) -> Result<(), GateError> {
+        if self.validate(content) {
+            Ok(())
+        } else {
+            Err(GateError::Caller(CallerMisuse::ResponseSchemaMismatch(
+                key.to_owned(),
+            )))
+        }
+    }
+
+    /// The JSON Schema (draft-07 and 2020-12 alike) equivalent to [`FormSchema::validate`].
+    pub fn json_schema(&self) -> Value {
+        let properties: Map<String, Value> = self
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), normalized_property(&f.kind)))
+            .collect();
+        let required: Vec<&str> = self
+            .fields
+            .iter()
+            .filter(|f| f.required)
+            .map(|f| f.name.as_str())
+            .collect();
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    }
 }
 
 fn bad(why: impl Into<String>) -> GateError {
@@ -458,6 +583,7 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
     })
 }
 
+/// One field as JSON Schema.
 fn normalized_property(kind: &FieldKind) -> Value {
     let mut out = Map::new();
     let mut put = |k: &str, v: Value| {
@@ -579,96 +705,19 @@ pub fn check_form_schema(schema: &Value) -> Result<FormSchema, GateError> {
         }
     }
     let mut fields = Vec::with_capacity(props.len());
-    let mut normalized_props = Map::new();
     for (name, prop) in props {
         if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
             return Err(bad(
                 "property names must be 1 to 128 bytes without control characters",
             ));
         }
-        let f = field(name, prop, required.contains(name.as_str()))?;
-        normalized_props.insert(name.clone(), normalized_property(&f.kind));
-        fields.push(f);
+        fields.push(field(name, prop, required.contains(name.as_str()))?);
     }
     fields.sort_by(|a, b| a.name.cmp(&b.name));
-    let normalized = json!({
-        "type": "object",
-        "properties": normalized_props,
-        "required": required.into_iter().collect::<Vec<_>>(),
-        "additionalProperties": false,
-    });
     Ok(FormSchema {
         schema_sha256: canonical::digest(schema),
         fields,
-        normalized,
     })
-}
-
-/// Compiled validators, keyed by the digest of the normalised schema, bounded (LRU-ish FIFO).
-/// Lives as long as the gate instance; a fresh instance recompiles on first use.
-#[derive(Default)]
-pub struct ValidatorCache {
-    map: BTreeMap<String, Rc<jsonschema::Validator>>,
-    order: VecDeque<String>,
-}
-
-/// How many compiled validators one instance keeps.
-pub const VALIDATOR_CACHE_SIZE: usize = 64;
-
-impl ValidatorCache {
-    /// The validator for `normalized`, compiled on a miss.
-    pub fn get(&mut self, normalized: &Value) -> Result<Rc<jsonschema::Validator>, GateError> {
-        let key = canonical::digest(normalized);
-        if let Some(v) = self.map.get(&key) {
-            return Ok(Rc::clone(v));
-        }
-        let validator = jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft7)
-            .should_validate_formats(true)
-            .build(normalized)
-            .map_err(|e| {
-                bad(format!(
-                    "the schema does not compile: {}",
-                    crate::json::bounded(&e.to_string(), 80)
-                ))
-            })?;
-        let validator = Rc::new(validator);
-        if self.order.len() >= VALIDATOR_CACHE_SIZE
-            && let Some(old) = self.order.pop_front()
-        {
-            self.map.remove(&old);
-        }
-        self.order.push_back(key.clone());
-        self.map.insert(key, Rc::clone(&validator));
-        Ok(validator)
-    }
-
-    /// Validate accepted form `content` for input `key` against `schema`.
-    pub fn validate_content(
-        &mut self,
-        key: &str,
-        schema: &FormSchema,
-        content: &Value,
-    ) -> Result<(), GateError> {
-        let validator = self.get(&schema.normalized)?;
-        if validator.is_valid(content) {
-            Ok(())
-        } else {
-            Err(GateError::Caller(CallerMisuse::ResponseSchemaMismatch(
-                key.to_owned(),
-            )))
-        }
-    }
-
-    /// Validators held (for the memory-flatness tests).
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -701,9 +750,8 @@ mod tests {
             "required": ["s", "b"]
         }));
         assert_eq!(s.fields.len(), 8);
-        let mut cache = ValidatorCache::default();
         let good = json!({"s": "a@b.co", "b": true, "i": 3, "m": ["p"], "e": "x"});
-        assert!(cache.validate_content("k", &s, &good).is_ok());
+        assert!(s.check_content("k", &good).is_ok());
         for bad in [
             json!({"b": true}),
             json!({"s": "a@b.co", "b": "yes"}),
@@ -715,9 +763,8 @@ mod tests {
             json!({"s": "a@b.co", "b": true, "m": []}),
             json!([]),
         ] {
-            assert!(cache.validate_content("k", &s, &bad).is_err(), "{bad}");
+            assert!(s.check_content("k", &bad).is_err(), "{bad}");
         }
-        assert_eq!(cache.len(), 1);
     }
 
     #[test]
