@@ -42,47 +42,61 @@ fn schema(variant: Option<u64>) -> serde_json::Value {
         "required": ["full_name", "seat"]})
 }
 
-/// One full round; `n` makes the ids unique.
-fn round(
-    gate: &mut dyn GateApi,
-    server: &ServerIdentity,
-    n: i64,
-    distinct_schema: bool,
-) -> Result<(), String> {
+/// The wire texts of one round, made before the clock starts: what the client receives
+/// and passes on is input, not the gate's work.
+struct RoundInput {
+    id: i64,
+    register: Registration,
+    input_required: String,
+    retry: RetryRequest,
+    complete: String,
+}
+
+fn round_input(server: &ServerIdentity, n: i64, distinct_schema: bool) -> RoundInput {
     let id = n * 2;
     let params = json!({"name": "book_flight", "arguments": {"from": "OSL", "to": "SFO"}, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
-    gate.register(Registration {
-        request_id: RequestId::Number(id),
-        server: server.clone(),
-        user: "alice".into(),
-        tenant: "acme".into(),
-        method: "tools/call".into(),
-        params_json: params.to_string(),
-        policy: Policy::default(),
-    })
-    .map_err(|e| e.to_string())?;
-    let variant = distinct_schema.then_some(n as u64);
-    let response = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required",
-        "inputRequests": {"passenger": {"method": "elicitation/create",
-            "params": {"message": "Who is flying?", "requestedSchema": schema(variant)}}},
-        "requestState": "c3RhdGUtb2YtdGhlLWJvb2tpbmctZmxvdw"}});
-    gate.accept_response(server, &response.to_string())
-        .map_err(|e| e.to_string())?;
-    gate.build_retry(RetryRequest {
-        request_id: RequestId::Number(id),
-        retry_id: RequestId::Number(id + 1),
-        user: "alice".into(),
-        tenant: "acme".into(),
-        responses_json: json!({"passenger": {"action": "accept",
-            "content": {"full_name": "Alice Example", "seat": "aisle", "bags": 1}}})
+    let variant = distinct_schema.then_some(n.unsigned_abs());
+    RoundInput {
+        id,
+        register: Registration {
+            request_id: RequestId::Number(id),
+            server: server.clone(),
+            user: "alice".into(),
+            tenant: "acme".into(),
+            method: "tools/call".into(),
+            params_json: params.to_string(),
+            policy: Policy::default(),
+        },
+        input_required: json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required",
+            "inputRequests": {"passenger": {"method": "elicitation/create",
+                "params": {"message": "Who is flying?", "requestedSchema": schema(variant)}}},
+            "requestState": "c3RhdGUtb2YtdGhlLWJvb2tpbmctZmxvdw"}})
         .to_string(),
-    })
-    .map_err(|e| e.to_string())?;
-    let done = json!({"jsonrpc": "2.0", "id": id + 1, "result": {"resultType": "complete", "content": []}});
-    gate.accept_response(server, &done.to_string())
-        .map_err(|e| e.to_string())?;
+        retry: RetryRequest {
+            request_id: RequestId::Number(id),
+            retry_id: RequestId::Number(id + 1),
+            user: "alice".into(),
+            tenant: "acme".into(),
+            responses_json: json!({"passenger": {"action": "accept",
+                "content": {"full_name": "Alice Example", "seat": "aisle", "bags": 1}}})
+            .to_string(),
+        },
+        complete: json!({"jsonrpc": "2.0", "id": id + 1, "result": {"resultType": "complete", "content": []}})
+            .to_string(),
+    }
+}
+
+/// One full round.
+fn round(gate: &mut dyn GateApi, server: &ServerIdentity, input: RoundInput) -> Result<(), String> {
+    let fail = |e: crate::gate::GateDenial| format!("round {}: {e}", input.id);
+    gate.register(input.register).map_err(fail)?;
+    gate.accept_response(server, &input.input_required)
+        .map_err(fail)?;
+    gate.build_retry(input.retry).map_err(fail)?;
+    gate.accept_response(server, &input.complete)
+        .map_err(fail)?;
     Ok(())
 }
 
@@ -96,9 +110,12 @@ pub fn measure(
         ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())?;
     let warmup = 50;
     let mut samples = Vec::with_capacity(rounds);
-    for n in 0..(warmup + rounds) {
+    let inputs: Vec<RoundInput> = (0..(warmup + rounds))
+        .map(|n| round_input(&server, n as i64, distinct_schema))
+        .collect();
+    for (n, input) in inputs.into_iter().enumerate() {
         let started = Instant::now();
-        round(gate, &server, n as i64, distinct_schema)?;
+        round(gate, &server, input)?;
         if n >= warmup {
             samples.push(started.elapsed().as_secs_f64() * 1e6);
         }

@@ -7,7 +7,7 @@
 use crate::canonical;
 use crate::error::{GateError, HostFault};
 use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The version of the event format.
 pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v1";
@@ -47,10 +47,12 @@ impl EventKind {
 /// event has the same shape.
 #[derive(Clone, Debug)]
 pub struct Event {
-    fields: Map<String, Value>,
+    /// One slot per entry of [`FIELDS`], in that order.
+    slots: Vec<Value>,
 }
 
-/// The fields every event carries (null when they do not apply).
+/// The fields every event carries (null when they do not apply), in canonical order. The
+/// writer adds `prev_sha256`, `schema` and `seq` (see [`LINE_KEYS`]).
 pub const FIELDS: [&str; 21] = [
     "at_ms",
     "cause",
@@ -75,21 +77,66 @@ pub const FIELDS: [&str; 21] = [
     "view_sha256",
 ];
 
+/// Every key of an audit line, in canonical (JCS) order.
+pub const LINE_KEYS: [&str; 24] = [
+    "at_ms",
+    "cause",
+    "consent_receipt_id",
+    "event",
+    "input_kinds",
+    "live_id",
+    "method",
+    "name",
+    "outcome",
+    "params_sha256",
+    "policy_version",
+    "prev_sha256",
+    "reason",
+    "request_id",
+    "retry_id",
+    "round",
+    "schema",
+    "schema_sha256",
+    "seq",
+    "server",
+    "state_sha256",
+    "tenant_sha256",
+    "user_sha256",
+    "view_sha256",
+];
+
 impl Event {
     /// A new event of `kind`.
     pub fn new(kind: EventKind) -> Self {
-        let mut fields = Map::new();
-        for f in FIELDS {
-            fields.insert(f.to_owned(), Value::Null);
+        let mut e = Self {
+            slots: vec![Value::Null; FIELDS.len()],
+        };
+        e.put("event", json!(kind.as_str()));
+        e
+    }
+
+    fn put(&mut self, field: &str, value: Value) {
+        debug_assert!(FIELDS.contains(&field), "unknown audit field {field}");
+        if let Some(slot) = FIELDS
+            .iter()
+            .position(|f| *f == field)
+            .and_then(|i| self.slots.get_mut(i))
+        {
+            *slot = value;
         }
-        fields.insert("event".into(), json!(kind.as_str()));
-        Self { fields }
+    }
+
+    fn get(&self, field: &str) -> &Value {
+        FIELDS
+            .iter()
+            .position(|f| *f == field)
+            .and_then(|i| self.slots.get(i))
+            .unwrap_or(&Value::Null)
     }
 
     /// Set a field (only the fields in [`FIELDS`] exist).
     pub fn set(mut self, field: &'static str, value: impl Into<Value>) -> Self {
-        debug_assert!(FIELDS.contains(&field));
-        self.fields.insert(field.to_owned(), value.into());
+        self.put(field, value.into());
         self
     }
 
@@ -98,6 +145,30 @@ impl Event {
         self.set("outcome", "denied")
             .set("reason", error.code())
             .set("cause", error.cause().as_str())
+    }
+
+    /// The canonical line of this event at `seq`, after `prev_sha256`. Written key by key
+    /// in [`LINE_KEYS`] order: the same text `canonical::to_canonical` would give for the
+    /// object, without building one.
+    fn line(&self, now_ms: u64, seq: u64, prev_sha256: &str) -> String {
+        let mut out = String::with_capacity(1024);
+        out.push('{');
+        for (i, key) in LINE_KEYS.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            canonical::write_string(&mut out, key);
+            out.push(':');
+            match *key {
+                "at_ms" => canonical::write_value(&mut out, &json!(now_ms)),
+                "prev_sha256" => canonical::write_string(&mut out, prev_sha256),
+                "schema" => canonical::write_string(&mut out, AUDIT_SCHEMA),
+                "seq" => canonical::write_value(&mut out, &json!(seq)),
+                field => canonical::write_value(&mut out, self.get(field)),
+            }
+        }
+        out.push('}');
+        out
     }
 }
 
@@ -115,17 +186,12 @@ impl ChainWriter {
             Some(h) => h,
             None => sink.head().map_err(|e| fail(e.message))?,
         };
-        let mut fields = event.fields;
-        fields.insert("schema".into(), json!(AUDIT_SCHEMA));
-        fields.insert("at_ms".into(), json!(now_ms));
         for _ in 0..MAX_APPEND_ATTEMPTS {
             let seq = head
                 .seq
                 .checked_add(1)
                 .ok_or_else(|| fail("the chain is full".into()))?;
-            fields.insert("seq".into(), json!(seq));
-            fields.insert("prev_sha256".into(), json!(head.event_sha256));
-            let line = canonical::to_canonical(&Value::Object(fields.clone()));
+            let line = event.line(now_ms, seq, &head.event_sha256);
             let entry = AuditEntry {
                 seq,
                 prev_sha256: head.event_sha256.clone(),
@@ -191,4 +257,31 @@ pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64,
         };
     }
     Ok(prev.seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_keys_are_the_fields_plus_the_writers_in_canonical_order() {
+        let mut expected: Vec<&str> = FIELDS.to_vec();
+        expected.extend(["prev_sha256", "schema", "seq"]);
+        expected.sort_unstable();
+        assert_eq!(expected, LINE_KEYS.to_vec());
+    }
+
+    #[test]
+    fn the_line_is_the_canonical_json_of_the_event() {
+        let e = Event::new(EventKind::Received)
+            .set("round", 3)
+            .set("name", "t\"o\nol")
+            .set("input_kinds", json!({"b": "url", "a": "form"}));
+        let line = e.line(17, 5, "ab");
+        let parsed: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        assert_eq!(canonical::to_canonical(&parsed), line);
+        assert_eq!(parsed["seq"], json!(5));
+        assert_eq!(parsed["schema"], json!(AUDIT_SCHEMA));
+        assert_eq!(parsed.as_object().map(|m| m.len()), Some(24));
+    }
 }

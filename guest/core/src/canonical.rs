@@ -39,7 +39,8 @@ pub fn digest_str(s: &str) -> String {
     sha256_hex(out.as_bytes())
 }
 
-fn write_value(out: &mut String, value: &Value) {
+/// Append the canonical JSON text of `value`.
+pub fn write_value(out: &mut String, value: &Value) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
@@ -56,21 +57,44 @@ fn write_value(out: &mut String, value: &Value) {
             }
             out.push(']');
         }
+        Value::Object(map) if in_utf16_order(map) => {
+            write_entries(out, map.iter());
+        }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, key);
-                out.push(':');
-                write_value(out, item);
-            }
-            out.push('}');
+            write_entries(out, entries.into_iter());
         }
     }
+}
+
+fn write_entries<'a>(out: &mut String, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+    out.push('{');
+    for (i, (key, item)) in entries.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, key);
+        out.push(':');
+        write_value(out, item);
+    }
+    out.push('}');
+}
+
+/// True when the map already iterates in JCS order (UTF-16 code units), so no sort is
+/// needed: keys strictly increasing by code point (how serde_json's default map iterates;
+/// checked rather than assumed, since a feature elsewhere may make it keep insertion
+/// order), and no key holds a character at or above U+E000 (the only range where code
+/// point order and UTF-16 order differ).
+fn in_utf16_order(map: &serde_json::Map<String, Value>) -> bool {
+    let mut prev: Option<&str> = None;
+    for key in map.keys() {
+        if key.chars().any(|c| c >= '\u{e000}') || prev.is_some_and(|p| p >= key.as_str()) {
+            return false;
+        }
+        prev = Some(key);
+    }
+    true
 }
 
 /// A JSON string with JCS escaping: `"` and `\`, and control characters below U+0020
@@ -219,5 +243,44 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    /// The reference: always sort by UTF-16.
+    fn sorted(value: &Value) -> String {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                let inner: Vec<String> = entries
+                    .into_iter()
+                    .map(|(k, v)| {
+                        format!("{}:{}", to_canonical(&Value::String(k.clone())), sorted(v))
+                    })
+                    .collect();
+                format!("{{{}}}", inner.join(","))
+            }
+            Value::Array(items) => format!(
+                "[{}]",
+                items.iter().map(sorted).collect::<Vec<_>>().join(",")
+            ),
+            other => to_canonical(other),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn object_order_matches_a_full_utf16_sort(
+            keys in proptest::collection::vec(
+                proptest::sample::select(vec!["a", "b", "Z", "é", "\u{e000}", "\u{ffff}", "\u{10000}", "\u{1f600}", "ab", ""]),
+                0..8,
+            )
+        ) {
+            let mut inner = serde_json::Map::new();
+            for (i, k) in keys.iter().enumerate() {
+                inner.insert((*k).to_owned(), json!(i));
+            }
+            let v = json!({"outer": Value::Object(inner.clone()), "\u{f000}": [Value::Object(inner)]});
+            proptest::prop_assert_eq!(to_canonical(&v), sorted(&v));
+        }
     }
 }

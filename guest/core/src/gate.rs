@@ -164,6 +164,9 @@ struct Binding {
     server: ServerIdentity,
     user: String,
     tenant: String,
+    /// Digests recorded in every event (computed once, at registration).
+    user_sha256: String,
+    tenant_sha256: String,
     method: String,
     /// The name shown to the user (tool or prompt name, resource URI).
     name: String,
@@ -195,8 +198,8 @@ impl Binding {
             .set("server", self.server.display())
             .set("method", self.method.clone())
             .set("name", self.audit_name.clone())
-            .set("user_sha256", canonical::digest_str(&self.user))
-            .set("tenant_sha256", canonical::digest_str(&self.tenant))
+            .set("user_sha256", self.user_sha256.clone())
+            .set("tenant_sha256", self.tenant_sha256.clone())
             .set("policy_version", self.policy.policy_version.clone())
             .set("params_sha256", self.params_sha256.clone())
             .set("round", self.rounds);
@@ -266,10 +269,42 @@ fn non_empty_principal(value: &str, field: &'static str) -> Result<(), GateError
     Ok(())
 }
 
+/// The last records this instance read or wrote, with the exact bytes and version they
+/// had: a record whose bytes and version are unchanged in storage parses to the same value,
+/// so the parse is skipped. Bounded; it only saves work, it never decides anything.
+#[derive(Default)]
+struct RecordCache {
+    entries: std::collections::VecDeque<(String, u64, Vec<u8>, Binding)>,
+}
+
+const RECORD_CACHE_SIZE: usize = 32;
+
+impl RecordCache {
+    fn get(&self, key: &str, stored: &Versioned) -> Option<Binding> {
+        self.entries
+            .iter()
+            .find(|(k, v, bytes, _)| k == key && *v == stored.version && *bytes == stored.value)
+            .map(|(_, _, _, b)| b.clone())
+    }
+
+    fn put(&mut self, key: String, version: u64, bytes: Vec<u8>, binding: Binding) {
+        self.forget(&key);
+        if self.entries.len() >= RECORD_CACHE_SIZE {
+            self.entries.pop_front();
+        }
+        self.entries.push_back((key, version, bytes, binding));
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.entries.retain(|(k, _, _, _)| k != key);
+    }
+}
+
 /// The gate over a host.
 pub struct Gate<H: Host> {
     host: H,
     chain: ChainWriter,
+    records: std::cell::RefCell<RecordCache>,
 }
 
 impl<H: Host> Gate<H> {
@@ -278,6 +313,7 @@ impl<H: Host> Gate<H> {
         Self {
             host,
             chain: ChainWriter::default(),
+            records: std::cell::RefCell::default(),
         }
     }
 
@@ -310,14 +346,27 @@ impl<H: Host> Gate<H> {
         };
         let original: RequestId = serde_json::from_slice(&alias.value)
             .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
-        let Some(Versioned { value, version }) = storage
-            .get(&binding_key(&original))
-            .map_err(storage_failed)?
-        else {
+        let key = binding_key(&original);
+        let Some(stored) = storage.get(&key).map_err(storage_failed)? else {
             return Ok(None);
         };
-        let binding: Binding = serde_json::from_slice(&value)
-            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        let cached = self
+            .records
+            .try_borrow()
+            .ok()
+            .and_then(|c| c.get(&key, &stored));
+        let binding = match cached {
+            Some(b) => b,
+            None => {
+                let b: Binding = serde_json::from_slice(&stored.value)
+                    .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+                if let Ok(mut c) = self.records.try_borrow_mut() {
+                    c.put(key, stored.version, stored.value, b.clone());
+                }
+                b
+            }
+        };
+        let version = stored.version;
         if binding.format != BINDING_FORMAT
             || binding.original_id != original
             || !binding.used_ids.contains(id)
@@ -337,13 +386,19 @@ impl<H: Host> Gate<H> {
     fn store(&self, binding: &Binding, expected: Option<u64>) -> Result<u64, GateError> {
         let bytes = serde_json::to_vec(binding)
             .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        let key = binding.key();
         match self
             .host
             .storage()
-            .compare_and_swap(&binding.key(), expected, Some(&bytes), self.ttl(binding))
+            .compare_and_swap(&key, expected, Some(&bytes), self.ttl(binding))
             .map_err(storage_failed)?
         {
-            CasOutcome::Applied(v) => Ok(v),
+            CasOutcome::Applied(v) => {
+                if let Ok(mut c) = self.records.try_borrow_mut() {
+                    c.put(key, v, bytes, binding.clone());
+                }
+                Ok(v)
+            }
             CasOutcome::Conflict => Err(GateError::Host(HostFault::StateAlreadyUsed)),
         }
     }
@@ -378,6 +433,9 @@ impl<H: Host> Gate<H> {
 
     /// Remove a binding (record first: that is the atomic step) and its aliases.
     fn remove(&self, binding: &Binding, version: u64) -> Result<(), GateError> {
+        if let Ok(mut c) = self.records.try_borrow_mut() {
+            c.forget(&binding.key());
+        }
         match self
             .host
             .storage()
@@ -494,6 +552,8 @@ impl<H: Host> Gate<H> {
             live_id: request_id.clone(),
             used_ids: vec![request_id.clone()],
             server: r.server,
+            user_sha256: canonical::digest_str(&r.user),
+            tenant_sha256: canonical::digest_str(&r.tenant),
             user: r.user,
             tenant: r.tenant,
             method: r.method,

@@ -227,15 +227,24 @@ impl ScriptedConsent {
     pub fn set_default(&self, answer: ScriptedAnswer) {
         *lock(&self.default) = answer;
     }
-    /// Every prompt shown so far.
+    /// The last prompts shown (at most [`PROMPT_LOG`]).
     pub fn prompts(&self) -> Vec<ConsentPrompt> {
         lock(&self.prompts).clone()
     }
 }
 
+/// How many prompts a scripted consent provider keeps (so long runs stay flat in memory).
+pub const PROMPT_LOG: usize = 64;
+
 impl Consent for ScriptedConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        lock(&self.prompts).push(prompt.clone());
+        {
+            let mut log = lock(&self.prompts);
+            if log.len() >= PROMPT_LOG {
+                log.remove(0);
+            }
+            log.push(prompt.clone());
+        }
         let answer = lock(&self.script)
             .pop_front()
             .unwrap_or_else(|| lock(&self.default).clone());
