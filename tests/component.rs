@@ -198,3 +198,37 @@ fn hostile_bytes_never_trap_the_component() {
     }
     assert_eq!(gate.traps(), 0);
 }
+
+/// Issue 3's size budget, checked on every test run: at most 1.5 MB.
+#[test]
+fn the_component_fits_the_size_budget() {
+    let size = EMBEDDED_COMPONENT.len();
+    assert!(
+        size <= 1_500_000,
+        "the component is {size} bytes, over the 1.5 MB budget"
+    );
+}
+
+/// Live state is bounded by live rounds: once warm, thousands more finished rounds leave
+/// the instance's memory where it was and the store empty.
+#[test]
+fn memory_and_storage_stay_flat_however_many_rounds_pass() {
+    let hosts = ScenarioHosts::new();
+    let mut gate = ComponentGate::new(support::runtime(), hosts.services());
+    mrtr_gate_host::bench::rounds(&mut gate, 0, 1_000, true).unwrap();
+    let warm = gate.memory_bytes();
+    assert!(warm > 0);
+    assert_eq!(
+        hosts.storage.len(),
+        0,
+        "finished rounds left records behind"
+    );
+    mrtr_gate_host::bench::rounds(&mut gate, 1_000, 4_000, true).unwrap();
+    assert_eq!(
+        gate.memory_bytes(),
+        warm,
+        "the instance grew after 5,000 rounds"
+    );
+    assert_eq!(hosts.storage.len(), 0);
+    assert_eq!(gate.traps(), 0);
+}

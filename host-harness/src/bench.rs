@@ -1,13 +1,24 @@
-//! `mrtr-gate bench`: the time of one full form round (register, accept a 3-field form with
-//! state, consent, audit append and read-back, build the retry, complete) in the component
-//! and in the native core, measured in one run side by side. Issue 3 grows this into the
-//! full suite; this is the number the README quotes.
+//! `mrtr-gate bench`: what the gate costs, measured in one run side by side.
+//!
+//! - a full form round (register, accept a 3-field form with state, consent, audit append
+//!   and read-back, build the retry, complete) in the component and in the native core,
+//!   with a schema seen before and with a new schema every round;
+//! - a URL round and a state-only round;
+//! - cold start from the cached precompiled artifact to the first verdict, and a new
+//!   instance through `InstancePre`;
+//! - the instance's memory and the store after 1,000 and after 100,000 rounds;
+//! - throughput with several instances on two threads sharing one in-memory store;
+//! - optionally the seed's JavaScript gate (`scripts/bench` runs it on Node).
+//!
+//! The wire texts of each round are made before the clock starts: what the client receives
+//! and passes on is input, not the gate's work.
 
 use crate::corpus::ScenarioHosts;
-use crate::gate::{ComponentGate, GateApi, NativeGate};
-use crate::runtime::GateRuntime;
+use crate::gate::{ComponentGate, GateApi, GateDenial, NativeGate};
+use crate::runtime::{EMBEDDED_COMPONENT, GateRuntime, default_cache_dir};
 use mrtr_gate_core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
-use serde_json::json;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::time::Instant;
 
 /// Min, median and max of a sample, in microseconds.
@@ -31,9 +42,23 @@ fn stats(mut samples: Vec<f64>) -> Stats {
     }
 }
 
-fn schema(variant: Option<u64>) -> serde_json::Value {
+/// The kinds of round measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundKind {
+    /// A 3-field form with state; `distinct_schema` makes every round's schema new.
+    Form {
+        /// A schema never seen before, every round.
+        distinct_schema: bool,
+    },
+    /// A URL elicitation with state.
+    Url,
+    /// State only: no input requests, no consent prompt.
+    StateOnly,
+}
+
+fn schema(variant: Option<u64>) -> Value {
     // A distinct `maxLength` makes a distinct validating schema (a title alone would not:
-    // annotations are not part of what is compiled), so no validator cache can help.
+    // annotations are not part of what is checked).
     let max_length = variant.map_or(100, |n| 100 + n);
     json!({"type": "object", "title": "Passenger", "properties": {
         "full_name": {"type": "string", "minLength": 1, "maxLength": max_length},
@@ -42,8 +67,6 @@ fn schema(variant: Option<u64>) -> serde_json::Value {
         "required": ["full_name", "seat"]})
 }
 
-/// The wire texts of one round, made before the clock starts: what the client receives
-/// and passes on is input, not the gate's work.
 struct RoundInput {
     id: i64,
     register: Registration,
@@ -52,12 +75,35 @@ struct RoundInput {
     complete: String,
 }
 
-fn round_input(server: &ServerIdentity, n: i64, distinct_schema: bool) -> RoundInput {
-    let id = n * 2;
+fn round_input(server: &ServerIdentity, n: i64, kind: RoundKind) -> RoundInput {
+    let id = n.saturating_mul(2);
     let params = json!({"name": "book_flight", "arguments": {"from": "OSL", "to": "SFO"}, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
-    let variant = distinct_schema.then_some(n.unsigned_abs());
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}}}});
+    let state = "c3RhdGUtb2YtdGhlLWJvb2tpbmctZmxvdw";
+    let (result, responses) = match kind {
+        RoundKind::Form { distinct_schema } => (
+            json!({"resultType": "input_required",
+                "inputRequests": {"passenger": {"method": "elicitation/create",
+                    "params": {"message": "Who is flying?",
+                        "requestedSchema": schema(distinct_schema.then_some(n.unsigned_abs()))}}},
+                "requestState": state}),
+            json!({"passenger": {"action": "accept",
+                "content": {"full_name": "Alice Example", "seat": "aisle", "bags": 1}}}),
+        ),
+        RoundKind::Url => (
+            json!({"resultType": "input_required",
+                "inputRequests": {"pay": {"method": "elicitation/create", "params": {"mode": "url",
+                    "message": "Authorise the payment",
+                    "url": "https://pay.example.com/authorize?session=abc123"}}},
+                "requestState": state}),
+            json!({"pay": {"action": "accept"}}),
+        ),
+        RoundKind::StateOnly => (
+            json!({"resultType": "input_required", "requestState": state}),
+            json!({}),
+        ),
+    };
     RoundInput {
         id,
         register: Registration {
@@ -69,28 +115,22 @@ fn round_input(server: &ServerIdentity, n: i64, distinct_schema: bool) -> RoundI
             params_json: params.to_string(),
             policy: Policy::default(),
         },
-        input_required: json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required",
-            "inputRequests": {"passenger": {"method": "elicitation/create",
-                "params": {"message": "Who is flying?", "requestedSchema": schema(variant)}}},
-            "requestState": "c3RhdGUtb2YtdGhlLWJvb2tpbmctZmxvdw"}})
-        .to_string(),
+        input_required: json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
         retry: RetryRequest {
             request_id: RequestId::Number(id),
-            retry_id: RequestId::Number(id + 1),
+            retry_id: RequestId::Number(id.saturating_add(1)),
             user: "alice".into(),
             tenant: "acme".into(),
-            responses_json: json!({"passenger": {"action": "accept",
-                "content": {"full_name": "Alice Example", "seat": "aisle", "bags": 1}}})
-            .to_string(),
+            responses_json: responses.to_string(),
         },
-        complete: json!({"jsonrpc": "2.0", "id": id + 1, "result": {"resultType": "complete", "content": []}})
-            .to_string(),
+        complete: json!({"jsonrpc": "2.0", "id": id.saturating_add(1),
+            "result": {"resultType": "complete", "content": []}})
+        .to_string(),
     }
 }
 
-/// One full round.
 fn round(gate: &mut dyn GateApi, server: &ServerIdentity, input: RoundInput) -> Result<(), String> {
-    let fail = |e: crate::gate::GateDenial| format!("round {}: {e}", input.id);
+    let fail = |e: GateDenial| format!("round {}: {e}", input.id);
     gate.register(input.register).map_err(fail)?;
     gate.accept_response(server, &input.input_required)
         .map_err(fail)?;
@@ -100,19 +140,36 @@ fn round(gate: &mut dyn GateApi, server: &ServerIdentity, input: RoundInput) -> 
     Ok(())
 }
 
-/// Time `rounds` rounds on `gate` after `warmup` untimed ones.
-pub fn measure(
+fn server() -> Result<ServerIdentity, String> {
+    ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())
+}
+
+/// Run `count` full form rounds with round numbers from `start` on (untimed).
+pub fn rounds(
     gate: &mut dyn GateApi,
-    rounds: usize,
+    start: i64,
+    count: i64,
     distinct_schema: bool,
-) -> Result<Stats, String> {
-    let server =
-        ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())?;
+) -> Result<(), String> {
+    let server = server()?;
+    for n in start..start.saturating_add(count) {
+        round(
+            gate,
+            &server,
+            round_input(&server, n, RoundKind::Form { distinct_schema }),
+        )?;
+    }
+    Ok(())
+}
+
+/// Time `rounds` rounds of `kind` on `gate` after 50 untimed ones.
+pub fn measure(gate: &mut dyn GateApi, rounds: usize, kind: RoundKind) -> Result<Stats, String> {
+    let server = server()?;
     let warmup = 50;
-    let mut samples = Vec::with_capacity(rounds);
     let inputs: Vec<RoundInput> = (0..(warmup + rounds))
-        .map(|n| round_input(&server, n as i64, distinct_schema))
+        .map(|n| round_input(&server, n as i64, kind))
         .collect();
+    let mut samples = Vec::with_capacity(rounds);
     for (n, input) in inputs.into_iter().enumerate() {
         let started = Instant::now();
         round(gate, &server, input)?;
@@ -130,21 +187,23 @@ pub struct External {
     pub engine: String,
     /// Its numbers.
     pub stats: Stats,
+    /// Heap retained per round, when the script measured it.
+    pub retained_bytes_per_round: Option<f64>,
 }
 
 impl External {
     /// Parse the JSON line `host-harness/bench/seed_js_round.mjs` prints.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let v: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(text.trim()).map_err(|e| e.to_string())?;
         let num = |k: &str| {
             v.get(k)
-                .and_then(serde_json::Value::as_f64)
+                .and_then(Value::as_f64)
                 .ok_or(format!("`{k}` missing"))
         };
         Ok(Self {
             engine: v
                 .get("engine")
-                .and_then(serde_json::Value::as_str)
+                .and_then(Value::as_str)
                 .unwrap_or("external")
                 .to_owned(),
             stats: Stats {
@@ -152,8 +211,19 @@ impl External {
                 median_us: num("median_us")?,
                 max_us: num("max_us")?,
             },
+            retained_bytes_per_round: v
+                .get("heap_retained_bytes_per_round")
+                .and_then(Value::as_f64),
         })
     }
+}
+
+fn row(out: &mut String, engine: &str, workload: &str, s: Stats) {
+    let _ = writeln!(
+        out,
+        "{engine:<26} {workload:<22} {:>8.1} {:>8.1} {:>8.1}",
+        s.min_us, s.median_us, s.max_us
+    );
 }
 
 /// Run the side-by-side measurement and render a table.
@@ -167,59 +237,174 @@ pub fn run_with(
     rounds: usize,
     external: Option<&External>,
 ) -> Result<String, String> {
-    let mut out = String::from(
-        "full form round (register, accept 3-field form + state, consent, audit x4, retry, complete)\n",
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "per round, {rounds} timed rounds each after 50 warm-up rounds; microseconds (min / median / max)\n"
     );
-    out.push_str(&format!(
-        "{rounds} timed rounds each, after 50 warm-up rounds; microseconds\n\n"
-    ));
-    out.push_str("engine                    schema        min     median    max\n");
+    let _ = writeln!(
+        out,
+        "{:<26} {:<22} {:>8} {:>8} {:>8}",
+        "engine", "workload", "min", "median", "max"
+    );
+    let kinds = [
+        (
+            "form, schema seen",
+            RoundKind::Form {
+                distinct_schema: false,
+            },
+        ),
+        (
+            "form, schema new",
+            RoundKind::Form {
+                distinct_schema: true,
+            },
+        ),
+        ("url", RoundKind::Url),
+        ("state only", RoundKind::StateOnly),
+    ];
     let mut medians = Vec::new();
-    for distinct in [false, true] {
-        let label = if distinct {
-            "new each round"
-        } else {
-            "repeated"
-        };
+    for (label, kind) in kinds {
         let hosts = ScenarioHosts::new();
         let component = measure(
             &mut ComponentGate::new(runtime, hosts.services()),
             rounds,
-            distinct,
+            kind,
         )?;
         let hosts = ScenarioHosts::new();
-        let native = measure(&mut NativeGate::new(hosts.services()), rounds, distinct)?;
-        for (name, s) in [("component (wasmtime)", component), ("native core", native)] {
-            out.push_str(&format!(
-                "{name:<25} {label:<14} {:>7.1} {:>8.1} {:>8.1}\n",
-                s.min_us, s.median_us, s.max_us
-            ));
-        }
+        let native = measure(&mut NativeGate::new(hosts.services()), rounds, kind)?;
+        row(&mut out, "component (wasmtime)", label, component);
+        row(&mut out, "native core", label, native);
         medians.push((label, component.median_us, native.median_us));
     }
     if let Some(ext) = external {
-        let s = ext.stats;
-        out.push_str(&format!(
-            "{:<25} {:<14} {:>7.1} {:>8.1} {:>8.1}\n",
-            ext.engine.chars().take(25).collect::<String>(),
-            "parsed/round",
-            s.min_us,
-            s.median_us,
-            s.max_us
-        ));
+        row(
+            &mut out,
+            &ext.engine.chars().take(26).collect::<String>(),
+            "form, parsed per round",
+            ext.stats,
+        );
     }
     out.push('\n');
-    for (label, component, native) in medians {
-        out.push_str(&format!(
-            "component / native, schema {label}: {:.2}x (medians)\n",
+    for (label, component, native) in &medians {
+        let _ = write!(
+            out,
+            "{label:<18} component / native {:>5.2}x",
             component / native
-        ));
-        if let Some(ext) = external {
-            out.push_str(&format!(
-                "seed js gate / component, schema {label}: {:.1}x (the component is that much faster; medians)\n",
+        );
+        if let Some(ext) = external
+            && label.starts_with("form")
+        {
+            let _ = write!(
+                out,
+                "   seed js / component {:>5.1}x",
                 ext.stats.median_us / component
-            ));
+            );
         }
+        out.push('\n');
+    }
+
+    // Cold start and instantiation.
+    let cache = default_cache_dir();
+    GateRuntime::load(EMBEDDED_COMPONENT, Some(&cache), runtime.limits())
+        .map_err(|e| e.to_string())?;
+    let server = server()?;
+    let mut cold = Vec::new();
+    let mut fresh = Vec::new();
+    for n in 0..20 {
+        let started = Instant::now();
+        let rt = GateRuntime::load(EMBEDDED_COMPONENT, Some(&cache), runtime.limits())
+            .map_err(|e| e.to_string())?;
+        let hosts = ScenarioHosts::new();
+        let mut gate = ComponentGate::new(&rt, hosts.services());
+        let input = round_input(
+            &server,
+            n,
+            RoundKind::Form {
+                distinct_schema: false,
+            },
+        );
+        gate.register(input.register).map_err(|e| e.to_string())?;
+        gate.accept_response(&server, &input.input_required)
+            .map_err(|e| e.to_string())?;
+        cold.push(started.elapsed().as_secs_f64() * 1e6);
+        let started = Instant::now();
+        gate.instantiate_now().map_err(|e| e.to_string())?;
+        fresh.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    out.push('\n');
+    row(
+        &mut out,
+        "cold start (cached .cwasm)",
+        "load → first verdict",
+        stats(cold),
+    );
+    row(
+        &mut out,
+        "new instance (InstancePre)",
+        "instantiate",
+        stats(fresh),
+    );
+
+    // Memory: live state bounded by live rounds.
+    let hosts = ScenarioHosts::new();
+    let mut gate = ComponentGate::new(runtime, hosts.services());
+    rounds_mem(&mut gate, &hosts, &mut out)?;
+
+    // Throughput: two threads, two instances each, one shared store and audit sink.
+    let hosts = ScenarioHosts::new();
+    let per_instance = 2_000i64;
+    let started = Instant::now();
+    std::thread::scope(|scope| -> Result<(), String> {
+        let mut handles = Vec::new();
+        for t in 0..2i64 {
+            let services = hosts.services();
+            handles.push(scope.spawn(move || -> Result<(), String> {
+                let mut a = ComponentGate::new(runtime, services.clone());
+                let mut b = ComponentGate::new(runtime, services);
+                for k in 0..per_instance {
+                    let n = (t * 2 * per_instance + k) * 2;
+                    crate::bench::rounds(&mut a, n, 1, false)?;
+                    crate::bench::rounds(&mut b, n + 1, 1, false)?;
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join()
+                .map_err(|_| "a bench thread panicked".to_owned())??;
+        }
+        Ok(())
+    })?;
+    let total = 4 * per_instance;
+    let _ = writeln!(
+        out,
+        "\nthroughput: {:.0} rounds/s ({total} form rounds, 2 threads x 2 instances, one shared in-memory store and audit sink)",
+        total as f64 / started.elapsed().as_secs_f64()
+    );
+    if let Some(ext) = external
+        && let Some(r) = ext.retained_bytes_per_round
+    {
+        let _ = writeln!(
+            out,
+            "seed js gate: {r:.0} bytes of heap retained per finished round"
+        );
     }
     Ok(out)
+}
+
+fn rounds_mem(
+    gate: &mut ComponentGate,
+    hosts: &ScenarioHosts,
+    out: &mut String,
+) -> Result<(), String> {
+    rounds(gate, 0, 1_000, true)?;
+    let (m1, s1) = (gate.memory_bytes(), hosts.storage.len());
+    rounds(gate, 1_000, 99_000, true)?;
+    let (m2, s2) = (gate.memory_bytes(), hosts.storage.len());
+    let _ = writeln!(
+        out,
+        "\nmemory: after 1,000 rounds the instance holds {m1} bytes and the store {s1} keys; after 100,000: {m2} bytes, {s2} keys"
+    );
+    Ok(())
 }

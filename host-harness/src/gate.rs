@@ -269,6 +269,12 @@ impl ComponentGate {
         }
     }
 
+    /// Replace the instance with a fresh one now (benchmarks time this; calls do it lazily).
+    pub fn instantiate_now(&mut self) -> Result<(), GateDenial> {
+        self.live = Some(self.instantiate()?);
+        Ok(())
+    }
+
     /// Fuel the last call left unused (for benchmarks and the fuel budget).
     pub fn fuel_left(&self) -> Option<u64> {
         self.live.as_ref().and_then(|l| l.store.get_fuel().ok())
