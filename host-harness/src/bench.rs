@@ -408,3 +408,154 @@ fn rounds_mem(
     );
     Ok(())
 }
+
+/// A scaling workload: how one form round's cost grows with its inputs.
+#[derive(Clone, Copy, Debug)]
+enum Scale {
+    /// Fields in the one form schema.
+    Fields(usize),
+    /// Form input requests in the round (3 fields each).
+    Requests(usize),
+    /// Bytes of `requestState`.
+    StateBytes(usize),
+}
+
+fn scaled_input(server: &ServerIdentity, n: i64, scale: Scale) -> RoundInput {
+    let mut input = round_input(
+        server,
+        n,
+        RoundKind::Form {
+            distinct_schema: false,
+        },
+    );
+    let field_schema = |k: usize| {
+        let props: serde_json::Map<String, Value> = (0..k)
+            .map(|i| {
+                (
+                    format!("f{i:02}"),
+                    json!({"type": "string", "maxLength": 64}),
+                )
+            })
+            .collect();
+        json!({"type": "object", "properties": props})
+    };
+    let content = |k: usize| {
+        let c: serde_json::Map<String, Value> = (0..k)
+            .map(|i| (format!("f{i:02}"), json!("value")))
+            .collect();
+        Value::Object(c)
+    };
+    let (fields, requests, state) = match scale {
+        Scale::Fields(k) => (k, 1, 32),
+        Scale::Requests(r) => (3, r, 32),
+        Scale::StateBytes(b) => (3, 1, b),
+    };
+    let reqs: serde_json::Map<String, Value> = (0..requests)
+        .map(|r| {
+            (
+                format!("q{r:02}"),
+                json!({"method": "elicitation/create",
+                "params": {"message": "m", "requestedSchema": field_schema(fields)}}),
+            )
+        })
+        .collect();
+    let answers: serde_json::Map<String, Value> = (0..requests)
+        .map(|r| {
+            (
+                format!("q{r:02}"),
+                json!({"action": "accept", "content": content(fields)}),
+            )
+        })
+        .collect();
+    input.input_required = json!({"jsonrpc": "2.0", "id": input.id, "result": {
+        "resultType": "input_required", "inputRequests": reqs, "requestState": "s".repeat(state)}})
+    .to_string();
+    input.retry.responses_json = Value::Object(answers).to_string();
+    if let Scale::StateBytes(b) = scale {
+        input.register.policy.max_request_state_bytes = u32::try_from(b).unwrap_or(u32::MAX);
+    }
+    input
+}
+
+fn measure_scaled(gate: &mut dyn GateApi, scale: Scale, rounds: usize) -> Result<f64, String> {
+    let server = server()?;
+    let inputs: Vec<RoundInput> = (0..(rounds + 20))
+        .map(|n| scaled_input(&server, n as i64, scale))
+        .collect();
+    let mut samples = Vec::with_capacity(rounds);
+    for (n, input) in inputs.into_iter().enumerate() {
+        let started = Instant::now();
+        round(gate, &server, input)?;
+        if n >= 20 {
+            samples.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(stats(samples).median_us)
+}
+
+/// `mrtr-gate bench --scaling`: the median cost of a form round as one input grows.
+pub fn scaling(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
+    let mut out = format!("scaling: median us per form round ({rounds} rounds per point)\n\n");
+    let _ = writeln!(
+        out,
+        "{:<28} {:>12} {:>12}",
+        "workload", "component", "native"
+    );
+    let points: Vec<(String, Scale)> = [1usize, 4, 16, 64]
+        .iter()
+        .map(|&k| (format!("schema fields = {k}"), Scale::Fields(k)))
+        .chain(
+            [1usize, 4, 16]
+                .iter()
+                .map(|&r| (format!("input requests = {r}"), Scale::Requests(r))),
+        )
+        .chain(
+            [32usize, 4096, 65_536, 1 << 20]
+                .iter()
+                .map(|&b| (format!("requestState bytes = {b}"), Scale::StateBytes(b))),
+        )
+        .collect();
+    for (label, scale) in points {
+        let hosts = ScenarioHosts::new();
+        let c = measure_scaled(
+            &mut ComponentGate::new(runtime, hosts.services()),
+            scale,
+            rounds,
+        )?;
+        let hosts = ScenarioHosts::new();
+        let n = measure_scaled(&mut NativeGate::new(hosts.services()), scale, rounds)?;
+        let _ = writeln!(out, "{label:<28} {c:>12.1} {n:>12.1}");
+    }
+    for live in [0i64, 1_000, 10_000, 100_000] {
+        let hosts = ScenarioHosts::new();
+        let mut gate = ComponentGate::new(runtime, hosts.services());
+        let server = server()?;
+        // Bindings registered and never finished: other requests in flight.
+        for k in 0..live {
+            let mut input = round_input(
+                &server,
+                10_000_000 + k,
+                RoundKind::Form {
+                    distinct_schema: false,
+                },
+            );
+            input.register.policy.round_trip_lifetime_ms = 24 * 60 * 60 * 1000;
+            gate.register(input.register).map_err(|e| e.to_string())?;
+        }
+        let c = measure(
+            &mut gate,
+            rounds,
+            RoundKind::Form {
+                distinct_schema: false,
+            },
+        )?
+        .median_us;
+        let _ = writeln!(
+            out,
+            "{:<28} {c:>12.1} {:>12}",
+            format!("live bindings = {live}"),
+            "-"
+        );
+    }
+    Ok(out)
+}

@@ -53,18 +53,28 @@ fn demo(args: &[String]) -> Result<(), String> {
 fn bench(args: &[String]) -> Result<(), String> {
     let mut rounds = 2000;
     let mut external = None;
+    let mut scaling = false;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        if flag == "--scaling" {
+            scaling = true;
+            continue;
+        }
         let value = it
             .next()
-            .ok_or("usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json]")?;
+            .ok_or("usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json] [--scaling]")?;
         match flag.as_str() {
             "--rounds" => rounds = value.parse().map_err(|_| "--rounds takes a number")?,
             "--seed-js" => {
                 let text = std::fs::read_to_string(value).map_err(|e| e.to_string())?;
                 external = Some(mrtr_gate_host::bench::External::parse(&text)?);
             }
-            _ => return Err("usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json]".into()),
+            _ => {
+                return Err(
+                    "usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json] [--scaling]"
+                        .into(),
+                );
+            }
         }
     }
     if cfg!(debug_assertions) {
@@ -73,10 +83,17 @@ fn bench(args: &[String]) -> Result<(), String> {
         );
     }
     let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
-    print!(
-        "{}",
-        mrtr_gate_host::bench::run_with(&runtime, rounds, external.as_ref())?
-    );
+    if scaling {
+        print!(
+            "{}",
+            mrtr_gate_host::bench::scaling(&runtime, rounds.min(500))?
+        );
+    } else {
+        print!(
+            "{}",
+            mrtr_gate_host::bench::run_with(&runtime, rounds, external.as_ref())?
+        );
+    }
     Ok(())
 }
 
