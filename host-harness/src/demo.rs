@@ -79,7 +79,11 @@ pub fn render_view(view_json: &str) -> String {
                         } else {
                             ""
                         },
-                        f["type"].as_str().unwrap_or("?"),
+                        if f["integer"] == true {
+                            "integer"
+                        } else {
+                            f["type"].as_str().unwrap_or("?")
+                        },
                         f["title"].as_str().unwrap_or(""),
                         if constraints.is_empty() {
                             String::new()

@@ -184,6 +184,22 @@ fn classify(e: &serde_json::Error) -> JsonError {
     JsonError::Syntax(bounded(&text, 120))
 }
 
+/// Ok when `obj` has no key outside `allowed`; otherwise a message naming the first
+/// unexpected key (bounded) of the object called `what`.
+pub fn only_keys(
+    obj: &serde_json::Map<String, Value>,
+    allowed: &[&str],
+    what: &str,
+) -> Result<(), String> {
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "`{what}` carries the unexpected field `{}`",
+            bounded(k, 64)
+        )),
+    }
+}
+
 /// At most `max` characters of `s`, for messages (never for decisions).
 pub fn bounded(s: &str, max: usize) -> String {
     let mut out: String = s.chars().take(max).collect();

@@ -2,7 +2,6 @@
 //! demands, form content valid against the schema the user saw.
 
 use crate::error::{CallerMisuse, GateError};
-use crate::json::bounded;
 use crate::round::InputRule;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -12,13 +11,7 @@ fn invalid(why: impl Into<String>) -> GateError {
 }
 
 fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), GateError> {
-    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(k) => Err(invalid(format!(
-            "`{key}` carries the unexpected field `{}`",
-            bounded(k, 64)
-        ))),
-    }
+    crate::json::only_keys(obj, allowed, key).map_err(invalid)
 }
 
 /// Check `responses` against the round's rules.

@@ -125,13 +125,7 @@ fn message(params: &Map<String, Value>, key: &str) -> Result<String, GateError> 
 }
 
 fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), GateError> {
-    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(k) => Err(invalid(format!(
-            "`{key}` carries the unexpected field `{}`",
-            bounded(k, 64)
-        ))),
-    }
+    crate::json::only_keys(obj, allowed, key).map_err(invalid)
 }
 
 fn form_view(key: &str, message: &str, schema: &FormSchema, fields: &[FormField]) -> Value {
