@@ -157,25 +157,59 @@ impl Audit for FileAudit {
     }
 }
 
-/// Asks a person at the terminal. Shows the consent view and the answers, and takes `y`
-/// as the only yes.
-#[derive(Debug, Default)]
+/// Asks a person at the terminal: shows the consent view and the answers, and takes `y`
+/// as the only yes (anything else, end of input included, is a refusal).
 pub struct TerminalConsent {
+    input: Mutex<Box<dyn BufRead + Send>>,
+    output: Mutex<Box<dyn Write + Send>>,
     counter: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for TerminalConsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TerminalConsent")
+    }
+}
+
+impl Default for TerminalConsent {
+    fn default() -> Self {
+        Self::with_io(
+            Box::new(BufReader::new(std::io::stdin())),
+            Box::new(std::io::stderr()),
+        )
+    }
+}
+
+impl TerminalConsent {
+    /// Ask on `output`, read the answer from `input` (tests, or another terminal).
+    pub fn with_io(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
+        Self {
+            input: Mutex::new(input),
+            output: Mutex::new(output),
+            counter: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
 }
 
 impl Consent for TerminalConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        let mut out = std::io::stderr();
         let shown = crate::demo::render_view(&prompt.view_json);
         let answers = crate::demo::render_answers(&prompt.responses_json);
-        writeln!(
-            out,
-            "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] "
-        )
-        .map_err(io)?;
+        {
+            let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+            write!(
+                out,
+                "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] "
+            )
+            .and_then(|()| out.flush())
+            .map_err(io)?;
+        }
         let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map_err(io)?;
+        self.input
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_line(&mut line)
+            .map_err(io)?;
         let n = self
             .counter
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

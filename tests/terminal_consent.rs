@@ -1,0 +1,103 @@
+//! The interactive consent provider: it shows the view and the answers, and only `y` grants.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+mod support;
+
+use mrtr_gate_host::core::{
+    Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
+};
+use mrtr_gate_host::corpus::ScenarioHosts;
+use mrtr_gate_host::hosts::TerminalConsent;
+use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use serde_json::json;
+use std::io::{Cursor, Write};
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone, Default)]
+struct Screen(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Screen {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn round_with_typed_answer(typed: &str) -> (Result<(), String>, String) {
+    let screen = Screen::default();
+    let consent = TerminalConsent::with_io(
+        Box::new(Cursor::new(typed.as_bytes().to_vec())),
+        Box::new(screen.clone()),
+    );
+    let hosts = ScenarioHosts::new();
+    let services = HostServices {
+        consent: Arc::new(consent),
+        ..hosts.services()
+    };
+    let mut gate = ComponentGate::new(support::runtime(), services);
+    let server = ServerIdentity::origin("https://forms.example.com/mcp").unwrap();
+    gate.register(Registration {
+        request_id: RequestId::Number(1),
+        server: server.clone(),
+        user: "alice".into(),
+        tenant: "acme".into(),
+        method: "tools/call".into(),
+        params_json: json!({"name": "signup", "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}}).to_string(),
+        policy: Policy::default(),
+    })
+    .unwrap();
+    let round = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required",
+        "inputRequests": {"who": {"method": "elicitation/create", "params": {"message": "Your e-mail?",
+            "requestedSchema": {"type": "object", "properties": {"email": {"type": "string", "format": "email", "title": "E-mail"}}}}}}}});
+    assert!(matches!(
+        gate.accept_response(&server, &round.to_string()).unwrap(),
+        ResponseVerdict::InputRequired(_)
+    ));
+    let r = gate.build_retry(RetryRequest {
+        request_id: RequestId::Number(1),
+        retry_id: RequestId::Number(2),
+        user: "alice".into(),
+        tenant: "acme".into(),
+        responses_json:
+            json!({"who": {"action": "accept", "content": {"email": "alice@example.com"}}})
+                .to_string(),
+    });
+    let shown = String::from_utf8(screen.0.lock().unwrap().clone()).unwrap();
+    (r.map(|_| ()).map_err(|d| d.code), shown)
+}
+
+#[test]
+fn y_grants_after_showing_the_server_the_field_and_the_answer() {
+    let (result, shown) = round_with_typed_answer("y\n");
+    assert_eq!(result, Ok(()));
+    for expected in [
+        "https://forms.example.com/mcp",
+        "tools/call `signup`",
+        "email",
+        "E-mail",
+        "alice@example.com",
+        "[y/N]",
+    ] {
+        assert!(
+            shown.contains(expected),
+            "the prompt did not show `{expected}`:\n{shown}"
+        );
+    }
+}
+
+#[test]
+fn anything_but_y_refuses() {
+    for typed in ["n\n", "yes please\n", "\n", ""] {
+        let (result, _) = round_with_typed_answer(typed);
+        assert_eq!(result, Err("consent_refused".to_owned()), "typed {typed:?}");
+    }
+}
