@@ -161,6 +161,9 @@ struct Binding {
     original_id: RequestId,
     live_id: RequestId,
     used_ids: Vec<RequestId>,
+    /// The storage version of each id's alias key, in `used_ids` order: the aliases are
+    /// deleted with one compare-and-swap each, no read first.
+    alias_versions: Vec<u64>,
     server: ServerIdentity,
     user: String,
     tenant: String,
@@ -403,16 +406,29 @@ impl<H: Host> Gate<H> {
         }
     }
 
-    fn reserve_alias(&self, id: &RequestId, binding: &Binding) -> Result<bool, GateError> {
+    /// Reserve `id` for `binding`: the alias's version, or none when the id is live elsewhere.
+    fn reserve_alias(&self, id: &RequestId, binding: &Binding) -> Result<Option<u64>, GateError> {
         let target = serde_json::to_vec(&binding.original_id)
             .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
-        Ok(matches!(
-            self.host
+        Ok(
+            match self
+                .host
                 .storage()
                 .compare_and_swap(&alias_key(id), None, Some(&target), self.ttl(binding))
-                .map_err(storage_failed)?,
-            CasOutcome::Applied(_)
-        ))
+                .map_err(storage_failed)?
+            {
+                CasOutcome::Applied(v) => Some(v),
+                CasOutcome::Conflict => None,
+            },
+        )
+    }
+
+    /// Give a reserved id back (best effort: a failure leaves an alias that expires).
+    fn release_alias(&self, id: &RequestId, version: u64) {
+        let _ = self
+            .host
+            .storage()
+            .compare_and_swap(&alias_key(id), Some(version), None, 0);
     }
 
     /// Delete a key if it still holds what we expect (best effort for aliases).
@@ -445,8 +461,18 @@ impl<H: Host> Gate<H> {
             CasOutcome::Applied(_) => {}
             CasOutcome::Conflict => return Err(GateError::Host(HostFault::StateAlreadyUsed)),
         }
-        for id in &binding.used_ids {
-            self.delete_alias(id, &binding.original_id)?;
+        for (i, id) in binding.used_ids.iter().enumerate() {
+            match binding.alias_versions.get(i) {
+                // The version we wrote: delete without reading. A conflict means the alias
+                // already expired or was replaced; either way it is not ours to delete.
+                Some(&v) => {
+                    self.host
+                        .storage()
+                        .compare_and_swap(&alias_key(id), Some(v), None, 0)
+                        .map_err(storage_failed)?;
+                }
+                None => self.delete_alias(id, &binding.original_id)?,
+            }
         }
         Ok(())
     }
@@ -551,6 +577,7 @@ impl<H: Host> Gate<H> {
             original_id: request_id.clone(),
             live_id: request_id.clone(),
             used_ids: vec![request_id.clone()],
+            alias_versions: Vec::new(),
             server: r.server,
             user_sha256: canonical::digest_str(&r.user),
             tenant_sha256: canonical::digest_str(&r.tenant),
@@ -570,8 +597,10 @@ impl<H: Host> Gate<H> {
             audited: false,
         };
         // The alias reserves the id against every other live binding; then the record.
-        if !self.reserve_alias(&request_id, &binding)? {
-            return Err(caller(CallerMisuse::RequestIdInUse));
+        let mut binding = binding;
+        match self.reserve_alias(&request_id, &binding)? {
+            Some(v) => binding.alias_versions.push(v),
+            None => return Err(caller(CallerMisuse::RequestIdInUse)),
         }
         if let Err(e) = self.store(&binding, None) {
             let _ = self.delete_alias(&request_id, &request_id);
@@ -927,17 +956,6 @@ impl<H: Host> Gate<H> {
         if binding.used_ids.contains(&retry_id) {
             return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
         }
-        // Checked before consent so the trail never shows consent for a retry that cannot
-        // go out; the reservation below closes the remaining race.
-        if self
-            .host
-            .storage()
-            .get(&alias_key(&retry_id))
-            .map_err(|e| denied(storage_failed(e)))?
-            .is_some()
-        {
-            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
-        }
         if binding.user != r.user
             || binding.tenant != r.tenant
             || canonical::sha256_hex(binding.params_json.as_bytes()) != binding.params_sha256
@@ -966,27 +984,37 @@ impl<H: Host> Gate<H> {
         let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
             .map_err(|_| denied(GateError::Host(HostFault::StorageCorrupted)))?;
 
+        // Single use, step 1: reserve the retry id against every live binding. Done before
+        // consent, so the trail never shows consent for a retry whose id is taken.
+        let Some(alias_version) = self.reserve_alias(&retry_id, binding).map_err(denied)? else {
+            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+        };
+
         // Consent: exactly this view, exactly these answers. A state-only round sends
         // nothing of the user's (the spec lets the client retry at once): no prompt.
         let responses_value = Value::Object(responses);
         let receipt_id = if open.inputs.is_empty() {
             None
         } else {
-            Some(self.consent(binding, &open, &responses_value, &retry_id)?)
+            match self.consent(binding, &open, &responses_value, &retry_id) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    self.release_alias(&retry_id, alias_version);
+                    return Err(e);
+                }
+            }
         };
 
-        // Single use: reserve the retry id, then consume the round with one CAS.
-        if !self.reserve_alias(&retry_id, binding).map_err(denied)? {
-            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
-        }
+        // Step 2: consume the round with one compare-and-swap on the version read.
         let mut next = binding.clone();
         next.live_id = retry_id.clone();
         next.used_ids.push(retry_id.clone());
+        next.alias_versions.push(alias_version);
         next.open = None;
         let new_version = match self.store(&next, Some(version)) {
             Ok(v) => v,
             Err(e) => {
-                let _ = self.delete_alias(&retry_id, &binding.original_id);
+                self.release_alias(&retry_id, alias_version);
                 return Err(denied(e));
             }
         };
