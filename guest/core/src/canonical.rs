@@ -101,27 +101,30 @@ fn in_utf16_order(map: &serde_json::Map<String, Value>) -> bool {
 /// (the short forms where JSON has them, `\u00xx` with lowercase hex otherwise).
 pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    // Copy runs of characters that need no escape in one go; most strings are one run.
+    // Every byte that needs an escape is ASCII, and no byte of a multi-byte UTF-8 sequence
+    // is ASCII, so scanning bytes finds exactly the characters to escape; runs in between
+    // are copied in one go (and most strings are one run).
+    let bytes = s.as_bytes();
     let mut run_start = 0;
-    for (i, c) in s.char_indices() {
-        let escape = match c {
-            '"' => "\\\"",
-            '\\' => "\\\\",
-            '\u{8}' => "\\b",
-            '\u{9}' => "\\t",
-            '\u{a}' => "\\n",
-            '\u{c}' => "\\f",
-            '\u{d}' => "\\r",
-            c if (c as u32) < 0x20 => "",
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x09 => "\\t",
+            0x0a => "\\n",
+            0x0c => "\\f",
+            0x0d => "\\r",
+            0x00..=0x1f => "",
             _ => continue,
         };
         out.push_str(s.get(run_start..i).unwrap_or_default());
         if escape.is_empty() {
-            let _ = write!(out, "\\u{:04x}", c as u32);
+            let _ = write!(out, "\\u{:04x}", b);
         } else {
             out.push_str(escape);
         }
-        run_start = i + c.len_utf8();
+        run_start = i + 1;
     }
     out.push_str(s.get(run_start..).unwrap_or_default());
     out.push('"');
@@ -281,6 +284,18 @@ mod tests {
             }
             let v = json!({"outer": Value::Object(inner.clone()), "\u{f000}": [Value::Object(inner)]});
             proptest::prop_assert_eq!(to_canonical(&v), sorted(&v));
+        }
+    }
+
+    proptest::proptest! {
+        /// Strings round-trip, and come out exactly as serde_json writes them (whose string
+        /// escaping is JCS's: `"`, `\\`, short forms, `\\u00xx` lowercase, nothing else).
+        #[test]
+        fn strings_round_trip_and_match_serde_json(s in "(\\PC|[\\x00-\\x1f\"\\\\\\x7f])*") {
+            let mut out = String::new();
+            write_string(&mut out, &s);
+            proptest::prop_assert_eq!(serde_json::from_str::<String>(&out).ok(), Some(s.clone()));
+            proptest::prop_assert_eq!(out, serde_json::to_string(&s).unwrap_or_default());
         }
     }
 }

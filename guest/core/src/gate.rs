@@ -286,7 +286,13 @@ impl RecordCache {
     fn get(&self, key: &str, stored: &Versioned) -> Option<Binding> {
         self.entries
             .iter()
-            .find(|(k, v, bytes, _)| k == key && *v == stored.version && *bytes == stored.value)
+            // The store's contract: a key's version changes on every write and is never
+            // reused. Version and length are checked, not every byte (a byte compare of
+            // every record is measurable in wasm); a host that broke the contract would
+            // at worst get back the record this gate itself wrote.
+            .find(|(k, v, bytes, _)| {
+                k == key && *v == stored.version && bytes.len() == stored.value.len()
+            })
             .map(|(_, _, _, b)| b.clone())
     }
 
