@@ -75,6 +75,14 @@ fn default_params(method: &str) -> Value {
     }
 }
 
+/// A string field of a step, or its default.
+fn text_or(step: &Value, key: &str, default: &str) -> String {
+    step.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or(default)
+        .to_owned()
+}
+
 fn id_of(v: &Value) -> Result<RequestId, String> {
     match v {
         Value::Number(n) => n
@@ -201,16 +209,8 @@ pub fn run_scenario(
                 let r = Registration {
                     request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
                     server: server_of(step)?,
-                    user: step
-                        .get("user")
-                        .and_then(Value::as_str)
-                        .unwrap_or("alice")
-                        .into(),
-                    tenant: step
-                        .get("tenant")
-                        .and_then(Value::as_str)
-                        .unwrap_or("acme")
-                        .into(),
+                    user: text_or(step, "user", "alice"),
+                    tenant: text_or(step, "tenant", "acme"),
                     method: method.into(),
                     params_json,
                     policy: policy_of(step)?,
@@ -269,16 +269,8 @@ pub fn run_scenario(
                 let r = RetryRequest {
                     request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
                     retry_id: id_of(step.get("retry_id").unwrap_or(&Value::Null))?,
-                    user: step
-                        .get("user")
-                        .and_then(Value::as_str)
-                        .unwrap_or("alice")
-                        .into(),
-                    tenant: step
-                        .get("tenant")
-                        .and_then(Value::as_str)
-                        .unwrap_or("acme")
-                        .into(),
+                    user: text_or(step, "user", "alice"),
+                    tenant: text_or(step, "tenant", "acme"),
                     responses_json,
                 };
                 outcome(gate.build_retry(r), |ok| {
