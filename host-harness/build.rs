@@ -26,7 +26,12 @@ fn run() -> Result<(), String> {
 
     // An escape hatch for packagers who build the component elsewhere.
     if let Ok(prebuilt) = std::env::var("MRTR_GATE_PREBUILT_COMPONENT") {
+        let bytes = std::fs::read(&prebuilt).map_err(|e| format!("reading {prebuilt}: {e}"))?;
         println!("cargo::rustc-env=MRTR_GATE_COMPONENT={prebuilt}");
+        println!(
+            "cargo::rustc-env=MRTR_GATE_COMPONENT_SHA256={}",
+            sha256_hex(&bytes)
+        );
         return Ok(());
     }
 
@@ -66,12 +71,25 @@ fn run() -> Result<(), String> {
         .join("mrtr_gate_component.wasm");
     let component = componentize(&module_path)?;
     let component_path = out.join("mrtr_gate.component.wasm");
-    std::fs::write(&component_path, component).map_err(|e| e.to_string())?;
+    std::fs::write(&component_path, &component).map_err(|e| e.to_string())?;
     println!(
         "cargo::rustc-env=MRTR_GATE_COMPONENT={}",
         component_path.display()
     );
+    // Hashed here, once: loading the embedded component then needs no pass over its bytes.
+    println!(
+        "cargo::rustc-env=MRTR_GATE_COMPONENT_SHA256={}",
+        sha256_hex(&component)
+    );
     Ok(())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn componentize(module_path: &Path) -> Result<Vec<u8>, String> {

@@ -107,7 +107,7 @@ fn a_memory_cap_turns_a_huge_response_into_a_denial_not_a_host_crash() {
         max_memory_bytes: 4 << 20,
         ..SandboxLimits::default()
     };
-    let rt = GateRuntime::load(EMBEDDED_COMPONENT, Some(&support::cache_dir()), limits).unwrap();
+    let rt = GateRuntime::load_embedded(Some(&support::cache_dir()), limits).unwrap();
     let hosts = ScenarioHosts::new();
     let mut gate = ComponentGate::new(&rt, hosts.services());
     register(&mut gate, 1);
@@ -152,8 +152,7 @@ fn two_instances_sharing_storage_never_both_retry_one_round() {
 fn the_precompiled_cache_is_written_reused_and_survives_corruption() {
     let dir = std::env::temp_dir().join(format!("mrtr-gate-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let first =
-        GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
+    let first = GateRuntime::load_embedded(Some(&dir), SandboxLimits::default()).unwrap();
     let artifacts: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -162,17 +161,22 @@ fn the_precompiled_cache_is_written_reused_and_survives_corruption() {
     assert_eq!(artifacts.len(), 1);
     drop(first);
     // Reused: loads without compiling (covered by timing in the bench); still works.
-    let second =
-        GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
+    let second = GateRuntime::load_embedded(Some(&dir), SandboxLimits::default()).unwrap();
     assert_eq!(second.imports().len(), 4);
     // A corrupted artifact is never deserialized: the checksum fails and it is rebuilt.
-    std::fs::write(&artifacts[0], b"not a precompiled component").unwrap();
-    let third =
-        GateRuntime::load(EMBEDDED_COMPONENT, Some(&dir), SandboxLimits::default()).unwrap();
-    let hosts = ScenarioHosts::new();
-    let mut gate = ComponentGate::new(&third, hosts.services());
-    register(&mut gate, 7);
-    assert!(gate.accept_response(&server(), &form_round(7)).is_ok());
+    // First one flipped bit in the middle (same length, valid header), then a foreign file.
+    let mut damaged = std::fs::read(&artifacts[0]).unwrap();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x10;
+    for corrupt in [damaged, b"not a precompiled component".to_vec()] {
+        std::fs::write(&artifacts[0], &corrupt).unwrap();
+        let third = GateRuntime::load_embedded(Some(&dir), SandboxLimits::default()).unwrap();
+        let hosts = ScenarioHosts::new();
+        let mut gate = ComponentGate::new(&third, hosts.services());
+        register(&mut gate, 7);
+        assert!(gate.accept_response(&server(), &form_round(7)).is_ok());
+        assert_ne!(std::fs::read(&artifacts[0]).unwrap(), corrupt, "rebuilt");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

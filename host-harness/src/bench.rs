@@ -15,7 +15,7 @@
 
 use crate::corpus::ScenarioHosts;
 use crate::gate::{ComponentGate, GateApi, GateDenial, NativeGate};
-use crate::runtime::{EMBEDDED_COMPONENT, GateRuntime, default_cache_dir};
+use crate::runtime::{GateRuntime, default_cache_dir};
 use mrtr_gate_core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -306,14 +306,13 @@ pub fn run_with(
 
     // Cold start and instantiation.
     let cache = default_cache_dir();
-    GateRuntime::load(EMBEDDED_COMPONENT, Some(&cache), runtime.limits())
-        .map_err(|e| e.to_string())?;
+    GateRuntime::load_embedded(Some(&cache), runtime.limits()).map_err(|e| e.to_string())?;
     let server = server()?;
     let mut cold = Vec::new();
     let mut fresh = Vec::new();
     for n in 0..20 {
         let started = Instant::now();
-        let rt = GateRuntime::load(EMBEDDED_COMPONENT, Some(&cache), runtime.limits())
+        let rt = GateRuntime::load_embedded(Some(&cache), runtime.limits())
             .map_err(|e| e.to_string())?;
         let hosts = ScenarioHosts::new();
         let mut gate = ComponentGate::new(&rt, hosts.services());

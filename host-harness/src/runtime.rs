@@ -11,6 +11,10 @@ use wasmtime::{Config, Engine};
 /// The component built by this crate's `build.rs`.
 pub const EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("MRTR_GATE_COMPONENT"));
 
+/// SHA-256 of [`EMBEDDED_COMPONENT`], computed by `build.rs` so a cold start does not hash
+/// the component again.
+pub const EMBEDDED_COMPONENT_SHA256: &str = env!("MRTR_GATE_COMPONENT_SHA256");
+
 /// Caps on what one instance may use: a hostile input cannot hang or exhaust the host.
 #[derive(Clone, Copy, Debug)]
 pub struct SandboxLimits {
@@ -79,10 +83,19 @@ fn engine_config(limits: &SandboxLimits) -> Config {
 impl GateRuntime {
     /// The embedded component, precompiled artifact cached in the default cache folder.
     pub fn embedded() -> Result<Self, LoadError> {
-        Self::load(
+        Self::load_embedded(Some(&default_cache_dir()), SandboxLimits::default())
+    }
+
+    /// The embedded component under `limits`, cached in `cache_dir` when given.
+    pub fn load_embedded(
+        cache_dir: Option<&Path>,
+        limits: SandboxLimits,
+    ) -> Result<Self, LoadError> {
+        Self::load_digested(
             EMBEDDED_COMPONENT,
-            Some(&default_cache_dir()),
-            SandboxLimits::default(),
+            EMBEDDED_COMPONENT_SHA256,
+            cache_dir,
+            limits,
         )
     }
 
@@ -93,9 +106,19 @@ impl GateRuntime {
         cache_dir: Option<&Path>,
         limits: SandboxLimits,
     ) -> Result<Self, LoadError> {
+        let digest = hex(&Sha256::digest(component));
+        Self::load_digested(component, &digest, cache_dir, limits)
+    }
+
+    fn load_digested(
+        component: &[u8],
+        component_sha256: &str,
+        cache_dir: Option<&Path>,
+        limits: SandboxLimits,
+    ) -> Result<Self, LoadError> {
         let engine = Engine::new(&engine_config(&limits)).map_err(load_err)?;
         let component = match cache_dir {
-            Some(dir) => load_cached(&engine, component, dir)?,
+            Some(dir) => load_cached(&engine, component, component_sha256, dir)?,
             None => Component::new(&engine, component).map_err(load_err)?,
         };
         let mut linker = Linker::<HostState>::new(&engine);
@@ -157,22 +180,35 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The cache key binds the component bytes, the engine's compatibility hash and wasmtime's
-/// version: an artifact is only ever loaded into the engine that could have produced it.
-fn load_cached(engine: &Engine, component: &[u8], dir: &Path) -> Result<Component, LoadError> {
+/// The cache key binds the component's digest, the engine's compatibility hash and this
+/// crate's version: an artifact is only ever loaded into the engine that could have produced
+/// it.
+///
+/// The checksum beside the artifact is a CRC-32, not a cryptographic digest, on purpose:
+/// whoever can write the (0700) cache folder can rewrite the checksum too, so no digest kept
+/// there stops an attacker; what it must catch is accidental damage (a torn copy, a bad
+/// sector, a truncated file), which a CRC does at ten times the speed of SHA-256 on this
+/// path (a cold start hashed 2.2 MB of artifact before every load).
+fn load_cached(
+    engine: &Engine,
+    component: &[u8],
+    component_sha256: &str,
+    dir: &Path,
+) -> Result<Component, LoadError> {
     let mut h = Sha256::new();
-    h.update(component);
+    h.update(component_sha256.as_bytes());
+    h.update(component.len().to_le_bytes());
     let mut compat = std::collections::hash_map::DefaultHasher::new();
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut compat);
     h.update(std::hash::Hasher::finish(&compat).to_le_bytes());
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     let key = hex(&h.finalize());
     let artifact = dir.join(format!("gate-{key}.cwasm"));
-    let checksum = dir.join(format!("gate-{key}.sha256"));
+    let checksum = dir.join(format!("gate-{key}.crc32"));
 
     if let (Ok(bytes), Ok(expected)) =
         (std::fs::read(&artifact), std::fs::read_to_string(&checksum))
-        && hex(&Sha256::digest(&bytes)) == expected.trim()
+        && artifact_checksum(&bytes) == expected.trim()
     {
         // SAFETY: wasmtime requires that deserialized bytes come from `precompile_component`
         // of a compatible engine. We wrote this file ourselves, under a key that binds the
@@ -190,13 +226,18 @@ fn load_cached(engine: &Engine, component: &[u8], dir: &Path) -> Result<Componen
         // Write then rename, so a reader never sees half a file.
         let tmp = dir.join(format!("gate-{key}.{}.tmp", std::process::id()));
         if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &artifact).is_ok() {
-            let _ = std::fs::write(&checksum, hex(&Sha256::digest(&bytes)));
+            let _ = std::fs::write(&checksum, artifact_checksum(&bytes));
         }
     }
     // SAFETY: these bytes come from `precompile_component` of this very engine.
     #[allow(unsafe_code)]
     let component = unsafe { Component::deserialize(engine, &bytes) }.map_err(load_err)?;
     Ok(component)
+}
+
+/// The artifact's length and CRC-32: what a damaged copy changes.
+fn artifact_checksum(bytes: &[u8]) -> String {
+    format!("{}:{:08x}", bytes.len(), crc32fast::hash(bytes))
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -1,7 +1,7 @@
 //! Shared by the end-to-end tests: one compiled runtime per test binary.
 #![allow(dead_code)]
 
-use mrtr_gate_host::{GateRuntime, SandboxLimits, runtime::EMBEDDED_COMPONENT};
+use mrtr_gate_host::{GateRuntime, SandboxLimits};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -14,11 +14,7 @@ pub fn cache_dir() -> PathBuf {
 pub fn runtime() -> &'static GateRuntime {
     static RUNTIME: OnceLock<GateRuntime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        GateRuntime::load(
-            EMBEDDED_COMPONENT,
-            Some(&cache_dir()),
-            SandboxLimits::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
+        GateRuntime::load_embedded(Some(&cache_dir()), SandboxLimits::default())
+            .unwrap_or_else(|e| panic!("{e}"))
     })
 }
