@@ -1,5 +1,5 @@
 //! The component as a sandboxed plugin: its import list, trap-as-deny with a fresh instance,
-//! fuel and memory caps, the precompiled cache, and two instances sharing one store.
+//! fuel, deadline and memory caps, the precompiled cache, and two instances sharing one store.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,8 +15,11 @@ use mrtr_gate_host::core::{
 };
 use mrtr_gate_host::corpus::ScenarioHosts;
 use mrtr_gate_host::runtime::EMBEDDED_COMPONENT;
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, SandboxLimits};
+use mrtr_gate_host::{
+    BudgetKindMismatch, CallBudget, ComponentGate, GateApi, GateRuntime, SandboxLimits,
+};
 use serde_json::json;
+use std::time::Duration;
 
 fn server() -> ServerIdentity {
     ServerIdentity::origin("https://server.example/mcp").unwrap()
@@ -84,20 +87,58 @@ fn the_embedded_component_is_a_component_not_a_core_module() {
 
 #[test]
 fn running_out_of_fuel_denies_and_the_next_instance_carries_on() {
+    let limits = SandboxLimits {
+        budget: CallBudget::Fuel(2_000_000_000),
+        ..SandboxLimits::default()
+    };
+    let rt = GateRuntime::load_embedded(Some(&support::cache_dir()), limits).unwrap();
     let hosts = ScenarioHosts::new();
-    let mut gate = ComponentGate::new(support::runtime(), hosts.services());
+    let mut gate = ComponentGate::new(&rt, hosts.services());
     register(&mut gate, 1);
-    gate.set_fuel_per_call(1_000);
+    assert_eq!(
+        gate.set_budget(CallBudget::Deadline(Duration::from_secs(1))),
+        Err(BudgetKindMismatch),
+        "a fuel engine cannot enforce deadlines"
+    );
+    gate.set_budget(CallBudget::Fuel(1_000)).unwrap();
     let denied = gate.accept_response(&server(), &form_round(1)).unwrap_err();
     assert_eq!(denied.code, "guest_out_of_fuel");
     assert_eq!(denied.cause, ErrorCause::Host);
     assert_eq!(gate.traps(), 1);
     // The binding lives in storage, so a fresh instance picks up where the trap left off.
-    gate.set_fuel_per_call(SandboxLimits::default().fuel_per_call);
+    gate.set_budget(limits.budget).unwrap();
     let v = gate.accept_response(&server(), &form_round(1)).unwrap();
     assert!(matches!(v, ResponseVerdict::InputRequired(_)));
     let r = gate.build_retry(retry(1, 2)).unwrap();
     assert!(r.request_json.contains("\"requestState\":\"st\""));
+    assert_eq!(gate.traps(), 1);
+}
+
+#[test]
+fn a_passed_deadline_denies_and_the_next_instance_carries_on() {
+    // The default budget is a deadline; a zero deadline is already past at the first check.
+    assert!(matches!(
+        SandboxLimits::default().budget,
+        CallBudget::Deadline(_)
+    ));
+    let hosts = ScenarioHosts::new();
+    let mut gate = ComponentGate::new(support::runtime(), hosts.services());
+    register(&mut gate, 1);
+    assert_eq!(
+        gate.set_budget(CallBudget::Fuel(1_000)),
+        Err(BudgetKindMismatch),
+        "a deadline engine has no fuel"
+    );
+    gate.set_budget(CallBudget::Deadline(Duration::ZERO))
+        .unwrap();
+    let denied = gate.accept_response(&server(), &form_round(1)).unwrap_err();
+    assert_eq!(denied.code, "guest_deadline_exceeded");
+    assert_eq!(denied.cause, ErrorCause::Host);
+    assert_eq!(gate.traps(), 1);
+    gate.set_budget(SandboxLimits::default().budget).unwrap();
+    let v = gate.accept_response(&server(), &form_round(1)).unwrap();
+    assert!(matches!(v, ResponseVerdict::InputRequired(_)));
+    assert!(gate.build_retry(retry(1, 2)).is_ok());
     assert_eq!(gate.traps(), 1);
 }
 

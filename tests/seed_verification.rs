@@ -139,7 +139,7 @@ fn seed_changed_arguments() {
     let stored = hosts.storage.get(&key).unwrap().unwrap();
     let text = String::from_utf8(stored.value).unwrap();
     assert!(text.contains("alice"));
-    let forged = text.replace("\\\"to\\\":\\\"alice\\\"", "\\\"to\\\":\\\"mallory\\\"");
+    let forged = text.replace("\"to\":\"alice\"", "\"to\":\"mallory\"");
     assert_ne!(forged, text);
     let cas = hosts
         .storage

@@ -67,7 +67,8 @@ fn schema(variant: Option<u64>) -> Value {
         "required": ["full_name", "seat"]})
 }
 
-struct RoundInput {
+/// The wire texts and calls of one round, made before any clock starts.
+pub struct RoundInput {
     id: i64,
     register: Registration,
     input_required: String,
@@ -75,7 +76,8 @@ struct RoundInput {
     complete: String,
 }
 
-fn round_input(server: &ServerIdentity, n: i64, kind: RoundKind) -> RoundInput {
+/// Round `n` of `kind` (ids `2n` and `2n + 1`).
+pub fn round_input(server: &ServerIdentity, n: i64, kind: RoundKind) -> RoundInput {
     let id = n.saturating_mul(2);
     let params = json!({"name": "book_flight", "arguments": {"from": "OSL", "to": "SFO"}, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -129,7 +131,12 @@ fn round_input(server: &ServerIdentity, n: i64, kind: RoundKind) -> RoundInput {
     }
 }
 
-fn round(gate: &mut dyn GateApi, server: &ServerIdentity, input: RoundInput) -> Result<(), String> {
+/// One full round: register, accept the `input_required`, build the retry, accept `complete`.
+pub fn round(
+    gate: &mut dyn GateApi,
+    server: &ServerIdentity,
+    input: RoundInput,
+) -> Result<(), String> {
     let fail = |e: GateDenial| format!("round {}: {e}", input.id);
     gate.register(input.register).map_err(fail)?;
     gate.accept_response(server, &input.input_required)
@@ -140,7 +147,8 @@ fn round(gate: &mut dyn GateApi, server: &ServerIdentity, input: RoundInput) -> 
     Ok(())
 }
 
-fn server() -> Result<ServerIdentity, String> {
+/// The server every benchmark round talks to.
+pub fn server() -> Result<ServerIdentity, String> {
     ServerIdentity::origin("https://flights.example.com/mcp").map_err(|e| e.to_string())
 }
 
@@ -265,13 +273,13 @@ pub fn run_with(
     ];
     let mut medians = Vec::new();
     for (label, kind) in kinds {
-        let hosts = ScenarioHosts::new();
+        let hosts = ScenarioHosts::for_bench();
         let component = measure(
             &mut ComponentGate::new(runtime, hosts.services()),
             rounds,
             kind,
         )?;
-        let hosts = ScenarioHosts::new();
+        let hosts = ScenarioHosts::for_bench();
         let native = measure(&mut NativeGate::new(hosts.services()), rounds, kind)?;
         row(&mut out, "component (wasmtime)", label, component);
         row(&mut out, "native core", label, native);
@@ -314,7 +322,7 @@ pub fn run_with(
         let started = Instant::now();
         let rt = GateRuntime::load_embedded(Some(&cache), runtime.limits())
             .map_err(|e| e.to_string())?;
-        let hosts = ScenarioHosts::new();
+        let hosts = ScenarioHosts::for_bench();
         let mut gate = ComponentGate::new(&rt, hosts.services());
         let input = round_input(
             &server,
@@ -346,12 +354,12 @@ pub fn run_with(
     );
 
     // Memory: live state bounded by live rounds.
-    let hosts = ScenarioHosts::new();
+    let hosts = ScenarioHosts::for_bench();
     let mut gate = ComponentGate::new(runtime, hosts.services());
     rounds_mem(&mut gate, &hosts, &mut out)?;
 
     // Throughput: two threads, two instances each, one shared store and audit sink.
-    let hosts = ScenarioHosts::new();
+    let hosts = ScenarioHosts::for_bench();
     let per_instance = 2_000i64;
     let started = Instant::now();
     std::thread::scope(|scope| -> Result<(), String> {
@@ -515,18 +523,18 @@ pub fn scaling(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
         )
         .collect();
     for (label, scale) in points {
-        let hosts = ScenarioHosts::new();
+        let hosts = ScenarioHosts::for_bench();
         let c = measure_scaled(
             &mut ComponentGate::new(runtime, hosts.services()),
             scale,
             rounds,
         )?;
-        let hosts = ScenarioHosts::new();
+        let hosts = ScenarioHosts::for_bench();
         let n = measure_scaled(&mut NativeGate::new(hosts.services()), scale, rounds)?;
         let _ = writeln!(out, "{label:<28} {c:>12.1} {n:>12.1}");
     }
     for live in [0i64, 1_000, 10_000, 100_000] {
-        let hosts = ScenarioHosts::new();
+        let hosts = ScenarioHosts::for_bench();
         let mut gate = ComponentGate::new(runtime, hosts.services());
         let server = server()?;
         // Bindings registered and never finished: other requests in flight.

@@ -35,12 +35,22 @@ pub struct ScenarioHosts {
 impl ScenarioHosts {
     /// Fresh hosts.
     pub fn new() -> Self {
+        Self::with_audit(MemoryAudit::new())
+    }
+
+    /// Fresh hosts whose audit sink keeps only its newest 1,024 lines (benchmarks: a sink
+    /// that keeps millions of lines measures the host's allocator, not the gate).
+    pub fn for_bench() -> Self {
+        Self::with_audit(MemoryAudit::windowed(1024))
+    }
+
+    fn with_audit(audit: MemoryAudit) -> Self {
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
         Self {
             storage: MemoryStorage::new(clock.clone()),
             clock,
             consent: ScriptedConsent::new(ScriptedAnswer::Grant),
-            audit: MemoryAudit::new(),
+            audit,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use crate::bindings::GatePlugin;
 use crate::bindings::exports::mrtr::gate::gate as wit;
-use crate::runtime::GateRuntime;
+use crate::runtime::{CallBudget, GateRuntime};
 use crate::services::{HostServices, HostState};
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
@@ -122,7 +122,7 @@ pub struct ComponentGate {
     services: HostServices,
     live: Option<Live>,
     traps: u64,
-    fuel_per_call: u64,
+    budget: CallBudget,
 }
 
 impl std::fmt::Debug for ComponentGate {
@@ -134,21 +134,48 @@ impl std::fmt::Debug for ComponentGate {
 }
 
 fn trapped(e: &wasmtime::Error) -> GateDenial {
-    let out_of_fuel = e.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel);
+    let (code, message) = match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => (
+            "guest_out_of_fuel",
+            "the gate ran out of fuel; the call is denied and the instance replaced",
+        ),
+        Some(Trap::Interrupt) => (
+            "guest_deadline_exceeded",
+            "the gate ran past its deadline; the call is denied and the instance replaced",
+        ),
+        _ => (
+            "guest_trapped",
+            "the gate trapped; the call is denied and the instance replaced",
+        ),
+    };
     GateDenial {
-        code: if out_of_fuel {
-            "guest_out_of_fuel"
-        } else {
-            "guest_trapped"
-        }
-        .into(),
+        code: code.into(),
         cause: ErrorCause::Host,
-        message: if out_of_fuel {
-            "the gate ran out of fuel; the call is denied".into()
-        } else {
-            "the gate trapped; the call is denied and the instance replaced".into()
-        },
+        message: message.into(),
         audited: false,
+    }
+}
+
+/// [`ComponentGate::set_budget`] was given a kind of budget its engine cannot enforce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetKindMismatch;
+
+impl std::fmt::Display for BudgetKindMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the runtime was loaded with the other kind of call budget (fuel or deadline)")
+    }
+}
+
+impl std::error::Error for BudgetKindMismatch {}
+
+/// Give `store` its budget for the next call.
+fn arm(store: &mut Store<HostState>, budget: CallBudget) -> wasmtime::Result<()> {
+    match budget {
+        CallBudget::Fuel(fuel) => store.set_fuel(fuel),
+        CallBudget::Deadline(d) => {
+            store.set_epoch_deadline(CallBudget::deadline_ticks(d));
+            Ok(())
+        }
     }
 }
 
@@ -187,13 +214,23 @@ impl ComponentGate {
             services,
             live: None,
             traps: 0,
-            fuel_per_call: runtime.limits.fuel_per_call,
+            budget: runtime.limits.budget,
         }
     }
 
-    /// Change the fuel each call gets (the runtime's limit is the default).
-    pub fn set_fuel_per_call(&mut self, fuel: u64) {
-        self.fuel_per_call = fuel;
+    /// Change what each call may spend (the runtime's limit is the default). The kind must
+    /// be the runtime's: its engine was compiled either for fuel or for deadlines.
+    pub fn set_budget(&mut self, budget: CallBudget) -> Result<(), BudgetKindMismatch> {
+        let same_kind = matches!(
+            (budget, self.runtime.limits.budget),
+            (CallBudget::Fuel(_), CallBudget::Fuel(_))
+                | (CallBudget::Deadline(_), CallBudget::Deadline(_))
+        );
+        if !same_kind {
+            return Err(BudgetKindMismatch);
+        }
+        self.budget = budget;
+        Ok(())
     }
 
     /// How many calls trapped so far.
@@ -231,9 +268,7 @@ impl ComponentGate {
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
-        store
-            .set_fuel(limits.fuel_per_call)
-            .map_err(|e| trapped(&e))?;
+        arm(&mut store, self.budget).map_err(|e| trapped(&e))?;
         let plugin = self
             .runtime
             .pre
@@ -255,9 +290,7 @@ impl ComponentGate {
         let Some(live) = self.live.as_mut() else {
             return Err(trapped(&wasmtime::Error::msg("no instance")));
         };
-        live.store
-            .set_fuel(self.fuel_per_call)
-            .map_err(|e| trapped(&e))?;
+        arm(&mut live.store, self.budget).map_err(|e| trapped(&e))?;
         match f(&live.plugin, &mut live.store) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(from_wit(e)),

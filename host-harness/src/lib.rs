@@ -4,7 +4,8 @@
 //!
 //! - [`GateRuntime`] compiles the component once (caching the precompiled artifact on disk)
 //!   and pre-links its four imports (`InstancePre`);
-//! - [`ComponentGate`] is one sandboxed instance with fuel and memory caps; any trap is a
+//! - [`ComponentGate`] is one sandboxed instance with a call budget (deadline or fuel) and memory
+//!   caps; any trap is a
 //!   denial and the instance is replaced;
 //! - [`services`] adapts host services to the imports; [`hosts`] has the reference ones
 //!   (wall and test clocks, in-memory storage, scripted and terminal consent, in-memory and
@@ -28,7 +29,7 @@ pub mod hosts;
 pub mod runtime;
 pub mod services;
 
-pub use gate::{ComponentGate, GateApi, GateDenial, NativeGate};
+pub use gate::{BudgetKindMismatch, ComponentGate, GateApi, GateDenial, NativeGate};
 pub use mrtr_gate_core as core;
-pub use runtime::{GateRuntime, LoadError, SandboxLimits};
+pub use runtime::{CallBudget, GateRuntime, LoadError, SandboxLimits};
 pub use services::HostServices;

@@ -5,6 +5,9 @@ use crate::bindings::GatePluginPre;
 use crate::services::HostState;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
@@ -15,11 +18,34 @@ pub const EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("MRTR_GATE_COMPONENT")
 /// the component again.
 pub const EMBEDDED_COMPONENT_SHA256: &str = env!("MRTR_GATE_COMPONENT_SHA256");
 
+/// How a call that runs too long is stopped (either way it traps and is denied).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallBudget {
+    /// A wall-clock deadline per call, enforced by epoch interruption: a background thread
+    /// advances the engine's epoch every [`EPOCH_TICK`], and the guest checks it at function
+    /// entries and loop heads. The cheaper check (a form round: ~9% over no check at all).
+    Deadline(Duration),
+    /// Fuel per call (roughly, wasm instructions): deterministic whatever the machine's
+    /// load, at a higher price (a form round: ~30% over no check at all).
+    Fuel(u64),
+}
+
+impl CallBudget {
+    /// The deadline in epoch ticks (rounded up: never shorter than asked).
+    pub(crate) fn deadline_ticks(d: Duration) -> u64 {
+        let tick = EPOCH_TICK.as_nanos().max(1);
+        u64::try_from(d.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX)
+    }
+}
+
+/// How often the epoch advances under [`CallBudget::Deadline`]: the deadline's resolution.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
 /// Caps on what one instance may use: a hostile input cannot hang or exhaust the host.
 #[derive(Clone, Copy, Debug)]
 pub struct SandboxLimits {
-    /// Fuel for one call (roughly, wasm instructions). Exhausted: the call traps and is denied.
-    pub fuel_per_call: u64,
+    /// What one call may spend before it is stopped.
+    pub budget: CallBudget,
     /// Largest linear memory, in bytes.
     pub max_memory_bytes: usize,
     /// Largest wasm stack, in bytes.
@@ -29,9 +55,9 @@ pub struct SandboxLimits {
 impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
-            // A full form round costs a few million units; hostile inputs are refused long
-            // before this, but a bug in the guest cannot spin forever.
-            fuel_per_call: 2_000_000_000,
+            // A full form round takes about 0.1 ms; hostile inputs are refused long before
+            // a second, but a bug in the guest cannot spin forever.
+            budget: CallBudget::Deadline(Duration::from_secs(1)),
             max_memory_bytes: 256 << 20,
             max_wasm_stack: 1 << 20,
         }
@@ -61,6 +87,36 @@ pub struct GateRuntime {
     pub(crate) pre: GatePluginPre<HostState>,
     pub(crate) limits: SandboxLimits,
     component: Component,
+    /// Advances the epoch while any clone of this runtime lives (deadline budgets only).
+    _ticker: Option<Arc<EpochTicker>>,
+}
+
+/// A thread that advances an engine's epoch every [`EPOCH_TICK`] until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Result<Self, LoadError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, engine) = (Arc::clone(&stop), engine.clone());
+        std::thread::Builder::new()
+            .name("mrtr-gate-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .map_err(load_err)?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for GateRuntime {
@@ -74,7 +130,10 @@ impl std::fmt::Debug for GateRuntime {
 /// The engine configuration every gate runs under.
 fn engine_config(limits: &SandboxLimits) -> Config {
     let mut config = Config::new();
-    config.consume_fuel(true);
+    match limits.budget {
+        CallBudget::Deadline(_) => config.epoch_interruption(true),
+        CallBudget::Fuel(_) => config.consume_fuel(true),
+    };
     config.max_wasm_stack(limits.max_wasm_stack);
     config.wasm_component_model(true);
     config
@@ -129,11 +188,16 @@ impl GateRuntime {
         .map_err(load_err)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(load_err)?;
         let pre = GatePluginPre::new(instance_pre).map_err(load_err)?;
+        let ticker = match limits.budget {
+            CallBudget::Deadline(_) => Some(Arc::new(EpochTicker::start(&engine)?)),
+            CallBudget::Fuel(_) => None,
+        };
         Ok(Self {
             engine,
             pre,
             limits,
             component,
+            _ticker: ticker,
         })
     }
 

@@ -21,7 +21,7 @@ fn main() {
         clock: clock.clone(),
         storage: MemoryStorage::new(clock),
         consent: ScriptedConsent::new(ScriptedAnswer::Grant),
-        audit: MemoryAudit::new(),
+        audit: MemoryAudit::windowed(1024),
     });
     let server = ServerIdentity::origin("https://flights.example.com/mcp").unwrap();
     let params =

@@ -208,7 +208,10 @@ impl ChainWriter {
             let back = sink
                 .read_back(seq)
                 .map_err(|_| GateError::Host(HostFault::AuditReadbackMismatch))?;
-            if back.as_deref() != Some(entry.line.as_str()) {
+            let same = back
+                .as_deref()
+                .is_some_and(|b| canonical::bytes_equal(b.as_bytes(), entry.line.as_bytes()));
+            if !same {
                 return Err(GateError::Host(HostFault::AuditReadbackMismatch));
             }
             self.head = Some(ChainHead {

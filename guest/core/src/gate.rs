@@ -15,8 +15,10 @@ use crate::policy::{Policy, limits};
 use crate::responses;
 use crate::round::{self, Declared, InputRule};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// Storage key prefix of binding records.
 pub const BINDING_PREFIX: &str = "mrtr-gate/v1/binding/";
@@ -144,18 +146,20 @@ impl TerminalOutcome {
 }
 
 /// An open round, as stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct OpenRound {
     number: u32,
     state: Option<String>,
     state_sha256: Option<String>,
     inputs: BTreeMap<String, InputRule>,
-    view_json: String,
+    /// Canonical JSON, stored as JSON (not as an escaped string): written and read without
+    /// escaping a kilobyte per round.
+    view_json: Box<RawValue>,
     view_sha256: String,
 }
 
 /// A live binding, as stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Binding {
     format: u32,
     original_id: RequestId,
@@ -175,7 +179,8 @@ struct Binding {
     name: String,
     /// The name as the audit trail may record it (a resource URI without query).
     audit_name: String,
-    params_json: String,
+    /// Canonical JSON, stored as JSON; checked against `params_sha256` before every retry.
+    params_json: Box<RawValue>,
     params_sha256: String,
     policy: Policy,
     declared: Declared,
@@ -234,6 +239,20 @@ fn round_fields(e: Event, open: &OpenRound) -> Event {
         .set("view_sha256", open.view_sha256.clone())
 }
 
+/// The canonical text of a JSON-RPC request whose params are already canonical JSON: the
+/// envelope's keys (`id`, `jsonrpc`, `method`, `params`) are already in canonical order.
+fn request_text(id: &RequestId, method: &str, params_canonical: &str) -> String {
+    let mut out = String::with_capacity(params_canonical.len().saturating_add(64));
+    out.push_str("{\"id\":");
+    canonical::write_value(&mut out, &id.to_json());
+    out.push_str(",\"jsonrpc\":\"2.0\",\"method\":");
+    canonical::write_string(&mut out, method);
+    out.push_str(",\"params\":");
+    out.push_str(params_canonical);
+    out.push('}');
+    out
+}
+
 fn binding_key(id: &RequestId) -> String {
     format!("{BINDING_PREFIX}{}", id.key_fragment())
 }
@@ -277,31 +296,29 @@ fn non_empty_principal(value: &str, field: &'static str) -> Result<(), GateError
 /// so the parse is skipped. Bounded; it only saves work, it never decides anything.
 #[derive(Default)]
 struct RecordCache {
-    entries: std::collections::VecDeque<(String, u64, Vec<u8>, Binding)>,
+    entries: std::collections::VecDeque<(String, u64, usize, Rc<Binding>)>,
 }
 
 const RECORD_CACHE_SIZE: usize = 32;
 
 impl RecordCache {
-    fn get(&self, key: &str, stored: &Versioned) -> Option<Binding> {
+    fn get(&self, key: &str, stored: &Versioned) -> Option<Rc<Binding>> {
         self.entries
             .iter()
             // The store's contract: a key's version changes on every write and is never
             // reused. Version and length are checked, not every byte (a byte compare of
             // every record is measurable in wasm); a host that broke the contract would
             // at worst get back the record this gate itself wrote.
-            .find(|(k, v, bytes, _)| {
-                k == key && *v == stored.version && bytes.len() == stored.value.len()
-            })
-            .map(|(_, _, _, b)| b.clone())
+            .find(|(k, v, len, _)| k == key && *v == stored.version && *len == stored.value.len())
+            .map(|(_, _, _, b)| Rc::clone(b))
     }
 
-    fn put(&mut self, key: String, version: u64, bytes: Vec<u8>, binding: Binding) {
+    fn put(&mut self, key: String, version: u64, len: usize, binding: Rc<Binding>) {
         self.forget(&key);
         if self.entries.len() >= RECORD_CACHE_SIZE {
             self.entries.pop_front();
         }
-        self.entries.push_back((key, version, bytes, binding));
+        self.entries.push_back((key, version, len, binding));
     }
 
     fn forget(&mut self, key: &str) {
@@ -348,7 +365,7 @@ impl<H: Host> Gate<H> {
 
     // ---- storage -------------------------------------------------------------------------
 
-    fn load(&self, id: &RequestId) -> Result<Option<(Binding, u64)>, GateError> {
+    fn load(&self, id: &RequestId) -> Result<Option<(Rc<Binding>, u64)>, GateError> {
         let storage = self.host.storage();
         let Some(alias) = storage.get(&alias_key(id)).map_err(storage_failed)? else {
             return Ok(None);
@@ -367,10 +384,12 @@ impl<H: Host> Gate<H> {
         let binding = match cached {
             Some(b) => b,
             None => {
-                let b: Binding = serde_json::from_slice(&stored.value)
-                    .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+                let b: Rc<Binding> = Rc::new(
+                    serde_json::from_slice(&stored.value)
+                        .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?,
+                );
                 if let Ok(mut c) = self.records.try_borrow_mut() {
-                    c.put(key, stored.version, stored.value, b.clone());
+                    c.put(key, stored.version, stored.value.len(), Rc::clone(&b));
                 }
                 b
             }
@@ -392,24 +411,48 @@ impl<H: Host> Gate<H> {
             .saturating_add(EXPIRY_GRACE_MS)
     }
 
-    fn store(&self, binding: &Binding, expected: Option<u64>) -> Result<u64, GateError> {
-        let bytes = serde_json::to_vec(binding)
-            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+    /// Write `binding` if its record is still at `expected` (absent when `None`).
+    fn store(
+        &self,
+        binding: Binding,
+        expected: Option<u64>,
+    ) -> Result<(Rc<Binding>, u64), (GateError, Box<Binding>)> {
+        let bytes = match serde_json::to_vec(&binding) {
+            Ok(b) => b,
+            Err(_) => {
+                let e = GateError::Host(HostFault::StorageCorrupted);
+                return Err((e, Box::new(binding)));
+            }
+        };
         let key = binding.key();
+        let ttl = self.ttl(&binding);
         match self
             .host
             .storage()
-            .compare_and_swap(&key, expected, Some(&bytes), self.ttl(binding))
-            .map_err(storage_failed)?
+            .compare_and_swap(&key, expected, Some(&bytes), ttl)
         {
-            CasOutcome::Applied(v) => {
+            Ok(CasOutcome::Applied(v)) => {
+                let binding = Rc::new(binding);
                 if let Ok(mut c) = self.records.try_borrow_mut() {
-                    c.put(key, v, bytes, binding.clone());
+                    c.put(key, v, bytes.len(), Rc::clone(&binding));
                 }
-                Ok(v)
+                Ok((binding, v))
             }
-            CasOutcome::Conflict => Err(GateError::Host(HostFault::StateAlreadyUsed)),
+            Ok(CasOutcome::Conflict) => Err((
+                GateError::Host(HostFault::StateAlreadyUsed),
+                Box::new(binding),
+            )),
+            Err(e) => Err((storage_failed(e), Box::new(binding))),
         }
+    }
+
+    /// The binding behind `rc`, owned: the cached copy is dropped first, so the usual case
+    /// (no other holder) takes it without a copy.
+    fn take(&self, rc: Rc<Binding>) -> Binding {
+        if let Ok(mut c) = self.records.try_borrow_mut() {
+            c.forget(&rc.key());
+        }
+        Rc::unwrap_or_clone(rc)
     }
 
     /// Reserve `id` for `binding`: the alias's version, or none when the id is live elsewhere.
@@ -569,14 +612,11 @@ impl<H: Host> Gate<H> {
         } else {
             name.clone()
         };
-        let params_value = Value::Object(params);
-        let params_json = canonical::to_canonical(&params_value);
+        let declared = Declared::from_params(&params);
+        let params_json = canonical::to_canonical(&Value::Object(params));
         let params_sha256 = canonical::sha256_hex(params_json.as_bytes());
-        let Value::Object(params) = params_value else {
-            return Err(caller(CallerMisuse::InvalidParams(
-                "params must be an object".into(),
-            )));
-        };
+        let params_json = RawValue::from_string(params_json)
+            .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
         let now = self.now();
         let binding = Binding {
             format: BINDING_FORMAT,
@@ -592,7 +632,7 @@ impl<H: Host> Gate<H> {
             method: r.method,
             name,
             audit_name,
-            declared: Declared::from_params(&params),
+            declared,
             params_json,
             params_sha256: params_sha256.clone(),
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
@@ -608,23 +648,20 @@ impl<H: Host> Gate<H> {
             Some(v) => binding.alias_versions.push(v),
             None => return Err(caller(CallerMisuse::RequestIdInUse)),
         }
-        if let Err(e) = self.store(&binding, None) {
-            let _ = self.delete_alias(&request_id, &request_id);
-            return Err(match e {
-                GateError::Host(HostFault::StateAlreadyUsed) => {
-                    caller(CallerMisuse::RequestIdInUse)
-                }
-                other => other,
-            });
-        }
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": request_id.to_json(),
-            "method": binding.method,
-            "params": serde_json::from_str::<Value>(&binding.params_json).unwrap_or(Value::Null),
-        });
+        let binding = match self.store(binding, None) {
+            Ok((b, _)) => b,
+            Err((e, _)) => {
+                let _ = self.delete_alias(&request_id, &request_id);
+                return Err(match e {
+                    GateError::Host(HostFault::StateAlreadyUsed) => {
+                        caller(CallerMisuse::RequestIdInUse)
+                    }
+                    other => other,
+                });
+            }
+        };
         Ok(Registered {
-            request_json: canonical::to_canonical(&request),
+            request_json: request_text(&request_id, &binding.method, binding.params_json.get()),
             params_sha256,
             expires_at_ms: binding.expires_at_ms,
         })
@@ -720,13 +757,14 @@ impl<H: Host> Gate<H> {
     /// Deny, and end the binding: the bound server misbehaved (fail closed).
     fn fail_binding(
         &mut self,
-        mut binding: Binding,
+        binding: Rc<Binding>,
         version: u64,
         error: GateError,
         outcome: TerminalOutcome,
     ) -> Denial {
         let event = binding.event(EventKind::Rejected);
         let denial = self.deny(error, event);
+        let mut binding = self.take(binding);
         binding.audited = true;
         let code = denial.error.code();
         let _ = self.end(&binding, version, outcome, Some(code));
@@ -802,7 +840,7 @@ impl<H: Host> Gate<H> {
 
     fn open_round(
         &mut self,
-        mut binding: Binding,
+        binding: Rc<Binding>,
         version: u64,
         round: round::Round,
     ) -> Result<ResponseVerdict, Denial> {
@@ -811,7 +849,16 @@ impl<H: Host> Gate<H> {
         let view = self.view(&binding, number, &round);
         let view_json = canonical::to_canonical(&view);
         let view_sha256 = canonical::sha256_hex(view_json.as_bytes());
+        let view_raw = match RawValue::from_string(view_json.clone()) {
+            Ok(v) => v,
+            Err(_) => {
+                let e = GateError::Host(HostFault::StorageCorrupted);
+                let event = binding.event(EventKind::Rejected);
+                return Err(self.deny(e, event));
+            }
+        };
         let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
+        let mut binding = self.take(binding);
         binding.rounds = number;
         binding.audited = true;
         binding.open = Some(OpenRound {
@@ -819,12 +866,12 @@ impl<H: Host> Gate<H> {
             state: round.state,
             state_sha256: state_sha256.clone(),
             inputs: round.inputs,
-            view_json: view_json.clone(),
+            view_json: view_raw,
             view_sha256: view_sha256.clone(),
         });
-        let version = match self.store(&binding, Some(version)) {
-            Ok(v) => v,
-            Err(e) => {
+        let (binding, version) = match self.store(binding, Some(version)) {
+            Ok(stored) => stored,
+            Err((e, binding)) => {
                 let event = binding.event(EventKind::Rejected);
                 return Err(self.deny(e, event));
             }
@@ -928,130 +975,143 @@ impl<H: Host> Gate<H> {
                 TerminalOutcome::Expired,
             ));
         }
-        let event = |b: &Binding| {
+        let rejected = |b: &Binding| {
             b.event(EventKind::Rejected)
                 .set("live_id", request_id.to_json())
                 .set("retry_id", r.retry_id.to_json())
         };
-        match self.retry_checked(&binding, version, &r) {
-            Ok(retry) => Ok(retry),
-            Err(RetryFailure::Denied(e)) => {
-                let ev = event(&binding);
-                Err(self.deny(e, ev))
+        let prepared = match self.prepare_retry(&binding, &r) {
+            Ok(p) => p,
+            Err(e) => {
+                let event = rejected(&binding);
+                return Err(self.deny(e, event));
             }
-            Err(RetryFailure::Ended(d)) => Err(d),
+        };
+        let Prepared {
+            retry_id,
+            alias_version,
+            receipt_id,
+            responses,
+            mut params,
+        } = prepared;
+        let submitted = binding
+            .event(EventKind::Submitted)
+            .set("outcome", "accepted")
+            .set("consent_receipt_id", receipt_id.clone())
+            .set("retry_id", retry_id.to_json());
+
+        // Single use, step 2: consume the round with one compare-and-swap on the version read.
+        let mut next = self.take(binding);
+        let Some(open) = next.open.take() else {
+            self.release_alias(&retry_id, alias_version);
+            return Err(self.deny(caller(CallerMisuse::InactiveRound), rejected(&next)));
+        };
+        next.live_id = retry_id.clone();
+        next.used_ids.push(retry_id.clone());
+        next.alias_versions.push(alias_version);
+        let (next, new_version) = match self.store(next, Some(version)) {
+            Ok(stored) => stored,
+            Err((e, mut back)) => {
+                self.release_alias(&retry_id, alias_version);
+                // The event names the binding as it was: the round it failed to consume.
+                back.open = Some(open);
+                back.live_id = request_id.clone();
+                let event = rejected(&back);
+                return Err(self.deny(e, event));
+            }
+        };
+        if let Err(e) = self.audit(submitted) {
+            // The round is consumed but the trail does not show it: the retry must not go out.
+            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
+            return Err(Denial::unaudited(e));
         }
+
+        // Built from the original params: nothing of an earlier round can be carried along.
+        if let Some(responses) = responses {
+            params.insert("inputResponses".into(), responses);
+        }
+        if let Some(state) = open.state {
+            params.insert("requestState".into(), Value::String(state));
+        }
+        let params = canonical::to_canonical(&Value::Object(params));
+        Ok(Retry {
+            request_json: request_text(&retry_id, &next.method, &params),
+            round: open.number,
+            consent_receipt_id: receipt_id,
+        })
     }
 
-    fn retry_checked(
+    /// Everything a retry needs before the round is consumed: the checks, the answers, the
+    /// retry id reserved and the consent obtained.
+    fn prepare_retry(
         &mut self,
         binding: &Binding,
-        version: u64,
         r: &RetryRequest,
-    ) -> Result<Retry, RetryFailure> {
-        let denied = RetryFailure::Denied;
+    ) -> Result<Prepared, GateError> {
         let open = match (&binding.open, binding.live_id == r.request_id) {
-            (Some(open), true) => open.clone(),
-            _ => return Err(denied(caller(CallerMisuse::InactiveRound))),
+            (Some(open), true) => open,
+            _ => return Err(caller(CallerMisuse::InactiveRound)),
         };
         let retry_id = r
             .retry_id
             .clone()
             .validated()
-            .map_err(|_| denied(caller(CallerMisuse::RetryIdNotNew)))?;
+            .map_err(|_| caller(CallerMisuse::RetryIdNotNew))?;
         if binding.used_ids.contains(&retry_id) {
-            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+            return Err(caller(CallerMisuse::RetryIdNotNew));
         }
         if binding.user != r.user
             || binding.tenant != r.tenant
-            || canonical::sha256_hex(binding.params_json.as_bytes()) != binding.params_sha256
+            || canonical::sha256_hex(binding.params_json.get().as_bytes()) != binding.params_sha256
         {
-            return Err(denied(caller(CallerMisuse::IdentityOrArgumentMismatch)));
+            return Err(caller(CallerMisuse::IdentityOrArgumentMismatch));
         }
         let responses = match json::parse_strict(&r.responses_json, limits::RESPONSES) {
             Ok(Value::Object(m)) => m,
             Ok(_) => {
-                return Err(denied(caller(CallerMisuse::InvalidInputResponse(
+                return Err(caller(CallerMisuse::InvalidInputResponse(
                     "`inputResponses` must be an object".into(),
-                ))));
+                )));
             }
             Err(e) => {
-                return Err(denied(caller(CallerMisuse::InvalidInputResponse(
-                    match e {
-                        JsonError::Syntax(w) | JsonError::Limit(w) => w,
-                        JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
-                    },
-                ))));
+                return Err(caller(CallerMisuse::InvalidInputResponse(match e {
+                    JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                    JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+                })));
             }
         };
-        responses::check_responses(&responses, &open.inputs).map_err(denied)?;
+        responses::check_responses(&responses, &open.inputs)?;
         // Parsed before anything is consumed, so a corrupt record can never leave a
         // `submitted` event for a retry that does not go out.
-        let mut params: Map<String, Value> = serde_json::from_str(&binding.params_json)
-            .map_err(|_| denied(GateError::Host(HostFault::StorageCorrupted)))?;
+        let params: Map<String, Value> = serde_json::from_str(binding.params_json.get())
+            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
 
         // Single use, step 1: reserve the retry id against every live binding. Done before
         // consent, so the trail never shows consent for a retry whose id is taken.
-        let Some(alias_version) = self.reserve_alias(&retry_id, binding).map_err(denied)? else {
-            return Err(denied(caller(CallerMisuse::RetryIdNotNew)));
+        let Some(alias_version) = self.reserve_alias(&retry_id, binding)? else {
+            return Err(caller(CallerMisuse::RetryIdNotNew));
         };
 
         // Consent: exactly this view, exactly these answers. A state-only round sends
         // nothing of the user's (the spec lets the client retry at once): no prompt.
-        let responses_value = Value::Object(responses);
-        let receipt_id = if open.inputs.is_empty() {
-            None
+        let (receipt_id, responses) = if open.inputs.is_empty() {
+            (None, None)
         } else {
-            match self.consent(binding, &open, &responses_value, &retry_id) {
-                Ok(id) => Some(id),
+            let responses = Value::Object(responses);
+            match self.consent(binding, open, &responses, &retry_id) {
+                Ok(id) => (Some(id), Some(responses)),
                 Err(e) => {
                     self.release_alias(&retry_id, alias_version);
                     return Err(e);
                 }
             }
         };
-
-        // Step 2: consume the round with one compare-and-swap on the version read.
-        let mut next = binding.clone();
-        next.live_id = retry_id.clone();
-        next.used_ids.push(retry_id.clone());
-        next.alias_versions.push(alias_version);
-        next.open = None;
-        let new_version = match self.store(&next, Some(version)) {
-            Ok(v) => v,
-            Err(e) => {
-                self.release_alias(&retry_id, alias_version);
-                return Err(denied(e));
-            }
-        };
-        let submitted = binding
-            .event(EventKind::Submitted)
-            .set("outcome", "accepted")
-            .set("consent_receipt_id", receipt_id.clone())
-            .set("retry_id", retry_id.to_json());
-        if let Err(e) = self.audit(submitted) {
-            // The round is consumed but the trail does not show it: the retry must not go out.
-            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
-            return Err(RetryFailure::Ended(Denial::unaudited(e)));
-        }
-
-        // Built from the original params: nothing of an earlier round can be carried along.
-        if !open.inputs.is_empty() {
-            params.insert("inputResponses".into(), responses_value);
-        }
-        if let Some(state) = &open.state {
-            params.insert("requestState".into(), Value::String(state.clone()));
-        }
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": retry_id.to_json(),
-            "method": binding.method,
-            "params": params,
-        });
-        Ok(Retry {
-            request_json: canonical::to_canonical(&request),
-            round: open.number,
-            consent_receipt_id: receipt_id,
+        Ok(Prepared {
+            retry_id,
+            alias_version,
+            receipt_id,
+            responses,
+            params,
         })
     }
 
@@ -1063,11 +1123,10 @@ impl<H: Host> Gate<H> {
         open: &OpenRound,
         responses: &Value,
         retry_id: &RequestId,
-    ) -> Result<String, RetryFailure> {
-        let denied = RetryFailure::Denied;
+    ) -> Result<String, GateError> {
         let responses_json = canonical::to_canonical(responses);
         let prompt = ConsentPrompt {
-            view_json: open.view_json.clone(),
+            view_json: open.view_json.get().to_owned(),
             view_sha256: open.view_sha256.clone(),
             responses_sha256: canonical::sha256_hex(responses_json.as_bytes()),
             responses_json,
@@ -1076,29 +1135,29 @@ impl<H: Host> Gate<H> {
             .host
             .consent()
             .request_consent(&prompt)
-            .map_err(|e| denied(GateError::Host(HostFault::ConsentUnavailable(e.message))))?;
+            .map_err(|e| GateError::Host(HostFault::ConsentUnavailable(e.message)))?;
         let id_ok = !receipt.receipt_id.is_empty()
             && receipt.receipt_id.len() <= limits::MAX_RECEIPT_ID_BYTES
             && receipt.receipt_id.bytes().all(|b| b.is_ascii_graphic());
         if !id_ok {
-            return Err(denied(GateError::Host(HostFault::ConsentUnavailable(
+            return Err(GateError::Host(HostFault::ConsentUnavailable(
                 "the receipt id must be 1 to 128 printable ascii bytes".into(),
-            ))));
+            )));
         }
         if receipt.decision != ConsentDecision::Granted {
-            return Err(denied(caller(CallerMisuse::ConsentRefused)));
+            return Err(caller(CallerMisuse::ConsentRefused));
         }
         if receipt.view_sha256 != prompt.view_sha256
             || receipt.responses_sha256 != prompt.responses_sha256
         {
-            return Err(denied(caller(CallerMisuse::ConsentMismatch)));
+            return Err(caller(CallerMisuse::ConsentMismatch));
         }
         let consented = binding
             .event(EventKind::Consented)
             .set("outcome", "granted")
             .set("consent_receipt_id", receipt.receipt_id.clone())
             .set("retry_id", retry_id.to_json());
-        self.audit(consented).map_err(denied)?;
+        self.audit(consented)?;
         Ok(receipt.receipt_id)
     }
 
@@ -1186,9 +1245,12 @@ enum Judgement {
     End(GateError),
 }
 
-enum RetryFailure {
-    /// Deny (audited as rejected); the binding stays.
-    Denied(GateError),
-    /// Already denied and the binding ended.
-    Ended(Denial),
+/// A retry checked, its id reserved and its consent given; the round not yet consumed.
+struct Prepared {
+    retry_id: RequestId,
+    alias_version: u64,
+    receipt_id: Option<String>,
+    /// The answers to send (none for a state-only round).
+    responses: Option<Value>,
+    params: Map<String, Value>,
 }

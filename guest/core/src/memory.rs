@@ -285,16 +285,33 @@ pub enum AuditFault {
 }
 
 /// An audit sink in memory that checks the chain on append. Cloning shares it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct MemoryAudit {
-    entries: Arc<Mutex<Vec<AuditEntry>>>,
+    entries: Arc<Mutex<std::collections::VecDeque<AuditEntry>>>,
     fault: Arc<Mutex<AuditFault>>,
+    /// How many of the newest entries are kept (the rest count as shipped elsewhere).
+    window: usize,
+}
+
+impl Default for MemoryAudit {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl MemoryAudit {
-    /// An empty sink.
+    /// An empty sink that keeps every entry.
     pub fn new() -> Self {
-        Self::default()
+        Self::windowed(usize::MAX)
+    }
+    /// An empty sink that keeps only the newest `window` entries (at least one: the head),
+    /// as a sink that ships older lines elsewhere would: benchmarks run millions of rounds.
+    pub fn windowed(window: usize) -> Self {
+        Self {
+            entries: Arc::default(),
+            fault: Arc::default(),
+            window: window.max(1),
+        }
     }
     /// Inject a fault from now on.
     pub fn set_fault(&self, fault: AuditFault) {
@@ -302,7 +319,7 @@ impl MemoryAudit {
     }
     /// Every entry written.
     pub fn entries(&self) -> Vec<AuditEntry> {
-        lock(&self.entries).clone()
+        lock(&self.entries).iter().cloned().collect()
     }
     /// Every line written, parsed.
     pub fn events(&self) -> Vec<serde_json::Value> {
@@ -313,9 +330,9 @@ impl MemoryAudit {
     }
 }
 
-fn head_of(entries: &[AuditEntry]) -> ChainHead {
+fn head_of(entries: &std::collections::VecDeque<AuditEntry>) -> ChainHead {
     entries
-        .last()
+        .back()
         .map_or_else(ChainHead::genesis, |e| ChainHead {
             seq: e.seq,
             event_sha256: e.event_sha256.clone(),
@@ -336,7 +353,10 @@ impl Audit for MemoryAudit {
         if head.seq.checked_add(1) != Some(entry.seq) || head.event_sha256 != entry.prev_sha256 {
             return Ok(AppendOutcome::HeadMoved(head));
         }
-        entries.push(entry.clone());
+        entries.push_back(entry.clone());
+        if entries.len() > self.window {
+            entries.pop_front();
+        }
         Ok(AppendOutcome::Appended)
     }
 
