@@ -188,11 +188,14 @@ pub fn measure(gate: &mut dyn GateApi, rounds: usize, kind: RoundKind) -> Result
     Ok(stats(samples))
 }
 
-/// A measurement taken elsewhere (the seed's JavaScript gate on Node), as its script prints it.
+/// A measurement taken elsewhere (the seed's JavaScript gate on Node, the component on Node
+/// through jco), as its script prints it.
 #[derive(Clone, Debug)]
 pub struct External {
     /// What was measured.
     pub engine: String,
+    /// On which workload.
+    pub workload: String,
     /// Its numbers.
     pub stats: Stats,
     /// Heap retained per round, when the script measured it.
@@ -200,7 +203,7 @@ pub struct External {
 }
 
 impl External {
-    /// Parse the JSON line `host-harness/bench/seed_js_round.mjs` prints.
+    /// Parse the JSON line `host-harness/bench/seed_js_round.mjs` or `jco_round.mjs` prints.
     pub fn parse(text: &str) -> Result<Self, String> {
         let v: Value = serde_json::from_str(text.trim()).map_err(|e| e.to_string())?;
         let num = |k: &str| {
@@ -213,6 +216,11 @@ impl External {
                 .get("engine")
                 .and_then(Value::as_str)
                 .unwrap_or("external")
+                .to_owned(),
+            workload: v
+                .get("workload")
+                .and_then(Value::as_str)
+                .unwrap_or("form, parsed per round")
                 .to_owned(),
             stats: Stats {
                 min_us: num("min_us")?,
@@ -236,15 +244,17 @@ fn row(out: &mut String, engine: &str, workload: &str, s: Stats) {
 
 /// Run the side-by-side measurement and render a table.
 pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
-    run_with(runtime, rounds, None)
+    run_with(runtime, rounds, &[])
 }
 
-/// The same, with an external row (the seed's gate) and its ratios.
+/// The same, with rows measured elsewhere (the seed's gate, the jco host) and their ratios.
 pub fn run_with(
     runtime: &GateRuntime,
     rounds: usize,
-    external: Option<&External>,
+    externals: &[External],
 ) -> Result<String, String> {
+    let seed = externals.iter().find(|e| e.engine.starts_with("seed"));
+    let jco = externals.iter().find(|e| e.engine.contains("jco"));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -285,11 +295,11 @@ pub fn run_with(
         row(&mut out, "native core", label, native);
         medians.push((label, component.median_us, native.median_us));
     }
-    if let Some(ext) = external {
+    for ext in externals {
         row(
             &mut out,
             &ext.engine.chars().take(26).collect::<String>(),
-            "form, parsed per round",
+            &ext.workload.chars().take(22).collect::<String>(),
             ext.stats,
         );
     }
@@ -300,7 +310,7 @@ pub fn run_with(
             "{label:<18} component / native {:>5.2}x",
             component / native
         );
-        if let Some(ext) = external
+        if let Some(ext) = seed
             && label.starts_with("form")
         {
             let _ = write!(
@@ -310,6 +320,16 @@ pub fn run_with(
             );
         }
         out.push('\n');
+    }
+    if let (Some(seed), Some(jco)) = (seed, jco) {
+        // The same runtime on both sides: the seed's gate and the component under jco in
+        // one Node, on the same form round.
+        let _ = writeln!(
+            out,
+            "on node: seed js / component (jco) {:>5.1}x   component jco / wasmtime {:>5.2}x",
+            seed.stats.median_us / jco.stats.median_us,
+            jco.stats.median_us / medians.first().map_or(f64::NAN, |m| m.1),
+        );
     }
 
     // Cold start and instantiation.
@@ -335,6 +355,12 @@ pub fn run_with(
         gate.accept_response(&server, &input.input_required)
             .map_err(|e| e.to_string())?;
         cold.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    // A new instance from a loaded runtime, as a host does after a trap or per tenant.
+    let hosts = ScenarioHosts::for_bench();
+    let mut gate = ComponentGate::new(runtime, hosts.services());
+    gate.instantiate_now().map_err(|e| e.to_string())?;
+    for _ in 0..200 {
         let started = Instant::now();
         gate.instantiate_now().map_err(|e| e.to_string())?;
         fresh.push(started.elapsed().as_secs_f64() * 1e6);
@@ -389,13 +415,14 @@ pub fn run_with(
         "\nthroughput: {:.0} rounds/s ({total} form rounds, 2 threads x 2 instances, one shared in-memory store and audit sink)",
         total as f64 / started.elapsed().as_secs_f64()
     );
-    if let Some(ext) = external
-        && let Some(r) = ext.retained_bytes_per_round
-    {
-        let _ = writeln!(
-            out,
-            "seed js gate: {r:.0} bytes of heap retained per finished round"
-        );
+    for ext in externals {
+        if let Some(r) = ext.retained_bytes_per_round {
+            let _ = writeln!(
+                out,
+                "{}: {r:.0} bytes of heap retained per finished round",
+                ext.engine
+            );
+        }
     }
     Ok(out)
 }

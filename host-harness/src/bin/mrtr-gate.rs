@@ -2,8 +2,11 @@
 //!
 //! ```text
 //! mrtr-gate demo [--audit FILE]   realistic rounds end to end through the component
-//! mrtr-gate bench [--rounds N]   median time of a full form round, component vs native
+//! mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]
+//!                                 rounds in the component vs the native core (and results
+//!                                 measured elsewhere: the seed's JS gate, the jco host)
 //! mrtr-gate info                  the component's imports, exports and size
+//! mrtr-gate export-component FILE write the component (for jco, wasmtime-py, wasm-tools)
 //! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
 //! ```
 
@@ -16,9 +19,10 @@ fn main() -> ExitCode {
         Some("demo") => demo(args.get(1..).unwrap_or_default()),
         Some("bench") => bench(args.get(1..).unwrap_or_default()),
         Some("info") => info(),
+        Some("export-component") => export(args.get(1)),
         Some("verify-audit") => verify(args.get(1)),
         _ => Err(
-            "usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | info | verify-audit FILE"
+            "usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | info | export-component FILE | verify-audit FILE"
                 .into(),
         ),
     };
@@ -52,7 +56,7 @@ fn demo(args: &[String]) -> Result<(), String> {
 
 fn bench(args: &[String]) -> Result<(), String> {
     let mut rounds = 2000;
-    let mut external = None;
+    let mut externals = Vec::new();
     let mut scaling = false;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -62,16 +66,16 @@ fn bench(args: &[String]) -> Result<(), String> {
         }
         let value = it
             .next()
-            .ok_or("usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json] [--scaling]")?;
+            .ok_or("usage: mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]")?;
         match flag.as_str() {
             "--rounds" => rounds = value.parse().map_err(|_| "--rounds takes a number")?,
-            "--seed-js" => {
+            "--external" | "--seed-js" => {
                 let text = std::fs::read_to_string(value).map_err(|e| e.to_string())?;
-                external = Some(mrtr_gate_host::bench::External::parse(&text)?);
+                externals.push(mrtr_gate_host::bench::External::parse(&text)?);
             }
             _ => {
                 return Err(
-                    "usage: mrtr-gate bench [--rounds N] [--seed-js RESULT.json] [--scaling]"
+                    "usage: mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]"
                         .into(),
                 );
             }
@@ -91,7 +95,7 @@ fn bench(args: &[String]) -> Result<(), String> {
     } else {
         print!(
             "{}",
-            mrtr_gate_host::bench::run_with(&runtime, rounds, external.as_ref())?
+            mrtr_gate_host::bench::run_with(&runtime, rounds, &externals)?
         );
     }
     Ok(())
@@ -102,6 +106,13 @@ fn info() -> Result<(), String> {
     println!("component size: {} bytes", EMBEDDED_COMPONENT.len());
     println!("imports: {}", runtime.imports().join(", "));
     println!("exports: {}", runtime.exports().join(", "));
+    Ok(())
+}
+
+fn export(path: Option<&String>) -> Result<(), String> {
+    let path = path.ok_or("usage: mrtr-gate export-component FILE")?;
+    std::fs::write(path, EMBEDDED_COMPONENT).map_err(|e| format!("writing {path}: {e}"))?;
+    println!("{path}: {} bytes", EMBEDDED_COMPONENT.len());
     Ok(())
 }
 
