@@ -244,7 +244,7 @@ fn round_fields(e: Event, open: &OpenRound) -> Event {
 fn request_text(id: &RequestId, method: &str, params_canonical: &str) -> String {
     let mut out = String::with_capacity(params_canonical.len().saturating_add(64));
     out.push_str("{\"id\":");
-    canonical::write_value(&mut out, &id.to_json());
+    id.write_json(&mut out);
     out.push_str(",\"jsonrpc\":\"2.0\",\"method\":");
     canonical::write_string(&mut out, method);
     out.push_str(",\"params\":");
@@ -254,11 +254,18 @@ fn request_text(id: &RequestId, method: &str, params_canonical: &str) -> String 
 }
 
 fn binding_key(id: &RequestId) -> String {
-    format!("{BINDING_PREFIX}{}", id.key_fragment())
+    prefixed_key(BINDING_PREFIX, id)
 }
 
 fn alias_key(id: &RequestId) -> String {
-    format!("{ALIAS_PREFIX}{}", id.key_fragment())
+    prefixed_key(ALIAS_PREFIX, id)
+}
+
+fn prefixed_key(prefix: &str, id: &RequestId) -> String {
+    let mut key = String::with_capacity(prefix.len().saturating_add(24));
+    key.push_str(prefix);
+    id.write_json(&mut key);
+    key
 }
 
 fn storage_failed(e: HostError) -> GateError {
@@ -846,7 +853,7 @@ impl<H: Host> Gate<H> {
     ) -> Result<ResponseVerdict, Denial> {
         let number = binding.rounds.saturating_add(1);
         let state_sha256 = round.state.as_deref().map(canonical::digest_str);
-        let view = self.view(&binding, number, &round);
+        let view = self.view(&binding, number, &round, state_sha256.as_deref());
         let view_json = canonical::to_canonical(&view);
         let view_sha256 = canonical::sha256_hex(view_json.as_bytes());
         let view_raw = match RawValue::from_string(view_json.clone()) {
@@ -893,7 +900,13 @@ impl<H: Host> Gate<H> {
         }))
     }
 
-    fn view(&self, binding: &Binding, number: u32, round: &round::Round) -> Value {
+    fn view(
+        &self,
+        binding: &Binding,
+        number: u32,
+        round: &round::Round,
+        state_sha256: Option<&str>,
+    ) -> Value {
         let server = binding.server.display();
         let target = format!("{} `{}`", binding.method, binding.name);
         let mut effects = Vec::new();
@@ -942,7 +955,7 @@ impl<H: Host> Gate<H> {
             "round": number,
             "max_rounds": binding.policy.max_rounds,
             "inputs": round.view_inputs,
-            "state": round::state_view(round.state.as_deref()),
+            "state": round::state_view(round.state.as_deref().zip(state_sha256)),
             "effects": effects,
         })
     }

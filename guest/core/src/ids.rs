@@ -49,7 +49,17 @@ impl RequestId {
 
     /// An unambiguous storage-key fragment: the canonical JSON of the id (`1` vs `"1"`).
     pub fn key_fragment(&self) -> String {
-        crate::canonical::to_canonical(&self.to_json())
+        let mut out = String::new();
+        self.write_json(&mut out);
+        out
+    }
+
+    /// Append the id's canonical JSON (no `Value` built: ids are written several times a round).
+    pub fn write_json(&self, out: &mut String) {
+        match self {
+            Self::Number(n) => crate::canonical::write_i64(out, *n),
+            Self::Text(s) => crate::canonical::write_string(out, s),
+        }
     }
 }
 

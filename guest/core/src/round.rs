@@ -1,7 +1,6 @@
 //! One `input_required` round: the server's `inputRequests` and `requestState`, checked,
 //! turned into input rules (what each answer must look like) and a consent view.
 
-use crate::canonical;
 use crate::error::{GateError, PeerMisbehaved};
 use crate::json::bounded;
 use crate::policy::{DeprecatedMethod, Policy, limits};
@@ -371,10 +370,11 @@ pub fn check_round(
     })
 }
 
-/// The `state` part of a consent view.
-pub fn state_view(state: Option<&str>) -> Value {
+/// The `state` part of a consent view, from the state and its digest (computed once by the
+/// caller: a state may be a megabyte).
+pub fn state_view(state: Option<(&str, &str)>) -> Value {
     match state {
-        Some(s) => json!({"present": true, "bytes": s.len(), "sha256": canonical::digest_str(s)}),
+        Some((s, sha256)) => json!({"present": true, "bytes": s.len(), "sha256": sha256}),
         None => json!({"present": false}),
     }
 }
