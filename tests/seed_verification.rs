@@ -132,7 +132,7 @@ fn seed_changed_arguments() {
     // Rewrite the stored arguments behind the gate's back.
     let key = hosts
         .storage
-        .list_keys("mrtr-gate/v1/binding/")
+        .list_keys("mrtr-gate/v2/id/")
         .unwrap()
         .pop()
         .unwrap();

@@ -7,7 +7,7 @@
 use crate::canonical;
 use crate::error::{GateError, HostFault};
 use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The version of the event format.
 pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v1";
@@ -77,6 +77,60 @@ pub const FIELDS: [&str; 21] = [
     "view_sha256",
 ];
 
+/// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// `at_ms`
+    AtMs,
+    /// `cause`
+    Cause,
+    /// `consent_receipt_id`
+    ConsentReceiptId,
+    /// `event`
+    Event,
+    /// `input_kinds`
+    InputKinds,
+    /// `live_id`
+    LiveId,
+    /// `method`
+    Method,
+    /// `name`
+    Name,
+    /// `outcome`
+    Outcome,
+    /// `params_sha256`
+    ParamsSha256,
+    /// `policy_version`
+    PolicyVersion,
+    /// `reason`
+    Reason,
+    /// `request_id`
+    RequestId,
+    /// `retry_id`
+    RetryId,
+    /// `round`
+    Round,
+    /// `schema_sha256`
+    SchemaSha256,
+    /// `server`
+    Server,
+    /// `state_sha256`
+    StateSha256,
+    /// `tenant_sha256`
+    TenantSha256,
+    /// `user_sha256`
+    UserSha256,
+    /// `view_sha256`
+    ViewSha256,
+}
+
+impl Field {
+    /// The field's name in the line.
+    pub fn name(self) -> &'static str {
+        FIELDS.get(self as usize).copied().unwrap_or("")
+    }
+}
+
 /// Every key of an audit line, in canonical (JCS) order.
 pub const LINE_KEYS: [&str; 24] = [
     "at_ms",
@@ -111,40 +165,27 @@ impl Event {
         let mut e = Self {
             slots: vec![Value::Null; FIELDS.len()],
         };
-        e.put("event", json!(kind.as_str()));
+        e.put(Field::Event, Value::from(kind.as_str()));
         e
     }
 
-    fn put(&mut self, field: &str, value: Value) {
-        debug_assert!(FIELDS.contains(&field), "unknown audit field {field}");
-        if let Some(slot) = FIELDS
-            .iter()
-            .position(|f| *f == field)
-            .and_then(|i| self.slots.get_mut(i))
-        {
+    fn put(&mut self, field: Field, value: Value) {
+        if let Some(slot) = self.slots.get_mut(field as usize) {
             *slot = value;
         }
     }
 
-    fn get(&self, field: &str) -> &Value {
-        FIELDS
-            .iter()
-            .position(|f| *f == field)
-            .and_then(|i| self.slots.get(i))
-            .unwrap_or(&Value::Null)
-    }
-
-    /// Set a field (only the fields in [`FIELDS`] exist).
-    pub fn set(mut self, field: &'static str, value: impl Into<Value>) -> Self {
+    /// Set a field.
+    pub fn set(mut self, field: Field, value: impl Into<Value>) -> Self {
         self.put(field, value.into());
         self
     }
 
     /// Record a denial's code and cause.
     pub fn denied(self, error: &GateError) -> Self {
-        self.set("outcome", "denied")
-            .set("reason", error.code())
-            .set("cause", error.cause().as_str())
+        self.set(Field::Outcome, "denied")
+            .set(Field::Reason, error.code())
+            .set(Field::Cause, error.cause().as_str())
     }
 
     /// The canonical line of this event at `seq`, after `prev_sha256`. Written key by key
@@ -153,18 +194,28 @@ impl Event {
     fn line(&self, now_ms: u64, seq: u64, prev_sha256: &str) -> String {
         let mut out = String::with_capacity(1024);
         out.push('{');
+        // The event's slots in FIELDS order, with the writer's three keys merged in: both
+        // lists are sorted, so one pass gives LINE_KEYS order.
+        let mut slots = FIELDS.iter().zip(self.slots.iter()).peekable();
         for (i, key) in LINE_KEYS.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            canonical::write_string(&mut out, key);
-            out.push(':');
+            out.push('"');
+            out.push_str(key); // keys are plain ASCII names: nothing to escape
+            out.push_str("\":");
             match *key {
-                "at_ms" => canonical::write_value(&mut out, &json!(now_ms)),
                 "prev_sha256" => canonical::write_string(&mut out, prev_sha256),
                 "schema" => canonical::write_string(&mut out, AUDIT_SCHEMA),
-                "seq" => canonical::write_value(&mut out, &json!(seq)),
-                field => canonical::write_value(&mut out, self.get(field)),
+                "seq" => canonical::write_u64(&mut out, seq),
+                "at_ms" => {
+                    let _ = slots.next_if(|(name, _)| **name == "at_ms");
+                    canonical::write_u64(&mut out, now_ms);
+                }
+                _ => match slots.next_if(|(name, _)| *name == key) {
+                    Some((_, value)) => canonical::write_value(&mut out, value),
+                    None => out.push_str("null"),
+                },
             }
         }
         out.push('}');
@@ -265,6 +316,7 @@ pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn line_keys_are_the_fields_plus_the_writers_in_canonical_order() {
@@ -277,9 +329,9 @@ mod tests {
     #[test]
     fn the_line_is_the_canonical_json_of_the_event() {
         let e = Event::new(EventKind::Received)
-            .set("round", 3)
-            .set("name", "t\"o\nol")
-            .set("input_kinds", json!({"b": "url", "a": "form"}));
+            .set(Field::Round, 3)
+            .set(Field::Name, "t\"o\nol")
+            .set(Field::InputKinds, json!({"b": "url", "a": "form"}));
         let line = e.line(17, 5, "ab");
         let parsed: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         assert_eq!(canonical::to_canonical(&parsed), line);

@@ -209,6 +209,16 @@ pub fn write_i64(out: &mut String, i: i64) {
     write_u64_digits(out, i.unsigned_abs());
 }
 
+/// Append an unsigned integer as JCS writes it (exact up to 2^53, through the double beyond).
+pub fn write_u64(out: &mut String, u: u64) {
+    if u > (1u64 << 53) {
+        #[allow(clippy::cast_precision_loss)] // the precision JCS itself has
+        write_f64(out, u as f64);
+    } else {
+        write_u64_digits(out, u);
+    }
+}
+
 /// Decimal digits of `u`, without the formatting machinery (integers are written many times
 /// a round: ids, sequence numbers, times).
 fn write_u64_digits(out: &mut String, mut u: u64) {

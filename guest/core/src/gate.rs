@@ -1,11 +1,13 @@
 //! The gate: register, accept a response, build the retry, finish, expire.
 //!
-//! Every live binding lives in host storage, under its original id, with one alias key per
-//! JSON-RPC id it used. All changes are compare-and-swap on the version read, so two gate
-//! instances sharing a store can never both consume one round. The instance itself keeps
-//! only caches (compiled validators, the audit chain head): a fresh instance loses nothing.
+//! Every live binding lives in host storage: its record under the key of its original id,
+//! and under the key of each retry id it used, a pointer to the original id. Ids share one
+//! key space, so reserving a key reserves the id against every live binding. All changes
+//! are compare-and-swap on the version read, so two gate instances sharing a store can never
+//! both consume one round. The instance itself keeps only caches (parsed records, the audit
+//! chain head): a fresh instance loses nothing.
 
-use crate::audit::{ChainWriter, Event, EventKind};
+use crate::audit::{ChainWriter, Event, EventKind, Field};
 use crate::canonical;
 use crate::error::{CallerMisuse, Denial, GateError, HostFault, PeerMisbehaved};
 use crate::host::{CasOutcome, ConsentDecision, ConsentPrompt, Host, HostError, Versioned};
@@ -20,10 +22,9 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// Storage key prefix of binding records.
-pub const BINDING_PREFIX: &str = "mrtr-gate/v1/binding/";
-/// Storage key prefix of id aliases.
-pub const ALIAS_PREFIX: &str = "mrtr-gate/v1/id/";
+/// Storage key prefix of every id in use: the key of an original id holds its binding's
+/// record (a JSON object), the key of a retry id a pointer (the original id, as JSON).
+pub const ID_PREFIX: &str = "mrtr-gate/v2/id/";
 /// How long an expired binding stays in storage so its end can still be audited.
 pub const EXPIRY_GRACE_MS: u64 = 60_000;
 /// The methods that may receive `input_required`.
@@ -165,8 +166,8 @@ struct Binding {
     original_id: RequestId,
     live_id: RequestId,
     used_ids: Vec<RequestId>,
-    /// The storage version of each id's alias key, in `used_ids` order: the aliases are
-    /// deleted with one compare-and-swap each, no read first.
+    /// The storage version of each retry id's pointer, in `used_ids` order after the
+    /// original: the pointers are deleted with one compare-and-swap each, no read first.
     alias_versions: Vec<u64>,
     server: ServerIdentity,
     user: String,
@@ -191,26 +192,26 @@ struct Binding {
     audited: bool,
 }
 
-const BINDING_FORMAT: u32 = 1;
+const BINDING_FORMAT: u32 = 2;
 
 impl Binding {
     fn key(&self) -> String {
-        binding_key(&self.original_id)
+        id_key(&self.original_id)
     }
 
     /// An event of `kind` with everything this binding knows filled in.
     fn event(&self, kind: EventKind) -> Event {
         let mut e = Event::new(kind)
-            .set("request_id", self.original_id.to_json())
-            .set("live_id", self.live_id.to_json())
-            .set("server", self.server.display())
-            .set("method", self.method.clone())
-            .set("name", self.audit_name.clone())
-            .set("user_sha256", self.user_sha256.clone())
-            .set("tenant_sha256", self.tenant_sha256.clone())
-            .set("policy_version", self.policy.policy_version.clone())
-            .set("params_sha256", self.params_sha256.clone())
-            .set("round", self.rounds);
+            .set(Field::RequestId, self.original_id.to_json())
+            .set(Field::LiveId, self.live_id.to_json())
+            .set(Field::Server, self.server.display())
+            .set(Field::Method, self.method.clone())
+            .set(Field::Name, self.audit_name.clone())
+            .set(Field::UserSha256, self.user_sha256.clone())
+            .set(Field::TenantSha256, self.tenant_sha256.clone())
+            .set(Field::PolicyVersion, self.policy.policy_version.clone())
+            .set(Field::ParamsSha256, self.params_sha256.clone())
+            .set(Field::Round, self.rounds);
         if let Some(open) = &self.open {
             e = round_fields(e, open);
         }
@@ -232,11 +233,11 @@ fn round_fields(e: Event, open: &OpenRound) -> Event {
         .iter()
         .map(|(k, r)| (k.clone(), json!(r.kind())))
         .collect();
-    e.set("round", open.number)
-        .set("state_sha256", open.state_sha256.clone())
-        .set("schema_sha256", Value::Object(schemas))
-        .set("input_kinds", Value::Object(kinds))
-        .set("view_sha256", open.view_sha256.clone())
+    e.set(Field::Round, open.number)
+        .set(Field::StateSha256, open.state_sha256.clone())
+        .set(Field::SchemaSha256, Value::Object(schemas))
+        .set(Field::InputKinds, Value::Object(kinds))
+        .set(Field::ViewSha256, open.view_sha256.clone())
 }
 
 /// The canonical text of a JSON-RPC request whose params are already canonical JSON: the
@@ -253,19 +254,17 @@ fn request_text(id: &RequestId, method: &str, params_canonical: &str) -> String 
     out
 }
 
-fn binding_key(id: &RequestId) -> String {
-    prefixed_key(BINDING_PREFIX, id)
-}
-
-fn alias_key(id: &RequestId) -> String {
-    prefixed_key(ALIAS_PREFIX, id)
-}
-
-fn prefixed_key(prefix: &str, id: &RequestId) -> String {
-    let mut key = String::with_capacity(prefix.len().saturating_add(24));
-    key.push_str(prefix);
+/// The storage key of an id (its canonical JSON: `1` and `"1"` are different ids).
+fn id_key(id: &RequestId) -> String {
+    let mut key = String::with_capacity(ID_PREFIX.len().saturating_add(24));
+    key.push_str(ID_PREFIX);
     id.write_json(&mut key);
     key
+}
+
+/// A record is a JSON object; a pointer is a JSON number or string.
+fn is_record(value: &[u8]) -> bool {
+    value.first() == Some(&b'{')
 }
 
 fn storage_failed(e: HostError) -> GateError {
@@ -338,6 +337,9 @@ pub struct Gate<H: Host> {
     host: H,
     chain: ChainWriter,
     records: std::cell::RefCell<RecordCache>,
+    /// The time of the current call, read from the clock once (each import call costs, most
+    /// on hosts such as jco); reset at every entry and after every wait on the user.
+    call_now: std::cell::Cell<Option<u64>>,
 }
 
 impl<H: Host> Gate<H> {
@@ -347,7 +349,13 @@ impl<H: Host> Gate<H> {
             host,
             chain: ChainWriter::default(),
             records: std::cell::RefCell::default(),
+            call_now: std::cell::Cell::new(None),
         }
+    }
+
+    /// A new call starts: its time is read afresh when first needed.
+    fn begin_call(&self) {
+        self.call_now.set(None);
     }
 
     /// The host.
@@ -356,7 +364,12 @@ impl<H: Host> Gate<H> {
     }
 
     fn now(&self) -> u64 {
-        self.host.clock().now_ms()
+        if let Some(now) = self.call_now.get() {
+            return now;
+        }
+        let now = self.host.clock().now_ms();
+        self.call_now.set(Some(now));
+        now
     }
 
     fn audit(&mut self, event: Event) -> Result<u64, GateError> {
@@ -374,14 +387,27 @@ impl<H: Host> Gate<H> {
 
     fn load(&self, id: &RequestId) -> Result<Option<(Rc<Binding>, u64)>, GateError> {
         let storage = self.host.storage();
-        let Some(alias) = storage.get(&alias_key(id)).map_err(storage_failed)? else {
+        let key = id_key(id);
+        let Some(first) = storage.get(&key).map_err(storage_failed)? else {
             return Ok(None);
         };
-        let original: RequestId = serde_json::from_slice(&alias.value)
-            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
-        let key = binding_key(&original);
-        let Some(stored) = storage.get(&key).map_err(storage_failed)? else {
-            return Ok(None);
+        // The original id: one read. A retry id: its pointer, then the record.
+        let (original, key, stored) = if is_record(&first.value) {
+            (id.clone(), key, first)
+        } else {
+            let original: RequestId = serde_json::from_slice(&first.value)
+                .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+            if original == *id {
+                return Err(GateError::Host(HostFault::StorageCorrupted));
+            }
+            let key = id_key(&original);
+            let Some(stored) = storage.get(&key).map_err(storage_failed)? else {
+                return Ok(None);
+            };
+            if !is_record(&stored.value) {
+                return Err(GateError::Host(HostFault::StorageCorrupted));
+            }
+            (original, key, stored)
         };
         let cached = self
             .records
@@ -470,7 +496,7 @@ impl<H: Host> Gate<H> {
             match self
                 .host
                 .storage()
-                .compare_and_swap(&alias_key(id), None, Some(&target), self.ttl(binding))
+                .compare_and_swap(&id_key(id), None, Some(&target), self.ttl(binding))
                 .map_err(storage_failed)?
             {
                 CasOutcome::Applied(v) => Some(v),
@@ -484,16 +510,17 @@ impl<H: Host> Gate<H> {
         let _ = self
             .host
             .storage()
-            .compare_and_swap(&alias_key(id), Some(version), None, 0);
+            .compare_and_swap(&id_key(id), Some(version), None, 0);
     }
 
     /// Delete a key if it still holds what we expect (best effort for aliases).
     fn delete_alias(&self, id: &RequestId, original: &RequestId) -> Result<(), GateError> {
         let storage = self.host.storage();
-        let key = alias_key(id);
+        let key = id_key(id);
         if let Some(v) = storage.get(&key).map_err(storage_failed)? {
-            let points_here = serde_json::from_slice::<RequestId>(&v.value)
-                .is_ok_and(|target| &target == original);
+            let points_here = !is_record(&v.value)
+                && serde_json::from_slice::<RequestId>(&v.value)
+                    .is_ok_and(|target| &target == original);
             if points_here {
                 storage
                     .compare_and_swap(&key, Some(v.version), None, 0)
@@ -517,14 +544,15 @@ impl<H: Host> Gate<H> {
             CasOutcome::Applied(_) => {}
             CasOutcome::Conflict => return Err(GateError::Host(HostFault::StateAlreadyUsed)),
         }
-        for (i, id) in binding.used_ids.iter().enumerate() {
+        // The record was the original id's key; then each retry id's pointer.
+        for (i, id) in binding.used_ids.iter().skip(1).enumerate() {
             match binding.alias_versions.get(i) {
-                // The version we wrote: delete without reading. A conflict means the alias
+                // The version we wrote: delete without reading. A conflict means the pointer
                 // already expired or was replaced; either way it is not ours to delete.
                 Some(&v) => {
                     self.host
                         .storage()
-                        .compare_and_swap(&alias_key(id), Some(v), None, 0)
+                        .compare_and_swap(&id_key(id), Some(v), None, 0)
                         .map_err(storage_failed)?;
                 }
                 None => self.delete_alias(id, &binding.original_id)?,
@@ -546,9 +574,9 @@ impl<H: Host> Gate<H> {
         if binding.audited {
             let mut e = binding
                 .event(EventKind::Terminal)
-                .set("outcome", outcome.as_str());
+                .set(Field::Outcome, outcome.as_str());
             if let Some(r) = reason {
-                e = e.set("reason", r);
+                e = e.set(Field::Reason, r);
             }
             self.audit(e)?;
         }
@@ -563,6 +591,7 @@ impl<H: Host> Gate<H> {
 
     /// Bind a request before it is sent.
     pub fn register(&mut self, r: Registration) -> Result<Registered, Denial> {
+        self.begin_call();
         self.register_inner(r).map_err(Denial::unaudited)
     }
 
@@ -649,16 +678,11 @@ impl<H: Host> Gate<H> {
             open: None,
             audited: false,
         };
-        // The alias reserves the id against every other live binding; then the record.
-        let mut binding = binding;
-        match self.reserve_alias(&request_id, &binding)? {
-            Some(v) => binding.alias_versions.push(v),
-            None => return Err(caller(CallerMisuse::RequestIdInUse)),
-        }
+        // Writing the record under the id's key, if the key is free, reserves the id against
+        // every live binding (original and retry ids share the key space) in one step.
         let binding = match self.store(binding, None) {
             Ok((b, _)) => b,
             Err((e, _)) => {
-                let _ = self.delete_alias(&request_id, &request_id);
                 return Err(match e {
                     GateError::Host(HostFault::StateAlreadyUsed) => {
                         caller(CallerMisuse::RequestIdInUse)
@@ -682,7 +706,8 @@ impl<H: Host> Gate<H> {
         server: &ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
-        let unbound = || Event::new(EventKind::Rejected).set("server", server.display());
+        self.begin_call();
+        let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.display());
         let message = match json::parse_strict(response_json, limits::RESPONSE) {
             Ok(Value::Object(m)) => m,
             Ok(_) => {
@@ -702,7 +727,7 @@ impl<H: Host> Gate<H> {
                 return Err(self.deny(e, unbound()));
             }
         };
-        let unbound_id = || unbound().set("live_id", id.to_json());
+        let unbound_id = || unbound().set(Field::LiveId, id.to_json());
         let (binding, version) = match self.load(&id) {
             Ok(Some(found)) => found,
             Ok(None) => {
@@ -716,8 +741,8 @@ impl<H: Host> Gate<H> {
             let e = peer(PeerMisbehaved::ServerIdentityChanged);
             let event = binding
                 .event(EventKind::Rejected)
-                .set("live_id", id.to_json())
-                .set("server", server.display());
+                .set(Field::LiveId, id.to_json())
+                .set(Field::Server, server.display());
             return Err(self.deny(e, event));
         }
         if binding.live_id != id {
@@ -725,7 +750,7 @@ impl<H: Host> Gate<H> {
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
             let event = binding
                 .event(EventKind::Rejected)
-                .set("live_id", id.to_json());
+                .set(Field::LiveId, id.to_json());
             return Err(self.deny(e, event));
         }
         if self.expired(&binding) {
@@ -885,7 +910,7 @@ impl<H: Host> Gate<H> {
         };
         let received = binding
             .event(EventKind::Received)
-            .set("outcome", "accepted");
+            .set(Field::Outcome, "accepted");
         if let Err(e) = self.audit(received) {
             // Nothing may rest on a round the audit trail does not hold: end the binding.
             let _ = self.remove(&binding, version);
@@ -964,6 +989,7 @@ impl<H: Host> Gate<H> {
 
     /// Validate the answers, obtain consent, consume the round, return the retry.
     pub fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
+        self.begin_call();
         let request_id = r
             .request_id
             .clone()
@@ -971,9 +997,9 @@ impl<H: Host> Gate<H> {
             .map_err(Denial::unaudited)?;
         let unbound = || {
             Event::new(EventKind::Rejected)
-                .set("live_id", request_id.to_json())
-                .set("user_sha256", canonical::digest_str(&r.user))
-                .set("tenant_sha256", canonical::digest_str(&r.tenant))
+                .set(Field::LiveId, request_id.to_json())
+                .set(Field::UserSha256, canonical::digest_str(&r.user))
+                .set(Field::TenantSha256, canonical::digest_str(&r.tenant))
         };
         let (binding, version) = match self.load(&request_id) {
             Ok(Some(found)) => found,
@@ -990,8 +1016,8 @@ impl<H: Host> Gate<H> {
         }
         let rejected = |b: &Binding| {
             b.event(EventKind::Rejected)
-                .set("live_id", request_id.to_json())
-                .set("retry_id", r.retry_id.to_json())
+                .set(Field::LiveId, request_id.to_json())
+                .set(Field::RetryId, r.retry_id.to_json())
         };
         let prepared = match self.prepare_retry(&binding, &r) {
             Ok(p) => p,
@@ -1009,9 +1035,9 @@ impl<H: Host> Gate<H> {
         } = prepared;
         let submitted = binding
             .event(EventKind::Submitted)
-            .set("outcome", "accepted")
-            .set("consent_receipt_id", receipt_id.clone())
-            .set("retry_id", retry_id.to_json());
+            .set(Field::Outcome, "accepted")
+            .set(Field::ConsentReceiptId, receipt_id.clone())
+            .set(Field::RetryId, retry_id.to_json());
 
         // Single use, step 2: consume the round with one compare-and-swap on the version read.
         let mut next = self.take(binding);
@@ -1112,6 +1138,11 @@ impl<H: Host> Gate<H> {
         } else {
             let responses = Value::Object(responses);
             match self.consent(binding, open, &responses, &retry_id) {
+                // The binding may have expired while the user decided: no retry then.
+                Ok(_) if self.expired(binding) => {
+                    self.release_alias(&retry_id, alias_version);
+                    return Err(caller(CallerMisuse::InactiveRound));
+                }
                 Ok(id) => (Some(id), Some(responses)),
                 Err(e) => {
                     self.release_alias(&retry_id, alias_version);
@@ -1144,11 +1175,11 @@ impl<H: Host> Gate<H> {
             responses_sha256: canonical::sha256_hex(responses_json.as_bytes()),
             responses_json,
         };
-        let receipt = self
-            .host
-            .consent()
-            .request_consent(&prompt)
-            .map_err(|e| GateError::Host(HostFault::ConsentUnavailable(e.message)))?;
+        let receipt = self.host.consent().request_consent(&prompt);
+        // The user may have taken minutes: what follows happens now, not when the call began.
+        self.begin_call();
+        let receipt =
+            receipt.map_err(|e| GateError::Host(HostFault::ConsentUnavailable(e.message)))?;
         let id_ok = !receipt.receipt_id.is_empty()
             && receipt.receipt_id.len() <= limits::MAX_RECEIPT_ID_BYTES
             && receipt.receipt_id.bytes().all(|b| b.is_ascii_graphic());
@@ -1167,9 +1198,9 @@ impl<H: Host> Gate<H> {
         }
         let consented = binding
             .event(EventKind::Consented)
-            .set("outcome", "granted")
-            .set("consent_receipt_id", receipt.receipt_id.clone())
-            .set("retry_id", retry_id.to_json());
+            .set(Field::Outcome, "granted")
+            .set(Field::ConsentReceiptId, receipt.receipt_id.clone())
+            .set(Field::RetryId, retry_id.to_json());
         self.audit(consented)?;
         Ok(receipt.receipt_id)
     }
@@ -1182,6 +1213,7 @@ impl<H: Host> Gate<H> {
         request_id: &RequestId,
         outcome: CallerOutcome,
     ) -> Result<TerminalOutcome, Denial> {
+        self.begin_call();
         let (binding, version) = self
             .load(request_id)
             .map_err(Denial::unaudited)?
@@ -1214,10 +1246,11 @@ impl<H: Host> Gate<H> {
 
     /// End every binding whose lifetime has passed.
     pub fn expire_stale(&mut self) -> Result<u32, Denial> {
+        self.begin_call();
         let keys = self
             .host
             .storage()
-            .list_keys(BINDING_PREFIX)
+            .list_keys(ID_PREFIX)
             .map_err(|e| Denial::unaudited(storage_failed(e)))?;
         let mut ended = 0u32;
         for key in keys {
@@ -1229,6 +1262,10 @@ impl<H: Host> Gate<H> {
             else {
                 continue;
             };
+            // Pointers are skipped: their record is listed under its own key.
+            if !is_record(&found.value) {
+                continue;
+            }
             let Ok(binding) = serde_json::from_slice::<Binding>(&found.value) else {
                 continue;
             };

@@ -1801,8 +1801,8 @@ fn registration_refusals() {
     // Nothing of all that reached storage.
     assert_eq!(
         fx.storage.len(),
-        2,
-        "only the 256-byte id registered (record + alias)"
+        1,
+        "only the 256-byte id registered (its record, under its id's key)"
     );
     fx.register_tool(1);
     assert_code(fx.gate.register(reg(n(1))), "request_id_in_use");
@@ -2106,4 +2106,114 @@ fn resource_uri_userinfo_never_reaches_the_audit_trail() {
             entry.line
         );
     }
+}
+
+/// A user who takes `ms` to decide, then grants: the clock moves while the prompt is open.
+struct SlowUser {
+    clock: Arc<ManualClock>,
+    ms: u64,
+    inner: ScriptedConsent,
+}
+
+impl mrtr_gate_core::host::Consent for SlowUser {
+    fn request_consent(
+        &self,
+        prompt: &mrtr_gate_core::host::ConsentPrompt,
+    ) -> Result<mrtr_gate_core::host::ConsentReceipt, HostError> {
+        self.clock.advance(self.ms);
+        self.inner.request_consent(prompt)
+    }
+}
+
+type SlowUserGate = Gate<Services<Arc<ManualClock>, MemoryStorage, SlowUser, MemoryAudit>>;
+
+fn slow_user_gate(ms: u64) -> (SlowUserGate, MemoryAudit) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let audit = MemoryAudit::new();
+    let gate = Gate::new(Services {
+        clock: clock.clone(),
+        storage: MemoryStorage::new(clock.clone()),
+        consent: SlowUser {
+            clock,
+            ms,
+            inner: ScriptedConsent::new(ScriptedAnswer::Grant),
+        },
+        audit: audit.clone(),
+    });
+    (gate, audit)
+}
+
+#[test]
+fn a_binding_that_expires_while_the_user_decides_sends_no_retry() {
+    let lifetime = Policy::default().round_trip_lifetime_ms;
+    let (mut gate, audit) = slow_user_gate(lifetime + 1);
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    assert!(matches!(
+        gate.accept_response(
+            &server(),
+            &response(1, input_required(json!({"who": form("Who?")})))
+        ),
+        Ok(ResponseVerdict::InputRequired(_))
+    ));
+    assert_code(
+        gate.build_retry(retry_request(
+            n(1),
+            n(2),
+            &json!({"who": accept_with(form_content())}),
+        )),
+        "inactive_mrtr_round",
+    );
+    // The consent was given and is on record, then the retry was refused; id 2 was given back.
+    let events = audit.events();
+    assert_eq!(kinds(&events), ["received", "consented", "rejected"]);
+    assert_eq!(events[2]["reason"], "inactive_mrtr_round");
+    assert!(
+        events[1]["at_ms"].as_u64() > events[0]["at_ms"].as_u64(),
+        "consent time is after the wait"
+    );
+    assert!(verify_chain(audit.entries().iter().map(|e| e.line.as_str())).is_ok());
+    assert!(
+        gate.register(registration(
+            n(2),
+            &tool_params("t", json!({})),
+            Policy::default()
+        ))
+        .is_ok(),
+        "the retry id was released"
+    );
+}
+
+#[test]
+fn a_user_who_decides_in_time_gets_the_retry_and_the_consent_is_stamped_when_given() {
+    let (mut gate, audit) = slow_user_gate(30_000);
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    assert!(matches!(
+        gate.accept_response(
+            &server(),
+            &response(1, input_required(json!({"who": form("Who?")})))
+        ),
+        Ok(ResponseVerdict::InputRequired(_))
+    ));
+    assert!(
+        gate.build_retry(retry_request(
+            n(1),
+            n(2),
+            &json!({"who": accept_with(form_content())})
+        ))
+        .is_ok()
+    );
+    let events = audit.events();
+    assert_eq!(kinds(&events), ["received", "consented", "submitted"]);
+    assert_eq!(events[1]["at_ms"].as_u64(), Some(T0 + 30_000));
+    assert_eq!(events[2]["at_ms"].as_u64(), Some(T0 + 30_000));
 }
