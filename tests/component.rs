@@ -142,6 +142,43 @@ fn a_passed_deadline_denies_and_the_next_instance_carries_on() {
     assert_eq!(gate.traps(), 1);
 }
 
+/// A user who takes `delay` over the prompt, then grants.
+struct SlowUser {
+    delay: Duration,
+    inner: mrtr_gate_host::core::memory::ScriptedConsent,
+}
+
+impl mrtr_gate_host::core::host::Consent for SlowUser {
+    fn request_consent(
+        &self,
+        prompt: &mrtr_gate_host::core::host::ConsentPrompt,
+    ) -> Result<mrtr_gate_host::core::host::ConsentReceipt, mrtr_gate_host::core::host::HostError>
+    {
+        std::thread::sleep(self.delay);
+        self.inner.request_consent(prompt)
+    }
+}
+
+#[test]
+fn time_the_user_spends_on_the_consent_prompt_is_not_the_guests_deadline() {
+    // A 50 ms deadline; the user takes 300 ms, six ticks past it, while the guest waits in
+    // the consent import. Only the guest's own time counts.
+    let hosts = ScenarioHosts::new();
+    let mut services = hosts.services();
+    services.consent = std::sync::Arc::new(SlowUser {
+        delay: Duration::from_millis(300),
+        inner: hosts.consent.clone(),
+    });
+    let mut gate = ComponentGate::new(support::runtime(), services);
+    gate.set_budget(CallBudget::Deadline(Duration::from_millis(50)))
+        .unwrap();
+    register(&mut gate, 1);
+    gate.accept_response(&server(), &form_round(1)).unwrap();
+    let r = gate.build_retry(retry(1, 2)).unwrap();
+    assert!(r.consent_receipt_id.is_some());
+    assert_eq!(gate.traps(), 0);
+}
+
 #[test]
 fn a_memory_cap_turns_a_huge_response_into_a_denial_not_a_host_crash() {
     let limits = SandboxLimits {

@@ -5,7 +5,7 @@
 use crate::bindings::GatePlugin;
 use crate::bindings::exports::mrtr::gate::gate as wit;
 use crate::runtime::{CallBudget, GateRuntime};
-use crate::services::{HostServices, HostState};
+use crate::services::{GuestDeadline, HostServices, HostState};
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
     CallerOutcome, ErrorCause, Registered, Registration, RequestId, ResponseVerdict, Retry,
@@ -173,10 +173,23 @@ fn arm(store: &mut Store<HostState>, budget: CallBudget) -> wasmtime::Result<()>
     match budget {
         CallBudget::Fuel(fuel) => store.set_fuel(fuel),
         CallBudget::Deadline(d) => {
+            store.data_mut().deadline = Some(GuestDeadline::start(d));
             store.set_epoch_deadline(CallBudget::deadline_ticks(d));
             Ok(())
         }
     }
+}
+
+/// When the epoch reaches the deadline: the guest's own time decides. Time spent in host
+/// imports (a user deciding, a remote store) is given back; only a guest that used up its
+/// budget is interrupted.
+fn on_epoch_deadline(
+    ctx: wasmtime::StoreContextMut<'_, HostState>,
+) -> wasmtime::Result<wasmtime::UpdateDeadline> {
+    Ok(match ctx.data().deadline.as_ref().and_then(|d| d.left()) {
+        Some(left) => wasmtime::UpdateDeadline::Continue(CallBudget::deadline_ticks(left).max(1)),
+        None => wasmtime::UpdateDeadline::Interrupt,
+    })
 }
 
 fn from_wit(e: wit::GateError) -> GateDenial {
@@ -265,9 +278,13 @@ impl ComponentGate {
                 .trap_on_grow_failure(true)
                 .build(),
             granted: 0,
+            deadline: None,
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
+        if matches!(self.budget, CallBudget::Deadline(_)) {
+            store.epoch_deadline_callback(on_epoch_deadline);
+        }
         arm(&mut store, self.budget).map_err(|e| trapped(&e))?;
         let plugin = self
             .runtime

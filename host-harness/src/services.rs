@@ -7,6 +7,7 @@ use mrtr_gate_core::host::{
     Storage,
 };
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
 
 /// A clock usable from any thread.
@@ -58,12 +59,52 @@ pub struct HostState {
     pub(crate) limits: StoreLimits,
     /// The largest linear memory the guest was granted so far.
     pub(crate) granted: usize,
+    /// The current call's deadline accounting (deadline budgets only).
+    pub(crate) deadline: Option<GuestDeadline>,
+}
+
+/// A deadline on the guest's own time in one call. Time spent in host imports does not
+/// count: a user may take a minute over the consent prompt, a store may be remote, and
+/// neither is the guest running away.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GuestDeadline {
+    budget: Duration,
+    started: Instant,
+    in_host: Duration,
+}
+
+impl GuestDeadline {
+    /// A call starts now with `budget` of guest time.
+    pub(crate) fn start(budget: Duration) -> Self {
+        Self {
+            budget,
+            started: Instant::now(),
+            in_host: Duration::ZERO,
+        }
+    }
+
+    /// Guest time left, or `None` once it is used up.
+    pub(crate) fn left(&self) -> Option<Duration> {
+        let guest = self.started.elapsed().saturating_sub(self.in_host);
+        self.budget.checked_sub(guest).filter(|d| !d.is_zero())
+    }
 }
 
 impl HostState {
     /// The largest linear memory granted to the guest, in bytes.
     pub fn limits_granted(&self) -> usize {
         self.granted
+    }
+
+    /// Run a host service, keeping its time off the guest's deadline.
+    fn host<R>(&mut self, f: impl FnOnce(&HostServices) -> R) -> R {
+        let Some(deadline) = self.deadline.as_mut() else {
+            return f(&self.services);
+        };
+        let started = Instant::now();
+        let out = f(&self.services);
+        deadline.in_host = deadline.in_host.saturating_add(started.elapsed());
+        out
     }
 }
 
@@ -103,15 +144,13 @@ impl wasmtime::ResourceLimiter for HostState {
 
 impl clock::Host for HostState {
     fn now_ms(&mut self) -> u64 {
-        self.services.clock.now_ms()
+        self.host(|s| s.clock.now_ms())
     }
 }
 
 impl storage::Host for HostState {
     fn get(&mut self, key: String) -> Result<Option<storage::Versioned>, storage::HostError> {
-        self.services
-            .storage
-            .get(&key)
+        self.host(|s| s.storage.get(&key))
             .map(|found| {
                 found.map(|v| storage::Versioned {
                     value: v.value,
@@ -128,20 +167,19 @@ impl storage::Host for HostState {
         value: Option<Vec<u8>>,
         ttl_ms: u64,
     ) -> Result<storage::CasOutcome, storage::HostError> {
-        self.services
-            .storage
-            .compare_and_swap(&key, expected, value.as_deref(), ttl_ms)
-            .map(|o| match o {
-                CasOutcome::Applied(v) => storage::CasOutcome::Applied(v),
-                CasOutcome::Conflict => storage::CasOutcome::Conflict,
-            })
-            .map_err(|e| storage::HostError { message: e.message })
+        self.host(|s| {
+            s.storage
+                .compare_and_swap(&key, expected, value.as_deref(), ttl_ms)
+        })
+        .map(|o| match o {
+            CasOutcome::Applied(v) => storage::CasOutcome::Applied(v),
+            CasOutcome::Conflict => storage::CasOutcome::Conflict,
+        })
+        .map_err(|e| storage::HostError { message: e.message })
     }
 
     fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, storage::HostError> {
-        self.services
-            .storage
-            .list_keys(&prefix)
+        self.host(|s| s.storage.list_keys(&prefix))
             .map_err(|e| storage::HostError { message: e.message })
     }
 }
@@ -157,9 +195,7 @@ impl consent::Host for HostState {
             responses_json: prompt.responses_json,
             responses_sha256: prompt.responses_sha256,
         };
-        self.services
-            .consent
-            .request_consent(&prompt)
+        self.host(|s| s.consent.request_consent(&prompt))
             .map(|r| consent::ConsentReceipt {
                 receipt_id: r.receipt_id,
                 decision: match r.decision {
@@ -175,9 +211,7 @@ impl consent::Host for HostState {
 
 impl audit::Host for HostState {
     fn head(&mut self) -> Result<audit::ChainHead, audit::HostError> {
-        self.services
-            .audit
-            .head()
+        self.host(|s| s.audit.head())
             .map(|h| audit::ChainHead {
                 seq: h.seq,
                 event_sha256: h.event_sha256,
@@ -195,9 +229,7 @@ impl audit::Host for HostState {
             event_sha256: entry.event_sha256,
             line: entry.line,
         };
-        self.services
-            .audit
-            .append(&entry)
+        self.host(|s| s.audit.append(&entry))
             .map(|o| match o {
                 AppendOutcome::Appended => audit::AppendOutcome::Appended,
                 AppendOutcome::HeadMoved(h) => audit::AppendOutcome::HeadMoved(audit::ChainHead {
@@ -209,9 +241,7 @@ impl audit::Host for HostState {
     }
 
     fn read_back(&mut self, seq: u64) -> Result<Option<String>, audit::HostError> {
-        self.services
-            .audit
-            .read_back(seq)
+        self.host(|s| s.audit.read_back(seq))
             .map_err(|e| audit::HostError { message: e.message })
     }
 }

@@ -1266,9 +1266,13 @@ impl<H: Host> Gate<H> {
             if !is_record(&found.value) {
                 continue;
             }
+            // Only what `load` would accept: this format, under its own original id's key.
             let Ok(binding) = serde_json::from_slice::<Binding>(&found.value) else {
                 continue;
             };
+            if binding.format != BINDING_FORMAT || binding.key() != key {
+                continue;
+            }
             if self.expired(&binding) {
                 match self.end(&binding, found.version, TerminalOutcome::Expired, None) {
                     Ok(()) => ended = ended.saturating_add(1),
