@@ -180,9 +180,8 @@ fn arm(store: &mut Store<HostState>, budget: CallBudget) -> wasmtime::Result<()>
     }
 }
 
-/// When the epoch reaches the deadline: the guest's own time decides. Time spent in host
-/// imports (a user deciding, a remote store) is given back; only a guest that used up its
-/// budget is interrupted.
+/// When the epoch reaches the deadline: the guest's time decides. The time a user spent at
+/// the consent prompt is given back; only a guest that used up its budget is interrupted.
 fn on_epoch_deadline(
     ctx: wasmtime::StoreContextMut<'_, HostState>,
 ) -> wasmtime::Result<wasmtime::UpdateDeadline> {

@@ -21,11 +21,10 @@ pub const EMBEDDED_COMPONENT_SHA256: &str = env!("MRTR_GATE_COMPONENT_SHA256");
 /// How a call that runs too long is stopped (either way it traps and is denied).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallBudget {
-    /// A deadline on the guest's own time per call, enforced by epoch interruption: a
-    /// background thread advances the engine's epoch every [`EPOCH_TICK`], and the guest
-    /// checks it at function entries and loop heads. Time spent in host imports (a user at
-    /// the consent prompt, a remote store) is not counted. The cheaper check (a form round:
-    /// ~9% over no check at all).
+    /// A deadline on the guest's time per call, enforced by epoch interruption: a background
+    /// thread advances the engine's epoch every [`EPOCH_TICK`], and the guest checks it at
+    /// function entries and loop heads. The time a user spends at the consent prompt is not
+    /// counted. The cheaper check (a form round: ~9% over no check at all).
     Deadline(Duration),
     /// Fuel per call (roughly, wasm instructions): deterministic whatever the machine's
     /// load, at a higher price (a form round: ~30% over no check at all).

@@ -63,9 +63,10 @@ pub struct HostState {
     pub(crate) deadline: Option<GuestDeadline>,
 }
 
-/// A deadline on the guest's own time in one call. Time spent in host imports does not
-/// count: a user may take a minute over the consent prompt, a store may be remote, and
-/// neither is the guest running away.
+/// A deadline on the guest's time in one call. The time a user takes over the consent
+/// prompt does not count: a minute of thought is not the guest running away. Storage, audit
+/// and clock imports do count: they are expected to be quick, and timing each of them costs
+/// about 4% of a round (hosts with a slow remote store can raise the budget).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct GuestDeadline {
     budget: Duration,
@@ -96,8 +97,8 @@ impl HostState {
         self.granted
     }
 
-    /// Run a host service, keeping its time off the guest's deadline.
-    fn host<R>(&mut self, f: impl FnOnce(&HostServices) -> R) -> R {
+    /// Run a host service that may wait on a person, keeping its time off the guest's deadline.
+    fn waiting<R>(&mut self, f: impl FnOnce(&HostServices) -> R) -> R {
         let Some(deadline) = self.deadline.as_mut() else {
             return f(&self.services);
         };
@@ -144,13 +145,15 @@ impl wasmtime::ResourceLimiter for HostState {
 
 impl clock::Host for HostState {
     fn now_ms(&mut self) -> u64 {
-        self.host(|s| s.clock.now_ms())
+        self.services.clock.now_ms()
     }
 }
 
 impl storage::Host for HostState {
     fn get(&mut self, key: String) -> Result<Option<storage::Versioned>, storage::HostError> {
-        self.host(|s| s.storage.get(&key))
+        self.services
+            .storage
+            .get(&key)
             .map(|found| {
                 found.map(|v| storage::Versioned {
                     value: v.value,
@@ -167,19 +170,20 @@ impl storage::Host for HostState {
         value: Option<Vec<u8>>,
         ttl_ms: u64,
     ) -> Result<storage::CasOutcome, storage::HostError> {
-        self.host(|s| {
-            s.storage
-                .compare_and_swap(&key, expected, value.as_deref(), ttl_ms)
-        })
-        .map(|o| match o {
-            CasOutcome::Applied(v) => storage::CasOutcome::Applied(v),
-            CasOutcome::Conflict => storage::CasOutcome::Conflict,
-        })
-        .map_err(|e| storage::HostError { message: e.message })
+        self.services
+            .storage
+            .compare_and_swap(&key, expected, value.as_deref(), ttl_ms)
+            .map(|o| match o {
+                CasOutcome::Applied(v) => storage::CasOutcome::Applied(v),
+                CasOutcome::Conflict => storage::CasOutcome::Conflict,
+            })
+            .map_err(|e| storage::HostError { message: e.message })
     }
 
     fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, storage::HostError> {
-        self.host(|s| s.storage.list_keys(&prefix))
+        self.services
+            .storage
+            .list_keys(&prefix)
             .map_err(|e| storage::HostError { message: e.message })
     }
 }
@@ -195,7 +199,7 @@ impl consent::Host for HostState {
             responses_json: prompt.responses_json,
             responses_sha256: prompt.responses_sha256,
         };
-        self.host(|s| s.consent.request_consent(&prompt))
+        self.waiting(|s| s.consent.request_consent(&prompt))
             .map(|r| consent::ConsentReceipt {
                 receipt_id: r.receipt_id,
                 decision: match r.decision {
@@ -211,7 +215,9 @@ impl consent::Host for HostState {
 
 impl audit::Host for HostState {
     fn head(&mut self) -> Result<audit::ChainHead, audit::HostError> {
-        self.host(|s| s.audit.head())
+        self.services
+            .audit
+            .head()
             .map(|h| audit::ChainHead {
                 seq: h.seq,
                 event_sha256: h.event_sha256,
@@ -229,7 +235,9 @@ impl audit::Host for HostState {
             event_sha256: entry.event_sha256,
             line: entry.line,
         };
-        self.host(|s| s.audit.append(&entry))
+        self.services
+            .audit
+            .append(&entry)
             .map(|o| match o {
                 AppendOutcome::Appended => audit::AppendOutcome::Appended,
                 AppendOutcome::HeadMoved(h) => audit::AppendOutcome::HeadMoved(audit::ChainHead {
@@ -241,7 +249,9 @@ impl audit::Host for HostState {
     }
 
     fn read_back(&mut self, seq: u64) -> Result<Option<String>, audit::HostError> {
-        self.host(|s| s.audit.read_back(seq))
+        self.services
+            .audit
+            .read_back(seq)
             .map_err(|e| audit::HostError { message: e.message })
     }
 }
