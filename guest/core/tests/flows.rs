@@ -2143,10 +2143,15 @@ fn slow_user_gate(ms: u64) -> (SlowUserGate, MemoryAudit) {
     (gate, audit)
 }
 
-#[test]
-fn a_binding_that_expires_while_the_user_decides_sends_no_retry() {
-    let lifetime = Policy::default().round_trip_lifetime_ms;
-    let (mut gate, audit) = slow_user_gate(lifetime + 1);
+/// Register 1, open a form round, and answer it through a user who takes `ms` to decide.
+fn slow_user_round(
+    ms: u64,
+) -> (
+    SlowUserGate,
+    MemoryAudit,
+    Result<mrtr_gate_core::Retry, mrtr_gate_core::Denial>,
+) {
+    let (mut gate, audit) = slow_user_gate(ms);
     gate.register(registration(
         n(1),
         &tool_params("t", json!({})),
@@ -2160,14 +2165,19 @@ fn a_binding_that_expires_while_the_user_decides_sends_no_retry() {
         ),
         Ok(ResponseVerdict::InputRequired(_))
     ));
-    assert_code(
-        gate.build_retry(retry_request(
-            n(1),
-            n(2),
-            &json!({"who": accept_with(form_content())}),
-        )),
-        "inactive_mrtr_round",
-    );
+    let retry = gate.build_retry(retry_request(
+        n(1),
+        n(2),
+        &json!({"who": accept_with(form_content())}),
+    ));
+    (gate, audit, retry)
+}
+
+#[test]
+fn a_binding_that_expires_while_the_user_decides_sends_no_retry() {
+    let lifetime = Policy::default().round_trip_lifetime_ms;
+    let (mut gate, audit, retry) = slow_user_round(lifetime + 1);
+    assert_code(retry, "inactive_mrtr_round");
     // The consent was given and is on record, then the retry was refused; id 2 was given back.
     let events = audit.events();
     assert_eq!(kinds(&events), ["received", "consented", "rejected"]);
@@ -2190,28 +2200,8 @@ fn a_binding_that_expires_while_the_user_decides_sends_no_retry() {
 
 #[test]
 fn a_user_who_decides_in_time_gets_the_retry_and_the_consent_is_stamped_when_given() {
-    let (mut gate, audit) = slow_user_gate(30_000);
-    gate.register(registration(
-        n(1),
-        &tool_params("t", json!({})),
-        Policy::default(),
-    ))
-    .unwrap();
-    assert!(matches!(
-        gate.accept_response(
-            &server(),
-            &response(1, input_required(json!({"who": form("Who?")})))
-        ),
-        Ok(ResponseVerdict::InputRequired(_))
-    ));
-    assert!(
-        gate.build_retry(retry_request(
-            n(1),
-            n(2),
-            &json!({"who": accept_with(form_content())})
-        ))
-        .is_ok()
-    );
+    let (_gate, audit, retry) = slow_user_round(30_000);
+    assert!(retry.is_ok());
     let events = audit.events();
     assert_eq!(kinds(&events), ["received", "consented", "submitted"]);
     assert_eq!(events[1]["at_ms"].as_u64(), Some(T0 + 30_000));
