@@ -336,12 +336,20 @@ pub fn run_scenario(
     check_trail(scenario, hosts)
 }
 
-/// The checks every scenario ends with: the chain verifies, no secret reached the trail,
-/// and the events named in `audit` occurred as many times as said.
+/// The checks every scenario ends with: the chain verifies, every line is canonical JSON, no
+/// secret reached the trail, and the events named in `audit` occurred as many times as said.
 fn check_trail(scenario: &Value, hosts: &ScenarioHosts) -> Result<(), String> {
     let entries = hosts.audit.entries();
     mrtr_gate_core::audit::verify_chain(entries.iter().map(|e| e.line.as_str()))
         .map_err(|b| format!("the audit chain is broken: {b:?}"))?;
+    // Every line is canonical JSON (RFC 8785): any host recomputes its digest from its text.
+    for e in &entries {
+        let parsed: Value = serde_json::from_str(&e.line)
+            .map_err(|err| format!("an audit line does not parse ({err}): {}", e.line))?;
+        if mrtr_gate_core::canonical::to_canonical(&parsed) != e.line {
+            return Err(format!("an audit line is not canonical JSON: {}", e.line));
+        }
+    }
     for secret in scenario
         .get("secrets")
         .and_then(Value::as_array)

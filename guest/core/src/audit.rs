@@ -48,7 +48,18 @@ impl EventKind {
 #[derive(Clone, Debug)]
 pub struct Event {
     /// One slot per entry of [`FIELDS`], in that order.
-    slots: Vec<Value>,
+    slots: [Slot; FIELDS.len()],
+}
+
+/// One field's value.
+#[derive(Clone, Debug, Default)]
+enum Slot {
+    #[default]
+    Null,
+    Value(Value),
+    /// Canonical JSON text, rendered once by the crate and shared: a binding's fixed fields
+    /// repeat in every event it writes.
+    Raw(std::rc::Rc<str>),
 }
 
 /// The fields every event carries (null when they do not apply), in canonical order. The
@@ -163,13 +174,13 @@ impl Event {
     /// A new event of `kind`.
     pub fn new(kind: EventKind) -> Self {
         let mut e = Self {
-            slots: vec![Value::Null; FIELDS.len()],
+            slots: Default::default(),
         };
-        e.put(Field::Event, Value::from(kind.as_str()));
+        e.put(Field::Event, Slot::Value(Value::from(kind.as_str())));
         e
     }
 
-    fn put(&mut self, field: Field, value: Value) {
+    fn put(&mut self, field: Field, value: Slot) {
         if let Some(slot) = self.slots.get_mut(field as usize) {
             *slot = value;
         }
@@ -177,7 +188,14 @@ impl Event {
 
     /// Set a field.
     pub fn set(mut self, field: Field, value: impl Into<Value>) -> Self {
-        self.put(field, value.into());
+        self.put(field, Slot::Value(value.into()));
+        self
+    }
+
+    /// Set a field to canonical JSON text rendered earlier (by [`canonical`]'s writers: the
+    /// line is hashed as written, so only canonical text may go here).
+    pub(crate) fn set_raw(mut self, field: Field, canonical_json: std::rc::Rc<str>) -> Self {
+        self.put(field, Slot::Raw(canonical_json));
         self
     }
 
@@ -213,8 +231,9 @@ impl Event {
                     canonical::write_u64(&mut out, now_ms);
                 }
                 _ => match slots.next_if(|(name, _)| *name == key) {
-                    Some((_, value)) => canonical::write_value(&mut out, value),
-                    None => out.push_str("null"),
+                    Some((_, Slot::Value(value))) => canonical::write_value(&mut out, value),
+                    Some((_, Slot::Raw(text))) => out.push_str(text),
+                    Some((_, Slot::Null)) | None => out.push_str("null"),
                 },
             }
         }

@@ -157,6 +157,62 @@ struct OpenRound {
     /// escaping a kilobyte per round.
     view_json: Box<RawValue>,
     view_sha256: String,
+    /// This round's fields of every event, rendered on first use.
+    #[serde(skip)]
+    rendered: std::cell::OnceCell<Rc<RenderedRound>>,
+}
+
+/// The canonical JSON of the round fields every event of an open round repeats.
+#[derive(Debug)]
+struct RenderedRound {
+    state_sha256: Rc<str>,
+    schema_sha256: Rc<str>,
+    input_kinds: Rc<str>,
+    view_sha256: Rc<str>,
+}
+
+impl OpenRound {
+    fn rendered(&self) -> Rc<RenderedRound> {
+        Rc::clone(self.rendered.get_or_init(|| {
+            // Input keys are `[A-Za-z0-9._-]`: the map's byte order is canonical order.
+            let mut schemas = String::from("{");
+            let mut kinds = String::from("{");
+            for (key, rule) in &self.inputs {
+                if let InputRule::Form { schema } = rule {
+                    if schemas.len() > 1 {
+                        schemas.push(',');
+                    }
+                    canonical::write_string(&mut schemas, key);
+                    schemas.push(':');
+                    canonical::write_string(&mut schemas, &schema.schema_sha256);
+                }
+                if kinds.len() > 1 {
+                    kinds.push(',');
+                }
+                canonical::write_string(&mut kinds, key);
+                kinds.push(':');
+                canonical::write_string(&mut kinds, rule.kind());
+            }
+            schemas.push('}');
+            kinds.push('}');
+            Rc::new(RenderedRound {
+                state_sha256: self
+                    .state_sha256
+                    .as_deref()
+                    .map_or_else(|| Rc::from("null"), json_string),
+                schema_sha256: Rc::from(schemas),
+                input_kinds: Rc::from(kinds),
+                view_sha256: json_string(&self.view_sha256),
+            })
+        }))
+    }
+}
+
+/// A string's canonical JSON text.
+fn json_string(s: &str) -> Rc<str> {
+    let mut out = String::with_capacity(s.len().saturating_add(2));
+    canonical::write_string(&mut out, s);
+    Rc::from(out)
 }
 
 /// What a binding fixes at registration and never changes.
@@ -181,6 +237,39 @@ struct Fixed {
     declared: Declared,
     created_at_ms: u64,
     expires_at_ms: u64,
+    /// The fields every event of this binding repeats, rendered on first use.
+    #[serde(skip)]
+    rendered: std::cell::OnceCell<Rc<RenderedFixed>>,
+}
+
+/// The canonical JSON of the fixed fields every event of a binding repeats.
+#[derive(Debug)]
+struct RenderedFixed {
+    request_id: Rc<str>,
+    server: Rc<str>,
+    method: Rc<str>,
+    name: Rc<str>,
+    user_sha256: Rc<str>,
+    tenant_sha256: Rc<str>,
+    policy_version: Rc<str>,
+    params_sha256: Rc<str>,
+}
+
+impl Fixed {
+    fn rendered(&self) -> Rc<RenderedFixed> {
+        Rc::clone(self.rendered.get_or_init(|| {
+            Rc::new(RenderedFixed {
+                request_id: Rc::from(self.original_id.key_fragment()),
+                server: json_string(&self.server.display()),
+                method: json_string(&self.method),
+                name: json_string(&self.audit_name),
+                user_sha256: json_string(&self.user_sha256),
+                tenant_sha256: json_string(&self.tenant_sha256),
+                policy_version: json_string(&self.policy.policy_version),
+                params_sha256: json_string(&self.params_sha256),
+            })
+        }))
+    }
 }
 
 /// A live binding: its fixed part, shared and serialized once, and what moves.
@@ -270,44 +359,29 @@ impl Binding {
 
     /// An event of `kind` with everything this binding knows filled in.
     fn event(&self, kind: EventKind) -> Event {
-        let f = &self.fixed;
+        let f = self.fixed.rendered();
         let mut e = Event::new(kind)
-            .set(Field::RequestId, f.original_id.to_json())
+            .set_raw(Field::RequestId, Rc::clone(&f.request_id))
             .set(Field::LiveId, self.live_id.to_json())
-            .set(Field::Server, f.server.display())
-            .set(Field::Method, f.method.clone())
-            .set(Field::Name, f.audit_name.clone())
-            .set(Field::UserSha256, f.user_sha256.clone())
-            .set(Field::TenantSha256, f.tenant_sha256.clone())
-            .set(Field::PolicyVersion, f.policy.policy_version.clone())
-            .set(Field::ParamsSha256, f.params_sha256.clone())
+            .set_raw(Field::Server, Rc::clone(&f.server))
+            .set_raw(Field::Method, Rc::clone(&f.method))
+            .set_raw(Field::Name, Rc::clone(&f.name))
+            .set_raw(Field::UserSha256, Rc::clone(&f.user_sha256))
+            .set_raw(Field::TenantSha256, Rc::clone(&f.tenant_sha256))
+            .set_raw(Field::PolicyVersion, Rc::clone(&f.policy_version))
+            .set_raw(Field::ParamsSha256, Rc::clone(&f.params_sha256))
             .set(Field::Round, self.rounds);
         if let Some(open) = &self.open {
-            e = round_fields(e, open);
+            let r = open.rendered();
+            e = e
+                .set(Field::Round, open.number)
+                .set_raw(Field::StateSha256, Rc::clone(&r.state_sha256))
+                .set_raw(Field::SchemaSha256, Rc::clone(&r.schema_sha256))
+                .set_raw(Field::InputKinds, Rc::clone(&r.input_kinds))
+                .set_raw(Field::ViewSha256, Rc::clone(&r.view_sha256));
         }
         e
     }
-}
-
-fn round_fields(e: Event, open: &OpenRound) -> Event {
-    let schemas: Map<String, Value> = open
-        .inputs
-        .iter()
-        .filter_map(|(k, r)| match r {
-            InputRule::Form { schema } => Some((k.clone(), json!(schema.schema_sha256))),
-            _ => None,
-        })
-        .collect();
-    let kinds: Map<String, Value> = open
-        .inputs
-        .iter()
-        .map(|(k, r)| (k.clone(), json!(r.kind())))
-        .collect();
-    e.set(Field::Round, open.number)
-        .set(Field::StateSha256, open.state_sha256.clone())
-        .set(Field::SchemaSha256, Value::Object(schemas))
-        .set(Field::InputKinds, Value::Object(kinds))
-        .set(Field::ViewSha256, open.view_sha256.clone())
 }
 
 /// The canonical text of a JSON-RPC request whose params are already canonical JSON: the
@@ -732,6 +806,7 @@ impl<H: Host> Gate<H> {
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
             policy: r.policy,
             created_at_ms: now,
+            rendered: std::cell::OnceCell::new(),
         };
         let fixed_json = serde_json::value::to_raw_value(&fixed)
             .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
@@ -971,6 +1046,7 @@ impl<H: Host> Gate<H> {
             inputs: round.inputs,
             view_json: view_raw,
             view_sha256: view_sha256.clone(),
+            rendered: std::cell::OnceCell::new(),
         });
         let (binding, version) = match self.store(binding, Some(version)) {
             Ok(stored) => stored,

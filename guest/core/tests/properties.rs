@@ -548,6 +548,14 @@ fn check_audit(world: &World) {
     // (c) the chain verifies.
     let n = verify_chain(entries.iter().map(|e| e.line.as_str()));
     assert_eq!(n, Ok(entries.len() as u64), "(c) audit chain");
+    for e in &entries {
+        let parsed: Value = serde_json::from_str(&e.line).unwrap_or(Value::Null);
+        assert_eq!(
+            mrtr_gate_core::canonical::to_canonical(&parsed),
+            e.line,
+            "(c) every line is canonical JSON"
+        );
+    }
     // (b) every binding that received a round has exactly one terminal event.
     let mut received: BTreeMap<String, u32> = BTreeMap::new();
     let mut terminal: BTreeMap<String, u32> = BTreeMap::new();

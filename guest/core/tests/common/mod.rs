@@ -155,6 +155,14 @@ impl Fx {
         let n = verify_chain(entries.iter().map(|e| e.line.as_str()))
             .unwrap_or_else(|b| panic!("audit chain broken: {b:?}"));
         assert_eq!(n, entries.len() as u64);
+        for e in &entries {
+            let parsed: Value = serde_json::from_str(&e.line).unwrap();
+            assert_eq!(
+                mrtr_gate_core::canonical::to_canonical(&parsed),
+                e.line,
+                "every audit line is canonical JSON"
+            );
+        }
     }
 }
 
