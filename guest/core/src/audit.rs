@@ -62,77 +62,47 @@ enum Slot {
     Raw(std::rc::Rc<str>),
 }
 
-/// The fields every event carries (null when they do not apply), in canonical order. The
-/// writer adds `prev_sha256`, `schema` and `seq` (see [`LINE_KEYS`]).
-pub const FIELDS: [&str; 21] = [
-    "at_ms",
-    "cause",
-    "consent_receipt_id",
-    "event",
-    "input_kinds",
-    "live_id",
-    "method",
-    "name",
-    "outcome",
-    "params_sha256",
-    "policy_version",
-    "reason",
-    "request_id",
-    "retry_id",
-    "round",
-    "schema_sha256",
-    "server",
-    "state_sha256",
-    "tenant_sha256",
-    "user_sha256",
-    "view_sha256",
-];
+/// Declares the event fields once: the enum (whose value is the field's slot) and the names
+/// in the same order, so the two can never disagree.
+macro_rules! event_fields {
+    ($($variant:ident => $name:literal,)*) => {
+        /// The fields every event carries (null when they do not apply), in canonical order.
+        /// The writer adds `prev_sha256`, `schema` and `seq` (see [`LINE_KEYS`]).
+        pub const FIELDS: [&str; 21] = [$($name),*];
 
-/// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Field {
-    /// `at_ms`
-    AtMs,
-    /// `cause`
-    Cause,
-    /// `consent_receipt_id`
-    ConsentReceiptId,
-    /// `event`
-    Event,
-    /// `input_kinds`
-    InputKinds,
-    /// `live_id`
-    LiveId,
-    /// `method`
-    Method,
-    /// `name`
-    Name,
-    /// `outcome`
-    Outcome,
-    /// `params_sha256`
-    ParamsSha256,
-    /// `policy_version`
-    PolicyVersion,
-    /// `reason`
-    Reason,
-    /// `request_id`
-    RequestId,
-    /// `retry_id`
-    RetryId,
-    /// `round`
-    Round,
-    /// `schema_sha256`
-    SchemaSha256,
-    /// `server`
-    Server,
-    /// `state_sha256`
-    StateSha256,
-    /// `tenant_sha256`
-    TenantSha256,
-    /// `user_sha256`
-    UserSha256,
-    /// `view_sha256`
-    ViewSha256,
+        /// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Field {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+    };
+}
+
+event_fields! {
+    AtMs => "at_ms",
+    Cause => "cause",
+    ConsentReceiptId => "consent_receipt_id",
+    Event => "event",
+    InputKinds => "input_kinds",
+    LiveId => "live_id",
+    Method => "method",
+    Name => "name",
+    Outcome => "outcome",
+    ParamsSha256 => "params_sha256",
+    PolicyVersion => "policy_version",
+    Reason => "reason",
+    RequestId => "request_id",
+    RetryId => "retry_id",
+    Round => "round",
+    SchemaSha256 => "schema_sha256",
+    Server => "server",
+    StateSha256 => "state_sha256",
+    TenantSha256 => "tenant_sha256",
+    UserSha256 => "user_sha256",
+    ViewSha256 => "view_sha256",
 }
 
 impl Field {
