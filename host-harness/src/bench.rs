@@ -132,6 +132,8 @@ pub fn round_input(server: &ServerIdentity, n: i64, kind: RoundKind) -> RoundInp
 }
 
 /// One full round: register, accept the `input_required`, build the retry, accept `complete`.
+/// Never inlined: `scripts/instructions` counts instructions inside this function only.
+#[inline(never)]
 pub fn round(
     gate: &mut dyn GateApi,
     server: &ServerIdentity,
@@ -144,6 +146,36 @@ pub fn round(
     gate.build_retry(input.retry).map_err(fail)?;
     gate.accept_response(server, &input.complete)
         .map_err(fail)?;
+    Ok(())
+}
+
+impl RoundKind {
+    /// The kind named `form`, `form-new`, `url` or `state-only`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "form" => Self::Form {
+                distinct_schema: false,
+            },
+            "form-new" => Self::Form {
+                distinct_schema: true,
+            },
+            "url" => Self::Url,
+            "state-only" => Self::StateOnly,
+            _ => return None,
+        })
+    }
+}
+
+/// Run `count` rounds of `kind` with nothing timed and nothing printed (the inputs are made
+/// first): the loop a profiler or instruction counter watches.
+pub fn plain_rounds(gate: &mut dyn GateApi, kind: RoundKind, count: usize) -> Result<(), String> {
+    let server = server()?;
+    let inputs: Vec<RoundInput> = (1..=count)
+        .map(|n| round_input(&server, n as i64, kind))
+        .collect();
+    for input in inputs {
+        round(gate, &server, input)?;
+    }
     Ok(())
 }
 

@@ -247,14 +247,25 @@ pub fn run_scenario(
                 outcome(
                     gate.accept_response(&server_of(step)?, &text),
                     |v| match v {
-                        ResponseVerdict::InputRequired(view) => json!({
-                            "verdict": "input_required",
-                            "round": view.round,
-                            "input_keys": view.input_keys,
-                            "request_state_sha256": view.request_state_sha256,
-                            "view": serde_json::from_str::<Value>(&view.view_json).unwrap_or(Value::Null),
-                            "view_sha256": view.view_sha256,
-                        }),
+                        ResponseVerdict::InputRequired(view) => {
+                            let shown = serde_json::from_str::<Value>(&view.view_json)
+                                .unwrap_or(Value::Null);
+                            // The view is the canonical text of what it shows, and its
+                            // digest is the digest of that text: any host can recompute it.
+                            let canonical = mrtr_gate_core::canonical::to_canonical(&shown)
+                                == view.view_json
+                                && mrtr_gate_core::canonical::sha256_hex(view.view_json.as_bytes())
+                                    == view.view_sha256;
+                            json!({
+                                "verdict": "input_required",
+                                "round": view.round,
+                                "input_keys": view.input_keys,
+                                "request_state_sha256": view.request_state_sha256,
+                                "view": shown,
+                                "view_sha256": view.view_sha256,
+                                "view_is_canonical": canonical,
+                            })
+                        }
                         ResponseVerdict::Complete => json!({"verdict": "complete"}),
                         ResponseVerdict::Error(code) => json!({"verdict": "error", "code": code}),
                     },
@@ -331,6 +342,11 @@ pub fn run_scenario(
             .get("expect")
             .cloned()
             .unwrap_or_else(|| json!({"ok": {}}));
+        if got.pointer("/ok/view_is_canonical") == Some(&Value::Bool(false)) {
+            return Err(format!(
+                "{at}: the consent view is not canonical json with its digest"
+            ));
+        }
         check(&expect, &got, &at)?;
     }
     check_trail(scenario, hosts)

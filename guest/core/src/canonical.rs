@@ -47,6 +47,95 @@ pub fn digest_str(s: &str) -> String {
     sha256_hex(out.as_bytes())
 }
 
+/// The members of an object whose text is already canonical JSON, in their order, the values
+/// kept as text: a retry adds two members to the registered params without parsing them
+/// into values and writing them out again.
+pub struct CanonicalObject<'a> {
+    members: Vec<(String, &'a serde_json::value::RawValue)>,
+}
+
+impl<'a> CanonicalObject<'a> {
+    /// The members of `text`, which must be canonical JSON (its values are copied as they
+    /// are); none unless it is an object whose keys are in canonical order, each once.
+    pub fn parse(text: &'a str) -> Option<Self> {
+        let Members(members) = serde_json::from_str(text).ok()?;
+        let ordered = members.windows(2).all(|pair| match pair {
+            [(a, _), (b, _)] => a.encode_utf16().cmp(b.encode_utf16()).is_lt(),
+            _ => true,
+        });
+        ordered.then_some(Self { members })
+    }
+
+    /// The canonical text of the object with `extra` members (each value canonical JSON
+    /// text) added; none when an extra key is already there or given twice.
+    pub fn with(&self, extra: &[(&str, &str)]) -> Option<String> {
+        let mut extra = extra.to_vec();
+        extra.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        let len = self
+            .members
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4);
+        let len = len.chain(extra.iter().map(|(k, v)| k.len() + v.len() + 4));
+        let mut out = String::with_capacity(len.sum::<usize>().saturating_add(2));
+        out.push('{');
+        let mut mine = self.members.iter().peekable();
+        let mut theirs = extra.iter().peekable();
+        let mut first = true;
+        loop {
+            let next = match (mine.peek(), theirs.peek()) {
+                (Some((a, _)), Some((b, _))) => match a.encode_utf16().cmp(b.encode_utf16()) {
+                    std::cmp::Ordering::Less => mine.next().map(|(k, v)| (k.as_str(), v.get())),
+                    std::cmp::Ordering::Greater => theirs.next().copied(),
+                    std::cmp::Ordering::Equal => return None,
+                },
+                (Some(_), None) => mine.next().map(|(k, v)| (k.as_str(), v.get())),
+                (None, Some(_)) => theirs.next().copied(),
+                (None, None) => None,
+            };
+            let Some((key, value)) = next else { break };
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            write_string(&mut out, key);
+            out.push(':');
+            out.push_str(value);
+        }
+        let duplicate = extra.windows(2).any(|pair| match pair {
+            [(a, _), (b, _)] => a == b,
+            _ => false,
+        });
+        out.push('}');
+        (!duplicate).then_some(out)
+    }
+}
+
+/// An object's members in document order (a map type would reorder them).
+struct Members<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a json object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
 /// Append the canonical JSON text of `value`.
 pub fn write_value(out: &mut String, value: &Value) {
     match value {
@@ -307,6 +396,49 @@ fn write_f64(out: &mut String, v: f64) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn members_are_added_in_canonical_order_and_collisions_refused() {
+        let members = CanonicalObject::parse(r#"{"_meta":{"a":1},"arguments":{},"name":"t"}"#);
+        let added = members
+            .as_ref()
+            .and_then(|m| m.with(&[("requestState", r#""s""#), ("inputResponses", "{}")]));
+        assert_eq!(
+            added.as_deref(),
+            Some(
+                r#"{"_meta":{"a":1},"arguments":{},"inputResponses":{},"name":"t","requestState":"s"}"#
+            )
+        );
+        let again = members.as_ref().and_then(|m| m.with(&[("name", "1")]));
+        assert_eq!(again, None, "a key already there");
+        let twice = members
+            .as_ref()
+            .and_then(|m| m.with(&[("x", "1"), ("x", "2")]));
+        assert_eq!(twice, None, "a key given twice");
+        assert_eq!(
+            CanonicalObject::parse("{}").and_then(|m| m.with(&[])),
+            Some("{}".into())
+        );
+    }
+
+    #[test]
+    fn only_objects_with_keys_in_canonical_order_are_read() {
+        for text in [
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":2}"#,
+            "[1]",
+            "\"{}\"",
+            "{",
+            "",
+            r#"{"a":1}x"#,
+            // Code point order, not UTF-16 order: U+10000 (a surrogate pair, from 0xD800)
+            // sorts before U+FFFF in UTF-16 units.
+            "{\"\u{ffff}\":2,\"\u{10000}\":1}",
+        ] {
+            assert!(CanonicalObject::parse(text).is_none(), "{text}");
+        }
+        assert!(CanonicalObject::parse("{\"\u{10000}\":1,\"\u{ffff}\":2}").is_some());
+    }
 
     fn num(text: &str) -> String {
         let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);

@@ -18,7 +18,7 @@ use crate::responses;
 use crate::round::{self, Declared, InputRule};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -287,6 +287,9 @@ struct Binding {
     rounds: u32,
     open: Option<OpenRound>,
     audited: bool,
+    /// True when this instance hashed `fixed.params_json` itself (it registered the binding):
+    /// a record read from storage is checked against `params_sha256` before a retry.
+    params_hashed_here: bool,
 }
 
 /// A binding's record, as written.
@@ -354,6 +357,7 @@ impl Binding {
             rounds: r.rounds,
             open: r.open,
             audited: r.audited,
+            params_hashed_here: false,
         })
     }
 
@@ -819,6 +823,7 @@ impl<H: Host> Gate<H> {
             rounds: 0,
             open: None,
             audited: false,
+            params_hashed_here: true,
         };
         // Writing the record under the id's key, if the key is free, reserves the id against
         // every live binding (original and retry ids share the key space) in one step.
@@ -1024,8 +1029,7 @@ impl<H: Host> Gate<H> {
     ) -> Result<ResponseVerdict, Denial> {
         let number = binding.rounds.saturating_add(1);
         let state_sha256 = round.state.as_deref().map(canonical::digest_str);
-        let view = self.view(&binding, number, &round, state_sha256.as_deref());
-        let view_json = canonical::to_canonical(&view);
+        let view_json = self.view(&binding, number, &round, state_sha256.as_deref());
         let view_sha256 = canonical::sha256_hex(view_json.as_bytes());
         let view_raw = match RawValue::from_string(view_json.clone()) {
             Ok(v) => v,
@@ -1072,16 +1076,19 @@ impl<H: Host> Gate<H> {
         }))
     }
 
+    /// The consent view as canonical JSON, written key by key in canonical (JCS) order: the
+    /// same text `canonical::to_canonical` gives for the object (checked in the tests), with
+    /// no object built, copied and dropped on the way.
     fn view(
         &self,
         binding: &Binding,
         number: u32,
         round: &round::Round,
         state_sha256: Option<&str>,
-    ) -> Value {
+    ) -> String {
         let server = binding.fixed.server.display();
-        let target = format!("{} `{}`", binding.fixed.method, binding.fixed.name);
-        let mut effects = Vec::new();
+        let mut out = String::with_capacity(1024);
+        out.push_str("{\"effects\":[");
         for input in &round.view_inputs {
             let key = input.get("key").and_then(Value::as_str).unwrap_or_default();
             let effect = match input.get("kind").and_then(Value::as_str) {
@@ -1105,31 +1112,48 @@ impl<H: Host> Gate<H> {
                 }
                 _ => String::new(),
             };
-            effects.push(Value::String(effect));
+            canonical::write_string(&mut out, &effect);
+            out.push(',');
         }
-        effects.push(Value::String(format!(
-            "then {target} is retried at {server}{}",
+        let then = format!(
+            "then {} `{}` is retried at {server}{}",
+            binding.fixed.method,
+            binding.fixed.name,
             if round.state.is_some() {
                 " with the server's saved state"
             } else {
                 ""
             }
-        )));
-        json!({
-            "view": "mrtr-gate/consent-view/v1",
-            "server": server,
-            "request": {
-                "id": binding.live_id.to_json(),
-                "original_id": binding.fixed.original_id.to_json(),
-                "method": binding.fixed.method,
-                "name": binding.fixed.name,
-            },
-            "round": number,
-            "max_rounds": binding.fixed.policy.max_rounds,
-            "inputs": round.view_inputs,
-            "state": round::state_view(round.state.as_deref().zip(state_sha256)),
-            "effects": effects,
-        })
+        );
+        canonical::write_string(&mut out, &then);
+        out.push_str("],\"inputs\":[");
+        for (i, input) in round.view_inputs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            canonical::write_value(&mut out, input);
+        }
+        out.push_str("],\"max_rounds\":");
+        canonical::write_u64(&mut out, u64::from(binding.fixed.policy.max_rounds));
+        out.push_str(",\"request\":{\"id\":");
+        binding.live_id.write_json(&mut out);
+        out.push_str(",\"method\":");
+        canonical::write_string(&mut out, &binding.fixed.method);
+        out.push_str(",\"name\":");
+        canonical::write_string(&mut out, &binding.fixed.name);
+        out.push_str(",\"original_id\":");
+        binding.fixed.original_id.write_json(&mut out);
+        out.push_str("},\"round\":");
+        canonical::write_u64(&mut out, u64::from(number));
+        out.push_str(",\"server\":");
+        canonical::write_string(&mut out, &server);
+        out.push_str(",\"state\":");
+        canonical::write_value(
+            &mut out,
+            &round::state_view(round.state.as_deref().zip(state_sha256)),
+        );
+        out.push_str(",\"view\":\"mrtr-gate/consent-view/v1\"}");
+        out
     }
 
     // ---- retry ---------------------------------------------------------------------------
@@ -1177,8 +1201,7 @@ impl<H: Host> Gate<H> {
             retry_id,
             alias_version,
             receipt_id,
-            responses,
-            mut params,
+            params,
         } = prepared;
         let submitted = binding
             .event(EventKind::Submitted)
@@ -1212,14 +1235,6 @@ impl<H: Host> Gate<H> {
             return Err(Denial::unaudited(e));
         }
 
-        // Built from the original params: nothing of an earlier round can be carried along.
-        if let Some(responses) = responses {
-            params.insert("inputResponses".into(), responses);
-        }
-        if let Some(state) = open.state {
-            params.insert("requestState".into(), Value::String(state));
-        }
-        let params = canonical::to_canonical(&Value::Object(params));
         Ok(Retry {
             request_json: request_text(&retry_id, &next.fixed.method, &params),
             round: open.number,
@@ -1246,11 +1261,13 @@ impl<H: Host> Gate<H> {
         if binding.used_ids.contains(&retry_id) {
             return Err(caller(CallerMisuse::RetryIdNotNew));
         }
-        if binding.fixed.user != r.user
-            || binding.fixed.tenant != r.tenant
-            || canonical::sha256_hex(binding.fixed.params_json.get().as_bytes())
-                != binding.fixed.params_sha256
-        {
+        // The params a retry is rebuilt from must be the ones registered: a record read from
+        // storage may have been rewritten behind the gate. (A binding this instance registered
+        // and still holds in its cache is the one it hashed; the cache is keyed by version.)
+        let params_changed = !binding.params_hashed_here
+            && canonical::sha256_hex(binding.fixed.params_json.get().as_bytes())
+                != binding.fixed.params_sha256;
+        if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
             return Err(caller(CallerMisuse::IdentityOrArgumentMismatch));
         }
         let responses = match json::parse_strict(&r.responses_json, limits::RESPONSES) {
@@ -1268,10 +1285,10 @@ impl<H: Host> Gate<H> {
             }
         };
         responses::check_responses(&responses, &open.inputs)?;
-        // Parsed before anything is consumed, so a corrupt record can never leave a
-        // `submitted` event for a retry that does not go out.
-        let params: Map<String, Value> = serde_json::from_str(binding.fixed.params_json.get())
-            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        // Read before anything is reserved or asked, so a corrupt record can never leave a
+        // `consented` or `submitted` event for a retry that does not go out.
+        let params = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
+            .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
 
         // Single use, step 1: reserve the retry id against every live binding. Done before
         // consent, so the trail never shows consent for a retry whose id is taken.
@@ -1281,28 +1298,47 @@ impl<H: Host> Gate<H> {
 
         // Consent: exactly this view, exactly these answers. A state-only round sends
         // nothing of the user's (the spec lets the client retry at once): no prompt.
-        let (receipt_id, responses) = if open.inputs.is_empty() {
+        let (receipt_id, responses_json) = if open.inputs.is_empty() {
             (None, None)
         } else {
-            let responses = Value::Object(responses);
-            match self.consent(binding, open, &responses, &retry_id) {
+            let responses_json = canonical::to_canonical(&Value::Object(responses));
+            match self.consent(binding, open, &responses_json, &retry_id) {
                 // The binding may have expired while the user decided: no retry then.
                 Ok(_) if self.expired(binding) => {
                     self.release_alias(&retry_id, alias_version);
                     return Err(caller(CallerMisuse::InactiveRound));
                 }
-                Ok(id) => (Some(id), Some(responses)),
+                Ok(id) => (Some(id), Some(responses_json)),
                 Err(e) => {
                     self.release_alias(&retry_id, alias_version);
                     return Err(e);
                 }
             }
         };
+
+        // Built from the registered params: nothing of an earlier round can be carried along.
+        // The answers go out as the exact text the user consented to.
+        let mut added: Vec<(&str, &str)> = Vec::with_capacity(2);
+        if let Some(responses_json) = &responses_json {
+            added.push(("inputResponses", responses_json));
+        }
+        let state_json = open.state.as_deref().map(|state| {
+            let mut out = String::with_capacity(state.len().saturating_add(2));
+            canonical::write_string(&mut out, state);
+            out
+        });
+        if let Some(state_json) = &state_json {
+            added.push(("requestState", state_json));
+        }
+        let Some(params) = params.with(&added) else {
+            // Registration refuses params that carry either key: only a corrupt record can.
+            self.release_alias(&retry_id, alias_version);
+            return Err(GateError::Host(HostFault::StorageCorrupted));
+        };
         Ok(Prepared {
             retry_id,
             alias_version,
             receipt_id,
-            responses,
             params,
         })
     }
@@ -1313,15 +1349,14 @@ impl<H: Host> Gate<H> {
         &mut self,
         binding: &Binding,
         open: &OpenRound,
-        responses: &Value,
+        responses_json: &str,
         retry_id: &RequestId,
     ) -> Result<String, GateError> {
-        let responses_json = canonical::to_canonical(responses);
         let prompt = ConsentPrompt {
             view_json: open.view_json.get().to_owned(),
             view_sha256: open.view_sha256.clone(),
             responses_sha256: canonical::sha256_hex(responses_json.as_bytes()),
-            responses_json,
+            responses_json: responses_json.to_owned(),
         };
         let receipt = self.host.consent().request_consent(&prompt);
         // The user may have taken minutes: what follows happens now, not when the call began.
@@ -1452,7 +1487,7 @@ struct Prepared {
     retry_id: RequestId,
     alias_version: u64,
     receipt_id: Option<String>,
-    /// The answers to send (none for a state-only round).
-    responses: Option<Value>,
-    params: Map<String, Value>,
+    /// The retry's params, canonical JSON: the registered ones with the answers (none in a
+    /// state-only round) and the state (when the server sent one).
+    params: String,
 }

@@ -2296,6 +2296,39 @@ fn values_the_gate_did_not_write_are_refused_as_storage_corrupted() {
 }
 
 #[test]
+fn a_record_whose_params_no_longer_match_their_digest_is_refused() {
+    let mut fx = Fx::new();
+    fx.register(
+        n(1),
+        &tool_params("transfer", json!({"amount": 10})),
+        Policy::default(),
+    )
+    .unwrap();
+    fx.round(1, state_only("s"));
+    // Someone with write access to the store edits the arguments the retry is rebuilt from
+    // and leaves the digest as it was.
+    let record = String::from_utf8(stored(&fx, "1")).unwrap();
+    let edited = record.replace(
+        r#""arguments":{"amount":10}"#,
+        r#""arguments":{"amount":10000}"#,
+    );
+    assert_ne!(edited, record, "the test edits the stored arguments");
+    plant(&fx, "1", edited.as_bytes());
+    let d = assert_code(
+        fx.retry(n(1), n(2), &json!({})),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert!(d.audited);
+    // Checked on every retry of a record read back, not only on the first.
+    let d = assert_code(
+        fx.retry(n(1), n(3), &json!({})),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert!(d.audited);
+    fx.assert_chain();
+}
+
+#[test]
 fn a_retry_pointer_the_record_does_not_list_is_refused() {
     let mut fx = Fx::new();
     fx.register_tool(1);

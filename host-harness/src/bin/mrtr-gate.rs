@@ -5,6 +5,10 @@
 //! mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]
 //!                                 rounds in the component vs the native core (and results
 //!                                 measured elsewhere: the seed's JS gate, the jco host)
+//! mrtr-gate rounds ENGINE KIND N  N rounds and nothing else, for profilers and
+//!                                 instruction counters (scripts/instructions); ENGINE is
+//!                                 `component` or `native`, KIND `form`, `form-new`, `url`
+//!                                 or `state-only`
 //! mrtr-gate info                  the component's imports, exports and size
 //! mrtr-gate export-component FILE write the component (for jco, wasmtime-py, wasm-tools)
 //! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
@@ -18,11 +22,12 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(args.get(1..).unwrap_or_default()),
         Some("bench") => bench(args.get(1..).unwrap_or_default()),
+        Some("rounds") => rounds(args.get(1..).unwrap_or_default()),
         Some("info") => info(),
         Some("export-component") => export(args.get(1)),
         Some("verify-audit") => verify(args.get(1)),
         _ => Err(
-            "usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | info | export-component FILE | verify-audit FILE"
+            "usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | rounds ENGINE KIND N | info | export-component FILE | verify-audit FILE"
                 .into(),
         ),
     };
@@ -99,6 +104,31 @@ fn bench(args: &[String]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+fn rounds(args: &[String]) -> Result<(), String> {
+    use mrtr_gate_host::bench::{RoundKind, plain_rounds};
+    use mrtr_gate_host::corpus::ScenarioHosts;
+    use mrtr_gate_host::{ComponentGate, NativeGate};
+    const USAGE: &str = "usage: mrtr-gate rounds component|native form|form-new|url|state-only N";
+    let [engine, kind, count] = args else {
+        return Err(USAGE.into());
+    };
+    let kind = RoundKind::parse(kind).ok_or(USAGE)?;
+    let count: usize = count.parse().map_err(|_| USAGE)?;
+    let hosts = ScenarioHosts::for_bench();
+    match engine.as_str() {
+        "component" => {
+            let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
+            plain_rounds(
+                &mut ComponentGate::new(&runtime, hosts.services()),
+                kind,
+                count,
+            )
+        }
+        "native" => plain_rounds(&mut NativeGate::new(hosts.services()), kind, count),
+        _ => Err(USAGE.into()),
+    }
 }
 
 fn info() -> Result<(), String> {

@@ -85,7 +85,11 @@ impl Fx {
         id: impl Into<Value>,
         result: Value,
     ) -> Result<ResponseVerdict, Denial> {
-        self.gate.accept_response(&server(), &response(id, result))
+        let verdict = self.gate.accept_response(&server(), &response(id, result));
+        if let Ok(ResponseVerdict::InputRequired(view)) = &verdict {
+            assert_view_is_canonical(view);
+        }
+        verdict
     }
 
     pub fn accept_from(
@@ -94,10 +98,14 @@ impl Fx {
         id: impl Into<Value>,
         result: Value,
     ) -> Result<ResponseVerdict, Denial> {
-        self.gate.accept_response(
+        let verdict = self.gate.accept_response(
             &ServerIdentity::origin(from).unwrap(),
             &response(id, result),
-        )
+        );
+        if let Ok(ResponseVerdict::InputRequired(view)) = &verdict {
+            assert_view_is_canonical(view);
+        }
+        verdict
     }
 
     pub fn accept_text(&mut self, text: &str) -> Result<ResponseVerdict, Denial> {
@@ -105,6 +113,8 @@ impl Fx {
     }
 
     /// Accept and expect an `input_required` round.
+    ///
+    /// Every view the fixture sees is checked to be canonical JSON with the digest given.
     pub fn round(&mut self, id: impl Into<Value>, result: Value) -> ConsentView {
         match self.accept(id, result) {
             Ok(ResponseVerdict::InputRequired(v)) => v,
@@ -318,4 +328,19 @@ pub fn assert_code<T: std::fmt::Debug>(r: Result<T, Denial>, expected: &str) -> 
             d
         }
     }
+}
+
+/// The gate writes the consent view directly as text: it must be exactly the canonical JSON
+/// (RFC 8785) of what it says, and `view_sha256` the digest of that text.
+pub fn assert_view_is_canonical(view: &ConsentView) {
+    let parsed: Value = serde_json::from_str(&view.view_json).unwrap();
+    assert_eq!(
+        mrtr_gate_core::canonical::to_canonical(&parsed),
+        view.view_json,
+        "the consent view is not canonical json"
+    );
+    assert_eq!(
+        mrtr_gate_core::canonical::sha256_hex(view.view_json.as_bytes()),
+        view.view_sha256
+    );
 }
