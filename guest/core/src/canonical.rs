@@ -269,19 +269,26 @@ fn word_needs_escape(w: u64) -> bool {
 }
 
 /// Byte equality compared eight bytes at a time (inside wasm `memcmp` is a byte loop; the
-/// read-back of every audit line compares about a kilobyte).
+/// read-back of every audit line compares about a kilobyte). The differences are OR-ed
+/// together rather than compared word by word: an early-exit loop is what LLVM turns back
+/// into a `memcmp` call.
 pub fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tails_equal = wa.remainder() == wb.remainder();
-    tails_equal
-        && wa.zip(wb).all(|(x, y)| {
-            let x: [u8; 8] = x.try_into().unwrap_or([0; 8]);
-            let y: [u8; 8] = y.try_into().unwrap_or([1; 8]);
-            u64::from_ne_bytes(x) == u64::from_ne_bytes(y)
-        })
+    let mut diff = wa
+        .remainder()
+        .iter()
+        .zip(wb.remainder())
+        .fold(0u64, |acc, (x, y)| acc | u64::from(x ^ y));
+    for (x, y) in wa.zip(wb) {
+        // Chunks are exactly eight bytes; the fallbacks differ, so they could never agree.
+        let x: [u8; 8] = x.try_into().unwrap_or([0; 8]);
+        let y: [u8; 8] = y.try_into().unwrap_or([1; 8]);
+        diff |= u64::from_ne_bytes(x) ^ u64::from_ne_bytes(y);
+    }
+    diff == 0
 }
 
 /// Append an integer as JCS writes it: exact within ±2^53, through the double beyond (as

@@ -1374,8 +1374,9 @@ impl<H: Host> Gate<H> {
         if receipt.decision != ConsentDecision::Granted {
             return Err(caller(CallerMisuse::ConsentRefused));
         }
-        if receipt.view_sha256 != prompt.view_sha256
-            || receipt.responses_sha256 != prompt.responses_sha256
+        let same = |a: &str, b: &str| canonical::bytes_equal(a.as_bytes(), b.as_bytes());
+        if !same(&receipt.view_sha256, &prompt.view_sha256)
+            || !same(&receipt.responses_sha256, &prompt.responses_sha256)
         {
             return Err(caller(CallerMisuse::ConsentMismatch));
         }
