@@ -16,6 +16,7 @@
 use crate::corpus::ScenarioHosts;
 use crate::gate::{ComponentGate, GateApi, GateDenial, NativeGate};
 use crate::runtime::{GateRuntime, default_cache_dir};
+use crate::services::HostServices;
 use mrtr_gate_core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -220,6 +221,64 @@ pub fn measure(gate: &mut dyn GateApi, rounds: usize, kind: RoundKind) -> Result
     Ok(stats(samples))
 }
 
+/// How a throughput run is laid out.
+#[derive(Clone, Copy, Debug)]
+pub struct Throughput {
+    /// OS threads, each driving its own instances.
+    pub threads: i64,
+    /// Gate instances per thread, used in turn.
+    pub instances_per_thread: i64,
+    /// Full form rounds each instance runs.
+    pub rounds_per_instance: i64,
+}
+
+impl Throughput {
+    /// Rounds in the whole run.
+    pub fn total(&self) -> i64 {
+        self.threads
+            .saturating_mul(self.instances_per_thread)
+            .saturating_mul(self.rounds_per_instance)
+    }
+}
+
+/// Full form rounds per second with `shape.threads` threads of instances that all share
+/// `services`: the store, the audit sink and the clock are whatever the caller passes (the
+/// in-memory ones here; a shared remote store plugs in the same way). Round ids never repeat
+/// across instances.
+pub fn throughput(
+    runtime: &GateRuntime,
+    services: &HostServices,
+    shape: Throughput,
+) -> Result<f64, String> {
+    let started = Instant::now();
+    std::thread::scope(|scope| -> Result<(), String> {
+        let mut handles = Vec::new();
+        for t in 0..shape.threads {
+            let services = services.clone();
+            handles.push(scope.spawn(move || -> Result<(), String> {
+                let mut gates: Vec<ComponentGate> = (0..shape.instances_per_thread)
+                    .map(|_| ComponentGate::new(runtime, services.clone()))
+                    .collect();
+                let stride = shape.instances_per_thread;
+                for k in 0..shape.rounds_per_instance {
+                    for (i, gate) in (0i64..).zip(gates.iter_mut()) {
+                        // Round numbers unique to (thread, round, instance): ids 2n and 2n + 1.
+                        let n = (t * shape.rounds_per_instance + k) * stride + i;
+                        rounds(gate, n, 1, false)?;
+                    }
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join()
+                .map_err(|_| "a bench thread panicked".to_owned())??;
+        }
+        Ok(())
+    })?;
+    Ok(shape.total() as f64 / started.elapsed().as_secs_f64())
+}
+
 /// A measurement taken elsewhere (the seed's JavaScript gate on Node, the component on Node
 /// through jco), as its script prints it.
 #[derive(Clone, Debug)]
@@ -418,34 +477,18 @@ pub fn run_with(
 
     // Throughput: two threads, two instances each, one shared store and audit sink.
     let hosts = ScenarioHosts::for_bench();
-    let per_instance = 2_000i64;
-    let started = Instant::now();
-    std::thread::scope(|scope| -> Result<(), String> {
-        let mut handles = Vec::new();
-        for t in 0..2i64 {
-            let services = hosts.services();
-            handles.push(scope.spawn(move || -> Result<(), String> {
-                let mut a = ComponentGate::new(runtime, services.clone());
-                let mut b = ComponentGate::new(runtime, services);
-                for k in 0..per_instance {
-                    let n = (t * 2 * per_instance + k) * 2;
-                    crate::bench::rounds(&mut a, n, 1, false)?;
-                    crate::bench::rounds(&mut b, n + 1, 1, false)?;
-                }
-                Ok(())
-            }));
-        }
-        for h in handles {
-            h.join()
-                .map_err(|_| "a bench thread panicked".to_owned())??;
-        }
-        Ok(())
-    })?;
-    let total = 4 * per_instance;
+    let shape = Throughput {
+        threads: 2,
+        instances_per_thread: 2,
+        rounds_per_instance: 2_000,
+    };
+    let per_second = throughput(runtime, &hosts.services(), shape)?;
     let _ = writeln!(
         out,
-        "\nthroughput: {:.0} rounds/s ({total} form rounds, 2 threads x 2 instances, one shared in-memory store and audit sink)",
-        total as f64 / started.elapsed().as_secs_f64()
+        "\nthroughput: {per_second:.0} rounds/s ({} form rounds, {} threads x {} instances, one shared in-memory store and audit sink)",
+        shape.total(),
+        shape.threads,
+        shape.instances_per_thread,
     );
     for ext in externals {
         if let Some(r) = ext.retained_bytes_per_round {
