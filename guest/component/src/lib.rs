@@ -11,6 +11,11 @@ mod bindings {
     wit_bindgen::generate!({
         world: "gate-plugin",
         path: "../../wit",
+        // Records passed to imports borrow their strings: an audit line or a consent view
+        // goes to the host without a copy made only to be dropped after the call.
+        ownership: Borrowing {
+            duplicate_if_necessary: false
+        },
     });
 }
 
@@ -66,12 +71,12 @@ impl core::host::Storage for Imports {
 impl core::host::Consent for Imports {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
         let wit_prompt = consent::ConsentPrompt {
-            view_json: prompt.view_json.clone(),
-            view_sha256: prompt.view_sha256.clone(),
-            responses_json: prompt.responses_json.clone(),
-            responses_sha256: prompt.responses_sha256.clone(),
+            view_json: &prompt.view_json,
+            view_sha256: &prompt.view_sha256,
+            responses_json: &prompt.responses_json,
+            responses_sha256: &prompt.responses_sha256,
         };
-        consent::request_consent(&wit_prompt)
+        consent::request_consent(wit_prompt)
             .map(|r| ConsentReceipt {
                 receipt_id: r.receipt_id,
                 decision: match r.decision {
@@ -98,11 +103,11 @@ impl core::host::Audit for Imports {
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         let wit_entry = audit::AuditEntry {
             seq: entry.seq,
-            prev_sha256: entry.prev_sha256.clone(),
-            event_sha256: entry.event_sha256.clone(),
-            line: entry.line.clone(),
+            prev_sha256: &entry.prev_sha256,
+            event_sha256: &entry.event_sha256,
+            line: &entry.line,
         };
-        match audit::append(&wit_entry) {
+        match audit::append(wit_entry) {
             Ok(audit::AppendOutcome::Appended) => Ok(AppendOutcome::Appended),
             Ok(audit::AppendOutcome::HeadMoved(h)) => Ok(AppendOutcome::HeadMoved(ChainHead {
                 seq: h.seq,

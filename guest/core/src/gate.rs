@@ -16,6 +16,7 @@ use crate::json::{self, JsonError, bounded};
 use crate::policy::{Policy, limits};
 use crate::responses;
 use crate::round::{self, Declared, InputRule};
+use crate::schema::SchemaCache;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -485,6 +486,8 @@ pub struct Gate<H: Host> {
     host: H,
     chain: ChainWriter,
     records: std::cell::RefCell<RecordCache>,
+    /// Form schemas checked before (by value; bounded).
+    schemas: std::cell::RefCell<SchemaCache>,
     /// The time of the current call, read from the clock once (each import call costs, most
     /// on hosts such as jco); reset at every entry and after every wait on the user.
     call_now: std::cell::Cell<Option<u64>>,
@@ -497,6 +500,7 @@ impl<H: Host> Gate<H> {
             host,
             chain: ChainWriter::default(),
             records: std::cell::RefCell::default(),
+            schemas: std::cell::RefCell::default(),
             call_now: std::cell::Cell::new(None),
         }
     }
@@ -1008,9 +1012,22 @@ impl<H: Host> Gate<H> {
                         if binding.rounds >= binding.fixed.policy.max_rounds {
                             return Err(end(PeerMisbehaved::ServerExceededRoundLimit));
                         }
-                        round::check_round(result, &binding.fixed.policy, binding.fixed.declared)
-                            .map(Judged::Round)
-                            .map_err(Judgement::End)
+                        // The cache is only ever borrowed here; should it be busy, a fresh
+                        // one gives the same verdict.
+                        let mut spare = SchemaCache::default();
+                        let mut cached = self.schemas.try_borrow_mut();
+                        let schemas = match cached.as_deref_mut() {
+                            Ok(c) => c,
+                            Err(_) => &mut spare,
+                        };
+                        round::check_round(
+                            result,
+                            &binding.fixed.policy,
+                            binding.fixed.declared,
+                            schemas,
+                        )
+                        .map(Judged::Round)
+                        .map_err(Judgement::End)
                     }
                     Some(_) => Err(end(PeerMisbehaved::ServerSentInvalidResultType)),
                 }

@@ -4,7 +4,7 @@
 use crate::error::{GateError, PeerMisbehaved};
 use crate::json::bounded;
 use crate::policy::{DeprecatedMethod, Policy, limits};
-use crate::schema::{self, FormField, FormSchema};
+use crate::schema::{FormField, FormSchema, SchemaCache};
 use crate::url_view::{self, UrlView};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -146,6 +146,7 @@ fn check_one(
     request: &Value,
     policy: &Policy,
     declared: Declared,
+    schemas: &mut SchemaCache,
 ) -> Result<(InputRule, Value), GateError> {
     let obj = request
         .as_object()
@@ -174,9 +175,8 @@ fn check_one(
                     key,
                 )?;
                 let msg = message(params, key)?;
-                let schema = schema::check_form_schema(
-                    params.get("requestedSchema").unwrap_or(&Value::Null),
-                )?;
+                let schema =
+                    schemas.check(params.get("requestedSchema").unwrap_or(&Value::Null))?;
                 if !declared.form {
                     return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
                         "elicitation.form".into(),
@@ -308,6 +308,7 @@ pub fn check_round(
     result: &Map<String, Value>,
     policy: &Policy,
     declared: Declared,
+    schemas: &mut SchemaCache,
 ) -> Result<Round, GateError> {
     // Only the spec's fields (plus `_meta`) may stand beside `resultType`.
     if let Some(k) = result.keys().find(|k| {
@@ -358,7 +359,7 @@ pub fn check_round(
                     bounded(key, 64)
                 )));
             }
-            let (rule, view) = check_one(key, request, policy, declared)?;
+            let (rule, view) = check_one(key, request, policy, declared, schemas)?;
             inputs.insert(key.clone(), rule);
             view_inputs.push(view);
         }

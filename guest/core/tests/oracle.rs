@@ -249,3 +249,48 @@ fn common_values_pass_both() {
         );
     }
 }
+
+/// A schema of the subset, or one mutated so that the check may refuse it (a count turned
+/// into a float, a type changed, a property dropped from `properties` but still required).
+fn maybe_broken_schema() -> impl Strategy<Value = Value> {
+    (schema(true), 0u8..5).prop_map(|(mut s, how)| {
+        match how {
+            0 => {
+                if let Some(p) = s["properties"]["p0"].as_object_mut()
+                    && p.contains_key("maxLength")
+                {
+                    p.insert("maxLength".into(), json!(3.0));
+                }
+            }
+            1 => s["properties"]["p0"]["type"] = json!("object"),
+            2 => {
+                if let Some(props) = s["properties"].as_object_mut() {
+                    props.remove("p0");
+                }
+                s["required"] = json!(["p0"]);
+            }
+            _ => {}
+        }
+        s
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The schema cache never changes a verdict: over a random sequence with repeats, every
+    /// answer equals the check's own, and the cache stays within its bound.
+    #[test]
+    fn the_schema_cache_answers_as_the_check_does(
+        pool in prop::collection::vec(maybe_broken_schema(), 1..12),
+        picks in prop::collection::vec(0usize..12, 1..40),
+    ) {
+        use mrtr_gate_core::schema::{SCHEMA_CACHE_ENTRIES, SchemaCache};
+        let mut cache = SchemaCache::default();
+        for pick in picks {
+            let schema = &pool[pick % pool.len()];
+            prop_assert_eq!(cache.check(schema), check_form_schema(schema), "schema {}", schema);
+            prop_assert!(cache.len() <= SCHEMA_CACHE_ENTRIES);
+        }
+    }
+}
