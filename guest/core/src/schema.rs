@@ -788,6 +788,8 @@ fn fingerprint(value: &Value) -> u64 {
 
 /// How many checked schemas a [`SchemaCache`] keeps.
 pub const SCHEMA_CACHE_ENTRIES: usize = 8;
+/// How many fingerprints of schemas seen once a [`SchemaCache`] remembers.
+const SEEN_ONCE_ENTRIES: usize = 32;
 /// The largest schema a [`SchemaCache`] keeps, in bytes of its canonical JSON.
 pub const SCHEMA_CACHE_MAX_BYTES: usize = 4096;
 
@@ -795,12 +797,16 @@ pub const SCHEMA_CACHE_MAX_BYTES: usize = 4096;
 /// round after round has it checked and hashed once. The check is a pure function of the
 /// schema's value and an entry is used only for an equal value (`1` and `1.0` are different
 /// values here, as they are to the check), so the cache never changes a verdict. Refusals are
-/// not kept. Bounded: at most [`SCHEMA_CACHE_ENTRIES`] schemas, each at most
-/// [`SCHEMA_CACHE_MAX_BYTES`] of canonical JSON; the oldest goes first.
+/// not kept, and a schema is kept from its second acceptance on. Bounded: at most
+/// [`SCHEMA_CACHE_ENTRIES`] schemas, each at most [`SCHEMA_CACHE_MAX_BYTES`] of canonical
+/// JSON; the oldest goes first.
 #[derive(Debug, Default)]
 pub struct SchemaCache {
     /// (fingerprint, the schema's value, its verdict), oldest first.
     entries: std::collections::VecDeque<(u64, Value, FormSchema)>,
+    /// Fingerprints of schemas accepted once and not kept: a schema is kept the second time
+    /// it is seen, so a server whose every schema is new pays no copies for the cache.
+    seen_once: std::collections::VecDeque<u64>,
 }
 
 impl SchemaCache {
@@ -817,12 +823,21 @@ impl SchemaCache {
             return Ok(checked.clone());
         }
         let (checked, canonical_len) = check_measured(schema)?;
-        if canonical_len <= SCHEMA_CACHE_MAX_BYTES {
+        if canonical_len > SCHEMA_CACHE_MAX_BYTES {
+            return Ok(checked);
+        }
+        if let Some(at) = self.seen_once.iter().position(|p| *p == print) {
+            self.seen_once.remove(at);
             if self.entries.len() >= SCHEMA_CACHE_ENTRIES {
                 self.entries.pop_front();
             }
             self.entries
                 .push_back((print, schema.clone(), checked.clone()));
+        } else {
+            if self.seen_once.len() >= SEEN_ONCE_ENTRIES {
+                self.seen_once.pop_front();
+            }
+            self.seen_once.push_back(print);
         }
         Ok(checked)
     }
@@ -853,17 +868,26 @@ mod tests {
         let first = cache.check(&good);
         assert_eq!(first, check_form_schema(&good));
         assert!(first.is_ok());
+        assert!(cache.is_empty(), "kept from the second acceptance on");
+        assert_eq!(cache.check(&good), first);
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.check(&good), first, "a hit is the same verdict");
         // `1.0` is not `1` to the check (a count must be an integer), nor to the cache.
         let one = one_field(json!(1));
         let one_point_zero = one_field(json!(1.0));
-        assert!(cache.check(&one).is_ok());
-        assert!(cache.check(&one_point_zero).is_err());
+        for _ in 0..2 {
+            assert!(cache.check(&one).is_ok());
+        }
+        assert_eq!(cache.len(), 2);
+        for _ in 0..2 {
+            assert!(cache.check(&one_point_zero).is_err());
+        }
         assert!(check_form_schema(&one_point_zero).is_err());
         // Refusals are not kept.
         assert_eq!(cache.len(), 2);
-        assert!(cache.check(&json!({"type": "object"})).is_err());
+        for _ in 0..2 {
+            assert!(cache.check(&json!({"type": "object"})).is_err());
+        }
         assert_eq!(cache.len(), 2);
     }
 
@@ -871,16 +895,25 @@ mod tests {
     fn the_schema_cache_is_bounded() {
         let mut cache = SchemaCache::default();
         for n in 0..(SCHEMA_CACHE_ENTRIES as u64 * 3) {
-            assert!(cache.check(&one_field(json!(n + 1))).is_ok());
+            for _ in 0..2 {
+                assert!(cache.check(&one_field(json!(n + 1))).is_ok());
+            }
             assert!(cache.len() <= SCHEMA_CACHE_ENTRIES);
         }
         assert_eq!(cache.len(), SCHEMA_CACHE_ENTRIES);
-        // A schema over the size bound is checked but not kept.
+        // Schemas seen once are not kept, however many pass.
         let mut cache = SchemaCache::default();
+        for n in 0..1000 {
+            assert!(cache.check(&one_field(json!(n + 1))).is_ok());
+        }
+        assert!(cache.is_empty());
+        // A schema over the size bound is checked but not kept.
         let long = "x".repeat(SCHEMA_CACHE_MAX_BYTES);
         let big = json!({"type": "object", "title": long,
             "properties": {"name": {"type": "string"}}});
-        assert!(cache.check(&big).is_ok());
+        for _ in 0..3 {
+            assert!(cache.check(&big).is_ok());
+        }
         assert!(cache.is_empty());
     }
 
