@@ -57,6 +57,9 @@ enum Slot {
     #[default]
     Null,
     Value(Value),
+    /// A string known when the crate was built (an event kind, an outcome, a code): written
+    /// at line time, never allocated.
+    Str(&'static str),
     /// Canonical JSON text, rendered once by the crate and shared: a binding's fixed fields
     /// repeat in every event it writes.
     Raw(std::rc::Rc<str>),
@@ -146,7 +149,7 @@ impl Event {
         let mut e = Self {
             slots: Default::default(),
         };
-        e.put(Field::Event, Slot::Value(Value::from(kind.as_str())));
+        e.put(Field::Event, Slot::Str(kind.as_str()));
         e
     }
 
@@ -162,6 +165,12 @@ impl Event {
         self
     }
 
+    /// Set a field to a string the crate itself holds.
+    pub fn set_str(mut self, field: Field, value: &'static str) -> Self {
+        self.put(field, Slot::Str(value));
+        self
+    }
+
     /// Set a field to canonical JSON text rendered earlier (by [`canonical`]'s writers: the
     /// line is hashed as written, so only canonical text may go here).
     pub(crate) fn set_raw(mut self, field: Field, canonical_json: std::rc::Rc<str>) -> Self {
@@ -171,9 +180,9 @@ impl Event {
 
     /// Record a denial's code and cause.
     pub fn denied(self, error: &GateError) -> Self {
-        self.set(Field::Outcome, "denied")
-            .set(Field::Reason, error.code())
-            .set(Field::Cause, error.cause().as_str())
+        self.set_str(Field::Outcome, "denied")
+            .set_str(Field::Reason, error.code())
+            .set_str(Field::Cause, error.cause().as_str())
     }
 
     /// The canonical line of this event at `seq`, after `prev_sha256`. Written key by key
@@ -202,6 +211,7 @@ impl Event {
                 }
                 _ => match slots.next_if(|(name, _)| *name == key) {
                     Some((_, Slot::Value(value))) => canonical::write_value(&mut out, value),
+                    Some((_, Slot::Str(text))) => canonical::write_string(&mut out, text),
                     Some((_, Slot::Raw(text))) => out.push_str(text),
                     Some((_, Slot::Null)) | None => out.push_str("null"),
                 },
@@ -320,7 +330,8 @@ mod tests {
         let e = Event::new(EventKind::Received)
             .set(Field::Round, 3)
             .set(Field::Name, "t\"o\nol")
-            .set(Field::InputKinds, json!({"b": "url", "a": "form"}));
+            .set(Field::InputKinds, json!({"b": "url", "a": "form"}))
+            .set_str(Field::Outcome, "de\"ni\\ed");
         let line = e.line(17, 5, "ab");
         let parsed: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         assert_eq!(canonical::to_canonical(&parsed), line);

@@ -209,6 +209,24 @@ impl OpenRound {
     }
 }
 
+/// The last text digested in one role (user or tenant) and its digest.
+type LastDigest = std::cell::RefCell<Option<(String, String)>>;
+
+/// `canonical::digest_str(text)`, from `last` when it is the text digested last time.
+fn remembered_digest(last: &LastDigest, text: &str) -> String {
+    if let Ok(known) = last.try_borrow()
+        && let Some((t, digest)) = known.as_ref()
+        && t == text
+    {
+        return digest.clone();
+    }
+    let digest = canonical::digest_str(text);
+    if let Ok(mut slot) = last.try_borrow_mut() {
+        *slot = Some((text.to_owned(), digest.clone()));
+    }
+    digest
+}
+
 /// A string's canonical JSON text.
 fn json_string(s: &str) -> Rc<str> {
     let mut out = String::with_capacity(s.len().saturating_add(2));
@@ -488,6 +506,10 @@ pub struct Gate<H: Host> {
     records: std::cell::RefCell<RecordCache>,
     /// Form schemas checked before (by value; bounded).
     schemas: std::cell::RefCell<SchemaCache>,
+    /// The last user and tenant digested, with their digests: a client registers request
+    /// after request for the same principals (a pure function, so it cannot change a verdict).
+    last_user: LastDigest,
+    last_tenant: LastDigest,
     /// The time of the current call, read from the clock once (each import call costs, most
     /// on hosts such as jco); reset at every entry and after every wait on the user.
     call_now: std::cell::Cell<Option<u64>>,
@@ -501,6 +523,8 @@ impl<H: Host> Gate<H> {
             chain: ChainWriter::default(),
             records: std::cell::RefCell::default(),
             schemas: std::cell::RefCell::default(),
+            last_user: LastDigest::default(),
+            last_tenant: LastDigest::default(),
             call_now: std::cell::Cell::new(None),
         }
     }
@@ -718,7 +742,7 @@ impl<H: Host> Gate<H> {
         if binding.audited {
             let mut e = binding
                 .event(EventKind::Terminal)
-                .set(Field::Outcome, outcome.as_str());
+                .set_str(Field::Outcome, outcome.as_str());
             if let Some(r) = reason {
                 e = e.set(Field::Reason, r);
             }
@@ -801,8 +825,8 @@ impl<H: Host> Gate<H> {
         let fixed = Fixed {
             original_id: request_id.clone(),
             server: r.server,
-            user_sha256: canonical::digest_str(&r.user),
-            tenant_sha256: canonical::digest_str(&r.tenant),
+            user_sha256: remembered_digest(&self.last_user, &r.user),
+            tenant_sha256: remembered_digest(&self.last_tenant, &r.tenant),
             user: r.user,
             tenant: r.tenant,
             method: r.method,
@@ -1078,7 +1102,7 @@ impl<H: Host> Gate<H> {
         };
         let received = binding
             .event(EventKind::Received)
-            .set(Field::Outcome, "accepted");
+            .set_str(Field::Outcome, "accepted");
         if let Err(e) = self.audit(received) {
             // Nothing may rest on a round the audit trail does not hold: end the binding.
             let _ = self.remove(&binding, version);
@@ -1186,8 +1210,14 @@ impl<H: Host> Gate<H> {
         let unbound = || {
             Event::new(EventKind::Rejected)
                 .set(Field::LiveId, request_id.to_json())
-                .set(Field::UserSha256, canonical::digest_str(&r.user))
-                .set(Field::TenantSha256, canonical::digest_str(&r.tenant))
+                .set(
+                    Field::UserSha256,
+                    remembered_digest(&self.last_user, &r.user),
+                )
+                .set(
+                    Field::TenantSha256,
+                    remembered_digest(&self.last_tenant, &r.tenant),
+                )
         };
         let (binding, version) = match self.load(&request_id) {
             Ok(Some(found)) => found,
@@ -1222,7 +1252,7 @@ impl<H: Host> Gate<H> {
         } = prepared;
         let submitted = binding
             .event(EventKind::Submitted)
-            .set(Field::Outcome, "accepted")
+            .set_str(Field::Outcome, "accepted")
             .set(Field::ConsentReceiptId, receipt_id.clone())
             .set(Field::RetryId, retry_id.to_json());
 
@@ -1399,7 +1429,7 @@ impl<H: Host> Gate<H> {
         }
         let consented = binding
             .event(EventKind::Consented)
-            .set(Field::Outcome, "granted")
+            .set_str(Field::Outcome, "granted")
             .set(Field::ConsentReceiptId, receipt.receipt_id.clone())
             .set(Field::RetryId, retry_id.to_json());
         self.audit(consented)?;

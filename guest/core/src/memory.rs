@@ -205,7 +205,7 @@ pub enum ScriptedAnswer {
 pub struct ScriptedConsent {
     script: Arc<Mutex<VecDeque<ScriptedAnswer>>>,
     default: Arc<Mutex<ScriptedAnswer>>,
-    prompts: Arc<Mutex<Vec<ConsentPrompt>>>,
+    prompts: Arc<Mutex<std::collections::VecDeque<ConsentPrompt>>>,
     counter: Arc<AtomicU64>,
 }
 
@@ -229,7 +229,7 @@ impl ScriptedConsent {
     }
     /// The last prompts shown (at most [`PROMPT_LOG`]).
     pub fn prompts(&self) -> Vec<ConsentPrompt> {
-        lock(&self.prompts).clone()
+        lock(&self.prompts).iter().cloned().collect()
     }
 }
 
@@ -241,9 +241,9 @@ impl Consent for ScriptedConsent {
         {
             let mut log = lock(&self.prompts);
             if log.len() >= PROMPT_LOG {
-                log.remove(0);
+                log.pop_front();
             }
-            log.push(prompt.clone());
+            log.push_back(prompt.clone());
         }
         let answer = lock(&self.script)
             .pop_front()
@@ -349,9 +349,19 @@ impl Audit for MemoryAudit {
             return Err(HostError::new("audit sink unavailable (injected)"));
         }
         let mut entries = lock(&self.entries);
-        let head = head_of(&entries);
-        if head.seq.checked_add(1) != Some(entry.seq) || head.event_sha256 != entry.prev_sha256 {
-            return Ok(AppendOutcome::HeadMoved(head));
+        // Compared in place: the head is copied out only when it moved.
+        let extends = match entries.back() {
+            Some(last) => {
+                last.seq.checked_add(1) == Some(entry.seq) && last.event_sha256 == entry.prev_sha256
+            }
+            None => {
+                let genesis = ChainHead::genesis();
+                genesis.seq.checked_add(1) == Some(entry.seq)
+                    && genesis.event_sha256 == entry.prev_sha256
+            }
+        };
+        if !extends {
+            return Ok(AppendOutcome::HeadMoved(head_of(&entries)));
         }
         entries.push_back(entry.clone());
         if entries.len() > self.window {
