@@ -321,7 +321,9 @@ impl fmt::Display for GateError {
             },
             Self::Caller(e) => match e {
                 CallerMisuse::InvalidRequestId => {
-                    f.write_str("the json-rpc id must be an integer or a 1 to 256 byte string")
+                    f.write_str(
+                        "the json-rpc id must be an integer within ±(2^53 - 1) or a 1 to 256 byte string",
+                    )
                 }
                 CallerMisuse::BindingFieldMissing(field) => {
                     write!(f, "the binding field `{field}` is missing or empty")

@@ -7,6 +7,12 @@ use serde_json::Value;
 /// Longest string id accepted, in bytes.
 pub const MAX_STRING_ID_BYTES: usize = 256;
 
+/// Largest integer id accepted, in magnitude: 2^53 - 1, the largest every JSON parser reads
+/// exactly (I-JSON, RFC 7493; JavaScript's `Number.MAX_SAFE_INTEGER`). Beyond it, `2^53` and
+/// `2^53 + 1` are one number to a JavaScript server and one canonical text, so the gate could
+/// neither send the id back exactly nor tell the two apart.
+pub const MAX_INTEGER_ID: u64 = (1 << 53) - 1;
+
 /// A JSON-RPC id. `Number(1)` and `Text("1")` are different ids.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -22,6 +28,9 @@ impl RequestId {
     pub fn validated(self) -> Result<Self, GateError> {
         match &self {
             Self::Text(s) if s.is_empty() || s.len() > MAX_STRING_ID_BYTES => {
+                Err(GateError::Caller(CallerMisuse::InvalidRequestId))
+            }
+            Self::Number(n) if n.unsigned_abs() > MAX_INTEGER_ID => {
                 Err(GateError::Caller(CallerMisuse::InvalidRequestId))
             }
             _ => Ok(self),
