@@ -315,9 +315,18 @@ pub fn write_u64(out: &mut String, u: u64) {
     }
 }
 
+/// An integer's exact decimal text (not JCS's: a stored record is read back, not hashed, and
+/// must keep every digit).
+pub fn write_i64_exact(out: &mut String, i: i64) {
+    if i < 0 {
+        out.push('-');
+    }
+    write_u64_digits(out, i.unsigned_abs());
+}
+
 /// Decimal digits of `u`, without the formatting machinery (integers are written many times
 /// a round: ids, sequence numbers, times).
-fn write_u64_digits(out: &mut String, mut u: u64) {
+pub fn write_u64_digits(out: &mut String, mut u: u64) {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     loop {

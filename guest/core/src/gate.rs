@@ -147,16 +147,17 @@ impl TerminalOutcome {
     }
 }
 
-/// An open round, as stored.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// An open round, as stored (written by [`OpenRound::write_record`], read by serde).
+#[derive(Clone, Debug, Deserialize)]
 struct OpenRound {
     number: u32,
     state: Option<String>,
     state_sha256: Option<String>,
     inputs: BTreeMap<String, InputRule>,
     /// Canonical JSON, stored as JSON (not as an escaped string): written and read without
-    /// escaping a kilobyte per round.
-    view_json: Box<RawValue>,
+    /// escaping a kilobyte per round. Held as the text the gate wrote: no pass to check it.
+    #[serde(deserialize_with = "raw_json_text")]
+    view_json: String,
     view_sha256: String,
     /// This round's fields of every event, rendered on first use.
     #[serde(skip)]
@@ -291,13 +292,127 @@ impl Fixed {
     }
 }
 
+/// A JSON value in a stored record, kept as its text.
+fn raw_json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Box::<RawValue>::deserialize(d).map(|raw| String::from(Box::<str>::from(raw)))
+}
+
+/// A record's JSON text for a request id: exact digits (ids are within ±(2^53 - 1), but a
+/// record must keep whatever it holds).
+fn write_record_id(out: &mut String, id: &RequestId) {
+    match id {
+        RequestId::Number(n) => canonical::write_i64_exact(out, *n),
+        RequestId::Text(s) => canonical::write_string(out, s),
+    }
+}
+
+/// A record's optional string.
+fn write_record_opt(out: &mut String, s: Option<&str>) {
+    match s {
+        Some(s) => canonical::write_string(out, s),
+        None => out.push_str("null"),
+    }
+}
+
+impl Fixed {
+    /// The fixed part's record text, written once at registration. Read back by serde (the
+    /// field names and shapes are `Fixed`'s; a test holds the two together).
+    fn record_json(&self) -> String {
+        let mut out = String::with_capacity(self.params_json.get().len().saturating_add(768));
+        out.push_str("{\"original_id\":");
+        write_record_id(&mut out, &self.original_id);
+        out.push_str(",\"server\":{");
+        match &self.server {
+            ServerIdentity::Origin(s) => {
+                out.push_str("\"origin\":");
+                canonical::write_string(&mut out, s);
+            }
+            ServerIdentity::Endpoint(s) => {
+                out.push_str("\"endpoint\":");
+                canonical::write_string(&mut out, s);
+            }
+        }
+        for (key, value) in [
+            ("},\"user\":", &self.user),
+            (",\"tenant\":", &self.tenant),
+            (",\"user_sha256\":", &self.user_sha256),
+            (",\"tenant_sha256\":", &self.tenant_sha256),
+            (",\"method\":", &self.method),
+            (",\"name\":", &self.name),
+            (",\"audit_name\":", &self.audit_name),
+        ] {
+            out.push_str(key);
+            canonical::write_string(&mut out, value);
+        }
+        out.push_str(",\"params_json\":");
+        out.push_str(self.params_json.get());
+        out.push_str(",\"params_sha256\":");
+        canonical::write_string(&mut out, &self.params_sha256);
+        let p = &self.policy;
+        out.push_str(",\"policy\":{\"round_trip_lifetime_ms\":");
+        canonical::write_u64_digits(&mut out, p.round_trip_lifetime_ms);
+        out.push_str(",\"max_request_state_bytes\":");
+        canonical::write_u64_digits(&mut out, u64::from(p.max_request_state_bytes));
+        out.push_str(",\"max_rounds\":");
+        canonical::write_u64_digits(&mut out, u64::from(p.max_rounds));
+        out.push_str(",\"allowed_deprecated\":[");
+        for (i, m) in p.allowed_deprecated.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            canonical::write_string(&mut out, m.as_str());
+        }
+        out.push_str("],\"policy_version\":");
+        canonical::write_string(&mut out, &p.policy_version);
+        let d = self.declared;
+        for (key, on) in [
+            ("},\"declared\":{\"form\":", d.form),
+            (",\"url\":", d.url),
+            (",\"roots\":", d.roots),
+            (",\"sampling\":", d.sampling),
+            (",\"sampling_tools\":", d.sampling_tools),
+        ] {
+            out.push_str(key);
+            out.push_str(if on { "true" } else { "false" });
+        }
+        out.push_str("},\"created_at_ms\":");
+        canonical::write_u64_digits(&mut out, self.created_at_ms);
+        out.push_str(",\"expires_at_ms\":");
+        canonical::write_u64_digits(&mut out, self.expires_at_ms);
+        out.push('}');
+        out
+    }
+}
+
+impl OpenRound {
+    /// Append the open round's record text (read back by serde, as [`Fixed::record_json`]).
+    fn write_record(&self, out: &mut String) -> Result<(), GateError> {
+        out.push_str("{\"number\":");
+        canonical::write_u64_digits(out, u64::from(self.number));
+        out.push_str(",\"state\":");
+        write_record_opt(out, self.state.as_deref());
+        out.push_str(",\"state_sha256\":");
+        write_record_opt(out, self.state_sha256.as_deref());
+        out.push_str(",\"inputs\":");
+        let inputs = serde_json::to_string(&self.inputs)
+            .map_err(|_| GateError::Host(HostFault::StorageCorrupted))?;
+        out.push_str(&inputs);
+        out.push_str(",\"view_json\":");
+        out.push_str(&self.view_json);
+        out.push_str(",\"view_sha256\":");
+        canonical::write_string(out, &self.view_sha256);
+        out.push('}');
+        Ok(())
+    }
+}
+
 /// A live binding: its fixed part, shared and serialized once, and what moves.
 #[derive(Clone, Debug)]
 struct Binding {
     fixed: Rc<Fixed>,
-    /// `fixed` as stored: serialized once at registration and copied into every record
-    /// written (about two thirds of a record that used to be serialized three times a round).
-    fixed_json: Rc<RawValue>,
+    /// `fixed` as stored: written once at registration and copied into every record written
+    /// (about two thirds of a record that used to be serialized three times a round).
+    fixed_json: Rc<str>,
     live_id: RequestId,
     used_ids: Vec<RequestId>,
     /// The storage version of each retry id's pointer, in `used_ids` order after the
@@ -309,19 +424,6 @@ struct Binding {
     /// True when this instance hashed `fixed.params_json` itself (it registered the binding):
     /// a record read from storage is checked against `params_sha256` before a retry.
     params_hashed_here: bool,
-}
-
-/// A binding's record, as written.
-#[derive(Serialize)]
-struct RecordOut<'a> {
-    format: u32,
-    fixed: &'a RawValue,
-    live_id: &'a RequestId,
-    used_ids: &'a [RequestId],
-    alias_versions: &'a [u64],
-    rounds: u32,
-    open: Option<&'a OpenRound>,
-    audited: bool,
 }
 
 /// A binding's record, as read.
@@ -344,19 +446,42 @@ impl Binding {
         id_key(&self.fixed.original_id)
     }
 
-    /// The record's bytes.
+    /// The record's bytes: `RecordIn`'s fields, written directly (the fixed part and the
+    /// view are text already; serde would check and copy them again).
     fn encode(&self) -> Result<Vec<u8>, GateError> {
-        serde_json::to_vec(&RecordOut {
-            format: BINDING_FORMAT,
-            fixed: &self.fixed_json,
-            live_id: &self.live_id,
-            used_ids: &self.used_ids,
-            alias_versions: &self.alias_versions,
-            rounds: self.rounds,
-            open: self.open.as_ref(),
-            audited: self.audited,
-        })
-        .map_err(|_| GateError::Host(HostFault::StorageCorrupted))
+        let open_len = self.open.as_ref().map_or(0, |o| o.view_json.len() + 1024);
+        let mut out = String::with_capacity(self.fixed_json.len() + open_len + 256);
+        out.push_str("{\"format\":");
+        canonical::write_u64_digits(&mut out, u64::from(BINDING_FORMAT));
+        out.push_str(",\"fixed\":");
+        out.push_str(&self.fixed_json);
+        out.push_str(",\"live_id\":");
+        write_record_id(&mut out, &self.live_id);
+        out.push_str(",\"used_ids\":[");
+        for (i, id) in self.used_ids.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_record_id(&mut out, id);
+        }
+        out.push_str("],\"alias_versions\":[");
+        for (i, v) in self.alias_versions.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            canonical::write_u64_digits(&mut out, *v);
+        }
+        out.push_str("],\"rounds\":");
+        canonical::write_u64_digits(&mut out, u64::from(self.rounds));
+        out.push_str(",\"open\":");
+        match &self.open {
+            Some(open) => open.write_record(&mut out)?,
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"audited\":");
+        out.push_str(if self.audited { "true" } else { "false" });
+        out.push('}');
+        Ok(out.into_bytes())
     }
 
     /// A record read back: refused unless it is this format and parses whole.
@@ -369,7 +494,7 @@ impl Binding {
         let fixed: Fixed = serde_json::from_str(r.fixed.get()).map_err(corrupted)?;
         Ok(Self {
             fixed: Rc::new(fixed),
-            fixed_json: Rc::from(r.fixed),
+            fixed_json: Rc::from(r.fixed.get()),
             live_id: r.live_id,
             used_ids: r.used_ids,
             alias_versions: r.alias_versions,
@@ -840,8 +965,7 @@ impl<H: Host> Gate<H> {
             created_at_ms: now,
             rendered: std::cell::OnceCell::new(),
         };
-        let fixed_json = serde_json::value::to_raw_value(&fixed)
-            .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
+        let fixed_json = fixed.record_json();
         let binding = Binding {
             fixed: Rc::new(fixed),
             fixed_json: Rc::from(fixed_json),
@@ -1072,14 +1196,6 @@ impl<H: Host> Gate<H> {
         let state_sha256 = round.state.as_deref().map(canonical::digest_str);
         let view_json = self.view(&binding, number, &round, state_sha256.as_deref());
         let view_sha256 = canonical::sha256_hex(view_json.as_bytes());
-        let view_raw = match RawValue::from_string(view_json.clone()) {
-            Ok(v) => v,
-            Err(_) => {
-                let e = GateError::Host(HostFault::StorageCorrupted);
-                let event = binding.event(EventKind::Rejected);
-                return Err(self.deny(e, event));
-            }
-        };
         let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
         let mut binding = self.take(binding);
         binding.rounds = number;
@@ -1089,7 +1205,7 @@ impl<H: Host> Gate<H> {
             state: round.state,
             state_sha256: state_sha256.clone(),
             inputs: round.inputs,
-            view_json: view_raw,
+            view_json: view_json.clone(),
             view_sha256: view_sha256.clone(),
             rendered: std::cell::OnceCell::new(),
         });
@@ -1400,7 +1516,7 @@ impl<H: Host> Gate<H> {
         retry_id: &RequestId,
     ) -> Result<String, GateError> {
         let prompt = ConsentPrompt {
-            view_json: open.view_json.get().to_owned(),
+            view_json: open.view_json.clone(),
             view_sha256: open.view_sha256.clone(),
             responses_sha256: canonical::sha256_hex(responses_json.as_bytes()),
             responses_json: responses_json.to_owned(),
@@ -1538,4 +1654,145 @@ struct Prepared {
     /// The retry's params, canonical JSON: the registered ones with the answers (none in a
     /// state-only round) and the state (when the server sent one).
     params: String,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::policy::DeprecatedMethod;
+    use proptest::prelude::*;
+
+    fn fixed(id: RequestId, server: ServerIdentity, text: &str, deprecated: bool) -> Fixed {
+        let params = canonical::to_canonical(&serde_json::json!({"name": text, "arguments": {}}));
+        Fixed {
+            original_id: id,
+            server,
+            user: text.to_owned(),
+            tenant: format!("{text}-tenant"),
+            user_sha256: canonical::digest_str(text),
+            tenant_sha256: canonical::digest_str("t"),
+            method: "tools/call".into(),
+            name: text.to_owned(),
+            audit_name: text.to_owned(),
+            params_sha256: canonical::sha256_hex(params.as_bytes()),
+            params_json: RawValue::from_string(params).unwrap(),
+            policy: Policy {
+                allowed_deprecated: if deprecated {
+                    vec![
+                        DeprecatedMethod::RootsList,
+                        DeprecatedMethod::SamplingCreateMessage,
+                    ]
+                } else {
+                    Vec::new()
+                },
+                policy_version: text.to_owned(),
+                ..Policy::default()
+            },
+            declared: Declared {
+                form: true,
+                url: deprecated,
+                roots: !deprecated,
+                sampling: false,
+                sampling_tools: deprecated,
+            },
+            created_at_ms: u64::MAX,
+            expires_at_ms: 1,
+            rendered: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn arb_id() -> impl Strategy<Value = RequestId> {
+        prop_oneof![
+            any::<i64>().prop_map(RequestId::Number),
+            "\\PC{0,12}".prop_map(RequestId::Text),
+            prop::sample::select(vec!["\"", "\\", "\n", "\u{1}", "\u{7f}", "é😀", "\u{2028}"])
+                .prop_map(|s| RequestId::Text(s.to_owned())),
+        ]
+    }
+
+    fn arb_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "\\PC{0,16}",
+            "[\"\\\\\n\t\u{0}-\u{1f}\u{7f}é😀\u{2028}a-z]{0,16}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The record text written by hand is, as JSON, exactly what serde's derive writes,
+        /// and a record reads back as it was written.
+        #[test]
+        fn records_are_what_serde_writes_and_read_back_whole(
+            id in arb_id(),
+            live in arb_id(),
+            text in arb_text(),
+            state in prop::option::of(arb_text()),
+            origin in any::<bool>(),
+            deprecated in any::<bool>(),
+            open in any::<bool>(),
+            versions in prop::collection::vec(any::<u64>(), 0..3),
+        ) {
+            let server = if origin {
+                ServerIdentity::Origin(format!("https://{text}/"))
+            } else {
+                ServerIdentity::Endpoint(text.clone())
+            };
+            let f = fixed(id.clone(), server, &text, deprecated);
+            let hand: Value = serde_json::from_str(&f.record_json()).unwrap();
+            prop_assert_eq!(&hand, &serde_json::to_value(&f).unwrap());
+
+            let view = canonical::to_canonical(&serde_json::json!({"effects": [text.clone()], "round": 1}));
+            let mut inputs = BTreeMap::new();
+            inputs.insert("u".to_owned(), InputRule::Url { host: text.clone() });
+            inputs.insert(text.clone(), InputRule::Roots);
+            let binding = Binding {
+                fixed_json: Rc::from(f.record_json()),
+                fixed: Rc::new(f),
+                live_id: live.clone(),
+                used_ids: vec![id, live],
+                alias_versions: versions,
+                rounds: 7,
+                open: open.then(|| OpenRound {
+                    number: 3,
+                    state_sha256: state.as_deref().map(canonical::digest_str),
+                    state,
+                    inputs,
+                    view_json: view.clone(),
+                    view_sha256: canonical::sha256_hex(view.as_bytes()),
+                    rendered: std::cell::OnceCell::new(),
+                }),
+                audited: open,
+                params_hashed_here: true,
+            };
+            let bytes = binding.encode().unwrap();
+            let back = Binding::decode(&bytes).unwrap();
+            prop_assert_eq!(&*back.fixed_json, &*binding.fixed_json);
+            prop_assert_eq!(
+                serde_json::to_value(&*back.fixed).unwrap(),
+                serde_json::to_value(&*binding.fixed).unwrap()
+            );
+            prop_assert_eq!(&back.live_id, &binding.live_id);
+            prop_assert_eq!(&back.used_ids, &binding.used_ids);
+            prop_assert_eq!(&back.alias_versions, &binding.alias_versions);
+            prop_assert_eq!(back.rounds, binding.rounds);
+            prop_assert_eq!(back.audited, binding.audited);
+            prop_assert!(!back.params_hashed_here);
+            match (&back.open, &binding.open) {
+                (Some(a), Some(b)) => {
+                    prop_assert_eq!(a.number, b.number);
+                    prop_assert_eq!(&a.state, &b.state);
+                    prop_assert_eq!(&a.state_sha256, &b.state_sha256);
+                    prop_assert_eq!(&a.inputs, &b.inputs);
+                    prop_assert_eq!(&a.view_json, &b.view_json);
+                    prop_assert_eq!(&a.view_sha256, &b.view_sha256);
+                }
+                (None, None) => {}
+                _ => prop_assert!(false, "the open round did not read back"),
+            }
+            // And a second write of what was read gives the same bytes.
+            prop_assert_eq!(back.encode().unwrap(), bytes);
+        }
+    }
 }
