@@ -71,6 +71,13 @@ impl<'a> CanonicalObject<'a> {
     pub fn with(&self, extra: &[(&str, &str)]) -> Option<String> {
         let mut extra = extra.to_vec();
         extra.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        let given_twice = extra.windows(2).any(|pair| match pair {
+            [(a, _), (b, _)] => a == b,
+            _ => false,
+        });
+        if given_twice {
+            return None;
+        }
         let len = self
             .members
             .iter()
@@ -101,12 +108,8 @@ impl<'a> CanonicalObject<'a> {
             out.push(':');
             out.push_str(value);
         }
-        let duplicate = extra.windows(2).any(|pair| match pair {
-            [(a, _), (b, _)] => a == b,
-            _ => false,
-        });
         out.push('}');
-        (!duplicate).then_some(out)
+        Some(out)
     }
 }
 
