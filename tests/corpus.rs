@@ -102,3 +102,54 @@ fn component_and_native_core_write_the_same_audit_trail() {
         assert_eq!(la, lb, "{file}: the two engines disagree");
     }
 }
+
+/// Where the recorded trail of a scenario lives: `tests/corpus/trails/<file stem>.jsonl`.
+fn trail_path(file: &str) -> PathBuf {
+    let stem = file.strip_suffix(".json").unwrap_or(file);
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/trails")
+        .join(format!("{stem}.jsonl"))
+}
+
+/// Every scenario's audit trail is byte for byte the one recorded in `tests/corpus/trails/`:
+/// a change that alters what the gate records shows up here, line by line. A deliberate
+/// change re-records them with `MRTR_GATE_BLESS=1 cargo test --test corpus`, and the diff
+/// of the recorded files is then part of the change.
+#[test]
+fn every_scenario_writes_its_recorded_audit_trail() {
+    let bless = std::env::var_os("MRTR_GATE_BLESS").is_some();
+    let mut failures = Vec::new();
+    for (file, scenario) in scenarios() {
+        let hosts = ScenarioHosts::new();
+        let _ = run_scenario(&scenario, &mut NativeGate::new(hosts.services()), &hosts);
+        let mut got = String::new();
+        for e in hosts.audit.entries() {
+            got.push_str(&e.line);
+            got.push('\n');
+        }
+        let path = trail_path(&file);
+        if bless {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(want) if want == got => {}
+            Ok(want) => {
+                let at = want
+                    .lines()
+                    .zip(got.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
+                failures.push(format!("{file}: the trail differs from line {}", at + 1));
+            }
+            Err(e) => failures.push(format!("{file}: no recorded trail ({e})")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} trail(s) differ (re-record with MRTR_GATE_BLESS=1 if the change is deliberate):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
