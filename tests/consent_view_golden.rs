@@ -11,7 +11,7 @@
 
 mod support;
 
-use mrtr_gate_host::core::canonical;
+use mrtr_gate_host::core::{canonical, digest};
 
 /// The documented example view of demo round 1 and its digest.
 fn documented_example() -> (String, String) {
@@ -39,7 +39,7 @@ fn the_documented_example_view_is_canonical_and_hashes_to_its_digest() {
     let (view, digest) = documented_example();
     let parsed: serde_json::Value = serde_json::from_str(&view).unwrap();
     assert_eq!(canonical::to_canonical(&parsed), view);
-    assert_eq!(canonical::sha256_hex(view.as_bytes()), digest);
+    assert_eq!(digest::sha256_hex(view.as_bytes()), digest);
 }
 
 #[test]

@@ -33,7 +33,7 @@ fn entry(head: &ChainHead, body: &str) -> AuditEntry {
     AuditEntry {
         seq: head.seq + 1,
         prev_sha256: head.event_sha256.clone(),
-        event_sha256: mrtr_gate_host::core::canonical::sha256_hex(line.as_bytes()),
+        event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
         line,
     }
 }

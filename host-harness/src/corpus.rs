@@ -254,7 +254,7 @@ pub fn run_scenario(
                             // digest is the digest of that text: any host can recompute it.
                             let canonical = mrtr_gate_core::canonical::to_canonical(&shown)
                                 == view.view_json
-                                && mrtr_gate_core::canonical::sha256_hex(view.view_json.as_bytes())
+                                && mrtr_gate_core::digest::sha256_hex(view.view_json.as_bytes())
                                     == view.view_sha256;
                             json!({
                                 "verdict": "input_required",

@@ -71,7 +71,7 @@ impl FileAudit {
             offset = offset.saturating_add(line.len() as u64 + 1);
             head = ChainHead {
                 seq,
-                event_sha256: mrtr_gate_core::canonical::sha256_hex(line.as_bytes()),
+                event_sha256: mrtr_gate_core::digest::sha256_hex(line.as_bytes()),
             };
         }
         Ok(Self {
@@ -118,7 +118,7 @@ impl Audit for FileAudit {
             return Ok(AppendOutcome::HeadMoved(inner.head.clone()));
         }
         if entry.line.contains('\n')
-            || mrtr_gate_core::canonical::sha256_hex(entry.line.as_bytes()) != entry.event_sha256
+            || mrtr_gate_core::digest::sha256_hex(entry.line.as_bytes()) != entry.event_sha256
         {
             return Err(HostError::new(
                 "audit file: the entry's digest does not match its line",

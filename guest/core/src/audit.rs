@@ -5,6 +5,7 @@
 //! that drops, reorders or rewrites events breaks the chain where any host can see it.
 
 use crate::canonical;
+use crate::digest;
 use crate::error::{GateError, HostFault};
 use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use serde_json::Value;
@@ -276,7 +277,7 @@ impl ChainWriter {
             let entry = AuditEntry {
                 seq,
                 prev_sha256: head.event_sha256.clone(),
-                event_sha256: canonical::sha256_hex(line.as_bytes()),
+                event_sha256: digest::sha256_hex(line.as_bytes()),
                 line,
             };
             match sink.append(&entry).map_err(|e| fail(e.message))? {
@@ -291,7 +292,7 @@ impl ChainWriter {
                 .map_err(|_| GateError::Host(HostFault::AuditReadbackMismatch))?;
             let same = back
                 .as_deref()
-                .is_some_and(|b| canonical::bytes_equal(b.as_bytes(), entry.line.as_bytes()));
+                .is_some_and(|b| digest::bytes_equal(b.as_bytes(), entry.line.as_bytes()));
             if !same {
                 return Err(GateError::Host(HostFault::AuditReadbackMismatch));
             }
@@ -337,7 +338,7 @@ pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64,
         }
         prev = ChainHead {
             seq,
-            event_sha256: canonical::sha256_hex(line.as_bytes()),
+            event_sha256: digest::sha256_hex(line.as_bytes()),
         };
     }
     Ok(prev.seq)

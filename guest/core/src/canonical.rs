@@ -1,11 +1,8 @@
-//! Canonical JSON (RFC 8785, JCS) and the SHA-256 digests built on it.
-//!
-//! Every digest the gate records is `hex(SHA-256(JCS(value)))`, so any host in any language
-//! can recompute it: keys sorted by UTF-16 code units, no insignificant white space, strings
+//! Canonical JSON (RFC 8785, JCS): the text every digest of the gate is taken over
+//! ([`crate::digest`]), so any host in any language can recompute one: keys sorted by UTF-16 code units, no insignificant white space, strings
 //! escaped minimally, numbers in ECMAScript `Number.prototype.toString` form.
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
 /// The canonical JSON text of `value`.
@@ -13,38 +10,6 @@ pub fn to_canonical(value: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, value);
     out
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = [0u8; 64];
-    for (pair, byte) in hex.chunks_exact_mut(2).zip(digest) {
-        // Nibbles are below 16: always in the table.
-        let hi = HEX_DIGITS
-            .get(usize::from(byte >> 4))
-            .copied()
-            .unwrap_or(b'0');
-        let lo = HEX_DIGITS
-            .get(usize::from(byte & 0x0f))
-            .copied()
-            .unwrap_or(b'0');
-        pair.copy_from_slice(&[hi, lo]);
-    }
-    // Only ASCII hex digits were written.
-    String::from_utf8(hex.to_vec()).unwrap_or_default()
-}
-
-/// `hex(SHA-256(JCS(value)))`.
-pub fn digest(value: &Value) -> String {
-    sha256_hex(to_canonical(value).as_bytes())
-}
-
-/// `hex(SHA-256(JCS(s)))` for a string, without building a `Value`.
-pub fn digest_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    write_string(&mut out, s);
-    sha256_hex(out.as_bytes())
 }
 
 /// The members of an object whose text is already canonical JSON, in their order, the values
@@ -256,7 +221,7 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
         .map(|p| from.saturating_add(offset).saturating_add(p))
 }
 
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+pub(crate) const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// Does any of the eight bytes of `w` need an escape (below 0x20, `"` or `\\`)? Exact:
 /// the classic "has a zero byte" test, `(v - 0x01..) & !v & 0x80..`, never errs on whether
@@ -269,29 +234,6 @@ fn word_needs_escape(w: u64) -> bool {
     below_space
         || has_zero(w ^ ONES.wrapping_mul(u64::from(b'"')))
         || has_zero(w ^ ONES.wrapping_mul(u64::from(b'\\')))
-}
-
-/// Byte equality compared eight bytes at a time (inside wasm `memcmp` is a byte loop; the
-/// read-back of every audit line compares about a kilobyte). The differences are OR-ed
-/// together rather than compared word by word: an early-exit loop is what LLVM turns back
-/// into a `memcmp` call.
-pub fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let mut diff = wa
-        .remainder()
-        .iter()
-        .zip(wb.remainder())
-        .fold(0u64, |acc, (x, y)| acc | u64::from(x ^ y));
-    for (x, y) in wa.zip(wb) {
-        // Chunks are exactly eight bytes; the fallbacks differ, so they could never agree.
-        let x: [u8; 8] = x.try_into().unwrap_or([0; 8]);
-        let y: [u8; 8] = y.try_into().unwrap_or([1; 8]);
-        diff |= u64::from_ne_bytes(x) ^ u64::from_ne_bytes(y);
-    }
-    diff == 0
 }
 
 /// Append an integer as JCS writes it: exact within ±2^53, through the double beyond (as
@@ -414,6 +356,7 @@ fn write_f64(out: &mut String, v: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::{bytes_equal, digest, digest_str, sha256_hex};
     use serde_json::json;
 
     #[test]

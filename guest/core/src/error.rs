@@ -1,7 +1,22 @@
-//! Every denial the gate can give, split by who is to blame (rustls style):
-//! the server ([`PeerMisbehaved`]), the caller ([`CallerMisuse`]) or the host ([`HostFault`]).
-//! Each variant maps to exactly one stable snake_case code; the seed's codes are kept verbatim.
+//! Every denial the gate can give, split by who is to blame (rustls style): the server
+//! ([`PeerMisbehaved`]), the caller ([`CallerMisuse`]) or the host ([`HostFault`]).
+//!
+//! Each error is declared once, in [`gate_errors!`]: its variant, its stable snake_case code
+//! and its message come from the same line, and [`ALL_CODES`] is derived from the
+//! declaration, so a code cannot be added, renamed or dropped in one place only.
+//! `docs/errors.md` documents every code; a test holds the two together.
+//!
+//! Two causes are decided, not obvious:
+//! - a user's refusal (`consent_refused`) is `caller`: the host application speaks for the
+//!   user, and a refusal is that side declining. Neither the server nor a host service
+//!   failed, and nothing is to be alerted on.
+//! - a lost compare-and-swap (`state_already_used`) is `host`: the gate sees it only through
+//!   the storage import, and cannot tell a real race (another instance consumed the round
+//!   first) from a store that reports conflicts it should not. A replay that this instance
+//!   can see for itself is `inactive_mrtr_round`, a `caller` code.
 
+use crate::ids::MAX_STRING_ID_BYTES;
+use crate::policy::limits::MAX_PRINCIPAL_BYTES;
 use std::fmt;
 
 /// Who is to blame for a denial.
@@ -26,109 +41,208 @@ impl ErrorCause {
     }
 }
 
-/// What the server did wrong. Names are past tense: they say what the peer sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PeerMisbehaved {
-    /// A response whose id matches no live binding (unsolicited, stale, replayed or expired).
-    ServerSentUnsolicitedResponse,
-    /// A response for a binding that another server owns.
-    ServerIdentityChanged,
-    /// The response was not valid JSON, or not a JSON-RPC 2.0 response.
-    ServerSentMalformedResponse(String),
-    /// The same key appeared twice in one JSON object.
-    ServerSentDuplicateJsonKey(String),
-    /// Nesting, size or count bounds were exceeded.
-    ServerExceededLimit(String),
-    /// `resultType` was not a recognised value, or not a string.
-    ServerSentInvalidResultType,
-    /// `input_required` with neither `inputRequests` nor `requestState` (or both empty).
-    ServerSentEmptyInputRequired,
-    /// `requestState` was empty, not a string, or over the policy's byte limit.
-    ServerSentInvalidState,
-    /// An input key, or an input request's shape, was invalid.
-    ServerSentInvalidInputRequest(String),
-    /// A form `requestedSchema` outside the MCP primitive subset (or with `$ref`).
-    ServerSentInvalidSchema(String),
-    /// A URL elicitation whose URL is not safe to show.
-    ServerSentUnsafeUrl(String),
-    /// An elicitation `mode` other than `form` or `url`.
-    ServerSentUnknownElicitationMode,
-    /// A request method other than elicitation that this binding's policy does not allow.
-    ServerSentUnapprovedDeprecatedRequest,
-    /// An input request for a capability the request did not declare.
-    ServerSentUndeclaredCapability(String),
-    /// More `input_required` rounds than the policy allows.
-    ServerExceededRoundLimit,
-    /// A second `input_required` result for a round that is still open.
-    ServerSentDuplicateRound,
+/// Declares the three error enums. Each line gives a variant (with its payload, named so the
+/// message can use it), its code and its message; the macro writes the enums, `code()`,
+/// `Display` and [`ALL_CODES`] from that one declaration.
+macro_rules! gate_errors {
+    ($(
+        $(#[$enum_doc:meta])*
+        $cause:ident $enum:ident {
+            $(
+                $(#[$doc:meta])*
+                $variant:ident $(($field:ident: $ty:ty))? => $code:literal, $message:literal;
+            )*
+        }
+    )*) => {
+        $(
+            $(#[$enum_doc])*
+            #[derive(Clone, Debug, PartialEq, Eq)]
+            pub enum $enum {
+                $(
+                    $(#[$doc])*
+                    $variant $(($ty))?,
+                )*
+            }
+
+            impl $enum {
+                /// The stable wire and audit code.
+                pub fn code(&self) -> &'static str {
+                    match self {
+                        $(Self::$variant { .. } => $code,)*
+                    }
+                }
+
+                /// Who is to blame.
+                pub fn cause(&self) -> ErrorCause {
+                    ErrorCause::$cause
+                }
+            }
+
+            impl fmt::Display for $enum {
+                fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    match self {
+                        $(Self::$variant $(($field))? => write!(f, $message),)*
+                    }
+                }
+            }
+        )*
+
+        /// Every code the gate can return, with its cause, in declaration order.
+        pub const ALL_ERRORS: &[(&str, ErrorCause)] = &[$($(($code, ErrorCause::$cause),)*)*];
+
+        /// Every code the gate can return, in declaration order.
+        pub const ALL_CODES: &[&str] = &[$($($code,)*)*];
+    };
 }
 
-/// What the caller (or the user's answers) got wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallerMisuse {
-    /// The JSON-RPC id is neither an integer nor a 1..=256 byte string.
-    InvalidRequestId,
-    /// A required binding field was missing or empty.
-    BindingFieldMissing(&'static str),
-    /// The round-trip lifetime is zero or too large.
-    InvalidLifetime,
-    /// The requestState byte limit is zero or over the hard cap.
-    InvalidStatePolicy,
-    /// Another policy field was out of range.
-    InvalidPolicy(String),
-    /// The user or tenant is over 512 bytes or holds control characters.
-    InvalidPrincipal(&'static str),
-    /// The method may not receive `input_required`.
-    UnsupportedMethod(String),
-    /// The params were not a JSON object, or exceeded bounds.
-    InvalidParams(String),
-    /// The params already carried `inputResponses` or `requestState`.
-    ParamsCarriedMrtrFields,
-    /// The server identity could not be normalised.
-    InvalidServerIdentity(String),
-    /// A binding for this id is already live.
-    RequestIdInUse,
-    /// No open round for this id (never received, already used, or expired).
-    InactiveRound,
-    /// The retry id equals the original, an id this binding used, or any live id.
-    RetryIdNotNew,
-    /// The retry's user or tenant differs from the binding's, or the params changed.
-    IdentityOrArgumentMismatch,
-    /// The responses do not cover exactly the round's keys.
-    ResponsePopulationMismatch,
-    /// A response was not an object with a valid action (or result shape).
-    InvalidInputResponse(String),
-    /// `content` with a non-accept action.
-    NonAcceptResponseHadContent,
-    /// The accepted content does not match the requested schema.
-    ResponseSchemaMismatch(String),
-    /// `content` in a URL-mode response.
-    UrlResponseHadContent,
-    /// The user refused consent.
-    ConsentRefused,
-    /// The receipt names another view or other answers.
-    ConsentMismatch,
-    /// No binding for this id (finish on an unknown id).
-    UnknownRequest,
-}
+gate_errors! {
+    /// What the server did wrong. Names are past tense: they say what the peer sent.
+    Peer PeerMisbehaved {
+        /// A response whose id matches no live binding (unsolicited, stale, replayed or expired).
+        ServerSentUnsolicitedResponse => "no_live_request",
+            "the server sent a response for no live request";
+        /// A response for a binding that another server owns.
+        ServerIdentityChanged => "server_origin_mismatch",
+            "the response came from another server than the request went to";
+        /// The response was not valid JSON, or not a JSON-RPC 2.0 response.
+        ServerSentMalformedResponse(why: String) => "malformed_response",
+            "the server sent a malformed response: {why}";
+        /// The same key appeared twice in one JSON object.
+        ServerSentDuplicateJsonKey(key: String) => "duplicate_json_key",
+            "the server sent the key `{key}` twice in one object";
+        /// Nesting, size or count bounds were exceeded.
+        ServerExceededLimit(what: String) => "limit_exceeded",
+            "the server exceeded a limit: {what}";
+        /// `resultType` was not a recognised value, or not a string.
+        ServerSentInvalidResultType => "invalid_result_type",
+            "the server sent an unrecognised `resultType`";
+        /// `input_required` with neither `inputRequests` nor `requestState` (or both empty).
+        ServerSentEmptyInputRequired => "input_required_payload_empty",
+            "the server sent `input_required` with neither `inputRequests` nor `requestState`";
+        /// `requestState` was empty, not a string, or over the policy's byte limit.
+        ServerSentInvalidState => "invalid_requestState",
+            "the server sent a `requestState` that is empty, not a string or too large";
+        /// An input key, or an input request's shape, was invalid.
+        ServerSentInvalidInputRequest(why: String) => "invalid_named_input_request",
+            "the server sent an invalid input request: {why}";
+        /// A form `requestedSchema` outside the MCP primitive subset (or with `$ref`).
+        ServerSentInvalidSchema(why: String) => "invalid_form_requestedSchema",
+            "the server sent an invalid `requestedSchema`: {why}";
+        /// A URL elicitation whose URL is not safe to show.
+        ServerSentUnsafeUrl(why: String) => "unsafe_url_elicitation",
+            "the server sent an unsafe elicitation url: {why}";
+        /// An elicitation `mode` other than `form` or `url`.
+        ServerSentUnknownElicitationMode => "unknown_elicitation_mode",
+            "the server sent an unknown elicitation `mode`";
+        /// A request method other than elicitation that this binding's policy does not allow.
+        ServerSentUnapprovedDeprecatedRequest => "unapproved_deprecated_client_request",
+            "the server sent a request method this binding's policy does not allow";
+        /// An input request for a capability the request did not declare.
+        ServerSentUndeclaredCapability(capability: String) => "undeclared_capability",
+            "the server asked for the capability `{capability}` that the request did not declare";
+        /// More `input_required` rounds than the policy allows.
+        ServerExceededRoundLimit => "round_limit_exceeded",
+            "the server asked for more rounds than the policy allows";
+        /// A second `input_required` result for a round that is still open.
+        ServerSentDuplicateRound => "duplicate_round",
+            "the server sent a second round while one is still open";
+    }
 
-/// What the host did wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HostFault {
-    /// The storage import failed.
-    StorageFailed(String),
-    /// Storage returned a record the gate did not write (corrupt or foreign).
-    StorageCorrupted,
-    /// A compare-and-swap lost: another instance used this round (or changed the binding) first.
-    StateAlreadyUsed,
-    /// The consent import failed, or returned a malformed receipt.
-    ConsentUnavailable(String),
-    /// Appending the audit event failed.
-    AuditWriteFailed(String),
-    /// The audit event read back differs from what was written, or is missing.
-    AuditReadbackMismatch,
-    /// The sink's head kept moving (contention or a sink that ignores the chain).
-    AuditContention,
+    /// What the caller (or the user's answers) got wrong.
+    Caller CallerMisuse {
+        /// The JSON-RPC id is neither an integer within ±(2^53 − 1) nor a 1 to 256 byte string.
+        InvalidRequestId => "invalid_jsonrpc_request_id",
+            "the json-rpc id must be an integer within ±(2^53 - 1) or a 1 to {MAX_STRING_ID_BYTES} byte string";
+        /// A required binding field was missing or empty.
+        BindingFieldMissing(field: &'static str) => "active_request_binding_missing",
+            "the binding field `{field}` is missing or empty";
+        /// The round-trip lifetime is zero or too large.
+        InvalidLifetime => "invalid_mrtr_lifetime",
+            "the round-trip lifetime must be between 1 ms and 24 h";
+        /// The requestState byte limit is zero or over the hard cap.
+        InvalidStatePolicy => "invalid_requestState_policy",
+            "the requestState byte limit must be between 1 and 1 MiB";
+        /// Another policy field was out of range.
+        InvalidPolicy(why: String) => "invalid_policy",
+            "invalid policy: {why}";
+        /// The user or tenant is too long or holds control characters.
+        InvalidPrincipal(field: &'static str) => "invalid_principal",
+            "`{field}` must be at most {MAX_PRINCIPAL_BYTES} bytes without control characters";
+        /// The method may not receive `input_required`.
+        UnsupportedMethod(method: String) => "unsupported_method",
+            "the method `{method}` cannot receive `input_required`";
+        /// The params were not a JSON object, or exceeded bounds.
+        InvalidParams(why: String) => "invalid_params",
+            "invalid params: {why}";
+        /// The params already carried `inputResponses` or `requestState`.
+        ParamsCarriedMrtrFields => "params_carry_mrtr_fields",
+            "the params already carry `inputResponses` or `requestState`";
+        /// The server identity could not be normalised.
+        InvalidServerIdentity(why: String) => "invalid_server_identity",
+            "invalid server identity: {why}";
+        /// A binding for this id is already live.
+        RequestIdInUse => "request_id_in_use",
+            "a binding for this id is already live";
+        /// No open round for this id (never received, already used, or expired).
+        InactiveRound => "inactive_mrtr_round",
+            "no open round for this id";
+        /// The retry id equals the original, an id this binding used, or any live id.
+        RetryIdNotNew => "retry_requires_new_jsonrpc_id",
+            "the retry needs a json-rpc id that is new and not live";
+        /// The retry's user or tenant differs from the binding's, or the params changed.
+        IdentityOrArgumentMismatch => "mrtr_identity_or_argument_mismatch",
+            "the retry's user, tenant or arguments differ from the binding's";
+        /// The responses do not cover exactly the round's keys.
+        ResponsePopulationMismatch => "input_response_population_mismatch",
+            "the responses do not cover exactly the round's keys";
+        /// A response was not an object with a valid action (or result shape).
+        InvalidInputResponse(why: String) => "invalid_input_response",
+            "invalid input response: {why}";
+        /// `content` with a non-accept action.
+        NonAcceptResponseHadContent => "non_accept_response_must_not_have_content",
+            "a decline or cancel response must not carry `content`";
+        /// The accepted content does not match the requested schema.
+        ResponseSchemaMismatch(key: String) => "input_response_schema_mismatch",
+            "the content for `{key}` does not match its requested schema";
+        /// `content` in a URL-mode response.
+        UrlResponseHadContent => "url_elicitation_response_must_not_have_content",
+            "a url elicitation response must not carry `content`";
+        /// The user refused consent (the host application speaks for the user: see the module docs).
+        ConsentRefused => "consent_refused",
+            "the user refused consent";
+        /// The receipt names another view or other answers.
+        ConsentMismatch => "consent_mismatch",
+            "the consent receipt names another view or other answers than this retry's";
+        /// No binding for this id (finish on an unknown id).
+        UnknownRequest => "unknown_request",
+            "no binding for this id";
+    }
+
+    /// What the host did wrong.
+    Host HostFault {
+        /// The storage import failed.
+        StorageFailed(why: String) => "storage_failed",
+            "storage failed: {why}";
+        /// Storage returned a record the gate did not write (corrupt or foreign).
+        StorageCorrupted => "storage_corrupted",
+            "storage returned a record the gate did not write";
+        /// A compare-and-swap lost: another instance used this round (or changed the binding)
+        /// first, or the store reported a conflict (see the module docs for why this is `host`).
+        StateAlreadyUsed => "state_already_used",
+            "this round was already used or changed by another instance";
+        /// The consent import failed, or returned a malformed receipt.
+        ConsentUnavailable(why: String) => "consent_unavailable",
+            "consent failed: {why}";
+        /// Appending the audit event failed.
+        AuditWriteFailed(why: String) => "audit_write_failed",
+            "audit append failed: {why}";
+        /// The audit event read back differs from what was written, or is missing.
+        AuditReadbackMismatch => "audit_readback_mismatch",
+            "the audit event read back differs from what was written";
+        /// The sink's head kept moving (contention or a sink that ignores the chain).
+        AuditContention => "audit_contention",
+            "the audit sink's head kept moving; the event was not written";
+    }
 }
 
 /// A denial.
@@ -146,255 +260,28 @@ impl GateError {
     /// Who is to blame.
     pub fn cause(&self) -> ErrorCause {
         match self {
-            Self::Peer(_) => ErrorCause::Peer,
-            Self::Caller(_) => ErrorCause::Caller,
-            Self::Host(_) => ErrorCause::Host,
+            Self::Peer(e) => e.cause(),
+            Self::Caller(e) => e.cause(),
+            Self::Host(e) => e.cause(),
         }
     }
 
-    /// The stable wire/audit code.
+    /// The stable wire and audit code.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Peer(e) => match e {
-                PeerMisbehaved::ServerSentUnsolicitedResponse => "no_live_request",
-                PeerMisbehaved::ServerIdentityChanged => "server_origin_mismatch",
-                PeerMisbehaved::ServerSentMalformedResponse(_) => "malformed_response",
-                PeerMisbehaved::ServerSentDuplicateJsonKey(_) => "duplicate_json_key",
-                PeerMisbehaved::ServerExceededLimit(_) => "limit_exceeded",
-                PeerMisbehaved::ServerSentInvalidResultType => "invalid_result_type",
-                PeerMisbehaved::ServerSentEmptyInputRequired => "input_required_payload_empty",
-                PeerMisbehaved::ServerSentInvalidState => "invalid_requestState",
-                PeerMisbehaved::ServerSentInvalidInputRequest(_) => "invalid_named_input_request",
-                PeerMisbehaved::ServerSentInvalidSchema(_) => "invalid_form_requestedSchema",
-                PeerMisbehaved::ServerSentUnsafeUrl(_) => "unsafe_url_elicitation",
-                PeerMisbehaved::ServerSentUnknownElicitationMode => "unknown_elicitation_mode",
-                PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest => {
-                    "unapproved_deprecated_client_request"
-                }
-                PeerMisbehaved::ServerSentUndeclaredCapability(_) => "undeclared_capability",
-                PeerMisbehaved::ServerExceededRoundLimit => "round_limit_exceeded",
-                PeerMisbehaved::ServerSentDuplicateRound => "duplicate_round",
-            },
-            Self::Caller(e) => match e {
-                CallerMisuse::InvalidRequestId => "invalid_jsonrpc_request_id",
-                CallerMisuse::BindingFieldMissing(_) => "active_request_binding_missing",
-                CallerMisuse::InvalidLifetime => "invalid_mrtr_lifetime",
-                CallerMisuse::InvalidStatePolicy => "invalid_requestState_policy",
-                CallerMisuse::InvalidPolicy(_) => "invalid_policy",
-                CallerMisuse::InvalidPrincipal(_) => "invalid_principal",
-                CallerMisuse::UnsupportedMethod(_) => "unsupported_method",
-                CallerMisuse::InvalidParams(_) => "invalid_params",
-                CallerMisuse::ParamsCarriedMrtrFields => "params_carry_mrtr_fields",
-                CallerMisuse::InvalidServerIdentity(_) => "invalid_server_identity",
-                CallerMisuse::RequestIdInUse => "request_id_in_use",
-                CallerMisuse::InactiveRound => "inactive_mrtr_round",
-                CallerMisuse::RetryIdNotNew => "retry_requires_new_jsonrpc_id",
-                CallerMisuse::IdentityOrArgumentMismatch => "mrtr_identity_or_argument_mismatch",
-                CallerMisuse::ResponsePopulationMismatch => "input_response_population_mismatch",
-                CallerMisuse::InvalidInputResponse(_) => "invalid_input_response",
-                CallerMisuse::NonAcceptResponseHadContent => {
-                    "non_accept_response_must_not_have_content"
-                }
-                CallerMisuse::ResponseSchemaMismatch(_) => "input_response_schema_mismatch",
-                CallerMisuse::UrlResponseHadContent => {
-                    "url_elicitation_response_must_not_have_content"
-                }
-                CallerMisuse::ConsentRefused => "consent_refused",
-                CallerMisuse::ConsentMismatch => "consent_mismatch",
-                CallerMisuse::UnknownRequest => "unknown_request",
-            },
-            Self::Host(e) => match e {
-                HostFault::StorageFailed(_) => "storage_failed",
-                HostFault::StorageCorrupted => "storage_corrupted",
-                HostFault::StateAlreadyUsed => "state_already_used",
-                HostFault::ConsentUnavailable(_) => "consent_unavailable",
-                HostFault::AuditWriteFailed(_) => "audit_write_failed",
-                HostFault::AuditReadbackMismatch => "audit_readback_mismatch",
-                HostFault::AuditContention => "audit_contention",
-            },
+            Self::Peer(e) => e.code(),
+            Self::Caller(e) => e.code(),
+            Self::Host(e) => e.code(),
         }
     }
 }
 
-/// Every code the gate can return, for documentation and for the test that keeps them unique.
-pub const ALL_CODES: &[&str] = &[
-    "no_live_request",
-    "server_origin_mismatch",
-    "malformed_response",
-    "duplicate_json_key",
-    "limit_exceeded",
-    "invalid_result_type",
-    "input_required_payload_empty",
-    "invalid_requestState",
-    "invalid_named_input_request",
-    "invalid_form_requestedSchema",
-    "unsafe_url_elicitation",
-    "unknown_elicitation_mode",
-    "unapproved_deprecated_client_request",
-    "undeclared_capability",
-    "round_limit_exceeded",
-    "duplicate_round",
-    "invalid_jsonrpc_request_id",
-    "active_request_binding_missing",
-    "invalid_mrtr_lifetime",
-    "invalid_requestState_policy",
-    "invalid_policy",
-    "invalid_principal",
-    "unsupported_method",
-    "invalid_params",
-    "params_carry_mrtr_fields",
-    "invalid_server_identity",
-    "request_id_in_use",
-    "inactive_mrtr_round",
-    "retry_requires_new_jsonrpc_id",
-    "mrtr_identity_or_argument_mismatch",
-    "input_response_population_mismatch",
-    "invalid_input_response",
-    "non_accept_response_must_not_have_content",
-    "input_response_schema_mismatch",
-    "url_elicitation_response_must_not_have_content",
-    "consent_refused",
-    "consent_mismatch",
-    "unknown_request",
-    "storage_failed",
-    "storage_corrupted",
-    "state_already_used",
-    "consent_unavailable",
-    "audit_write_failed",
-    "audit_readback_mismatch",
-    "audit_contention",
-];
-
 impl fmt::Display for GateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Peer(e) => match e {
-                PeerMisbehaved::ServerSentUnsolicitedResponse => {
-                    f.write_str("the server sent a response for no live request")
-                }
-                PeerMisbehaved::ServerIdentityChanged => {
-                    f.write_str("the response came from another server than the request went to")
-                }
-                PeerMisbehaved::ServerSentMalformedResponse(why) => {
-                    write!(f, "the server sent a malformed response: {why}")
-                }
-                PeerMisbehaved::ServerSentDuplicateJsonKey(key) => {
-                    write!(f, "the server sent the key `{key}` twice in one object")
-                }
-                PeerMisbehaved::ServerExceededLimit(what) => {
-                    write!(f, "the server exceeded a limit: {what}")
-                }
-                PeerMisbehaved::ServerSentInvalidResultType => {
-                    f.write_str("the server sent an unrecognised `resultType`")
-                }
-                PeerMisbehaved::ServerSentEmptyInputRequired => f.write_str(
-                    "the server sent `input_required` with neither `inputRequests` nor `requestState`",
-                ),
-                PeerMisbehaved::ServerSentInvalidState => f.write_str(
-                    "the server sent a `requestState` that is empty, not a string or too large",
-                ),
-                PeerMisbehaved::ServerSentInvalidInputRequest(why) => {
-                    write!(f, "the server sent an invalid input request: {why}")
-                }
-                PeerMisbehaved::ServerSentInvalidSchema(why) => {
-                    write!(f, "the server sent an invalid `requestedSchema`: {why}")
-                }
-                PeerMisbehaved::ServerSentUnsafeUrl(why) => {
-                    write!(f, "the server sent an unsafe elicitation url: {why}")
-                }
-                PeerMisbehaved::ServerSentUnknownElicitationMode => {
-                    f.write_str("the server sent an unknown elicitation `mode`")
-                }
-                PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest => f.write_str(
-                    "the server sent a request method this binding's policy does not allow",
-                ),
-                PeerMisbehaved::ServerSentUndeclaredCapability(cap) => write!(
-                    f,
-                    "the server asked for the capability `{cap}` that the request did not declare"
-                ),
-                PeerMisbehaved::ServerExceededRoundLimit => {
-                    f.write_str("the server asked for more rounds than the policy allows")
-                }
-                PeerMisbehaved::ServerSentDuplicateRound => {
-                    f.write_str("the server sent a second round while one is still open")
-                }
-            },
-            Self::Caller(e) => match e {
-                CallerMisuse::InvalidRequestId => {
-                    f.write_str(
-                        "the json-rpc id must be an integer within ±(2^53 - 1) or a 1 to 256 byte string",
-                    )
-                }
-                CallerMisuse::BindingFieldMissing(field) => {
-                    write!(f, "the binding field `{field}` is missing or empty")
-                }
-                CallerMisuse::InvalidLifetime => {
-                    f.write_str("the round-trip lifetime must be between 1 ms and 24 h")
-                }
-                CallerMisuse::InvalidStatePolicy => {
-                    f.write_str("the requestState byte limit must be between 1 and 1 MiB")
-                }
-                CallerMisuse::InvalidPolicy(why) => write!(f, "invalid policy: {why}"),
-                CallerMisuse::InvalidPrincipal(field) => write!(
-                    f,
-                    "`{field}` must be at most 512 bytes without control characters"
-                ),
-                CallerMisuse::UnsupportedMethod(m) => {
-                    write!(f, "the method `{m}` cannot receive `input_required`")
-                }
-                CallerMisuse::InvalidParams(why) => write!(f, "invalid params: {why}"),
-                CallerMisuse::ParamsCarriedMrtrFields => f.write_str(
-                    "the params already carry `inputResponses` or `requestState`",
-                ),
-                CallerMisuse::InvalidServerIdentity(why) => {
-                    write!(f, "invalid server identity: {why}")
-                }
-                CallerMisuse::RequestIdInUse => f.write_str("a binding for this id is already live"),
-                CallerMisuse::InactiveRound => f.write_str("no open round for this id"),
-                CallerMisuse::RetryIdNotNew => {
-                    f.write_str("the retry needs a json-rpc id that is new and not live")
-                }
-                CallerMisuse::IdentityOrArgumentMismatch => {
-                    f.write_str("the retry's user, tenant or arguments differ from the binding's")
-                }
-                CallerMisuse::ResponsePopulationMismatch => {
-                    f.write_str("the responses do not cover exactly the round's keys")
-                }
-                CallerMisuse::InvalidInputResponse(why) => {
-                    write!(f, "invalid input response: {why}")
-                }
-                CallerMisuse::NonAcceptResponseHadContent => {
-                    f.write_str("a decline or cancel response must not carry `content`")
-                }
-                CallerMisuse::ResponseSchemaMismatch(key) => {
-                    write!(f, "the content for `{key}` does not match its requested schema")
-                }
-                CallerMisuse::UrlResponseHadContent => {
-                    f.write_str("a url elicitation response must not carry `content`")
-                }
-                CallerMisuse::ConsentRefused => f.write_str("the user refused consent"),
-                CallerMisuse::ConsentMismatch => f.write_str(
-                    "the consent receipt names another view or other answers than this retry's",
-                ),
-                CallerMisuse::UnknownRequest => f.write_str("no binding for this id"),
-            },
-            Self::Host(e) => match e {
-                HostFault::StorageFailed(why) => write!(f, "storage failed: {why}"),
-                HostFault::StorageCorrupted => {
-                    f.write_str("storage returned a record the gate did not write")
-                }
-                HostFault::StateAlreadyUsed => {
-                    f.write_str("this round was already used or changed by another instance")
-                }
-                HostFault::ConsentUnavailable(why) => write!(f, "consent failed: {why}"),
-                HostFault::AuditWriteFailed(why) => write!(f, "audit append failed: {why}"),
-                HostFault::AuditReadbackMismatch => {
-                    f.write_str("the audit event read back differs from what was written")
-                }
-                HostFault::AuditContention => {
-                    f.write_str("the audit sink's head kept moving; the event was not written")
-                }
-            },
+            Self::Peer(e) => e.fmt(f),
+            Self::Caller(e) => e.fmt(f),
+            Self::Host(e) => e.fmt(f),
         }
     }
 }
@@ -449,5 +336,77 @@ mod tests {
                 |c: char| c.is_ascii_lowercase() || c == '_' || "requestState".contains(c);
             assert!(code.chars().all(allowed), "{code}");
         }
+    }
+
+    /// `docs/errors.md` documents every code under its cause, with the count in the heading,
+    /// and documents no code that does not exist.
+    #[test]
+    fn docs_errors_md_documents_exactly_the_codes() {
+        let doc = include_str!("../../../docs/errors.md");
+        for cause in [ErrorCause::Peer, ErrorCause::Caller, ErrorCause::Host] {
+            let heading = format!("### `{}` (", cause.as_str());
+            let at = doc
+                .find(&heading)
+                .unwrap_or_else(|| panic!("no section `{heading}` in docs/errors.md"));
+            let section = &doc[at..];
+            let end = section[heading.len()..]
+                .find("\n### ")
+                .map_or(section.len(), |e| e + heading.len());
+            let section = &section[..end];
+            // The rows of the section's tables headed `| Code |` (other tables are not codes).
+            let mut documented = BTreeSet::new();
+            let mut in_codes = false;
+            for line in section.lines() {
+                if !line.starts_with('|') {
+                    in_codes = false;
+                } else if line.starts_with("| Code |") {
+                    in_codes = true;
+                } else if in_codes
+                    && let Some((code, _)) =
+                        line.strip_prefix("| `").and_then(|l| l.split_once("` |"))
+                {
+                    documented.insert(code);
+                }
+            }
+            let declared: BTreeSet<&str> = ALL_ERRORS
+                .iter()
+                .filter(|(_, c)| *c == cause)
+                .map(|(code, _)| *code)
+                .collect();
+            assert_eq!(
+                documented,
+                declared,
+                "docs/errors.md's `{}` table and error.rs disagree",
+                cause.as_str()
+            );
+            let count = format!("### `{}` ({} codes", cause.as_str(), declared.len());
+            assert!(
+                section.starts_with(&count),
+                "the heading should read `{count}`"
+            );
+        }
+        let total = format!("`ALL_CODES` lists all {}.", ALL_CODES.len());
+        assert!(doc.contains(&total), "docs/errors.md should say {total}");
+    }
+
+    /// Each enum answers its own cause, and `GateError` forwards code, cause and message.
+    #[test]
+    fn gate_error_forwards_to_its_kind() {
+        let e = GateError::Peer(PeerMisbehaved::ServerSentDuplicateJsonKey("k".into()));
+        assert_eq!(e.code(), "duplicate_json_key");
+        assert_eq!(e.cause(), ErrorCause::Peer);
+        assert_eq!(
+            e.to_string(),
+            "the server sent the key `k` twice in one object"
+        );
+        let e = GateError::Caller(CallerMisuse::InvalidPrincipal("subject"));
+        assert_eq!(
+            e.to_string(),
+            "`subject` must be at most 512 bytes without control characters"
+        );
+        assert_eq!(
+            GateError::Host(HostFault::StateAlreadyUsed).cause(),
+            ErrorCause::Host
+        );
     }
 }

@@ -9,6 +9,7 @@
 
 use crate::audit::{ChainWriter, Event, EventKind, Field};
 use crate::canonical;
+use crate::digest;
 use crate::error::{CallerMisuse, Denial, GateError, HostFault, PeerMisbehaved};
 use crate::host::{CasOutcome, ConsentDecision, ConsentPrompt, Host, HostError, Versioned};
 use crate::ids::{RequestId, ServerIdentity};
@@ -213,7 +214,7 @@ impl OpenRound {
 /// The last text digested in one role (user or tenant) and its digest.
 type LastDigest = std::cell::RefCell<Option<(String, String)>>;
 
-/// `canonical::digest_str(text)`, from `last` when it is the text digested last time.
+/// `digest::digest_str(text)`, from `last` when it is the text digested last time.
 fn remembered_digest(last: &LastDigest, text: &str) -> String {
     if let Ok(known) = last.try_borrow()
         && let Some((t, digest)) = known.as_ref()
@@ -221,7 +222,7 @@ fn remembered_digest(last: &LastDigest, text: &str) -> String {
     {
         return digest.clone();
     }
-    let digest = canonical::digest_str(text);
+    let digest = digest::digest_str(text);
     if let Ok(mut slot) = last.try_borrow_mut() {
         *slot = Some((text.to_owned(), digest.clone()));
     }
@@ -937,13 +938,13 @@ impl<H: Host> Gate<H> {
         let audit_name = if r.method == "resources/read" {
             url::Url::parse(&name)
                 .map(|u| crate::url_view::redacted(&u))
-                .unwrap_or_else(|_| format!("sha256:{}", canonical::digest_str(&name)))
+                .unwrap_or_else(|_| format!("sha256:{}", digest::digest_str(&name)))
         } else {
             name.clone()
         };
         let declared = Declared::from_params(&params);
         let params_json = canonical::to_canonical(&Value::Object(params));
-        let params_sha256 = canonical::sha256_hex(params_json.as_bytes());
+        let params_sha256 = digest::sha256_hex(params_json.as_bytes());
         let params_json = RawValue::from_string(params_json)
             .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
         let now = self.now();
@@ -1193,9 +1194,9 @@ impl<H: Host> Gate<H> {
         round: round::Round,
     ) -> Result<ResponseVerdict, Denial> {
         let number = binding.rounds.saturating_add(1);
-        let state_sha256 = round.state.as_deref().map(canonical::digest_str);
+        let state_sha256 = round.state.as_deref().map(digest::digest_str);
         let view_json = self.view(&binding, number, &round, state_sha256.as_deref());
-        let view_sha256 = canonical::sha256_hex(view_json.as_bytes());
+        let view_sha256 = digest::sha256_hex(view_json.as_bytes());
         let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
         let mut binding = self.take(binding);
         binding.rounds = number;
@@ -1428,7 +1429,7 @@ impl<H: Host> Gate<H> {
         // storage may have been rewritten behind the gate. (A binding this instance registered
         // and still holds in its cache is the one it hashed; the cache is keyed by version.)
         let params_changed = !binding.params_hashed_here
-            && canonical::sha256_hex(binding.fixed.params_json.get().as_bytes())
+            && digest::sha256_hex(binding.fixed.params_json.get().as_bytes())
                 != binding.fixed.params_sha256;
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
             return Err(caller(CallerMisuse::IdentityOrArgumentMismatch));
@@ -1518,7 +1519,7 @@ impl<H: Host> Gate<H> {
         let prompt = ConsentPrompt {
             view_json: open.view_json.clone(),
             view_sha256: open.view_sha256.clone(),
-            responses_sha256: canonical::sha256_hex(responses_json.as_bytes()),
+            responses_sha256: digest::sha256_hex(responses_json.as_bytes()),
             responses_json: responses_json.to_owned(),
         };
         let receipt = self.host.consent().request_consent(&prompt);
@@ -1537,7 +1538,7 @@ impl<H: Host> Gate<H> {
         if receipt.decision != ConsentDecision::Granted {
             return Err(caller(CallerMisuse::ConsentRefused));
         }
-        let same = |a: &str, b: &str| canonical::bytes_equal(a.as_bytes(), b.as_bytes());
+        let same = |a: &str, b: &str| digest::bytes_equal(a.as_bytes(), b.as_bytes());
         if !same(&receipt.view_sha256, &prompt.view_sha256)
             || !same(&receipt.responses_sha256, &prompt.responses_sha256)
         {
@@ -1670,12 +1671,12 @@ mod tests {
             server,
             user: text.to_owned(),
             tenant: format!("{text}-tenant"),
-            user_sha256: canonical::digest_str(text),
-            tenant_sha256: canonical::digest_str("t"),
+            user_sha256: digest::digest_str(text),
+            tenant_sha256: digest::digest_str("t"),
             method: "tools/call".into(),
             name: text.to_owned(),
             audit_name: text.to_owned(),
-            params_sha256: canonical::sha256_hex(params.as_bytes()),
+            params_sha256: digest::sha256_hex(params.as_bytes()),
             params_json: RawValue::from_string(params).unwrap(),
             policy: Policy {
                 allowed_deprecated: if deprecated {
@@ -1756,11 +1757,11 @@ mod tests {
                 rounds: 7,
                 open: open.then(|| OpenRound {
                     number: 3,
-                    state_sha256: state.as_deref().map(canonical::digest_str),
+                    state_sha256: state.as_deref().map(digest::digest_str),
                     state,
                     inputs,
                     view_json: view.clone(),
-                    view_sha256: canonical::sha256_hex(view.as_bytes()),
+                    view_sha256: digest::sha256_hex(view.as_bytes()),
                     rendered: std::cell::OnceCell::new(),
                 }),
                 audited: open,

@@ -8,37 +8,41 @@
 //! [`host::Audit`]), which the WebAssembly component gets from its imports and native
 //! tests get from [`memory`] (feature `memory-hosts`).
 //!
-//! Start at [`gate::Gate`].
-#![cfg_attr(
-    test,
-    allow(
-        clippy::panic,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing
-    )
-)]
+//! Start at [`Gate`]: its five operations are the whole API. What a host implements is in
+//! [`host`]; every denial is a [`GateError`] with a stable code and a cause.
+//!
+//! Public modules are the ones a host needs beyond the gate itself: [`host`] (the traits),
+//! [`audit`] (verifying a trail), [`canonical`] and [`digest`] (recomputing what the trail
+//! and the consent receipts bind to). Everything else is the gate's own.
+#![forbid(unsafe_code)]
 
 pub mod audit;
 pub mod canonical;
-pub mod error;
-pub mod formats;
-pub mod gate;
+pub mod digest;
 pub mod host;
-pub mod ids;
-pub mod json;
 #[cfg(feature = "memory-hosts")]
 pub mod memory;
-pub mod policy;
-pub mod responses;
-pub mod round;
-pub mod schema;
-pub mod url_view;
 
-pub use error::{CallerMisuse, Denial, ErrorCause, GateError, HostFault, PeerMisbehaved};
-pub use gate::{
-    CallerOutcome, ConsentView, Gate, Registered, Registration, ResponseVerdict, Retry,
-    RetryRequest, TerminalOutcome,
+mod error;
+mod formats;
+mod gate;
+mod ids;
+mod json;
+mod policy;
+mod responses;
+mod round;
+mod schema;
+mod url_view;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{
+    ALL_CODES, ALL_ERRORS, CallerMisuse, Denial, ErrorCause, GateError, HostFault, PeerMisbehaved,
 };
-pub use ids::{RequestId, ServerIdentity};
-pub use policy::{DeprecatedMethod, Policy};
+pub use gate::{
+    CallerOutcome, ConsentView, EXPIRY_GRACE_MS, Gate, ID_PREFIX, MRTR_METHODS, Registered,
+    Registration, ResponseVerdict, Retry, RetryRequest, TerminalOutcome,
+};
+pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
+pub use policy::{DeprecatedMethod, Policy, limits};

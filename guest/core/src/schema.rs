@@ -15,10 +15,13 @@
 //! tests run through `jsonschema` as the reference.
 
 use crate::canonical;
+use crate::digest;
 use crate::error::{CallerMisuse, GateError, PeerMisbehaved};
 use crate::policy::limits;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+#[cfg(test)]
+use serde_json::json;
+use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
 /// The formats the spec allows on string fields.
@@ -222,6 +225,7 @@ impl FormSchema {
     }
 
     /// The JSON Schema (draft-07 and 2020-12 alike) equivalent to [`FormSchema::validate`].
+    #[cfg(test)]
     pub fn json_schema(&self) -> Value {
         let properties: Map<String, Value> = self
             .fields
@@ -584,6 +588,7 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
 }
 
 /// One field as JSON Schema.
+#[cfg(test)]
 fn normalized_property(kind: &FieldKind) -> Value {
     let mut out = Map::new();
     let mut put = |k: &str, v: Value| {
@@ -651,6 +656,7 @@ fn normalized_property(kind: &FieldKind) -> Value {
 }
 
 /// Check a form `requestedSchema` against the primitive subset.
+#[cfg(test)]
 pub fn check_form_schema(schema: &Value) -> Result<FormSchema, GateError> {
     check_measured(schema).map(|(checked, _)| checked)
 }
@@ -721,7 +727,7 @@ fn check_measured(schema: &Value) -> Result<(FormSchema, usize), GateError> {
     fields.sort_by(|a, b| a.name.cmp(&b.name));
     let text = canonical::to_canonical(schema);
     let checked = FormSchema {
-        schema_sha256: canonical::sha256_hex(text.as_bytes()),
+        schema_sha256: digest::sha256_hex(text.as_bytes()),
         fields,
     };
     Ok((checked, text.len()))
@@ -843,11 +849,13 @@ impl SchemaCache {
     }
 
     /// How many schemas are kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// True when none is.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -120,7 +120,7 @@ pub fn redacted(url: &url::Url) -> String {
     if cleared || (u.username().is_empty() && u.password().is_none()) {
         u.to_string()
     } else {
-        format!("sha256:{}", crate::canonical::digest_str(url.as_str()))
+        format!("sha256:{}", crate::digest::digest_str(url.as_str()))
     }
 }
 

@@ -340,7 +340,7 @@ pub fn assert_view_is_canonical(view: &ConsentView) {
         "the consent view is not canonical json"
     );
     assert_eq!(
-        mrtr_gate_core::canonical::sha256_hex(view.view_json.as_bytes()),
+        mrtr_gate_core::digest::sha256_hex(view.view_json.as_bytes()),
         view.view_sha256
     );
 }

@@ -2,16 +2,9 @@
 //! `jsonschema` (the reference, draft-07 with format assertion on), over random schemas
 //! and random content. Without formats the two must agree exactly; with formats the gate
 //! may refuse more, never accept more.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-use mrtr_gate_core::formats;
-use mrtr_gate_core::schema::check_form_schema;
+use crate::formats;
+use crate::schema::check_form_schema;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -285,7 +278,7 @@ proptest! {
         pool in prop::collection::vec(maybe_broken_schema(), 1..12),
         picks in prop::collection::vec(0usize..12, 1..40),
     ) {
-        use mrtr_gate_core::schema::{SCHEMA_CACHE_ENTRIES, SchemaCache};
+        use crate::schema::{SCHEMA_CACHE_ENTRIES, SchemaCache};
         let mut cache = SchemaCache::default();
         for pick in picks {
             let schema = &pool[pick % pool.len()];
