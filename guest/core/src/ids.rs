@@ -94,7 +94,9 @@ impl ServerIdentity {
     pub fn origin(raw: &str) -> Result<Self, GateError> {
         let bad = |why: &str| GateError::Caller(CallerMisuse::InvalidServerIdentity(why.into()));
         if raw.is_empty() || raw.len() > MAX_ORIGIN_BYTES {
-            return Err(bad("the origin must be 1 to 2048 bytes"));
+            return Err(bad(&format!(
+                "the origin must be 1 to {MAX_ORIGIN_BYTES} bytes"
+            )));
         }
         if raw
             .chars()
@@ -131,7 +133,9 @@ impl ServerIdentity {
             Ok(Self::Endpoint(raw.to_owned()))
         } else {
             Err(GateError::Caller(CallerMisuse::InvalidServerIdentity(
-                "an endpoint id is 1 to 128 bytes of `[A-Za-z0-9._:/@-]`".into(),
+                format!(
+                    "an endpoint id is 1 to {MAX_ENDPOINT_ID_BYTES} bytes of `[A-Za-z0-9._:/@-]`"
+                ),
             )))
         }
     }

@@ -29,8 +29,6 @@ mod gate;
 mod ids;
 mod json;
 mod policy;
-mod responses;
-mod round;
 mod schema;
 mod url_view;
 

@@ -25,6 +25,14 @@ pub mod limits {
     pub const MAX_TEXT_BYTES: usize = 8192;
     /// Longest elicitation URL, in bytes.
     pub const MAX_URL_BYTES: usize = 2048;
+    /// Longest tool or prompt name, or resource URI, in registered params, in bytes.
+    pub const MAX_NAME_BYTES: usize = 4096;
+    /// Most roots in a `roots/list` answer.
+    pub const MAX_ROOTS: usize = 256;
+    /// Longest root URI in a `roots/list` answer, in bytes.
+    pub const MAX_ROOT_URI_BYTES: usize = 4096;
+    /// Longest system prompt shown in the consent view of a sampling request, in bytes.
+    pub const MAX_SHOWN_SYSTEM_PROMPT_BYTES: usize = 2000;
     /// Longest user or tenant id, in bytes.
     pub const MAX_PRINCIPAL_BYTES: usize = 512;
     /// Longest policy version, in bytes.
@@ -122,9 +130,10 @@ impl Policy {
             || v.len() > limits::MAX_POLICY_VERSION_BYTES
             || !v.bytes().all(|b| b.is_ascii_graphic())
         {
-            return Err(GateError::Caller(CallerMisuse::InvalidPolicy(
-                "`policy-version` must be 1 to 64 printable ascii bytes".into(),
-            )));
+            return Err(GateError::Caller(CallerMisuse::InvalidPolicy(format!(
+                "`policy-version` must be 1 to {} printable ascii bytes",
+                limits::MAX_POLICY_VERSION_BYTES
+            ))));
         }
         Ok(())
     }

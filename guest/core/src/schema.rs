@@ -256,7 +256,8 @@ fn text(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>,
         None => Ok(None),
         Some(Value::String(s)) if s.len() <= limits::MAX_TEXT_BYTES => Ok(Some(s.clone())),
         Some(_) => Err(bad(format!(
-            "`{at}.{key}` must be a string of at most 8 KiB"
+            "`{at}.{key}` must be a string of at most {} KiB",
+            limits::MAX_TEXT_BYTES / 1024
         ))),
     }
 }
@@ -305,7 +306,10 @@ fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
         .as_array()
         .ok_or_else(|| bad(format!("`{at}` must be an array of strings")))?;
     if items.is_empty() || items.len() > limits::MAX_ENUM_OPTIONS {
-        return Err(bad(format!("`{at}` must have 1 to 256 entries")));
+        return Err(bad(format!(
+            "`{at}` must have 1 to {} entries",
+            limits::MAX_ENUM_OPTIONS
+        )));
     }
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(items.len());
@@ -331,7 +335,10 @@ fn titled_options(v: &Value, at: &str) -> Result<Vec<SelectOption>, GateError> {
         .as_array()
         .ok_or_else(|| bad(format!("`{at}` must be an array")))?;
     if items.is_empty() || items.len() > limits::MAX_ENUM_OPTIONS {
-        return Err(bad(format!("`{at}` must have 1 to 256 entries")));
+        return Err(bad(format!(
+            "`{at}` must have 1 to {} entries",
+            limits::MAX_ENUM_OPTIONS
+        )));
     }
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(items.len());

@@ -45,7 +45,10 @@ fn unsafe_url(why: &str) -> GateError {
 /// Check an elicitation URL and describe it.
 pub fn check_url(raw: &str) -> Result<(UrlView, url::Url), GateError> {
     if raw.is_empty() || raw.len() > limits::MAX_URL_BYTES {
-        return Err(unsafe_url("the url must be 1 to 2048 bytes"));
+        return Err(unsafe_url(&format!(
+            "the url must be 1 to {} bytes",
+            limits::MAX_URL_BYTES
+        )));
     }
     // The URL parser silently drops tabs and newlines and reads `\` as `/`: the text a
     // user would see would not be the URL opened. Refuse such input outright.

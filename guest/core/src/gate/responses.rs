@@ -2,7 +2,8 @@
 //! demands, form content valid against the schema the user saw.
 
 use crate::error::{CallerMisuse, GateError};
-use crate::round::InputRule;
+use crate::gate::round::InputRule;
+use crate::policy::limits;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -65,10 +66,11 @@ fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
     let roots = obj
         .get("roots")
         .and_then(Value::as_array)
-        .filter(|r| r.len() <= 256)
+        .filter(|r| r.len() <= limits::MAX_ROOTS)
         .ok_or_else(|| {
             invalid(format!(
-                "`{key}.roots` must be an array of at most 256 roots"
+                "`{key}.roots` must be an array of at most {} roots",
+                limits::MAX_ROOTS
             ))
         })?;
     for root in roots {
@@ -79,7 +81,7 @@ fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
         let uri_ok = root
             .get("uri")
             .and_then(Value::as_str)
-            .is_some_and(|u| u.starts_with("file://") && u.len() <= 4096);
+            .is_some_and(|u| u.starts_with("file://") && u.len() <= limits::MAX_ROOT_URI_BYTES);
         let name_ok = root.get("name").is_none_or(Value::is_string);
         if !uri_ok || !name_ok {
             return Err(invalid(format!(

@@ -2,12 +2,13 @@
 //! turned into input rules (what each answer must look like) and a consent view.
 
 use crate::error::{GateError, PeerMisbehaved};
+use crate::gate::consent_view::InputView;
 use crate::json::bounded;
 use crate::policy::{DeprecatedMethod, Policy, limits};
-use crate::schema::{FormField, FormSchema, SchemaCache};
-use crate::url_view::{self, UrlView};
+use crate::schema::{FormSchema, SchemaCache};
+use crate::url_view;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// The capabilities the request declared in `_meta`.
@@ -93,8 +94,8 @@ pub struct Round {
     pub state: Option<String>,
     /// One rule per input key.
     pub inputs: BTreeMap<String, InputRule>,
-    /// One view entry per input key, in key order.
-    pub view_inputs: Vec<Value>,
+    /// What the consent view shows of each input, in key order.
+    pub views: Vec<InputView>,
 }
 
 fn peer(e: PeerMisbehaved) -> GateError {
@@ -120,25 +121,16 @@ fn message(params: &Map<String, Value>, key: &str) -> Result<String, GateError> 
         .and_then(Value::as_str)
         .filter(|m| m.len() <= limits::MAX_TEXT_BYTES)
         .map(str::to_owned)
-        .ok_or_else(|| invalid(format!("`{key}` needs a `message` string of at most 8 KiB")))
+        .ok_or_else(|| {
+            invalid(format!(
+                "`{key}` needs a `message` string of at most {} KiB",
+                limits::MAX_TEXT_BYTES / 1024
+            ))
+        })
 }
 
 fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), GateError> {
     crate::json::only_keys(obj, allowed, key).map_err(invalid)
-}
-
-fn form_view(key: &str, message: &str, schema: &FormSchema, fields: &[FormField]) -> Value {
-    json!({
-        "key": key,
-        "kind": "form",
-        "message": message,
-        "fields": fields,
-        "schema_sha256": schema.schema_sha256,
-    })
-}
-
-fn url_view_value(key: &str, message: &str, view: &UrlView) -> Value {
-    json!({"key": key, "kind": "url", "message": message, "url": view})
 }
 
 fn check_one(
@@ -147,7 +139,7 @@ fn check_one(
     policy: &Policy,
     declared: Declared,
     schemas: &mut SchemaCache,
-) -> Result<(InputRule, Value), GateError> {
+) -> Result<(InputRule, InputView), GateError> {
     let obj = request
         .as_object()
         .ok_or_else(|| invalid(format!("`{key}` must be an object")))?;
@@ -182,7 +174,12 @@ fn check_one(
                         "elicitation.form".into(),
                     )));
                 }
-                let view = form_view(key, &msg, &schema, &schema.fields);
+                let view = InputView::Form {
+                    key: key.to_owned(),
+                    message: msg,
+                    fields: schema.fields.clone(),
+                    schema_sha256: schema.schema_sha256.clone(),
+                };
                 Ok((InputRule::Form { schema }, view))
             } else {
                 // `elicitationId` is a 2025-11-25 field; tolerated, never used.
@@ -203,12 +200,15 @@ fn check_one(
                         "elicitation.url".into(),
                     )));
                 }
-                let value = url_view_value(key, &msg, &view);
                 Ok((
                     InputRule::Url {
-                        host: view.ascii_host,
+                        host: view.ascii_host.clone(),
                     },
-                    value,
+                    InputView::Url {
+                        key: key.to_owned(),
+                        message: msg,
+                        url: view,
+                    },
                 ))
             }
         }
@@ -229,7 +229,9 @@ fn check_one(
             }
             Ok((
                 InputRule::Roots,
-                json!({"key": key, "kind": "roots", "deprecated": true}),
+                InputView::Roots {
+                    key: key.to_owned(),
+                },
             ))
         }
         "sampling/createMessage" => {
@@ -266,11 +268,14 @@ fn check_one(
                 .ok_or_else(|| invalid(format!("`{key}.params.maxTokens` must be an integer")))?;
             let include_context = match p.get("includeContext") {
                 None => "none",
-                Some(Value::String(s))
-                    if matches!(s.as_str(), "none" | "thisServer" | "allServers") =>
-                {
-                    s.as_str()
-                }
+                Some(Value::String(s)) => match s.as_str() {
+                    "none" => "none",
+                    "thisServer" => "thisServer",
+                    "allServers" => "allServers",
+                    _ => {
+                        return Err(invalid(format!("`{key}.params.includeContext` is invalid")));
+                    }
+                },
                 Some(_) => {
                     return Err(invalid(format!("`{key}.params.includeContext` is invalid")));
                 }
@@ -284,19 +289,17 @@ fn check_one(
             let system_prompt = p
                 .get("systemPrompt")
                 .and_then(Value::as_str)
-                .map(|s| bounded(s, 2000));
+                .map(|s| bounded(s, limits::MAX_SHOWN_SYSTEM_PROMPT_BYTES));
             Ok((
                 InputRule::Sampling,
-                json!({
-                    "key": key,
-                    "kind": "sampling",
-                    "deprecated": true,
-                    "messages": messages.len(),
-                    "max_tokens": max_tokens,
-                    "include_context": include_context,
-                    "system_prompt": system_prompt,
-                    "tools": tools,
-                }),
+                InputView::Sampling {
+                    key: key.to_owned(),
+                    messages: messages.len(),
+                    max_tokens,
+                    include_context,
+                    system_prompt,
+                    tools,
+                },
             ))
         }
         _ => Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest)),
@@ -343,12 +346,13 @@ pub fn check_round(
         return Err(peer(PeerMisbehaved::ServerSentEmptyInputRequired));
     }
     let mut inputs = BTreeMap::new();
-    let mut view_inputs = Vec::new();
+    let mut views = Vec::new();
     if let Some(requests) = requests {
         if requests.len() > limits::MAX_INPUT_REQUESTS {
-            return Err(peer(PeerMisbehaved::ServerExceededLimit(
-                "more than 32 input requests in one round".into(),
-            )));
+            return Err(peer(PeerMisbehaved::ServerExceededLimit(format!(
+                "more than {} input requests in one round",
+                limits::MAX_INPUT_REQUESTS
+            ))));
         }
         let mut sorted: Vec<_> = requests.iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(b.0));
@@ -361,21 +365,12 @@ pub fn check_round(
             }
             let (rule, view) = check_one(key, request, policy, declared, schemas)?;
             inputs.insert(key.clone(), rule);
-            view_inputs.push(view);
+            views.push(view);
         }
     }
     Ok(Round {
         state,
         inputs,
-        view_inputs,
+        views,
     })
-}
-
-/// The `state` part of a consent view, from the state and its digest (computed once by the
-/// caller: a state may be a megabyte).
-pub fn state_view(state: Option<(&str, &str)>) -> Value {
-    match state {
-        Some((s, sha256)) => json!({"present": true, "bytes": s.len(), "sha256": sha256}),
-        None => json!({"present": false}),
-    }
 }

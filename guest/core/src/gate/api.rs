@@ -1,0 +1,120 @@
+//! The types of the gate's five operations: what a caller passes in and gets back.
+
+use crate::ids::{RequestId, ServerIdentity};
+use crate::policy::Policy;
+
+/// A request about to be sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// Its JSON-RPC id.
+    pub request_id: RequestId,
+    /// The verified server (already normalised by [`ServerIdentity::origin`]/[`ServerIdentity::endpoint`]).
+    pub server: ServerIdentity,
+    /// The user on whose behalf it is sent.
+    pub user: String,
+    /// The tenant.
+    pub tenant: String,
+    /// `tools/call`, `prompts/get` or `resources/read`.
+    pub method: String,
+    /// The exact params, as JSON text.
+    pub params_json: String,
+    /// The binding's policy.
+    pub policy: Policy,
+}
+
+/// A registered request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registered {
+    /// The request text to send.
+    pub request_json: String,
+    /// Digest of the params.
+    pub params_sha256: String,
+    /// When the binding expires.
+    pub expires_at_ms: u64,
+}
+
+/// An accepted `input_required` round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsentView {
+    /// What the consent screen must show, canonical JSON.
+    pub view_json: String,
+    /// Its digest.
+    pub view_sha256: String,
+    /// 1-based round number.
+    pub round: u32,
+    /// The round's input keys, sorted.
+    pub input_keys: Vec<String>,
+    /// Digest of the `requestState`, when present.
+    pub request_state_sha256: Option<String>,
+}
+
+/// What a response meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResponseVerdict {
+    /// A round to show and answer.
+    InputRequired(ConsentView),
+    /// A complete result: the binding ended.
+    Complete,
+    /// A JSON-RPC error: the binding ended.
+    Error(i64),
+}
+
+/// The caller's answers for a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryRequest {
+    /// The id the round arrived on.
+    pub request_id: RequestId,
+    /// A new id for the retry.
+    pub retry_id: RequestId,
+    /// Must be the binding's user.
+    pub user: String,
+    /// Must be the binding's tenant.
+    pub tenant: String,
+    /// The `inputResponses` object, JSON text.
+    pub responses_json: String,
+}
+
+/// A retry ready to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// The complete JSON-RPC request text.
+    pub request_json: String,
+    /// The round it answers.
+    pub round: u32,
+    /// The consent receipt it rests on (none for a state-only round: nothing of the user's is sent).
+    pub consent_receipt_id: Option<String>,
+}
+
+/// Why the caller ends a binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallerOutcome {
+    /// Cancelled by the user or the client.
+    Cancelled,
+    /// The transport failed or the client gave up (a short reason code).
+    Error(String),
+}
+
+/// How a binding ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TerminalOutcome {
+    /// A complete result.
+    Complete,
+    /// An error (from the server, the transport, or a denial that ends the binding).
+    Error,
+    /// Cancelled.
+    Cancelled,
+    /// The lifetime passed.
+    Expired,
+}
+
+impl TerminalOutcome {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Error => "error",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! How bindings end: `finish` (the caller's side), `expire-stale` (the lifetime passed), and
+//! the steps every ending shares (remove, then the `terminal` event).
+
+use super::record::{Binding, ID_PREFIX, is_record};
+use super::store::storage_failed;
+use super::{CallerOutcome, Gate, TerminalOutcome, caller};
+use crate::audit::{EventKind, Field};
+use crate::error::{CallerMisuse, Denial, GateError, HostFault};
+use crate::host::Host;
+use crate::ids::RequestId;
+use std::rc::Rc;
+
+/// The longest reason code a caller may give for ending a binding.
+const MAX_REASON_BYTES: usize = 64;
+
+impl<H: Host> Gate<H> {
+    pub(super) fn finish_binding(
+        &mut self,
+        request_id: &RequestId,
+        outcome: CallerOutcome,
+    ) -> Result<TerminalOutcome, Denial> {
+        let (binding, version) = self
+            .store
+            .load(self.host.storage(), request_id)
+            .map_err(Denial::unaudited)?
+            .ok_or_else(|| Denial::unaudited(caller(CallerMisuse::UnknownRequest)))?;
+        let (terminal, reason) = if self.expired(&binding) {
+            (TerminalOutcome::Expired, None)
+        } else {
+            match &outcome {
+                CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
+                CallerOutcome::Error(code) => {
+                    // The reason goes into the audit trail: codes only, never caller text.
+                    let is_code = !code.is_empty()
+                        && code.len() <= MAX_REASON_BYTES
+                        && code
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                    let reason = if is_code {
+                        code.clone()
+                    } else {
+                        "caller_error".to_owned()
+                    };
+                    (TerminalOutcome::Error, Some(reason))
+                }
+            }
+        };
+        self.end(&binding, version, terminal, reason.as_deref())
+            .map_err(Denial::unaudited)?;
+        Ok(terminal)
+    }
+
+    pub(super) fn expire_bindings(&mut self) -> Result<u32, Denial> {
+        let keys = self
+            .host
+            .storage()
+            .list_keys(ID_PREFIX)
+            .map_err(|e| Denial::unaudited(storage_failed(e)))?;
+        let mut ended = 0u32;
+        for key in keys {
+            let Some(found) = self
+                .host
+                .storage()
+                .get(&key)
+                .map_err(|e| Denial::unaudited(storage_failed(e)))?
+            else {
+                continue;
+            };
+            // Pointers are skipped: their record is listed under its own key.
+            if !is_record(&found.value) {
+                continue;
+            }
+            // Only what `load` would accept: this format, under its own original id's key.
+            let Ok(binding) = Binding::decode(&found.value) else {
+                continue;
+            };
+            if binding.key() != key {
+                continue;
+            }
+            if self.expired(&binding) {
+                match self.end(&binding, found.version, TerminalOutcome::Expired, None) {
+                    Ok(()) => ended = ended.saturating_add(1),
+                    // Someone else ended or changed it meanwhile: theirs is the last word.
+                    Err(GateError::Host(HostFault::StateAlreadyUsed)) => {}
+                    Err(e) => return Err(Denial::unaudited(e)),
+                }
+            }
+        }
+        Ok(ended)
+    }
+
+    /// End a binding: remove it, then audit the terminal event (when the binding had
+    /// audited anything: plain requests that never saw a round leave no trail).
+    pub(super) fn end(
+        &mut self,
+        binding: &Binding,
+        version: u64,
+        outcome: TerminalOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), GateError> {
+        self.store.remove(self.host.storage(), binding, version)?;
+        if binding.audited {
+            let mut e = binding
+                .event(EventKind::Terminal)
+                .set_str(Field::Outcome, outcome.as_str());
+            if let Some(r) = reason {
+                e = e.set(Field::Reason, r);
+            }
+            self.audit(e)?;
+        }
+        Ok(())
+    }
+
+    /// Deny, and end the binding: the bound server misbehaved, or the binding expired
+    /// (fail closed). The terminal event's reason is the denial's code.
+    pub(super) fn fail_binding(
+        &mut self,
+        binding: Rc<Binding>,
+        version: u64,
+        error: GateError,
+        outcome: TerminalOutcome,
+    ) -> Denial {
+        let event = binding.event(EventKind::Rejected);
+        let denial = self.deny(error, event);
+        let mut binding = self.store.take(binding);
+        binding.audited = true;
+        let code = denial.error.code();
+        let _ = self.end(&binding, version, outcome, Some(code));
+        denial
+    }
+
+    pub(super) fn expired(&self, binding: &Binding) -> bool {
+        self.now() >= binding.fixed.expires_at_ms
+    }
+}

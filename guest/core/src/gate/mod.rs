@@ -1,0 +1,193 @@
+//! The gate: register, accept a response, build the retry, finish, expire.
+//!
+//! Every live binding lives in host storage ([`store`]): its record under the key of its
+//! original id, and under the key of each retry id it used, a pointer to the original id
+//! ([`record`]). Ids share one key space, so reserving a key reserves the id against every
+//! live binding. All changes are compare-and-swap on the version read, so two gate
+//! instances sharing a store can never both consume one round. The instance itself keeps
+//! only caches (parsed records, checked schemas, the audit chain head): a fresh instance
+//! loses nothing.
+//!
+//! Each operation has its own file: [`register`], [`accept`] (with [`round`], what a
+//! server's round may hold, and [`consent_view`], what the user is shown), [`retry`] (with
+//! [`responses`], what the answers must be) and [`finish`] (also expiry).
+
+mod accept;
+mod api;
+mod consent_view;
+mod finish;
+mod record;
+mod register;
+mod responses;
+mod retry;
+mod round;
+mod store;
+
+pub use api::{
+    CallerOutcome, ConsentView, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
+    TerminalOutcome,
+};
+pub use record::ID_PREFIX;
+pub use store::EXPIRY_GRACE_MS;
+
+use crate::audit::{ChainWriter, Event};
+use crate::digest;
+use crate::error::{Denial, GateError};
+use crate::host::Host;
+use crate::ids::RequestId;
+use crate::schema::SchemaCache;
+use store::BindingStore;
+
+/// The methods that may receive `input_required`.
+pub const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// The gate over a host: the five operations a client calls around each request.
+pub struct Gate<H: Host> {
+    host: H,
+    chain: ChainWriter,
+    store: BindingStore,
+    /// Form schemas checked before (by value; bounded).
+    schemas: SchemaCache,
+    /// The last user and tenant digested: a client registers request after request for the
+    /// same principals (a pure function, so it cannot change a verdict).
+    principals: PrincipalDigests,
+    /// The time of the current call, read from the clock once (each import call costs, most
+    /// on hosts such as jco); reset at every entry and after every wait on the user.
+    call_now: std::cell::Cell<Option<u64>>,
+}
+
+impl<H: Host> Gate<H> {
+    /// A gate over `host`.
+    pub fn new(host: H) -> Self {
+        Self {
+            host,
+            chain: ChainWriter::default(),
+            store: BindingStore::default(),
+            schemas: SchemaCache::default(),
+            principals: PrincipalDigests::default(),
+            call_now: std::cell::Cell::new(None),
+        }
+    }
+
+    /// Bind a request before it is sent: its id, server, user, tenant, method and exact
+    /// params. Returns the request text to send.
+    pub fn register(&mut self, r: Registration) -> Result<Registered, Denial> {
+        self.begin_call();
+        self.register_request(r).map_err(Denial::unaudited)
+    }
+
+    /// Judge a JSON-RPC response (the whole message text) that arrived from `server`: an
+    /// `input_required` round comes back as the consent view to show; a complete or error
+    /// result ends the binding.
+    pub fn accept_response(
+        &mut self,
+        server: &crate::ids::ServerIdentity,
+        response_json: &str,
+    ) -> Result<ResponseVerdict, Denial> {
+        self.begin_call();
+        self.judge_response(server, response_json)
+    }
+
+    /// Validate the answers, obtain consent, consume the round, return the retry to send.
+    pub fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
+        self.begin_call();
+        self.retry_round(r)
+    }
+
+    /// End a binding from the caller's side (cancelled, or the transport failed).
+    pub fn finish(
+        &mut self,
+        request_id: &RequestId,
+        outcome: CallerOutcome,
+    ) -> Result<TerminalOutcome, Denial> {
+        self.begin_call();
+        self.finish_binding(request_id, outcome)
+    }
+
+    /// End every binding whose lifetime has passed; returns how many ended.
+    pub fn expire_stale(&mut self) -> Result<u32, Denial> {
+        self.begin_call();
+        self.expire_bindings()
+    }
+
+    /// The host.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// A new call starts: its time is read afresh when first needed.
+    fn begin_call(&self) {
+        self.call_now.set(None);
+    }
+
+    fn now(&self) -> u64 {
+        if let Some(now) = self.call_now.get() {
+            return now;
+        }
+        let now = self.host.clock().now_ms();
+        self.call_now.set(Some(now));
+        now
+    }
+
+    fn audit(&mut self, event: Event) -> Result<u64, GateError> {
+        let now = self.now();
+        self.chain.write(self.host.audit(), event, now)
+    }
+
+    /// Audit a denial; the denial stands whatever the sink does.
+    fn deny(&mut self, error: GateError, event: Event) -> Denial {
+        let audited = self.audit(event.denied(&error)).is_ok();
+        Denial { error, audited }
+    }
+}
+
+/// The last user and tenant digested, each with its digest.
+#[derive(Default)]
+struct PrincipalDigests {
+    user: Option<(String, String)>,
+    tenant: Option<(String, String)>,
+}
+
+impl PrincipalDigests {
+    fn user(&mut self, user: &str) -> String {
+        remembered(&mut self.user, user)
+    }
+
+    fn tenant(&mut self, tenant: &str) -> String {
+        remembered(&mut self.tenant, tenant)
+    }
+}
+
+/// `digest::digest_str(text)`, from `last` when it is the text digested last time.
+fn remembered(last: &mut Option<(String, String)>, text: &str) -> String {
+    if let Some((t, digest)) = last.as_ref()
+        && t == text
+    {
+        return digest.clone();
+    }
+    let digest = digest::digest_str(text);
+    *last = Some((text.to_owned(), digest.clone()));
+    digest
+}
+
+fn caller(e: crate::error::CallerMisuse) -> GateError {
+    GateError::Caller(e)
+}
+
+fn peer(e: crate::error::PeerMisbehaved) -> GateError {
+    GateError::Peer(e)
+}
+
+/// The canonical text of a JSON-RPC request whose params are already canonical JSON: the
+/// envelope's keys (`id`, `jsonrpc`, `method`, `params`) are already in canonical order.
+fn request_text(id: &RequestId, method: &str, params_canonical: &str) -> String {
+    let mut out = String::with_capacity(params_canonical.len().saturating_add(64));
+    out.push_str("{\"id\":");
+    id.write_json(&mut out);
+    out.push_str(",\"jsonrpc\":\"2.0\",\"method\":");
+    crate::canonical::write_string(&mut out, method);
+    out.push_str(",\"params\":");
+    out.push_str(params_canonical);
+    out.push('}');
+    out
+}

@@ -1,0 +1,275 @@
+//! `build-retry`: validate the user's answers ([`super::responses`]), reserve the new id,
+//! obtain consent for exactly the view and the answers, consume the round with one
+//! compare-and-swap, audit it, and write the retry from the registered params.
+
+use super::record::{Binding, OpenRound};
+use super::responses;
+use super::store::BindingStore;
+use super::{Gate, Retry, RetryRequest, TerminalOutcome, caller, request_text};
+use crate::audit::{Event, EventKind, Field};
+use crate::canonical;
+use crate::digest;
+use crate::error::{CallerMisuse, Denial, GateError, HostFault};
+use crate::host::{ConsentDecision, ConsentPrompt, Host};
+use crate::ids::RequestId;
+use crate::json::{self, JsonError};
+use crate::policy::limits;
+use serde_json::Value;
+
+/// A retry checked, its id reserved and its consent given; the round not yet consumed.
+struct Prepared {
+    retry_id: RequestId,
+    alias_version: u64,
+    receipt_id: Option<String>,
+    /// The retry's params, canonical JSON: the registered ones with the answers (none in a
+    /// state-only round) and the state (when the server sent one).
+    params: String,
+}
+
+impl<H: Host> Gate<H> {
+    pub(super) fn retry_round(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
+        let request_id = r
+            .request_id
+            .clone()
+            .validated()
+            .map_err(Denial::unaudited)?;
+        let (binding, version) = match self.store.load(self.host.storage(), &request_id) {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                let event = self.unbound_event(&request_id, &r);
+                return Err(self.deny(caller(CallerMisuse::InactiveRound), event));
+            }
+            Err(e) => {
+                let event = self.unbound_event(&request_id, &r);
+                return Err(self.deny(e, event));
+            }
+        };
+        if self.expired(&binding) {
+            return Err(self.fail_binding(
+                binding,
+                version,
+                caller(CallerMisuse::InactiveRound),
+                TerminalOutcome::Expired,
+            ));
+        }
+        let rejected = |b: &Binding| {
+            b.event(EventKind::Rejected)
+                .set(Field::LiveId, request_id.to_json())
+                .set(Field::RetryId, r.retry_id.to_json())
+        };
+        let prepared = match self.prepare_retry(&binding, &r) {
+            Ok(p) => p,
+            Err(e) => {
+                let event = rejected(&binding);
+                return Err(self.deny(e, event));
+            }
+        };
+        let Prepared {
+            retry_id,
+            alias_version,
+            receipt_id,
+            params,
+        } = prepared;
+        let submitted = binding
+            .event(EventKind::Submitted)
+            .set_str(Field::Outcome, "accepted")
+            .set(Field::ConsentReceiptId, receipt_id.clone())
+            .set(Field::RetryId, retry_id.to_json());
+
+        // Single use, step 2: consume the round with one compare-and-swap on the version read.
+        let mut next = self.store.take(binding);
+        let Some(open) = next.open.take() else {
+            BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+            return Err(self.deny(caller(CallerMisuse::InactiveRound), rejected(&next)));
+        };
+        next.live_id = retry_id.clone();
+        next.used_ids.push(retry_id.clone());
+        next.alias_versions.push(alias_version);
+        let now = self.now();
+        let (next, new_version) =
+            match self
+                .store
+                .store(self.host.storage(), now, next, Some(version))
+            {
+                Ok(stored) => stored,
+                Err((e, mut back)) => {
+                    BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+                    // The event names the binding as it was: the round it failed to consume.
+                    back.open = Some(open);
+                    back.live_id = request_id.clone();
+                    let event = rejected(&back);
+                    return Err(self.deny(e, event));
+                }
+            };
+        if let Err(e) = self.audit(submitted) {
+            // The round is consumed but the trail does not show it: the retry must not go out.
+            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
+            return Err(Denial::unaudited(e));
+        }
+
+        Ok(Retry {
+            request_json: request_text(&retry_id, &next.fixed.method, &params),
+            round: open.number,
+            consent_receipt_id: receipt_id,
+        })
+    }
+
+    /// The `rejected` event of a retry for no binding: what the caller claimed, digested.
+    fn unbound_event(&mut self, request_id: &RequestId, r: &RetryRequest) -> Event {
+        Event::new(EventKind::Rejected)
+            .set(Field::LiveId, request_id.to_json())
+            .set(Field::UserSha256, self.principals.user(&r.user))
+            .set(Field::TenantSha256, self.principals.tenant(&r.tenant))
+    }
+
+    /// Everything a retry needs before the round is consumed: the checks, the answers, the
+    /// retry id reserved and the consent obtained.
+    fn prepare_retry(
+        &mut self,
+        binding: &Binding,
+        r: &RetryRequest,
+    ) -> Result<Prepared, GateError> {
+        let open = match (&binding.open, binding.live_id == r.request_id) {
+            (Some(open), true) => open,
+            _ => return Err(caller(CallerMisuse::InactiveRound)),
+        };
+        let retry_id = r
+            .retry_id
+            .clone()
+            .validated()
+            .map_err(|_| caller(CallerMisuse::RetryIdNotNew))?;
+        if binding.used_ids.contains(&retry_id) {
+            return Err(caller(CallerMisuse::RetryIdNotNew));
+        }
+        // The params a retry is rebuilt from must be the ones registered: a record read from
+        // storage may have been rewritten behind the gate. (A binding this instance registered
+        // and still holds in its cache is the one it hashed; the cache is keyed by version.)
+        let params_changed = !binding.params_hashed_here
+            && digest::sha256_hex(binding.fixed.params_json.get().as_bytes())
+                != binding.fixed.params_sha256;
+        if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
+            return Err(caller(CallerMisuse::IdentityOrArgumentMismatch));
+        }
+        let responses = match json::parse_strict(&r.responses_json, limits::RESPONSES) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => {
+                return Err(caller(CallerMisuse::InvalidInputResponse(
+                    "`inputResponses` must be an object".into(),
+                )));
+            }
+            Err(e) => {
+                return Err(caller(CallerMisuse::InvalidInputResponse(match e {
+                    JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                    JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+                })));
+            }
+        };
+        responses::check_responses(&responses, &open.inputs)?;
+        // Read before anything is reserved or asked, so a corrupt record can never leave a
+        // `consented` or `submitted` event for a retry that does not go out.
+        let params = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
+            .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
+
+        // Single use, step 1: reserve the retry id against every live binding. Done before
+        // consent, so the trail never shows consent for a retry whose id is taken.
+        let storage = self.host.storage();
+        let Some(alias_version) =
+            BindingStore::reserve_alias(storage, self.now(), &retry_id, binding)?
+        else {
+            return Err(caller(CallerMisuse::RetryIdNotNew));
+        };
+
+        // Consent: exactly this view, exactly these answers. A state-only round sends
+        // nothing of the user's (the spec lets the client retry at once): no prompt.
+        let (receipt_id, responses_json) = if open.inputs.is_empty() {
+            (None, None)
+        } else {
+            let responses_json = canonical::to_canonical(&Value::Object(responses));
+            match self.consent(binding, open, &responses_json, &retry_id) {
+                // The binding may have expired while the user decided: no retry then.
+                Ok(_) if self.expired(binding) => {
+                    BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+                    return Err(caller(CallerMisuse::InactiveRound));
+                }
+                Ok(id) => (Some(id), Some(responses_json)),
+                Err(e) => {
+                    BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+                    return Err(e);
+                }
+            }
+        };
+
+        // Built from the registered params: nothing of an earlier round can be carried along.
+        // The answers go out as the exact text the user consented to.
+        let mut added: Vec<(&str, &str)> = Vec::with_capacity(2);
+        if let Some(responses_json) = &responses_json {
+            added.push(("inputResponses", responses_json));
+        }
+        let state_json = open.state.as_deref().map(|state| {
+            let mut out = String::with_capacity(state.len().saturating_add(2));
+            canonical::write_string(&mut out, state);
+            out
+        });
+        if let Some(state_json) = &state_json {
+            added.push(("requestState", state_json));
+        }
+        let Some(params) = params.with(&added) else {
+            // Registration refuses params that carry either key: only a corrupt record can.
+            BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+            return Err(GateError::Host(HostFault::StorageCorrupted));
+        };
+        Ok(Prepared {
+            retry_id,
+            alias_version,
+            receipt_id,
+            params,
+        })
+    }
+
+    /// Ask the consent import about exactly this view and these answers, check the receipt,
+    /// and audit it. Returns the receipt id.
+    fn consent(
+        &mut self,
+        binding: &Binding,
+        open: &OpenRound,
+        responses_json: &str,
+        retry_id: &RequestId,
+    ) -> Result<String, GateError> {
+        let prompt = ConsentPrompt {
+            view_json: open.view_json.clone(),
+            view_sha256: open.view_sha256.clone(),
+            responses_sha256: digest::sha256_hex(responses_json.as_bytes()),
+            responses_json: responses_json.to_owned(),
+        };
+        let receipt = self.host.consent().request_consent(&prompt);
+        // The user may have taken minutes: what follows happens now, not when the call began.
+        self.begin_call();
+        let receipt =
+            receipt.map_err(|e| GateError::Host(HostFault::ConsentUnavailable(e.message)))?;
+        let id_ok = !receipt.receipt_id.is_empty()
+            && receipt.receipt_id.len() <= limits::MAX_RECEIPT_ID_BYTES
+            && receipt.receipt_id.bytes().all(|b| b.is_ascii_graphic());
+        if !id_ok {
+            return Err(GateError::Host(HostFault::ConsentUnavailable(format!(
+                "the receipt id must be 1 to {} printable ascii bytes",
+                limits::MAX_RECEIPT_ID_BYTES
+            ))));
+        }
+        if receipt.decision != ConsentDecision::Granted {
+            return Err(caller(CallerMisuse::ConsentRefused));
+        }
+        let same = |a: &str, b: &str| digest::bytes_equal(a.as_bytes(), b.as_bytes());
+        if !same(&receipt.view_sha256, &prompt.view_sha256)
+            || !same(&receipt.responses_sha256, &prompt.responses_sha256)
+        {
+            return Err(caller(CallerMisuse::ConsentMismatch));
+        }
+        let consented = binding
+            .event(EventKind::Consented)
+            .set_str(Field::Outcome, "granted")
+            .set(Field::ConsentReceiptId, receipt.receipt_id.clone())
+            .set(Field::RetryId, retry_id.to_json());
+        self.audit(consented)?;
+        Ok(receipt.receipt_id)
+    }
+}
