@@ -18,7 +18,7 @@ const MAX_APPEND_ATTEMPTS: usize = 16;
 
 /// The kinds of event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventKind {
+pub(crate) enum EventKind {
     /// An `input_required` round was accepted.
     Received,
     /// The user's consent receipt was obtained and matched.
@@ -47,7 +47,7 @@ impl EventKind {
 /// An event being built: a kind plus fields. Fields not set are written as `null`, so every
 /// event has the same shape.
 #[derive(Clone, Debug)]
-pub struct Event {
+pub(crate) struct Event {
     /// One slot per entry of [`FIELDS`], in that order.
     slots: [Slot; FIELDS.len()],
 }
@@ -76,7 +76,7 @@ macro_rules! event_fields {
 
         /// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum Field {
+        pub(crate) enum Field {
             $(
                 #[doc = concat!("`", $name, "`")]
                 $variant,
@@ -109,6 +109,7 @@ event_fields! {
     ViewSha256 => "view_sha256",
 }
 
+#[cfg(test)]
 impl Field {
     /// The field's name in the line.
     pub fn name(self) -> &'static str {
@@ -256,7 +257,7 @@ impl Event {
 
 /// Appends events to the host's sink, extending the chain, and reads each one back.
 #[derive(Debug, Default)]
-pub struct ChainWriter {
+pub(crate) struct ChainWriter {
     head: Option<ChainHead>,
 }
 

@@ -203,7 +203,7 @@ pub fn write_string(out: &mut String, s: &str) {
 }
 
 /// The position of the first byte at or after `from` that needs an escape. Eight bytes are
-/// tested at once where none does (a byte loop was 13% of a round inside wasm).
+/// tested at once where none does (a byte loop was a large share of a round inside wasm).
 fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
     let rest = bytes.get(from..)?;
     let mut words = rest.chunks_exact(8);
@@ -238,7 +238,7 @@ fn word_needs_escape(w: u64) -> bool {
 
 /// Append an integer as JCS writes it: exact within ±2^53, through the double beyond (as
 /// every JavaScript host would).
-pub fn write_i64(out: &mut String, i: i64) {
+pub(crate) fn write_i64(out: &mut String, i: i64) {
     if i.unsigned_abs() > (1u64 << 53) {
         #[allow(clippy::cast_precision_loss)] // the precision JCS itself has
         write_f64(out, i as f64);
@@ -251,7 +251,7 @@ pub fn write_i64(out: &mut String, i: i64) {
 }
 
 /// Append an unsigned integer as JCS writes it (exact up to 2^53, through the double beyond).
-pub fn write_u64(out: &mut String, u: u64) {
+pub(crate) fn write_u64(out: &mut String, u: u64) {
     if u > (1u64 << 53) {
         #[allow(clippy::cast_precision_loss)] // the precision JCS itself has
         write_f64(out, u as f64);
@@ -262,7 +262,7 @@ pub fn write_u64(out: &mut String, u: u64) {
 
 /// An integer's exact decimal text (not JCS's: a stored record is read back, not hashed, and
 /// must keep every digit).
-pub fn write_i64_exact(out: &mut String, i: i64) {
+pub(crate) fn write_i64_exact(out: &mut String, i: i64) {
     if i < 0 {
         out.push('-');
     }
@@ -271,7 +271,7 @@ pub fn write_i64_exact(out: &mut String, i: i64) {
 
 /// Decimal digits of `u`, without the formatting machinery (integers are written many times
 /// a round: ids, sequence numbers, times).
-pub fn write_u64_digits(out: &mut String, mut u: u64) {
+pub(crate) fn write_u64_digits(out: &mut String, mut u: u64) {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     loop {

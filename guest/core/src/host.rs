@@ -28,7 +28,8 @@ impl std::fmt::Display for HostError {
 
 impl std::error::Error for HostError {}
 
-/// Time.
+/// Wall-clock time, supplied by the host: the guest has no clock of its own. It decides
+/// expiry, so a host must not let it run backwards.
 pub trait Clock {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
@@ -188,23 +189,23 @@ forward!(Arc, Box);
 /// The four services bundled, each behind its own type.
 #[derive(Clone, Debug)]
 pub struct Services<C, S, K, A> {
-    /// Time.
+    /// Decides expiry and stamps every audit event.
     pub clock: C,
-    /// Live bindings.
+    /// Holds the live bindings; instances that must see each other's rounds share it.
     pub storage: S,
-    /// The user's decisions.
+    /// Shows the consent view and returns the user's receipt.
     pub consent: K,
-    /// The audit sink.
+    /// Receives the hash-chained audit events and reads them back.
     pub audit: A,
 }
 
 /// Everything the gate needs from its host.
 pub trait Host {
-    /// Time.
+    /// The clock that decides expiry and stamps audit events.
     fn clock(&self) -> &dyn Clock;
-    /// Live bindings.
+    /// The store of live bindings.
     fn storage(&self) -> &dyn Storage;
-    /// The user's decisions.
+    /// The consent provider that shows views and returns receipts.
     fn consent(&self) -> &dyn Consent;
     /// The audit sink.
     fn audit(&self) -> &dyn Audit;

@@ -184,14 +184,25 @@ fn classify(e: &serde_json::Error) -> JsonError {
     JsonError::Syntax(bounded(&text, 120))
 }
 
+/// The first key of `obj` outside `allowed`, if any: the one check behind every "only these
+/// keys" rule of the gate (JSON-RPC envelopes, input requests, answers, schemas).
+pub(crate) fn unexpected_key<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    allowed: &[&str],
+) -> Option<&'a str> {
+    obj.keys()
+        .map(String::as_str)
+        .find(|k| !allowed.contains(k))
+}
+
 /// Ok when `obj` has no key outside `allowed`; otherwise a message naming the first
 /// unexpected key (bounded) of the object called `what`.
-pub fn only_keys(
+pub(crate) fn only_keys(
     obj: &serde_json::Map<String, Value>,
     allowed: &[&str],
     what: &str,
 ) -> Result<(), String> {
-    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+    match unexpected_key(obj, allowed) {
         None => Ok(()),
         Some(k) => Err(format!(
             "`{what}` carries the unexpected field `{}`",

@@ -284,21 +284,18 @@ fn number(
     }
 }
 
+/// Only the subset's keywords (and never `$ref`, named apart: it is the attack).
 fn only_keys(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), GateError> {
-    for key in obj.keys() {
-        if key == "$ref" {
-            return Err(bad(format!(
-                "`{at}` uses `$ref`; references are not allowed"
-            )));
-        }
-        if !allowed.contains(&key.as_str()) {
-            return Err(bad(format!(
-                "`{at}` has the keyword `{}`, outside the primitive subset",
-                crate::json::bounded(key, 64)
-            )));
-        }
+    match crate::json::unexpected_key(obj, allowed) {
+        None => Ok(()),
+        Some("$ref") => Err(bad(format!(
+            "`{at}` uses `$ref`; references are not allowed"
+        ))),
+        Some(key) => Err(bad(format!(
+            "`{at}` has the keyword `{}`, outside the primitive subset",
+            crate::json::bounded(key, 64)
+        ))),
     }
-    Ok(())
 }
 
 fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {

@@ -196,10 +196,7 @@ fn judge(
             "`jsonrpc` must be \"2.0\"".into(),
         )));
     }
-    if let Some(k) = message
-        .keys()
-        .find(|k| !matches!(k.as_str(), "jsonrpc" | "id" | "result" | "error"))
-    {
+    if let Some(k) = json::unexpected_key(message, &["jsonrpc", "id", "result", "error"]) {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(format!(
             "the response carries the unexpected member `{}`",
             bounded(k, 64)

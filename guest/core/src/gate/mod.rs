@@ -110,7 +110,7 @@ impl<H: Host> Gate<H> {
         self.expire_bindings()
     }
 
-    /// The host.
+    /// The host services the gate runs over (tests and hosts read their state through it).
     pub fn host(&self) -> &H {
         &self.host
     }

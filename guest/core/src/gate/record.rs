@@ -1,7 +1,7 @@
 //! A binding as stored: one record under the key of its original id, and under the key of
 //! each retry id it used a pointer to that id (its JSON). The record is written by hand
-//! (`Binding::encode`), not by serde: measured with `./scripts/instructions`, serde's pass
-//! cost 5.9% of a form round (docs/performance.md). Records are read back by serde, and a
+//! (`Binding::encode`), not by serde: serde's pass costs a measurable share of a form round
+//! (`./scripts/instructions`; the figure is in docs/performance.md). Records are read back by serde, and a
 //! property test holds the hand-written text to what serde's derive writes.
 
 use crate::audit::{Event, EventKind, Field};

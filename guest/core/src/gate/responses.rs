@@ -3,16 +3,13 @@
 
 use crate::error::{CallerMisuse, GateError};
 use crate::gate::round::InputRule;
+use crate::json;
 use crate::policy::limits;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 fn invalid(why: impl Into<String>) -> GateError {
     GateError::Caller(CallerMisuse::InvalidInputResponse(why.into()))
-}
-
-fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), GateError> {
-    crate::json::only_keys(obj, allowed, key).map_err(invalid)
 }
 
 /// Check `responses` against the round's rules.
@@ -32,7 +29,7 @@ pub fn check_responses(
             .ok_or_else(|| invalid(format!("`{key}` must be an object")))?;
         match rule {
             InputRule::Form { .. } | InputRule::Url { .. } => {
-                only(obj, &["action", "content", "_meta"], key)?;
+                json::only_keys(obj, &["action", "content", "_meta"], key).map_err(invalid)?;
                 let action = obj.get("action").and_then(Value::as_str);
                 if !matches!(action, Some("accept" | "decline" | "cancel")) {
                     return Err(invalid(format!(
@@ -62,7 +59,7 @@ pub fn check_responses(
 
 /// `ListRootsResult`: `{roots: [{uri: "file://…", name?}]}`.
 fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
-    only(obj, &["roots", "_meta"], key)?;
+    json::only_keys(obj, &["roots", "_meta"], key).map_err(invalid)?;
     let roots = obj
         .get("roots")
         .and_then(Value::as_array)
@@ -77,7 +74,7 @@ fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
         let root = root
             .as_object()
             .ok_or_else(|| invalid(format!("`{key}.roots` entries must be objects")))?;
-        only(root, &["uri", "name", "_meta"], key)?;
+        json::only_keys(root, &["uri", "name", "_meta"], key).map_err(invalid)?;
         let uri_ok = root
             .get("uri")
             .and_then(Value::as_str)
@@ -94,11 +91,12 @@ fn check_roots(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
 
 /// `CreateMessageResult`: `{role, content, model, stopReason?}`.
 fn check_sampling(key: &str, obj: &Map<String, Value>) -> Result<(), GateError> {
-    only(
+    json::only_keys(
         obj,
         &["role", "content", "model", "stopReason", "_meta"],
         key,
-    )?;
+    )
+    .map_err(invalid)?;
     if !matches!(
         obj.get("role").and_then(Value::as_str),
         Some("assistant" | "user")

@@ -3,7 +3,7 @@
 
 use crate::error::{GateError, PeerMisbehaved};
 use crate::gate::consent_view::InputView;
-use crate::json::bounded;
+use crate::json::{self, bounded};
 use crate::policy::{DeprecatedMethod, Policy, limits};
 use crate::schema::{FormSchema, SchemaCache};
 use crate::url_view;
@@ -129,10 +129,6 @@ fn message(params: &Map<String, Value>, key: &str) -> Result<String, GateError> 
         })
 }
 
-fn only(obj: &Map<String, Value>, allowed: &[&str], key: &str) -> Result<(), GateError> {
-    crate::json::only_keys(obj, allowed, key).map_err(invalid)
-}
-
 fn check_one(
     key: &str,
     request: &Value,
@@ -144,7 +140,7 @@ fn check_one(
         .as_object()
         .ok_or_else(|| invalid(format!("`{key}` must be an object")))?;
     // Embedded requests have no `jsonrpc` or `id`: they are not JSON-RPC requests.
-    only(obj, &["method", "params"], key)?;
+    json::only_keys(obj, &["method", "params"], key).map_err(invalid)?;
     let method = obj
         .get("method")
         .and_then(Value::as_str)
@@ -161,11 +157,12 @@ fn check_one(
                 Some(_) => return Err(peer(PeerMisbehaved::ServerSentUnknownElicitationMode)),
             };
             if mode == "form" {
-                only(
+                json::only_keys(
                     params,
                     &["mode", "message", "requestedSchema", "_meta"],
                     key,
-                )?;
+                )
+                .map_err(invalid)?;
                 let msg = message(params, key)?;
                 let schema =
                     schemas.check(params.get("requestedSchema").unwrap_or(&Value::Null))?;
@@ -183,11 +180,12 @@ fn check_one(
                 Ok((InputRule::Form { schema }, view))
             } else {
                 // `elicitationId` is a 2025-11-25 field; tolerated, never used.
-                only(
+                json::only_keys(
                     params,
                     &["mode", "message", "url", "elicitationId", "_meta"],
                     key,
-                )?;
+                )
+                .map_err(invalid)?;
                 let msg = message(params, key)?;
                 let raw = params.get("url").and_then(Value::as_str).ok_or_else(|| {
                     peer(PeerMisbehaved::ServerSentUnsafeUrl(
@@ -220,7 +218,7 @@ fn check_one(
                 let p = p
                     .as_object()
                     .ok_or_else(|| invalid(format!("`{key}.params` must be an object")))?;
-                only(p, &["_meta"], key)?;
+                json::only_keys(p, &["_meta"], key).map_err(invalid)?;
             }
             if !declared.roots {
                 return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
@@ -241,7 +239,7 @@ fn check_one(
             let p = params
                 .and_then(Value::as_object)
                 .ok_or_else(|| invalid(format!("`{key}.params` must be an object")))?;
-            only(
+            json::only_keys(
                 p,
                 &[
                     "messages",
@@ -257,7 +255,8 @@ fn check_one(
                     "_meta",
                 ],
                 key,
-            )?;
+            )
+            .map_err(invalid)?;
             let messages = p
                 .get("messages")
                 .and_then(Value::as_array)
@@ -314,12 +313,10 @@ pub fn check_round(
     schemas: &mut SchemaCache,
 ) -> Result<Round, GateError> {
     // Only the spec's fields (plus `_meta`) may stand beside `resultType`.
-    if let Some(k) = result.keys().find(|k| {
-        !matches!(
-            k.as_str(),
-            "resultType" | "inputRequests" | "requestState" | "_meta"
-        )
-    }) {
+    if let Some(k) = json::unexpected_key(
+        result,
+        &["resultType", "inputRequests", "requestState", "_meta"],
+    ) {
         return Err(peer(PeerMisbehaved::ServerSentMalformedResponse(format!(
             "an `input_required` result carries the unexpected field `{}`",
             bounded(k, 64)
