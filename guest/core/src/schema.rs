@@ -298,16 +298,23 @@ fn only_keys(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(),
     }
 }
 
-fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
+/// The options of an enum keyword: an array of 1 to `MAX_ENUM_OPTIONS` entries (`what`
+/// names the array in the message when it is not one).
+fn option_array<'a>(v: &'a Value, at: &str, what: &str) -> Result<&'a Vec<Value>, GateError> {
     let items = v
         .as_array()
-        .ok_or_else(|| bad(format!("`{at}` must be an array of strings")))?;
+        .ok_or_else(|| bad(format!("`{at}` must be {what}")))?;
     if items.is_empty() || items.len() > limits::MAX_ENUM_OPTIONS {
         return Err(bad(format!(
             "`{at}` must have 1 to {} entries",
             limits::MAX_ENUM_OPTIONS
         )));
     }
+    Ok(items)
+}
+
+fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
+    let items = option_array(v, at, "an array of strings")?;
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(items.len());
     for item in items {
@@ -328,15 +335,7 @@ fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
 
 /// `[{const, title}]` (titled options).
 fn titled_options(v: &Value, at: &str) -> Result<Vec<SelectOption>, GateError> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| bad(format!("`{at}` must be an array")))?;
-    if items.is_empty() || items.len() > limits::MAX_ENUM_OPTIONS {
-        return Err(bad(format!(
-            "`{at}` must have 1 to {} entries",
-            limits::MAX_ENUM_OPTIONS
-        )));
-    }
+    let items = option_array(v, at, "an array")?;
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(items.len());
     for item in items {
