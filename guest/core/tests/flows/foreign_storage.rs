@@ -1,0 +1,161 @@
+//! Storage the gate did not write: every such value is refused, never trusted, never a crash.
+
+use crate::common::*;
+use crate::support::*;
+use mrtr_gate_core::Policy;
+use serde_json::{Value, json};
+
+const KEY_PREFIX: &str = "mrtr-gate/v2/id/";
+
+/// Put `value` at the key of `id` (the canonical JSON of the id), whatever is there.
+fn plant(fx: &Fx, id: &str, value: &[u8]) {
+    use mrtr_gate_core::host::Storage;
+    let key = format!("{KEY_PREFIX}{id}");
+    let current = fx.storage.get(&key).unwrap().map(|v| v.version);
+    let applied = fx
+        .storage
+        .compare_and_swap(&key, current, Some(value), 600_000)
+        .unwrap();
+    assert!(matches!(
+        applied,
+        mrtr_gate_core::host::CasOutcome::Applied(_)
+    ));
+}
+
+fn stored(fx: &Fx, id: &str) -> Vec<u8> {
+    use mrtr_gate_core::host::Storage;
+    fx.storage
+        .get(&format!("{KEY_PREFIX}{id}"))
+        .unwrap()
+        .unwrap()
+        .value
+}
+
+#[test]
+fn a_binding_lives_under_its_ids_in_one_key_space() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    assert_eq!(stored(&fx, "1").first(), Some(&b'{'), "the record");
+    fx.round(1, state_only("s"));
+    fx.retry_ok(n(1), s("r-2"), &json!({}));
+    assert_eq!(
+        stored(&fx, "\"r-2\""),
+        b"1",
+        "the retry id points to the original"
+    );
+    // Ids share one key space: the retry id cannot be registered, the original neither.
+    assert_code(
+        fx.register(s("r-2"), &tool_params("t", json!({})), Policy::default()),
+        "request_id_in_use",
+    );
+    assert_code(
+        fx.register(n(1), &tool_params("t", json!({})), Policy::default()),
+        "request_id_in_use",
+    );
+    fx.accept(json!("r-2"), complete()).unwrap();
+    assert_eq!(fx.storage.len(), 0, "record and pointer gone");
+}
+
+#[test]
+fn values_the_gate_did_not_write_are_refused_as_storage_corrupted() {
+    // (what is planted, under which id, which id the response names)
+    let cases: [(&str, &[u8], i64); 6] = [
+        ("garbage record", b"{\"not\":\"a binding\"}", 7),
+        ("not json", b"\xff\xfe", 7),
+        ("a pointer to itself", b"7", 7),
+        ("a pointer to a pointer", b"8", 7),
+        ("an empty value", b"", 7),
+        ("a record of another id", b"", 9),
+    ];
+    for (what, value, id) in cases {
+        let mut fx = Fx::new();
+        fx.register_tool(1);
+        if what == "a record of another id" {
+            let record = stored(&fx, "1");
+            plant(&fx, "9", &record);
+        } else {
+            plant(&fx, "8", b"7");
+            plant(&fx, &id.to_string(), value);
+        }
+        let d = assert_code(fx.accept(id, complete()), "storage_corrupted");
+        assert!(d.audited, "{what}: the refusal is on record");
+        assert_code(fx.retry(n(id), n(100), &json!({})), "storage_corrupted");
+        // The real binding is untouched and still works.
+        fx.round(1, state_only("s"));
+        fx.retry_ok(n(1), n(2), &json!({}));
+        fx.accept(2, complete()).unwrap();
+        fx.assert_chain();
+    }
+}
+
+#[test]
+fn a_record_whose_params_no_longer_match_their_digest_is_refused() {
+    let mut fx = Fx::new();
+    fx.register(
+        n(1),
+        &tool_params("transfer", json!({"amount": 10})),
+        Policy::default(),
+    )
+    .unwrap();
+    fx.round(1, state_only("s"));
+    // Someone with write access to the store edits the arguments the retry is rebuilt from
+    // and leaves the digest as it was.
+    let record = String::from_utf8(stored(&fx, "1")).unwrap();
+    let edited = record.replace(
+        r#""arguments":{"amount":10}"#,
+        r#""arguments":{"amount":10000}"#,
+    );
+    assert_ne!(edited, record, "the test edits the stored arguments");
+    plant(&fx, "1", edited.as_bytes());
+    let d = assert_code(
+        fx.retry(n(1), n(2), &json!({})),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert!(d.audited);
+    // Checked on every retry of a record read back, not only on the first.
+    let d = assert_code(
+        fx.retry(n(1), n(3), &json!({})),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert!(d.audited);
+    fx.assert_chain();
+}
+
+#[test]
+fn a_retry_pointer_the_record_does_not_list_is_refused() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, state_only("s"));
+    // A pointer planted for id 5, naming binding 1, which never used id 5.
+    plant(&fx, "5", b"1");
+    assert_code(fx.accept(5, complete()), "storage_corrupted");
+    // Binding 1 goes on.
+    fx.retry_ok(n(1), n(2), &json!({}));
+}
+
+#[test]
+fn a_record_from_another_format_is_refused_and_the_sweeper_skips_what_it_cannot_read() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let mut record: Value = serde_json::from_slice(&stored(&fx, "1")).unwrap();
+    assert!(record["format"].is_u64());
+    record["format"] = json!(1);
+    plant(&fx, "1", record.to_string().as_bytes());
+    assert_code(fx.accept(1, complete()), "storage_corrupted");
+    plant(&fx, "3", b"{\"format\":2}");
+    plant(&fx, "4", b"1");
+    fx.clock
+        .advance(Policy::default().round_trip_lifetime_ms + 1);
+    // Nothing the sweeper can read as a binding is ended; nothing panics.
+    assert_eq!(fx.gate.expire_stale().unwrap(), 0);
+
+    // A genuine record copied under another id's key is not a second binding to end.
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let record = stored(&fx, "1");
+    plant(&fx, "9", &record);
+    fx.clock
+        .advance(Policy::default().round_trip_lifetime_ms + 1);
+    assert_eq!(fx.gate.expire_stale().unwrap(), 1, "binding 1 only");
+    assert_eq!(stored(&fx, "9"), record, "the copy is left to its TTL");
+}

@@ -1,0 +1,22 @@
+//! Native end-to-end flows of the gate (AID-H-028.007 G001/G002 independent verification):
+//! every denial is asserted by its stable code.
+#![cfg(test)]
+
+#[path = "../common/mod.rs"]
+mod common;
+mod support;
+
+mod audit_content;
+mod audit_faults;
+mod consent;
+mod cross_server;
+mod deprecated_and_capabilities;
+mod foreign_storage;
+mod form_url_state;
+mod identity_replay_expiry;
+mod parser_refusals;
+mod population_and_schema;
+mod registration_refusals;
+mod rounds;
+mod storage_faults;
+mod wire_casing;

@@ -1,0 +1,162 @@
+//! Input responses hold exactly the requested keys, and their content meets the requested schema.
+
+use crate::common::*;
+use crate::support::*;
+use serde_json::json;
+
+#[test]
+fn extra_and_missing_keys_are_refused() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(
+        1,
+        input_required(json!({"a": form("A"), "b": url_request("https://b.example.com/")})),
+    );
+    let a = accept_with(form_content());
+    let b = json!({"action": "accept"});
+    for answers in [
+        json!({"a": a}),
+        json!({"b": b}),
+        json!({}),
+        json!({"a": a, "b": b, "c": b}),
+        json!({"a": a, "B": b}),
+        json!({"a": a, "b ": b}),
+    ] {
+        let d = assert_code(
+            fx.retry(n(1), n(2), &answers),
+            "input_response_population_mismatch",
+        );
+        assert!(d.audited);
+    }
+    fx.retry_ok(n(1), n(2), &json!({"a": a, "b": b}));
+}
+
+#[test]
+fn invalid_input_keys_and_embedded_jsonrpc_are_refused() {
+    let mut fx = Fx::new();
+    let long = "k".repeat(65);
+    for (i, requests) in [
+        json!({"bad key": form("A")}),
+        json!({"": form("A")}),
+        json!({long.clone(): form("A")}),
+        json!({"a": {"jsonrpc": "2.0", "id": 5, "method": "elicitation/create", "params": {"message": "m", "requestedSchema": form_schema()}}}),
+        json!({"a": "elicitation/create"}),
+        json!({"a": {"method": "elicitation/create"}}),
+        json!({"a": {"method": "elicitation/create", "params": {"requestedSchema": form_schema()}}}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = i as i64 + 1;
+        fx.register_tool(id);
+        assert_code(fx.accept(id, input_required(requests)), "invalid_named_input_request");
+    }
+    fx.register_tool(50);
+    assert_code(
+        fx.accept(
+            50,
+            json!({"resultType": "input_required", "inputRequests": []}),
+        ),
+        "invalid_named_input_request",
+    );
+}
+
+#[test]
+fn schema_references_are_refused() {
+    let mut fx = Fx::new();
+    for (i, schema) in [
+        json!({"type": "object", "properties": {"a": {"$ref": "https://evil.example/schema.json"}}}),
+        json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"type": "string"}}}),
+        json!({"$ref": "#", "type": "object", "properties": {}}),
+        json!({"type": "object", "properties": {"a": {"type": "string", "$ref": "#/x"}}}),
+        json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "enum": ["x"], "$ref": "#"}}}}),
+        json!({"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}),
+        json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^.*$"}}}),
+        json!({"type": "object", "properties": {}, "additionalProperties": true}),
+        json!({"type": "array", "items": {"type": "string"}}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = i as i64 + 1;
+        fx.register_tool(id);
+        assert_code(
+            fx.accept(id, input_required(json!({"a": form_request(None, "m", schema.clone())}))),
+            "invalid_form_requestedSchema",
+        );
+        // The binding is ended.
+        assert_code(fx.accept(id, complete()), "no_live_request");
+    }
+}
+
+#[test]
+fn schema_invalid_content_is_refused() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"f": form("F")})));
+    for content in [
+        json!({"count": 3}),                            // required `login` missing
+        json!({"login": 42}),                           // wrong type
+        json!({"login": ""}),                           // minLength
+        json!({"login": "x".repeat(40)}),               // maxLength
+        json!({"login": "octocat", "count": 0}),        // minimum
+        json!({"login": "octocat", "count": 11}),       // maximum
+        json!({"login": "octocat", "count": 2.5}),      // integer
+        json!({"login": "octocat", "count": "3"}),      // no coercion
+        json!({"login": "octocat", "confirm": "true"}), // no coercion
+        json!({"login": "octocat", "admin": true}),     // a field the user never saw
+        json!("octocat"),
+        json!(null),
+    ] {
+        let d = assert_code(
+            fx.retry(n(1), n(2), &json!({"f": accept_with(content.clone())})),
+            "input_response_schema_mismatch",
+        );
+        assert!(d.audited, "{content}");
+    }
+    // accept without content against a schema with a required field.
+    assert_code(
+        fx.retry(n(1), n(2), &json!({"f": {"action": "accept"}})),
+        "input_response_schema_mismatch",
+    );
+    assert!(
+        fx.consent.prompts().is_empty(),
+        "no consent is asked for invalid content"
+    );
+    fx.retry_ok(
+        n(1),
+        n(2),
+        &json!({"f": accept_with(json!({"login": "octocat"}))}),
+    );
+}
+
+#[test]
+fn enum_and_format_fields_validate() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "color": {"type": "string", "oneOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}]},
+            "tags": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "A"}, {"const": "b", "title": "B"}]}, "maxItems": 2},
+            "mail": {"type": "string", "format": "email"}
+        },
+        "required": ["color"]
+    });
+    fx.round(
+        1,
+        input_required(json!({"f": form_request(None, "m", schema)})),
+    );
+    for content in [
+        json!({"color": "blue"}),
+        json!({"color": "r", "tags": ["c"]}),
+        json!({"color": "r", "tags": ["a", "a"]}),
+        json!({"color": "r", "mail": "not an email"}),
+    ] {
+        assert_code(
+            fx.retry(n(1), n(2), &json!({"f": accept_with(content)})),
+            "input_response_schema_mismatch",
+        );
+    }
+    fx.retry_ok(n(1), n(2), &json!({"f": accept_with(json!({"color": "g", "tags": ["a", "b"], "mail": "a@b.example"}))}));
+}

@@ -1,0 +1,63 @@
+//! Helpers shared by several flow modules: request ids, audit event views, retry parameters,
+//! and the deprecated requests (roots, sampling) with the capabilities that declare them.
+
+use crate::common::*;
+use mrtr_gate_core::RequestId;
+use serde_json::{Value, json};
+
+/// A numeric request id.
+pub fn n(i: i64) -> RequestId {
+    RequestId::Number(i)
+}
+
+/// A string request id.
+pub fn s(v: &str) -> RequestId {
+    RequestId::Text(v.into())
+}
+
+/// The `event` kind of each audit event, in order.
+pub fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The `params` object of a retry request.
+pub fn params_of(retry_json: &str) -> serde_json::Map<String, Value> {
+    parse(retry_json)["params"]
+        .as_object()
+        .cloned()
+        .expect("params object")
+}
+
+/// The terminal audit events of the binding opened by `original`.
+pub fn terminal_of(fx: &Fx, original: impl Into<Value>) -> Vec<Value> {
+    fx.events_of(original)
+        .into_iter()
+        .filter(|e| e["event"] == "terminal")
+        .collect()
+}
+
+/// A deprecated `roots/list` request.
+pub fn roots_request() -> Value {
+    json!({"method": "roots/list"})
+}
+
+/// A deprecated `sampling/createMessage` request, with a tool list when `tools`.
+pub fn sampling_request(tools: bool) -> Value {
+    let mut p = json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}],
+        "maxTokens": 100,
+        "systemPrompt": "be brief"
+    });
+    if tools {
+        p["tools"] = json!([{"name": "calc", "inputSchema": {"type": "object"}}]);
+    }
+    json!({"method": "sampling/createMessage", "params": p})
+}
+
+/// Client capabilities declaring both elicitation modes, roots and sampling.
+pub fn all_caps() -> Value {
+    json!({"elicitation": {"form": {}, "url": {}}, "roots": {}, "sampling": {}})
+}
