@@ -175,13 +175,13 @@ fn classify(e: &serde_json::Error) -> JsonError {
     if let Some(rest) = text.strip_prefix(DUPLICATE_MARK) {
         // serde_json appends " at line L column C"; keep the key only, bounded.
         let key = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
-        return JsonError::DuplicateKey(bounded(key, 64));
+        return JsonError::DuplicateKey(quoted(key));
     }
     if let Some(rest) = text.strip_prefix(LIMIT_MARK) {
         let what = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
         return JsonError::Limit(what.to_owned());
     }
-    JsonError::Syntax(bounded(&text, 120))
+    JsonError::Syntax(bounded(&text, QUOTED_SYNTAX_CHARS))
 }
 
 /// The first key of `obj` outside `allowed`, if any: the one check behind every "only these
@@ -206,9 +206,21 @@ pub(crate) fn only_keys(
         None => Ok(()),
         Some(k) => Err(format!(
             "`{what}` carries the unexpected field `{}`",
-            bounded(k, 64)
+            quoted(k)
         )),
     }
+}
+
+/// The most characters of a key, name or method from the peer or the caller that a message
+/// quotes.
+pub(crate) const QUOTED_CHARS: usize = 64;
+
+/// The most characters of a JSON parser's own message kept in a denial.
+const QUOTED_SYNTAX_CHARS: usize = 120;
+
+/// `s` as a message quotes it: at most [`QUOTED_CHARS`] characters.
+pub(crate) fn quoted(s: &str) -> String {
+    bounded(s, QUOTED_CHARS)
 }
 
 /// At most `max` characters of `s`, for messages (never for decisions).

@@ -31,8 +31,8 @@ pub mod limits {
     pub const MAX_ROOTS: usize = 256;
     /// Longest root URI in a `roots/list` answer, in bytes.
     pub const MAX_ROOT_URI_BYTES: usize = 4096;
-    /// Longest system prompt shown in the consent view of a sampling request, in bytes.
-    pub const MAX_SHOWN_SYSTEM_PROMPT_BYTES: usize = 2000;
+    /// Longest system prompt shown in the consent view of a sampling request, in characters.
+    pub const MAX_SHOWN_SYSTEM_PROMPT_CHARS: usize = 2000;
     /// Longest user or tenant id, in bytes.
     pub const MAX_PRINCIPAL_BYTES: usize = 512;
     /// Longest policy version, in bytes.

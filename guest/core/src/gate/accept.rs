@@ -11,7 +11,7 @@ use crate::digest;
 use crate::error::{Denial, GateError, PeerMisbehaved};
 use crate::host::Host;
 use crate::ids::{RequestId, ServerIdentity};
-use crate::json::{self, JsonError, bounded};
+use crate::json::{self, JsonError, quoted};
 use crate::policy::limits;
 use crate::schema::SchemaCache;
 use serde_json::{Map, Value};
@@ -199,7 +199,7 @@ fn judge(
     if let Some(k) = json::unexpected_key(message, &["jsonrpc", "id", "result", "error"]) {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(format!(
             "the response carries the unexpected member `{}`",
-            bounded(k, 64)
+            quoted(k)
         ))));
     }
     match (message.get("result"), message.get("error")) {

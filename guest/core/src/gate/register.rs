@@ -7,7 +7,7 @@ use crate::canonical;
 use crate::digest;
 use crate::error::{CallerMisuse, GateError, HostFault};
 use crate::host::Host;
-use crate::json::{self, JsonError, bounded};
+use crate::json::{self, JsonError, quoted};
 use crate::policy::limits;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -32,9 +32,7 @@ impl<H: Host> Gate<H> {
             return Err(caller(CallerMisuse::BindingFieldMissing("method")));
         }
         if !MRTR_METHODS.contains(&r.method.as_str()) {
-            return Err(caller(CallerMisuse::UnsupportedMethod(bounded(
-                &r.method, 64,
-            ))));
+            return Err(caller(CallerMisuse::UnsupportedMethod(quoted(&r.method))));
         }
         if r.params_json.is_empty() {
             return Err(caller(CallerMisuse::BindingFieldMissing("params")));

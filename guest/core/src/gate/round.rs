@@ -3,7 +3,7 @@
 
 use crate::error::{GateError, PeerMisbehaved};
 use crate::gate::consent_view::InputView;
-use crate::json::{self, bounded};
+use crate::json::{self, bounded, quoted};
 use crate::policy::{DeprecatedMethod, Policy, limits};
 use crate::schema::{FormSchema, SchemaCache};
 use crate::url_view;
@@ -288,7 +288,7 @@ fn check_one(
             let system_prompt = p
                 .get("systemPrompt")
                 .and_then(Value::as_str)
-                .map(|s| bounded(s, limits::MAX_SHOWN_SYSTEM_PROMPT_BYTES));
+                .map(|s| bounded(s, limits::MAX_SHOWN_SYSTEM_PROMPT_CHARS));
             Ok((
                 InputRule::Sampling,
                 InputView::Sampling {
@@ -319,7 +319,7 @@ pub fn check_round(
     ) {
         return Err(peer(PeerMisbehaved::ServerSentMalformedResponse(format!(
             "an `input_required` result carries the unexpected field `{}`",
-            bounded(k, 64)
+            quoted(k)
         ))));
     }
     let requests = match result.get("inputRequests") {
@@ -357,7 +357,7 @@ pub fn check_round(
             if !valid_input_key(key) {
                 return Err(invalid(format!(
                     "the input key `{}` is not `[A-Za-z0-9._-]{{1,64}}`",
-                    bounded(key, 64)
+                    quoted(key)
                 )));
             }
             let (rule, view) = check_one(key, request, policy, declared, schemas)?;

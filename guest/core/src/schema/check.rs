@@ -62,7 +62,7 @@ fn only_keys(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(),
         ))),
         Some(key) => Err(bad(format!(
             "`{at}` has the keyword `{}`, outside the primitive subset",
-            crate::json::bounded(key, 64)
+            crate::json::quoted(key)
         ))),
     }
 }
@@ -92,10 +92,7 @@ fn string_list(v: &Value, at: &str) -> Result<Vec<String>, GateError> {
             .filter(|s| s.len() <= limits::MAX_TEXT_BYTES)
             .ok_or_else(|| bad(format!("`{at}` must hold strings only")))?;
         if !seen.insert(s) {
-            return Err(bad(format!(
-                "`{at}` repeats `{}`",
-                crate::json::bounded(s, 64)
-            )));
+            return Err(bad(format!("`{at}` repeats `{}`", crate::json::quoted(s))));
         }
         out.push(s.to_owned());
     }
@@ -156,7 +153,7 @@ fn check_default(default: Option<&Value>, kind: &FieldKind, at: &str) -> Result<
 }
 
 fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateError> {
-    let at = format!("properties.{}", crate::json::bounded(name, 64));
+    let at = format!("properties.{}", crate::json::quoted(name));
     let obj = prop
         .as_object()
         .ok_or_else(|| bad(format!("`{at}` must be an object")))?;
@@ -411,7 +408,7 @@ pub(super) fn check_measured(schema: &Value) -> Result<(FormSchema, usize), Gate
             if !props.contains_key(name) {
                 return Err(bad(format!(
                     "`required` names `{}`, which is not a property",
-                    crate::json::bounded(name, 64)
+                    crate::json::quoted(name)
                 )));
             }
             if !required.insert(name) {
