@@ -332,12 +332,8 @@ fn row(out: &mut String, engine: &str, workload: &str, s: Stats) {
     );
 }
 
-/// Run the side-by-side measurement and render a table.
-pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
-    run_with(runtime, rounds, &[])
-}
-
-/// The same, with rows measured elsewhere (the seed's gate, the jco host) and their ratios.
+/// Run the side-by-side measurement and render a table, with rows measured elsewhere (the
+/// seed's gate, the jco host) and their ratios.
 pub fn run_with(
     runtime: &GateRuntime,
     rounds: usize,
