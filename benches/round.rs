@@ -3,11 +3,14 @@
 //! wasmtime and through the same core compiled natively, for each workload of
 //! `mrtr-gate bench`. `cargo bench --bench round`; `./scripts/bench` prints the side-by-side
 //! table with the seed's JavaScript gate.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+// A bench is not test code to clippy (criterion's harness, not `cfg(test)`), but a failed
+// round here must stop the run, not be timed.
+#![allow(clippy::unwrap_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use mrtr_gate_host::bench::{RoundKind, round, round_input, server};
-use mrtr_gate_host::corpus::ScenarioHosts;
+use mrtr_gate_cli::bench::{RoundKind, round, round_input, server};
+use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, NativeGate, SandboxLimits};
 
 fn rounds(c: &mut Criterion) {

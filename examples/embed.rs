@@ -7,7 +7,7 @@
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
-use mrtr_gate_host::hosts::{
+use mrtr_gate_host::reference_hosts::{
     FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock, TerminalConsent,
 };
 use mrtr_gate_host::services::SharedConsent;
@@ -71,7 +71,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("expected an input_required round".into());
     };
     // 5. Show the consent view (verified server, tool, fields, effect) and collect answers.
-    println!("{}", mrtr_gate_host::demo::render_view(&view.view_json));
+    println!(
+        "{}",
+        mrtr_gate_host::consent_screen::render_view(&view.view_json)
+    );
 
     // 6. Build the retry: the gate checks the answers, asks the consent import for a receipt
     //    bound to this view and these answers, consumes the round once, and audits it.

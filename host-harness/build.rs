@@ -19,7 +19,7 @@ fn run() -> Result<(), String> {
         .ok_or("host-harness has no parent directory")?
         .to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").map_err(|e| e.to_string())?);
-    for watched in ["guest", "wit", "Cargo.lock", "Cargo.toml", ".cargo"] {
+    for watched in ["guest", "wit", "Cargo.lock", "Cargo.toml"] {
         println!("cargo::rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo::rerun-if-env-changed=MRTR_GATE_PREBUILT_COMPONENT");
@@ -50,7 +50,7 @@ fn run() -> Result<(), String> {
             "guest",
         ])
         .env("CARGO_TARGET_DIR", &target_dir)
-        // The outer build's flags are for the host; the guest takes its own from .cargo/config.toml.
+        // The outer build's flags are for the host, not for the guest.
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")

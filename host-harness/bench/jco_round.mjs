@@ -11,7 +11,8 @@
 //
 // --snapshot-env replaces `process.env` by a plain copy first. jco 1.35's glue reads
 // `process.env.JCO_DEBUG` on every import call, and Node's `process.env` reads the
-// environment on each access: a third of a round went there (measured with --cpu-prof).
+// environment on each access: a large share of a round went there (measured with
+// --cpu-prof; the figure is in docs/performance.md).
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
 import path from "node:path";

@@ -4,17 +4,21 @@
 
 use crate::bindings::GatePlugin;
 use crate::bindings::exports::mrtr::gate::gate as wit;
+use crate::imports::{GuestDeadline, HostState};
 use crate::runtime::{CallBudget, GateRuntime};
-use crate::services::{GuestDeadline, HostServices, HostState};
+use crate::services::HostServices;
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
     CallerOutcome, ErrorCause, Registered, Registration, RequestId, ResponseVerdict, Retry,
     RetryRequest, ServerIdentity, TerminalOutcome,
 };
+use std::sync::Arc;
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
 
-/// A denial as a host sees it: the gate's own, or the harness's when the guest trapped.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A denial as a host sees it: the gate's own, or the harness's when the guest trapped (then
+/// the wasmtime error is its [`source`](std::error::Error::source)). Two denials are equal
+/// when their code, cause, message and `audited` are.
+#[derive(Clone, Debug)]
 pub struct GateDenial {
     /// Stable snake_case code (the gate's, or `guest_trapped` / `guest_out_of_fuel`).
     pub code: String,
@@ -24,7 +28,20 @@ pub struct GateDenial {
     pub message: String,
     /// Whether the denial reached the audit sink.
     pub audited: bool,
+    /// The trap (or instantiation failure) behind a harness denial.
+    trap: Option<Arc<wasmtime::Error>>,
 }
+
+impl PartialEq for GateDenial {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code
+            && self.cause == other.cause
+            && self.message == other.message
+            && self.audited == other.audited
+    }
+}
+
+impl Eq for GateDenial {}
 
 impl std::fmt::Display for GateDenial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -32,7 +49,11 @@ impl std::fmt::Display for GateDenial {
     }
 }
 
-impl std::error::Error for GateDenial {}
+impl std::error::Error for GateDenial {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.trap.as_deref().map(AsRef::as_ref)
+    }
+}
 
 impl From<core::Denial> for GateDenial {
     fn from(d: core::Denial) -> Self {
@@ -41,6 +62,7 @@ impl From<core::Denial> for GateDenial {
             cause: d.error.cause(),
             message: d.error.to_string(),
             audited: d.audited,
+            trap: None,
         }
     }
 }
@@ -133,7 +155,7 @@ impl std::fmt::Debug for ComponentGate {
     }
 }
 
-fn trapped(e: &wasmtime::Error) -> GateDenial {
+fn trapped(e: wasmtime::Error) -> GateDenial {
     let (code, message) = match e.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => (
             "guest_out_of_fuel",
@@ -153,6 +175,7 @@ fn trapped(e: &wasmtime::Error) -> GateDenial {
         cause: ErrorCause::Host,
         message: message.into(),
         audited: false,
+        trap: Some(Arc::new(e)),
     }
 }
 
@@ -201,6 +224,7 @@ fn from_wit(e: wit::GateError) -> GateDenial {
         },
         message: e.message,
         audited: e.audited,
+        trap: None,
     }
 }
 
@@ -284,12 +308,8 @@ impl ComponentGate {
         if matches!(self.budget, CallBudget::Deadline(_)) {
             store.epoch_deadline_callback(on_epoch_deadline);
         }
-        arm(&mut store, self.budget).map_err(|e| trapped(&e))?;
-        let plugin = self
-            .runtime
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| trapped(&e))?;
+        arm(&mut store, self.budget).map_err(trapped)?;
+        let plugin = self.runtime.pre.instantiate(&mut store).map_err(trapped)?;
         Ok(Live { store, plugin })
     }
 
@@ -304,16 +324,16 @@ impl ComponentGate {
             self.live = Some(self.instantiate()?);
         }
         let Some(live) = self.live.as_mut() else {
-            return Err(trapped(&wasmtime::Error::msg("no instance")));
+            return Err(trapped(wasmtime::Error::msg("no instance")));
         };
-        arm(&mut live.store, self.budget).map_err(|e| trapped(&e))?;
+        arm(&mut live.store, self.budget).map_err(trapped)?;
         match f(&live.plugin, &mut live.store) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(from_wit(e)),
             Err(e) => {
                 self.live = None;
                 self.traps = self.traps.saturating_add(1);
-                Err(trapped(&e))
+                Err(trapped(e))
             }
         }
     }

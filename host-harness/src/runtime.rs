@@ -2,7 +2,7 @@
 //! imports once (`InstancePre`), and hand out sandboxed instances cheaply.
 
 use crate::bindings::GatePluginPre;
-use crate::services::HostState;
+use crate::imports::HostState;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,10 +24,10 @@ pub enum CallBudget {
     /// A deadline on the guest's time per call, enforced by epoch interruption: a background
     /// thread advances the engine's epoch every [`EPOCH_TICK`], and the guest checks it at
     /// function entries and loop heads. The time a user spends at the consent prompt is not
-    /// counted. The cheaper check (a form round: ~9% over no check at all).
+    /// counted. The cheaper of the two checks (docs/performance.md has the figures).
     Deadline(Duration),
     /// Fuel per call (roughly, wasm instructions): deterministic whatever the machine's
-    /// load, at a higher price (a form round: ~30% over no check at all).
+    /// load, at a higher price than a deadline (every block counts its fuel).
     Fuel(u64),
 }
 
@@ -56,8 +56,9 @@ pub struct SandboxLimits {
 impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
-            // A full form round takes about 0.1 ms; hostile inputs are refused long before
-            // a second, but a bug in the guest cannot spin forever.
+            // Orders of magnitude above a full form round (docs/performance.md): hostile
+            // inputs are refused long before a second, but a bug in the guest cannot spin
+            // forever.
             budget: CallBudget::Deadline(Duration::from_secs(1)),
             max_memory_bytes: 256 << 20,
             max_wasm_stack: 1 << 20,
@@ -65,20 +66,62 @@ impl Default for SandboxLimits {
     }
 }
 
-/// Why the runtime could not be set up.
+/// Why the runtime could not be set up, by the step that failed. The underlying wasmtime or
+/// I/O error is the [`source`](std::error::Error::source).
+///
+/// A precompiled-artifact cache that cannot be read, created or written is not an error:
+/// the component is then compiled afresh (and, if the cache cannot be written, again on
+/// the next start).
 #[derive(Debug)]
-pub struct LoadError(pub String);
+#[non_exhaustive]
+pub enum LoadError {
+    /// The wasmtime engine could not be created with the sandbox's configuration.
+    Engine(wasmtime::Error),
+    /// The component could not be compiled (it is not a valid component, or Cranelift failed).
+    Compile(wasmtime::Error),
+    /// A freshly precompiled artifact could not be deserialized.
+    Deserialize(wasmtime::Error),
+    /// The host's imports could not be added to the linker, or the component's imports do not
+    /// match them.
+    Link(wasmtime::Error),
+    /// The component's exports do not match the `gate-plugin` world.
+    Exports(wasmtime::Error),
+    /// The thread that advances the epoch for call deadlines could not be started.
+    EpochThread(std::io::Error),
+}
 
 impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "could not load the gate component: {}", self.0)
+        f.write_str(match self {
+            Self::Engine(_) => {
+                "could not load the gate component: creating the wasmtime engine failed"
+            }
+            Self::Compile(_) => "could not load the gate component: compiling it failed",
+            Self::Deserialize(_) => {
+                "could not load the gate component: deserializing its precompiled artifact failed"
+            }
+            Self::Link(_) => "could not load the gate component: linking its imports failed",
+            Self::Exports(_) => {
+                "could not load the gate component: its exports do not match the gate-plugin world"
+            }
+            Self::EpochThread(_) => {
+                "could not load the gate component: starting the epoch thread failed"
+            }
+        })
     }
 }
 
-impl std::error::Error for LoadError {}
-
-fn load_err(e: impl std::fmt::Display) -> LoadError {
-    LoadError(format!("{e:#}"))
+impl std::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(match self {
+            Self::Engine(e)
+            | Self::Compile(e)
+            | Self::Deserialize(e)
+            | Self::Link(e)
+            | Self::Exports(e) => e.as_ref(),
+            Self::EpochThread(e) => e,
+        })
+    }
 }
 
 /// A compiled, pre-linked gate component. Cheap to clone; share one per process.
@@ -109,7 +152,7 @@ impl EpochTicker {
                     engine.increment_epoch();
                 }
             })
-            .map_err(load_err)?;
+            .map_err(LoadError::EpochThread)?;
         Ok(Self { stop })
     }
 }
@@ -160,7 +203,7 @@ impl GateRuntime {
     }
 
     /// Load `component` (its bytes). With `cache_dir`, the precompiled artifact is kept there
-    /// and reused (loading takes about a millisecond instead of a second of compiling).
+    /// and reused (loading it is far cheaper than compiling: docs/performance.md).
     pub fn load(
         component: &[u8],
         cache_dir: Option<&Path>,
@@ -176,19 +219,21 @@ impl GateRuntime {
         cache_dir: Option<&Path>,
         limits: SandboxLimits,
     ) -> Result<Self, LoadError> {
-        let engine = Engine::new(&engine_config(&limits)).map_err(load_err)?;
+        let engine = Engine::new(&engine_config(&limits)).map_err(LoadError::Engine)?;
         let component = match cache_dir {
             Some(dir) => load_cached(&engine, component, component_sha256, dir)?,
-            None => Component::new(&engine, component).map_err(load_err)?,
+            None => Component::new(&engine, component).map_err(LoadError::Compile)?,
         };
         let mut linker = Linker::<HostState>::new(&engine);
         crate::bindings::GatePlugin::add_to_linker::<
             HostState,
             wasmtime::component::HasSelf<HostState>,
         >(&mut linker, |s| s)
-        .map_err(load_err)?;
-        let instance_pre = linker.instantiate_pre(&component).map_err(load_err)?;
-        let pre = GatePluginPre::new(instance_pre).map_err(load_err)?;
+        .map_err(LoadError::Link)?;
+        let instance_pre = linker
+            .instantiate_pre(&component)
+            .map_err(LoadError::Link)?;
+        let pre = GatePluginPre::new(instance_pre).map_err(LoadError::Exports)?;
         let ticker = match limits.budget {
             CallBudget::Deadline(_) => Some(Arc::new(EpochTicker::start(&engine)?)),
             CallBudget::Fuel(_) => None,
@@ -252,8 +297,8 @@ fn hex(bytes: &[u8]) -> String {
 /// The checksum beside the artifact is a CRC-32, not a cryptographic digest, on purpose:
 /// whoever can write the (0700) cache folder can rewrite the checksum too, so no digest kept
 /// there stops an attacker; what it must catch is accidental damage (a torn copy, a bad
-/// sector, a truncated file), which a CRC does at ten times the speed of SHA-256 on this
-/// path (a cold start hashed 2.2 MB of artifact before every load).
+/// sector, a truncated file), which a CRC does much faster than SHA-256 on the cold-start
+/// path, where the whole artifact is checked before every load (docs/performance.md).
 fn load_cached(
     engine: &Engine,
     component: &[u8],
@@ -286,7 +331,9 @@ fn load_cached(
             return Ok(c);
         }
     }
-    let bytes = engine.precompile_component(component).map_err(load_err)?;
+    let bytes = engine
+        .precompile_component(component)
+        .map_err(LoadError::Compile)?;
     if create_private_dir(dir).is_ok() {
         // Write then rename, so a reader never sees half a file.
         let tmp = dir.join(format!("gate-{key}.{}.tmp", std::process::id()));
@@ -296,7 +343,8 @@ fn load_cached(
     }
     // SAFETY: these bytes come from `precompile_component` of this very engine.
     #[allow(unsafe_code)]
-    let component = unsafe { Component::deserialize(engine, &bytes) }.map_err(load_err)?;
+    let component =
+        unsafe { Component::deserialize(engine, &bytes) }.map_err(LoadError::Deserialize)?;
     Ok(component)
 }
 

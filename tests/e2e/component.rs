@@ -1,19 +1,12 @@
 //! The component as a sandboxed plugin: its import list, trap-as-deny with a fresh instance,
 //! fuel, deadline and memory caps, the precompiled cache, and two instances sharing one store.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-mod support;
+use crate::support;
 
+use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::{
     ErrorCause, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
-use mrtr_gate_host::corpus::ScenarioHosts;
 use mrtr_gate_host::runtime::EMBEDDED_COMPONENT;
 use mrtr_gate_host::{
     BudgetKindMismatch, CallBudget, ComponentGate, GateApi, GateRuntime, SandboxLimits,
@@ -297,7 +290,7 @@ fn the_component_fits_the_size_budget() {
 fn memory_and_storage_stay_flat_however_many_rounds_pass() {
     let hosts = ScenarioHosts::new();
     let mut gate = ComponentGate::new(support::runtime(), hosts.services());
-    mrtr_gate_host::bench::rounds(&mut gate, 0, 1_000, true).unwrap();
+    mrtr_gate_cli::bench::rounds(&mut gate, 0, 1_000, true).unwrap();
     let warm = gate.memory_bytes();
     assert!(warm > 0);
     assert_eq!(
@@ -305,7 +298,7 @@ fn memory_and_storage_stay_flat_however_many_rounds_pass() {
         0,
         "finished rounds left records behind"
     );
-    mrtr_gate_host::bench::rounds(&mut gate, 1_000, 4_000, true).unwrap();
+    mrtr_gate_cli::bench::rounds(&mut gate, 1_000, 4_000, true).unwrap();
     assert_eq!(
         gate.memory_bytes(),
         warm,

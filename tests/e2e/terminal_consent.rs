@@ -1,19 +1,12 @@
 //! The interactive consent provider: it shows the view and the answers, and only `y` grants.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-mod support;
+use crate::support;
 
+use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
-use mrtr_gate_host::corpus::ScenarioHosts;
-use mrtr_gate_host::hosts::TerminalConsent;
+use mrtr_gate_host::reference_hosts::TerminalConsent;
 use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
 use serde_json::json;
 use std::io::{Cursor, Write};

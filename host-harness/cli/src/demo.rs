@@ -5,152 +5,17 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
-use crate::gate::{ComponentGate, GateApi, GateDenial};
-use crate::hosts::{FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock};
-use crate::runtime::GateRuntime;
-use crate::services::HostServices;
 use mrtr_gate_core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError};
 use mrtr_gate_core::{
     CallerOutcome, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
+use mrtr_gate_host::consent_screen::{render_answers, render_view};
+use mrtr_gate_host::reference_hosts::{
+    FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
+};
+use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices};
 use serde_json::{Value, json};
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// Render a consent view (its canonical JSON) as a person would see it on a consent screen.
-pub fn render_view(view_json: &str) -> String {
-    let Ok(v) = serde_json::from_str::<Value>(view_json) else {
-        return "  (unreadable consent view: refuse)".into();
-    };
-    let s = |p: &str| {
-        v.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    };
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "  ┌─ consent ─────────────────────────────────────────────"
-    );
-    let _ = writeln!(out, "  │ server   {}", s("/server"));
-    let _ = writeln!(
-        out,
-        "  │ request  {} `{}` (round {} of at most {})",
-        s("/request/method"),
-        s("/request/name"),
-        v["round"],
-        v["max_rounds"]
-    );
-    for input in v["inputs"].as_array().into_iter().flatten() {
-        let key = input["key"].as_str().unwrap_or("?");
-        let message = input["message"].as_str().unwrap_or("");
-        match input["kind"].as_str() {
-            Some("form") => {
-                let _ = writeln!(out, "  │ [{key}] form: {message}");
-                for f in input["fields"].as_array().into_iter().flatten() {
-                    let mut constraints = Vec::new();
-                    for c in [
-                        "min_length",
-                        "max_length",
-                        "format",
-                        "minimum",
-                        "maximum",
-                        "min_items",
-                        "max_items",
-                    ] {
-                        if let Some(x) = f.get(c) {
-                            constraints.push(format!("{c}={x}"));
-                        }
-                    }
-                    if let Some(opts) = f["options"].as_array() {
-                        let names: Vec<String> = opts
-                            .iter()
-                            .map(|o| o["value"].as_str().unwrap_or("?").to_owned())
-                            .collect();
-                        constraints.push(format!("options={}", names.join("|")));
-                    }
-                    let _ = writeln!(
-                        out,
-                        "  │     {}{} ({}) {}{}",
-                        f["name"].as_str().unwrap_or("?"),
-                        if f["required"].as_bool() == Some(true) {
-                            "*"
-                        } else {
-                            ""
-                        },
-                        if f["integer"] == true {
-                            "integer"
-                        } else {
-                            f["type"].as_str().unwrap_or("?")
-                        },
-                        f["title"].as_str().unwrap_or(""),
-                        if constraints.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" [{}]", constraints.join(", "))
-                        }
-                    );
-                    if let Some(d) = f["description"].as_str() {
-                        let _ = writeln!(out, "  │         {d}");
-                    }
-                }
-            }
-            Some("url") => {
-                let _ = writeln!(out, "  │ [{key}] open a page: {message}");
-                let _ = writeln!(
-                    out,
-                    "  │     url      {}",
-                    input["url"]["full"].as_str().unwrap_or("?")
-                );
-                let _ = writeln!(
-                    out,
-                    "  │     host     {} (shown as {})",
-                    input["url"]["ascii_host"].as_str().unwrap_or("?"),
-                    input["url"]["unicode_host"].as_str().unwrap_or("?")
-                );
-                if let Some(w) = input["url"]["warnings"]
-                    .as_array()
-                    .filter(|w| !w.is_empty())
-                {
-                    let _ = writeln!(out, "  │     WARNING  {}", Value::Array(w.clone()));
-                }
-            }
-            Some(kind) => {
-                let _ = writeln!(out, "  │ [{key}] {kind} (deprecated request)");
-            }
-            None => {}
-        }
-    }
-    if v["state"]["present"].as_bool() == Some(true) {
-        let _ = writeln!(
-            out,
-            "  │ state    {} bytes, sha256 {}…",
-            v["state"]["bytes"],
-            &s("/state/sha256").chars().take(16).collect::<String>()
-        );
-    }
-    for e in v["effects"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  │ effect   {}", e.as_str().unwrap_or(""));
-    }
-    let _ = write!(
-        out,
-        "  └───────────────────────────────────────────────────────"
-    );
-    out
-}
-
-/// Render the answers the client is about to send.
-pub fn render_answers(responses_json: &str) -> String {
-    match serde_json::from_str::<Value>(responses_json) {
-        Ok(Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| format!("    {k}: {v}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => "    (unreadable)".into(),
-    }
-}
 
 /// A consent provider that prints what the screen shows, then lets `inner` decide.
 struct ShowingConsent {
@@ -314,7 +179,7 @@ fn form_schema() -> Value {
 /// Run the demo and return what it printed. `audit_path` receives the JSON-lines audit log.
 pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String, String> {
     let _ = std::fs::remove_file(audit_path);
-    let audit = Arc::new(FileAudit::open(audit_path).map_err(|e| e.message)?);
+    let audit = Arc::new(FileAudit::open(audit_path).map_err(|e| crate::error_chain(&e))?);
     let clock = Arc::new(SystemClock);
     let consent = ScriptedConsent::new(ScriptedAnswer::Grant);
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -475,7 +340,7 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
         .map_err(e)?;
     let smuggled = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"resultType\":\"complete\",\"resultType\":\"input_required\",\"requestState\":\"x\"}}}}",
-        crate::core::canonical::to_canonical(&id.to_json())
+        mrtr_gate_core::canonical::to_canonical(&id.to_json())
     );
     let server = d.server.clone();
     match d.gate.accept_response(&server, &smuggled) {
@@ -488,7 +353,7 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
     let _ = d.gate.finish(&id, CallerOutcome::Cancelled);
 
     d.say(format!("\n== audit trail ({}) ==", audit_path.display()));
-    let lines = audit.lines().map_err(|e| e.message)?;
+    let lines = audit.lines().map_err(|e| format!("audit file: {e}"))?;
     for line in &lines {
         let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
         d.say(format!(

@@ -1,5 +1,4 @@
-//! Shared by the end-to-end tests: one compiled runtime per test binary.
-#![allow(dead_code)]
+//! Shared by the end-to-end tests: one compiled runtime for the whole test binary.
 
 use mrtr_gate_host::{GateRuntime, SandboxLimits};
 use std::path::PathBuf;

@@ -1,19 +1,12 @@
 //! The JSON-lines audit sink: fsynced appends, read-back from disk, chain verified on open,
 //! and a gate over it denies when the file cannot be written.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-mod support;
+use crate::support;
 
+use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
-use mrtr_gate_host::corpus::ScenarioHosts;
-use mrtr_gate_host::hosts::FileAudit;
+use mrtr_gate_host::reference_hosts::FileAudit;
 use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
 use serde_json::json;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The shared scenario corpus (`tests/corpus/*.json`): scenarios as data, so every host
+//! The shared scenario corpus (`tests/corpus/*.json`), its one loader and its runner: scenarios as data, so every host
 //! (this one, and later Node, browser and Python hosts) runs the same inputs and expects the
 //! same verdicts. The format is documented in `docs/corpus.md`.
 //!
@@ -7,68 +7,71 @@
 //! `{"ok": {JSON-pointer: value}}`, `{"error": "code"}`, or `{"verdict": ...}`. After the
 //! steps, the audit chain must verify and no string in `secrets` may appear in any event.
 
-use crate::gate::{GateApi, GateDenial};
-use crate::hosts::{
-    AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
-};
-use crate::services::HostServices;
+use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{
     CallerOutcome, DeprecatedMethod, Policy, Registration, RequestId, ResponseVerdict,
     RetryRequest, ServerIdentity,
 };
+use mrtr_gate_host::reference_hosts::{AuditFault, ScriptedAnswer};
+use mrtr_gate_host::{GateApi, GateDenial};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
-/// The hosts a scenario runs over, kept so the runner can inject faults and read the trail.
-#[derive(Clone)]
-pub struct ScenarioHosts {
-    /// The test clock (starts at 1 700 000 000 000 ms).
-    pub clock: Arc<ManualClock>,
-    /// The store.
-    pub storage: MemoryStorage,
-    /// The consent script.
-    pub consent: ScriptedConsent,
-    /// The audit sink.
-    pub audit: MemoryAudit,
+/// The corpus of this repository, `tests/corpus/` (its JSON scenarios, and `trails/` with
+/// the audit trail each one writes).
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus")
 }
 
-impl ScenarioHosts {
-    /// Fresh hosts.
-    pub fn new() -> Self {
-        Self::with_audit(MemoryAudit::new())
-    }
-
-    /// Fresh hosts whose audit sink keeps only its newest 1,024 lines (benchmarks: a sink
-    /// that keeps millions of lines measures the host's allocator, not the gate).
-    pub fn for_bench() -> Self {
-        Self::with_audit(MemoryAudit::windowed(1024))
-    }
-
-    fn with_audit(audit: MemoryAudit) -> Self {
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        Self {
-            storage: MemoryStorage::new(clock.clone()),
-            clock,
-            consent: ScriptedConsent::new(ScriptedAnswer::Grant),
-            audit,
-        }
-    }
-
-    /// The services to build a gate over.
-    pub fn services(&self) -> HostServices {
-        HostServices {
-            clock: self.clock.clone(),
-            storage: Arc::new(self.storage.clone()),
-            consent: Arc::new(self.consent.clone()),
-            audit: Arc::new(self.audit.clone()),
-        }
-    }
+/// One scenario of the corpus.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Its file name in the corpus folder (`<name>.json`).
+    pub file: String,
+    /// The scenario as written.
+    pub json: Value,
 }
 
-impl Default for ScenarioHosts {
-    fn default() -> Self {
-        Self::new()
+fn read_scenario(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Every scenario of the corpus (every `*.json` of [`corpus_dir`]), in file-name order.
+pub fn all_scenarios() -> Result<Vec<Scenario>, String> {
+    let dir = corpus_dir();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        if path.extension().is_some_and(|x| x == "json") {
+            files.push(path);
+        }
     }
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            Ok(Scenario {
+                file: path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                json: read_scenario(&path)?,
+            })
+        })
+        .collect()
+}
+
+/// The scenario `tests/corpus/<name>.json`.
+pub fn scenario(name: &str) -> Result<Value, String> {
+    read_scenario(&corpus_dir().join(format!("{name}.json")))
+}
+
+/// Where the recorded audit trail of the scenario in `file` lives:
+/// `tests/corpus/trails/<file stem>.jsonl`.
+pub fn trail_path(file: &str) -> PathBuf {
+    let stem = file.strip_suffix(".json").unwrap_or(file);
+    corpus_dir().join("trails").join(format!("{stem}.jsonl"))
 }
 
 /// The default server of a scenario.

@@ -13,11 +13,10 @@
 //! The wire texts of each round are made before the clock starts: what the client receives
 //! and passes on is input, not the gate's work.
 
-use crate::corpus::ScenarioHosts;
-use crate::gate::{ComponentGate, GateApi, GateDenial, NativeGate};
-use crate::runtime::{GateRuntime, default_cache_dir};
-use crate::services::HostServices;
+use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
+use mrtr_gate_host::runtime::default_cache_dir;
+use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices, NativeGate};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -296,7 +295,7 @@ pub struct External {
 impl External {
     /// Parse the JSON line `host-harness/bench/seed_js_round.mjs` or `jco_round.mjs` prints.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let v: Value = serde_json::from_str(text.trim()).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_str(text.trim()).map_err(|e| crate::error_chain(&e))?;
         let num = |k: &str| {
             v.get(k)
                 .and_then(Value::as_f64)
@@ -333,12 +332,8 @@ fn row(out: &mut String, engine: &str, workload: &str, s: Stats) {
     );
 }
 
-/// Run the side-by-side measurement and render a table.
-pub fn run(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
-    run_with(runtime, rounds, &[])
-}
-
-/// The same, with rows measured elsewhere (the seed's gate, the jco host) and their ratios.
+/// Run the side-by-side measurement and render a table, with rows measured elsewhere (the
+/// seed's gate, the jco host) and their ratios.
 pub fn run_with(
     runtime: &GateRuntime,
     rounds: usize,
@@ -425,14 +420,15 @@ pub fn run_with(
 
     // Cold start and instantiation.
     let cache = default_cache_dir();
-    GateRuntime::load_embedded(Some(&cache), runtime.limits()).map_err(|e| e.to_string())?;
+    GateRuntime::load_embedded(Some(&cache), runtime.limits())
+        .map_err(|e| crate::error_chain(&e))?;
     let server = server()?;
     let mut cold = Vec::new();
     let mut fresh = Vec::new();
     for n in 0..20 {
         let started = Instant::now();
         let rt = GateRuntime::load_embedded(Some(&cache), runtime.limits())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::error_chain(&e))?;
         let hosts = ScenarioHosts::for_bench();
         let mut gate = ComponentGate::new(&rt, hosts.services());
         let input = round_input(
@@ -442,18 +438,19 @@ pub fn run_with(
                 distinct_schema: false,
             },
         );
-        gate.register(input.register).map_err(|e| e.to_string())?;
+        gate.register(input.register)
+            .map_err(|e| crate::error_chain(&e))?;
         gate.accept_response(&server, &input.input_required)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::error_chain(&e))?;
         cold.push(started.elapsed().as_secs_f64() * 1e6);
     }
     // A new instance from a loaded runtime, as a host does after a trap or per tenant.
     let hosts = ScenarioHosts::for_bench();
     let mut gate = ComponentGate::new(runtime, hosts.services());
-    gate.instantiate_now().map_err(|e| e.to_string())?;
+    gate.instantiate_now().map_err(|e| crate::error_chain(&e))?;
     for _ in 0..200 {
         let started = Instant::now();
-        gate.instantiate_now().map_err(|e| e.to_string())?;
+        gate.instantiate_now().map_err(|e| crate::error_chain(&e))?;
         fresh.push(started.elapsed().as_secs_f64() * 1e6);
     }
     out.push('\n');
@@ -649,7 +646,8 @@ pub fn scaling(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
                 },
             );
             input.register.policy.round_trip_lifetime_ms = 24 * 60 * 60 * 1000;
-            gate.register(input.register).map_err(|e| e.to_string())?;
+            gate.register(input.register)
+                .map_err(|e| crate::error_chain(&e))?;
         }
         let c = measure(
             &mut gate,

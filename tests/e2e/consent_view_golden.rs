@@ -1,21 +1,14 @@
 //! The consent view is written key by key as text, not built and canonicalised: these golden
 //! checks pin it to the exact text `docs/consent-view.md` shows (what a host displays and the
 //! user's receipt names), so a change to the writer cannot change the view unnoticed.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-mod support;
+use crate::support;
 
 use mrtr_gate_host::core::{canonical, digest};
 
 /// The documented example view of demo round 1 and its digest.
 fn documented_example() -> (String, String) {
-    let doc = include_str!("../docs/consent-view.md");
+    let doc = include_str!("../../docs/consent-view.md");
     let after = doc
         .split("This is the exact `view-json`:")
         .nth(1)
@@ -46,7 +39,7 @@ fn the_documented_example_view_is_canonical_and_hashes_to_its_digest() {
 fn the_demo_shows_exactly_the_documented_views() {
     let (_, digest) = documented_example();
     let audit = std::env::temp_dir().join(format!("mrtr-gate-golden-{}.jsonl", std::process::id()));
-    let out = mrtr_gate_host::demo::run(support::runtime(), &audit).unwrap();
+    let out = mrtr_gate_cli::demo::run(support::runtime(), &audit).unwrap();
     let _ = std::fs::remove_file(&audit);
     // The demo prints the first 16 hex digits of each view's digest.
     let shown = |prefix: &str| out.contains(&format!("view sha256 {prefix}…"));

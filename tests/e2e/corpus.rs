@@ -1,38 +1,19 @@
 //! Runs every scenario of the shared corpus (`tests/corpus/*.json`) through the component in
 //! wasmtime AND through the native core, and requires both to give the expected verdicts.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-mod support;
+use crate::support;
 
-use mrtr_gate_host::corpus::{ScenarioHosts, run_scenario};
+use mrtr_gate_cli::corpus::{all_scenarios, run_scenario, trail_path};
+use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::{ComponentGate, NativeGate};
 use serde_json::Value;
-use std::path::PathBuf;
 
+/// Every scenario of the corpus, through the one loader every runner uses.
 fn scenarios() -> Vec<(String, Value)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    files
+    all_scenarios()
+        .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
-            let v: Value =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (p.file_name().unwrap().to_string_lossy().into_owned(), v)
-        })
+        .map(|s| (s.file, s.json))
         .collect()
 }
 
@@ -103,17 +84,9 @@ fn component_and_native_core_write_the_same_audit_trail() {
     }
 }
 
-/// Where the recorded trail of a scenario lives: `tests/corpus/trails/<file stem>.jsonl`.
-fn trail_path(file: &str) -> PathBuf {
-    let stem = file.strip_suffix(".json").unwrap_or(file);
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus/trails")
-        .join(format!("{stem}.jsonl"))
-}
-
 /// Every scenario's audit trail is byte for byte the one recorded in `tests/corpus/trails/`:
 /// a change that alters what the gate records shows up here, line by line. A deliberate
-/// change re-records them with `MRTR_GATE_BLESS=1 cargo test --test corpus`, and the diff
+/// change re-records them with `MRTR_GATE_BLESS=1 cargo test --test e2e corpus::`, and the diff
 /// of the recorded files is then part of the change.
 #[test]
 fn every_scenario_writes_its_recorded_audit_trail() {

@@ -14,6 +14,7 @@
 //! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
 //! ```
 
+use mrtr_gate_cli::error_chain;
 use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
 use std::process::ExitCode;
 
@@ -47,9 +48,9 @@ fn demo(args: &[String]) -> Result<(), String> {
         _ => return Err("usage: mrtr-gate demo [--audit FILE]".into()),
     };
     let started = std::time::Instant::now();
-    let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
+    let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     let loaded = started.elapsed();
-    let out = mrtr_gate_host::demo::run(&runtime, &audit)?;
+    let out = mrtr_gate_cli::demo::run(&runtime, &audit)?;
     println!("{out}");
     println!(
         "(component {} bytes, loaded in {:.1} ms from the precompiled cache or compiled afresh)",
@@ -76,7 +77,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             "--rounds" => rounds = value.parse().map_err(|_| "--rounds takes a number")?,
             "--external" | "--seed-js" => {
                 let text = std::fs::read_to_string(value).map_err(|e| e.to_string())?;
-                externals.push(mrtr_gate_host::bench::External::parse(&text)?);
+                externals.push(mrtr_gate_cli::bench::External::parse(&text)?);
             }
             _ => {
                 return Err(
@@ -88,27 +89,27 @@ fn bench(args: &[String]) -> Result<(), String> {
     }
     if cfg!(debug_assertions) {
         eprintln!(
-            "mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-host --bin mrtr-gate -- bench` for real numbers"
+            "mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-cli --bin mrtr-gate -- bench` for real numbers"
         );
     }
-    let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
+    let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     if scaling {
         print!(
             "{}",
-            mrtr_gate_host::bench::scaling(&runtime, rounds.min(500))?
+            mrtr_gate_cli::bench::scaling(&runtime, rounds.min(500))?
         );
     } else {
         print!(
             "{}",
-            mrtr_gate_host::bench::run_with(&runtime, rounds, &externals)?
+            mrtr_gate_cli::bench::run_with(&runtime, rounds, &externals)?
         );
     }
     Ok(())
 }
 
 fn rounds(args: &[String]) -> Result<(), String> {
-    use mrtr_gate_host::bench::{RoundKind, plain_rounds};
-    use mrtr_gate_host::corpus::ScenarioHosts;
+    use mrtr_gate_cli::bench::{RoundKind, plain_rounds};
+    use mrtr_gate_cli::fixture::ScenarioHosts;
     use mrtr_gate_host::{ComponentGate, NativeGate};
     const USAGE: &str = "usage: mrtr-gate rounds component|native form|form-new|url|state-only N";
     let [engine, kind, count] = args else {
@@ -119,7 +120,7 @@ fn rounds(args: &[String]) -> Result<(), String> {
     let hosts = ScenarioHosts::for_bench();
     match engine.as_str() {
         "component" => {
-            let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
+            let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
             plain_rounds(
                 &mut ComponentGate::new(&runtime, hosts.services()),
                 kind,
@@ -132,7 +133,7 @@ fn rounds(args: &[String]) -> Result<(), String> {
 }
 
 fn info() -> Result<(), String> {
-    let runtime = GateRuntime::embedded().map_err(|e| e.to_string())?;
+    let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     println!("component size: {} bytes", EMBEDDED_COMPONENT.len());
     println!("imports: {}", runtime.imports().join(", "));
     println!("exports: {}", runtime.exports().join(", "));

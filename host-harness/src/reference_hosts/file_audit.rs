@@ -1,20 +1,48 @@
-//! Reference host services. The in-memory ones come from the core (so native tests use
-//! the very same code); this module adds the durable audit file and the terminal prompt.
+//! The durable audit sink: an append-only JSON-lines file, fsynced on every append.
 
-pub use mrtr_gate_core::memory::{
-    AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
-    SystemClock,
-};
-
-use mrtr_gate_core::audit::verify_chain;
-use mrtr_gate_core::host::{
-    AppendOutcome, Audit, AuditEntry, ChainHead, Consent, ConsentDecision, ConsentPrompt,
-    ConsentReceipt, HostError,
-};
+use mrtr_gate_core::audit::{ChainBreak, verify_chain};
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+
+/// Why [`FileAudit::open`] refused a log.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FileAuditError {
+    /// The file could not be opened, created or read.
+    Io(std::io::Error),
+    /// The last line has no line end: a write was torn.
+    TornLastLine,
+    /// The lines already in the file do not form an intact hash chain.
+    BrokenChain(ChainBreak),
+}
+
+impl std::fmt::Display for FileAuditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(_) => f.write_str("audit file: could not open or read it"),
+            Self::TornLastLine => f.write_str("audit file: the last line is torn"),
+            Self::BrokenChain(b) => write!(f, "audit file: the chain is broken ({b:?})"),
+        }
+    }
+}
+
+impl std::error::Error for FileAuditError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            Self::TornLastLine | Self::BrokenChain(_) => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for FileAuditError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
 
 struct FileInner {
     file: File,
@@ -46,22 +74,20 @@ fn io(e: std::io::Error) -> HostError {
 
 impl FileAudit {
     /// Open (or create) the log at `path`, verifying the chain already in it.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, HostError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, FileAuditError> {
         let path = path.as_ref().to_path_buf();
         let mut file = OpenOptions::new()
             .create(true)
             .read(true)
             .append(true)
-            .open(&path)
-            .map_err(io)?;
+            .open(&path)?;
         let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
+        file.read_to_string(&mut text)?;
         if !text.is_empty() && !text.ends_with('\n') {
-            return Err(HostError::new("audit file: the last line is torn"));
+            return Err(FileAuditError::TornLastLine);
         }
         let lines: Vec<&str> = text.lines().collect();
-        verify_chain(lines.iter().copied())
-            .map_err(|b| HostError::new(format!("audit file: the chain is broken ({b:?})")))?;
+        verify_chain(lines.iter().copied()).map_err(FileAuditError::BrokenChain)?;
         let mut index = Vec::with_capacity(lines.len());
         let mut offset = 0u64;
         let mut head = ChainHead::genesis();
@@ -91,12 +117,8 @@ impl FileAudit {
     }
 
     /// Every line in the file, read from disk.
-    pub fn lines(&self) -> Result<Vec<String>, HostError> {
-        let f = File::open(&self.path).map_err(io)?;
-        BufReader::new(f)
-            .lines()
-            .collect::<Result<_, _>>()
-            .map_err(io)
+    pub fn lines(&self) -> std::io::Result<Vec<String>> {
+        BufReader::new(File::open(&self.path)?).lines().collect()
     }
 }
 
@@ -154,74 +176,5 @@ impl Audit for FileAudit {
         String::from_utf8(buf)
             .map(Some)
             .map_err(|_| HostError::new("audit file: a line is not utf-8"))
-    }
-}
-
-/// Asks a person at the terminal: shows the consent view and the answers, and takes `y`
-/// as the only yes (anything else, end of input included, is a refusal).
-pub struct TerminalConsent {
-    input: Mutex<Box<dyn BufRead + Send>>,
-    output: Mutex<Box<dyn Write + Send>>,
-    counter: std::sync::atomic::AtomicU64,
-}
-
-impl std::fmt::Debug for TerminalConsent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TerminalConsent")
-    }
-}
-
-impl Default for TerminalConsent {
-    fn default() -> Self {
-        Self::with_io(
-            Box::new(BufReader::new(std::io::stdin())),
-            Box::new(std::io::stderr()),
-        )
-    }
-}
-
-impl TerminalConsent {
-    /// Ask on `output`, read the answer from `input` (tests, or another terminal).
-    pub fn with_io(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
-        Self {
-            input: Mutex::new(input),
-            output: Mutex::new(output),
-            counter: std::sync::atomic::AtomicU64::new(1),
-        }
-    }
-}
-
-impl Consent for TerminalConsent {
-    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        let shown = crate::demo::render_view(&prompt.view_json);
-        let answers = crate::demo::render_answers(&prompt.responses_json);
-        {
-            let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
-            write!(
-                out,
-                "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] "
-            )
-            .and_then(|()| out.flush())
-            .map_err(io)?;
-        }
-        let mut line = String::new();
-        self.input
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .read_line(&mut line)
-            .map_err(io)?;
-        let n = self
-            .counter
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(ConsentReceipt {
-            receipt_id: format!("tty-{}-{n}", std::process::id()),
-            decision: if line.trim().eq_ignore_ascii_case("y") {
-                ConsentDecision::Granted
-            } else {
-                ConsentDecision::Refused
-            },
-            view_sha256: prompt.view_sha256.clone(),
-            responses_sha256: prompt.responses_sha256.clone(),
-        })
     }
 }

@@ -1,30 +1,19 @@
 //! The seed's "Independent verification" list (AID-H-028.007) and the additions,
 //! one named test each, run against the built component through the wasmtime host. Each
 //! test runs the corpus scenarios that pin the behaviour (so other hosts run the same data).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    missing_docs
-)]
 
-mod support;
+use crate::support;
 
+use mrtr_gate_cli::corpus::{self, run_scenario};
+use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::host::{CasOutcome, Storage};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
-use mrtr_gate_host::corpus::{ScenarioHosts, run_scenario};
 use mrtr_gate_host::{ComponentGate, GateApi};
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn run(names: &[&str]) {
     for name in names {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/corpus")
-            .join(format!("{name}.json"));
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let scenario: Value = serde_json::from_str(&text).unwrap();
+        let scenario = corpus::scenario(name).unwrap_or_else(|e| panic!("{e}"));
         let hosts = ScenarioHosts::new();
         let mut gate = ComponentGate::new(support::runtime(), hosts.services());
         run_scenario(&scenario, &mut gate, &hosts).unwrap_or_else(|e| panic!("{name}: {e}"));

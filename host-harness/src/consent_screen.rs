@@ -1,0 +1,146 @@
+//! The consent screen as text: what a person is shown before the gate asks for a receipt
+//! (the consent view of a round, and the answers about to be sent). [`TerminalConsent`]
+//! prints it; a client with a dialog can use it as the reference of what to show.
+//!
+//! [`TerminalConsent`]: crate::reference_hosts::TerminalConsent
+
+// serde_json's `value["key"]` yields `null` for anything missing; it never panics.
+#![allow(clippy::indexing_slicing)]
+
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// Render a consent view (its canonical JSON) as a person would see it on a consent screen.
+pub fn render_view(view_json: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(view_json) else {
+        return "  (unreadable consent view: refuse)".into();
+    };
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  ┌─ consent ─────────────────────────────────────────────"
+    );
+    let _ = writeln!(out, "  │ server   {}", s("/server"));
+    let _ = writeln!(
+        out,
+        "  │ request  {} `{}` (round {} of at most {})",
+        s("/request/method"),
+        s("/request/name"),
+        v["round"],
+        v["max_rounds"]
+    );
+    for input in v["inputs"].as_array().into_iter().flatten() {
+        let key = input["key"].as_str().unwrap_or("?");
+        let message = input["message"].as_str().unwrap_or("");
+        match input["kind"].as_str() {
+            Some("form") => {
+                let _ = writeln!(out, "  │ [{key}] form: {message}");
+                for f in input["fields"].as_array().into_iter().flatten() {
+                    let mut constraints = Vec::new();
+                    for c in [
+                        "min_length",
+                        "max_length",
+                        "format",
+                        "minimum",
+                        "maximum",
+                        "min_items",
+                        "max_items",
+                    ] {
+                        if let Some(x) = f.get(c) {
+                            constraints.push(format!("{c}={x}"));
+                        }
+                    }
+                    if let Some(opts) = f["options"].as_array() {
+                        let names: Vec<String> = opts
+                            .iter()
+                            .map(|o| o["value"].as_str().unwrap_or("?").to_owned())
+                            .collect();
+                        constraints.push(format!("options={}", names.join("|")));
+                    }
+                    let _ = writeln!(
+                        out,
+                        "  │     {}{} ({}) {}{}",
+                        f["name"].as_str().unwrap_or("?"),
+                        if f["required"].as_bool() == Some(true) {
+                            "*"
+                        } else {
+                            ""
+                        },
+                        if f["integer"] == true {
+                            "integer"
+                        } else {
+                            f["type"].as_str().unwrap_or("?")
+                        },
+                        f["title"].as_str().unwrap_or(""),
+                        if constraints.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" [{}]", constraints.join(", "))
+                        }
+                    );
+                    if let Some(d) = f["description"].as_str() {
+                        let _ = writeln!(out, "  │         {d}");
+                    }
+                }
+            }
+            Some("url") => {
+                let _ = writeln!(out, "  │ [{key}] open a page: {message}");
+                let _ = writeln!(
+                    out,
+                    "  │     url      {}",
+                    input["url"]["full"].as_str().unwrap_or("?")
+                );
+                let _ = writeln!(
+                    out,
+                    "  │     host     {} (shown as {})",
+                    input["url"]["ascii_host"].as_str().unwrap_or("?"),
+                    input["url"]["unicode_host"].as_str().unwrap_or("?")
+                );
+                if let Some(w) = input["url"]["warnings"]
+                    .as_array()
+                    .filter(|w| !w.is_empty())
+                {
+                    let _ = writeln!(out, "  │     WARNING  {}", Value::Array(w.clone()));
+                }
+            }
+            Some(kind) => {
+                let _ = writeln!(out, "  │ [{key}] {kind} (deprecated request)");
+            }
+            None => {}
+        }
+    }
+    if v["state"]["present"].as_bool() == Some(true) {
+        let _ = writeln!(
+            out,
+            "  │ state    {} bytes, sha256 {}…",
+            v["state"]["bytes"],
+            &s("/state/sha256").chars().take(16).collect::<String>()
+        );
+    }
+    for e in v["effects"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  │ effect   {}", e.as_str().unwrap_or(""));
+    }
+    let _ = write!(
+        out,
+        "  └───────────────────────────────────────────────────────"
+    );
+    out
+}
+
+/// Render the answers the client is about to send.
+pub fn render_answers(responses_json: &str) -> String {
+    match serde_json::from_str::<Value>(responses_json) {
+        Ok(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| format!("    {k}: {v}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => "    (unreadable)".into(),
+    }
+}

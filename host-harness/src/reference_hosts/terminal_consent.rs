@@ -1,0 +1,82 @@
+//! The interactive consent provider: the consent screen on a terminal, `y` or nothing.
+
+use crate::consent_screen::{render_answers, render_view};
+use mrtr_gate_core::host::{Consent, ConsentDecision, ConsentPrompt, ConsentReceipt, HostError};
+use std::io::{BufRead, BufReader, Write};
+use std::sync::{Mutex, PoisonError};
+
+/// A terminal that cannot be written or read. (The message has said "audit file" since this
+/// code shared a module with the audit file; it is kept as it is until a change of behaviour
+/// is wanted.)
+fn io(e: std::io::Error) -> HostError {
+    HostError::new(format!("audit file: {e}"))
+}
+
+/// Asks a person at the terminal: shows the consent view and the answers, and takes `y`
+/// as the only yes (anything else, end of input included, is a refusal).
+pub struct TerminalConsent {
+    input: Mutex<Box<dyn BufRead + Send>>,
+    output: Mutex<Box<dyn Write + Send>>,
+    counter: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for TerminalConsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TerminalConsent")
+    }
+}
+
+impl Default for TerminalConsent {
+    fn default() -> Self {
+        Self::with_io(
+            Box::new(BufReader::new(std::io::stdin())),
+            Box::new(std::io::stderr()),
+        )
+    }
+}
+
+impl TerminalConsent {
+    /// Ask on `output`, read the answer from `input` (tests, or another terminal).
+    pub fn with_io(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
+        Self {
+            input: Mutex::new(input),
+            output: Mutex::new(output),
+            counter: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+}
+
+impl Consent for TerminalConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let shown = render_view(&prompt.view_json);
+        let answers = render_answers(&prompt.responses_json);
+        {
+            let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+            write!(
+                out,
+                "{shown}\nAnswers to send:\n{answers}\nSend these answers? [y/N] "
+            )
+            .and_then(|()| out.flush())
+            .map_err(io)?;
+        }
+        let mut line = String::new();
+        self.input
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_line(&mut line)
+            .map_err(io)?;
+        let n = self
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(ConsentReceipt {
+            receipt_id: format!("tty-{}-{n}", std::process::id()),
+            decision: if line.trim().eq_ignore_ascii_case("y") {
+                ConsentDecision::Granted
+            } else {
+                ConsentDecision::Refused
+            },
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        })
+    }
+}

@@ -1,0 +1,13 @@
+//! The end-to-end tests of mrtr-gate: the built component through the wasmtime host, and the
+//! shared corpus through the component and the native core. One test binary, one module per
+//! topic, so wasmtime is linked (and the component compiled) once.
+
+#![cfg(test)]
+
+mod component;
+mod consent_view_golden;
+mod corpus;
+mod file_audit;
+mod seed_verification;
+mod support;
+mod terminal_consent;
