@@ -236,28 +236,18 @@ fn word_needs_escape(w: u64) -> bool {
         || has_zero(w ^ ONES.wrapping_mul(u64::from(b'\\')))
 }
 
-/// Append an integer as JCS writes it: exact within ±2^53, through the double beyond (as
-/// every JavaScript host would).
+/// Append an integer in the canonical number form ([`write_number`]): its exact decimal
+/// digits (JCS's own text for every integer within ±2^53).
 pub(crate) fn write_i64(out: &mut String, i: i64) {
-    if i.unsigned_abs() > (1u64 << 53) {
-        #[allow(clippy::cast_precision_loss)] // the precision JCS itself has
-        write_f64(out, i as f64);
-        return;
-    }
     if i < 0 {
         out.push('-');
     }
     write_u64_digits(out, i.unsigned_abs());
 }
 
-/// Append an unsigned integer as JCS writes it (exact up to 2^53, through the double beyond).
+/// Append an unsigned integer in the canonical number form: its exact decimal digits.
 pub(crate) fn write_u64(out: &mut String, u: u64) {
-    if u > (1u64 << 53) {
-        #[allow(clippy::cast_precision_loss)] // the precision JCS itself has
-        write_f64(out, u as f64);
-    } else {
-        write_u64_digits(out, u);
-    }
+    write_u64_digits(out, u);
 }
 
 /// An integer's exact decimal text (not JCS's: a stored record is read back, not hashed, and
@@ -288,68 +278,209 @@ pub(crate) fn write_u64_digits(out: &mut String, mut u: u64) {
     out.push_str(std::str::from_utf8(buf.get(at..).unwrap_or_default()).unwrap_or_default());
 }
 
-fn write_number(out: &mut String, n: &serde_json::Number) {
-    // JCS numbers are IEEE-754 doubles. Integers within ±2^53 print exactly; anything else
-    // goes through the double, as every JavaScript host would.
-    if let Some(i) = n.as_i64()
-        && i.unsigned_abs() <= (1u64 << 53)
-    {
-        write_i64(out, i);
+/// Append the canonical text of a number: the layout of ECMAScript's
+/// `Number.prototype.toString` applied to the number's exact decimal value.
+///
+/// JCS writes the shortest digits of the nearest double, so `9007199254740993` and
+/// `9007199254740992` (or two long fractions) would share one text and one digest, and a
+/// retry would carry a value other than the one registered or validated. The text here is
+/// JCS's whenever JCS's text denotes the source's exact value (every number a JavaScript
+/// host writes, and every integer within ±2^53), and otherwise the exact value in the same
+/// layout: one value, one text (`1.0`, `1` and `10e-1` write `1`; `-0` is the value 0 and
+/// writes `0`), and two values never share one.
+pub(crate) fn write_number(out: &mut String, n: &serde_json::Number) {
+    let text = n.as_str();
+    if is_plain_integer(text) {
+        out.push_str(text);
         return;
     }
-    if let Some(u) = n.as_u64()
-        && u <= (1u64 << 53)
-    {
-        write_u64_digits(out, u);
-        return;
+    match Decimal::parse(text) {
+        Some(d) => d.write(out),
+        // Only a number the strict parser refuses (an exponent beyond ±10^15) has no
+        // decimal form here: its source text is still exact JSON.
+        None => out.push_str(text),
     }
-    write_f64(out, n.as_f64().unwrap_or(0.0));
 }
 
-/// ECMAScript `Number.prototype.toString` for a finite double.
-fn write_f64(out: &mut String, v: f64) {
-    if v == 0.0 || !v.is_finite() {
-        out.push('0');
-        return;
+/// Is `text` an integer JCS writes as it is: no leading zero, no `-0`, at most 21 digits?
+fn is_plain_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let bytes = digits.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 21
+        && bytes.iter().all(u8::is_ascii_digit)
+        && (bytes.first() != Some(&b'0') || (bytes.len() == 1 && digits.len() == text.len()))
+}
+
+/// The most digits of a number's exponent (after leading zeros) that the gate reads: beyond,
+/// the exponent alone would overflow the arithmetic, and no real number is written so.
+pub(crate) const MAX_EXPONENT_DIGITS: usize = 15;
+
+/// A JSON number's exact decimal value, normalised: `±0.d1…dk × 10^n` with `d1` and `dk`
+/// nonzero; zero has no digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decimal {
+    negative: bool,
+    digits: String,
+    n: i64,
+}
+
+impl Decimal {
+    /// The value of JSON number text; none when it is not a JSON number or its exponent has
+    /// more than [`MAX_EXPONENT_DIGITS`] digits.
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        let (negative, rest) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (mantissa, exp) = match rest.find(['e', 'E']) {
+            Some(at) => (rest.get(..at)?, Some(rest.get(at.saturating_add(1)..)?)),
+            None => (rest, None),
+        };
+        let (int, frac) = match mantissa.split_once('.') {
+            Some((i, f)) => (i, Some(f)),
+            None => (mantissa, None),
+        };
+        let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !all_digits(int) || (int.len() > 1 && int.starts_with('0')) {
+            return None;
+        }
+        if frac.is_some_and(|f| !all_digits(f)) {
+            return None;
+        }
+        let exp: i64 = match exp {
+            None => 0,
+            Some(e) => {
+                let (minus, digits) = match e.as_bytes().first() {
+                    Some(b'-') => (true, e.get(1..)?),
+                    Some(b'+') => (false, e.get(1..)?),
+                    _ => (false, e),
+                };
+                if !all_digits(digits) {
+                    return None;
+                }
+                let digits = digits.trim_start_matches('0');
+                if digits.len() > MAX_EXPONENT_DIGITS {
+                    return None;
+                }
+                let v: i64 = if digits.is_empty() {
+                    0
+                } else {
+                    digits.parse().ok()?
+                };
+                if minus { -v } else { v }
+            }
+        };
+        let frac = frac.unwrap_or("");
+        let leading = int
+            .bytes()
+            .chain(frac.bytes())
+            .take_while(|&b| b == b'0')
+            .count();
+        let mut digits = String::with_capacity(int.len().saturating_add(frac.len()));
+        digits.push_str(int);
+        digits.push_str(frac);
+        let digits = digits.get(leading..).unwrap_or("").trim_end_matches('0');
+        if digits.is_empty() {
+            return Some(Self {
+                negative: false,
+                digits: String::new(),
+                n: 0,
+            });
+        }
+        let int_len = i64::try_from(int.len()).ok()?;
+        let leading = i64::try_from(leading).ok()?;
+        Some(Self {
+            negative,
+            digits: digits.to_owned(),
+            n: int_len.checked_add(exp)?.checked_sub(leading)?,
+        })
     }
-    if v < 0.0 {
-        out.push('-');
+
+    /// The value of `n`; none for text no JSON parser yields.
+    pub(crate) fn of(n: &serde_json::Number) -> Option<Self> {
+        Self::parse(n.as_str())
     }
-    // `{:e}` gives the shortest round-trip digits: "d.ddde±x".
-    let sci = format!("{:e}", v.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let k = digits.len() as i64;
-    // ECMAScript's n: value = 0.d1d2..dk × 10^n.
-    let n = exp.parse::<i64>().unwrap_or(0) + 1;
-    if k <= n && n <= 21 {
-        out.push_str(&digits);
-        for _ in 0..(n - k) {
+
+    /// Is the value an integer?
+    pub(crate) fn is_integer(&self) -> bool {
+        i64::try_from(self.digits.len()).is_ok_and(|k| k <= self.n)
+    }
+
+    fn is_zero(&self) -> bool {
+        self.digits.is_empty()
+    }
+
+    /// The order of the two values, exact.
+    pub(crate) fn cmp_value(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let sign = |d: &Self| match (d.is_zero(), d.negative) {
+            (true, _) => 0,
+            (false, true) => -1,
+            (false, false) => 1,
+        };
+        match sign(self).cmp(&sign(other)) {
+            Ordering::Equal => {}
+            unequal => return unequal,
+        }
+        if self.is_zero() {
+            return Ordering::Equal;
+        }
+        // Normalised digits compare by magnitude first, then as digit strings.
+        let magnitude = self
+            .n
+            .cmp(&other.n)
+            .then_with(|| self.digits.as_bytes().cmp(other.digits.as_bytes()));
+        if self.negative {
+            magnitude.reverse()
+        } else {
+            magnitude
+        }
+    }
+
+    /// Append the ECMAScript `Number.prototype.toString` layout of the exact value.
+    fn write(&self, out: &mut String) {
+        if self.is_zero() {
             out.push('0');
+            return;
         }
-    } else if 0 < n && n <= 21 {
-        let (int, frac) = digits.split_at(usize::try_from(n).unwrap_or(0).min(digits.len()));
-        out.push_str(int);
-        out.push('.');
-        out.push_str(frac);
-    } else if -6 < n && n <= 0 {
-        out.push_str("0.");
-        for _ in 0..(-n) {
-            out.push('0');
+        if self.negative {
+            out.push('-');
         }
-        out.push_str(&digits);
-    } else {
-        let mut chars = digits.chars();
-        if let Some(first) = chars.next() {
-            out.push(first);
-        }
-        let rest: String = chars.collect();
-        if !rest.is_empty() {
+        let digits = self.digits.as_str();
+        let k = i64::try_from(digits.len()).unwrap_or(i64::MAX);
+        let n = self.n;
+        if k <= n && n <= 21 {
+            out.push_str(digits);
+            for _ in 0..(n - k) {
+                out.push('0');
+            }
+        } else if 0 < n && n <= 21 {
+            let (int, frac) = digits.split_at(usize::try_from(n).unwrap_or(0).min(digits.len()));
+            out.push_str(int);
             out.push('.');
-            out.push_str(&rest);
+            out.push_str(frac);
+        } else if -6 < n && n <= 0 {
+            out.push_str("0.");
+            for _ in 0..(-n) {
+                out.push('0');
+            }
+            out.push_str(digits);
+        } else {
+            let (first, rest) = digits.split_at(1.min(digits.len()));
+            out.push_str(first);
+            if !rest.is_empty() {
+                out.push('.');
+                out.push_str(rest);
+            }
+            let e = n.saturating_sub(1);
+            let _ = write!(
+                out,
+                "e{}{}",
+                if e >= 0 { "+" } else { "-" },
+                e.unsigned_abs()
+            );
         }
-        let e = n - 1;
-        let _ = write!(out, "e{}{}", if e >= 0 { "+" } else { "-" }, e.abs());
     }
 }
 
@@ -423,9 +554,128 @@ mod tests {
         assert_eq!(num("2e-3"), "0.002");
         assert_eq!(num("1.7976931348623157e308"), "1.7976931348623157e+308");
         assert_eq!(num("5e-324"), "5e-324");
-        assert_eq!(num("9007199254740993"), "9007199254740992");
         assert_eq!(num("-9007199254740992"), "-9007199254740992");
-        assert_eq!(num("333333333.33333329"), "333333333.3333333");
+        assert_eq!(num("333333333.3333333"), "333333333.3333333");
+        assert_eq!(num("1E2"), "100");
+        assert_eq!(num("10e-1"), "1");
+        assert_eq!(num("-0"), "0");
+        assert_eq!(num("-0e5"), "0");
+        assert_eq!(num("0.0e-7"), "0");
+        assert_eq!(num("-1.25e-7"), "-1.25e-7");
+        assert_eq!(
+            num("00.5e1").as_str(),
+            "null",
+            "not json: the reader refuses it"
+        );
+    }
+
+    /// Where JCS's text (the nearest double's shortest digits) would denote another value,
+    /// the canonical text is the exact value in the same layout.
+    #[test]
+    fn numbers_no_double_holds_keep_their_exact_value() {
+        assert_eq!(num("9007199254740993"), "9007199254740993");
+        assert_eq!(num("-9007199254740993"), "-9007199254740993");
+        assert_eq!(num("333333333.33333329"), "333333333.33333329");
+        assert_eq!(num("0.10000000000000001"), "0.10000000000000001");
+        assert_eq!(
+            num("0.1234567890123456789012345678901234567890"),
+            "0.123456789012345678901234567890123456789"
+        );
+        assert_eq!(num("1e400"), "1e+400");
+        assert_eq!(num("-1.5E-400"), "-1.5e-400");
+        assert_eq!(
+            num("123456789012345678901234567890"),
+            "1.2345678901234567890123456789e+29"
+        );
+        assert_eq!(num("18446744073709551617"), "18446744073709551617");
+        assert_eq!(num("1e000000000000000000000002"), "100");
+    }
+
+    /// One value, one text; two values, two texts (and so two digests).
+    #[test]
+    fn number_texts_collide_only_for_equal_values() {
+        let texts = [
+            "9007199254740992",
+            "9007199254740993",
+            "9.007199254740993e15",
+            "0.1",
+            "0.10000000000000001",
+            "1",
+            "1.0",
+            "10e-1",
+            "100e-2",
+            "-0",
+            "0",
+            "0e10",
+            "1e400",
+            "1e401",
+            "10e399",
+            "-1",
+            "-1.0",
+            "1.5",
+            "15e-1",
+            "0.000001",
+            "1e-6",
+            "1e-7",
+            "1e21",
+            "1000000000000000000000",
+            "1e20",
+        ];
+        for a in texts {
+            for b in texts {
+                let (x, y) = (Decimal::parse(a).unwrap(), Decimal::parse(b).unwrap());
+                let same = x.cmp_value(&y).is_eq();
+                assert_eq!(num(a) == num(b), same, "{a} vs {b}");
+                assert_eq!(x == y, same, "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn decimals_order_and_integrality_are_exact() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let d = |s: &str| Decimal::parse(s).unwrap();
+        for (a, b, want) in [
+            ("9007199254740993", "9007199254740992", Greater),
+            ("-9007199254740993", "-9007199254740992", Less),
+            ("0.30000000000000001", "0.3", Greater),
+            ("-0", "0", Equal),
+            ("1e400", "1e399", Greater),
+            ("-1e400", "1e-400", Less),
+            ("12", "123", Less),
+            ("0.12", "0.123", Less),
+            ("1.0", "1", Equal),
+            ("-2", "-10", Greater),
+        ] {
+            assert_eq!(d(a).cmp_value(&d(b)), want, "{a} vs {b}");
+            assert_eq!(d(b).cmp_value(&d(a)), want.reverse(), "{b} vs {a}");
+        }
+        for (s, int) in [
+            ("1.0", true),
+            ("1e2", true),
+            ("1.5e1", true),
+            ("1.25e1", false),
+            ("1.0000000000000001", false),
+            ("0", true),
+            ("-0.0", true),
+            ("123456789012345678901234567890", true),
+            ("1e-400", false),
+        ] {
+            assert_eq!(d(s).is_integer(), int, "{s}");
+        }
+        for bad in [
+            "",
+            "-",
+            "01",
+            "1.",
+            ".5",
+            "1e",
+            "1e+",
+            "+1",
+            "1e1234567890123456",
+        ] {
+            assert!(Decimal::parse(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]
@@ -505,9 +755,9 @@ mod tests {
             (-1, "-1"),
             (1 << 53, "9007199254740992"),
             (-(1 << 53), "-9007199254740992"),
-            ((1 << 53) + 1, "9007199254740992"),
-            (i64::MAX, "9223372036854776000"),
-            (i64::MIN, "-9223372036854776000"),
+            ((1 << 53) + 1, "9007199254740993"),
+            (i64::MAX, "9223372036854775807"),
+            (i64::MIN, "-9223372036854775808"),
         ] {
             let mut out = String::new();
             write_i64(&mut out, i);

@@ -2,27 +2,26 @@
 //! content is checked against them directly, with no schema compiler in the sandbox.
 
 use super::{FieldKind, FormSchema};
+use crate::canonical::Decimal;
 use crate::error::{CallerMisuse, GateError};
 use serde_json::Value;
 #[cfg(test)]
 use serde_json::{Map, json};
 use std::collections::BTreeSet;
 
+/// The exact order of two numbers (any size, any fraction: a bound of `9007199254740993`
+/// is not the double `9007199254740992`); none for text no JSON parser yields.
 fn number_cmp(a: &serde_json::Number, b: &serde_json::Number) -> Option<std::cmp::Ordering> {
-    // Exact for integers (any mix of i64/u64); through f64 otherwise.
-    let int = |n: &serde_json::Number| {
-        n.as_i64()
-            .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from))
-    };
-    match (int(a), int(b)) {
-        (Some(x), Some(y)) => Some(x.cmp(&y)),
-        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        return Some(x.cmp(&y));
     }
+    Some(Decimal::of(a)?.cmp_value(&Decimal::of(b)?))
 }
 
+/// Is the number's exact value an integer (`1.0` and `1e2` are; `1.0000000000000001` is
+/// not, though its double is)?
 fn is_integer(n: &serde_json::Number) -> bool {
-    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+    n.is_i64() || Decimal::of(n).is_some_and(|d| d.is_integer())
 }
 
 impl FieldKind {
