@@ -4,10 +4,17 @@
 //! client may keep the first. That difference lets a server show the user one value and act
 //! on another, so duplicate keys are refused here, anywhere in the document. Size, nesting
 //! depth and node count are bounded before anything else looks at the input.
+//!
+//! Numbers keep their source text (serde_json's `arbitrary_precision`): the canonical writer
+//! ([`crate::canonical`]) and the schema subset read their exact value, never a double.
+//! What the gate does not decide on (a complete result's content) is read with
+//! [`parse_members`]: checked for syntax, kept as text, not bounded but by the message size.
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Bounds applied to one document.
@@ -55,13 +62,17 @@ impl Budget {
         Ok(())
     }
 
+    fn too_deep<E: de::Error>(&self) -> E {
+        E::custom(format!(
+            "{LIMIT_MARK}json nested deeper than {}",
+            self.max_depth
+        ))
+    }
+
     fn enter<E: de::Error>(&self) -> Result<(), E> {
         let left = self.depth_left.get();
         if left == 0 {
-            return Err(E::custom(format!(
-                "{LIMIT_MARK}json nested deeper than {}",
-                self.max_depth
-            )));
+            return Err(self.too_deep());
         }
         self.depth_left.set(left - 1);
         Ok(())
@@ -133,17 +144,115 @@ impl<'de> Visitor<'de> for Strict<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         self.0.take_node()?;
-        self.0.enter()?;
+        // A number also arrives here (below); it takes no depth, so the depth is taken
+        // only once the map is known to be an object.
+        let at_floor = self.0.depth_left.get() == 0;
+        if !at_floor {
+            self.0.enter()?;
+        }
         let mut out = Map::new();
+        let mut first = true;
         while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(de::Error::custom(format!("{DUPLICATE_MARK}{key}")));
-            }
-            let value = map.next_value_seed(Strict(self.0))?;
+            let value = if first && key == NUMBER_TOKEN {
+                // serde_json hands each number over as a one-member map under this key
+                // (its `arbitrary_precision` form, which keeps the number's text): the
+                // member's value then comes as an owned string, which a string in the
+                // document never does. An object with this key in the document stays one.
+                match map.next_value_seed(NumberOrValue(self.0))? {
+                    Either::Number(text) => {
+                        if !at_floor {
+                            self.0.leave();
+                        }
+                        return number(&text);
+                    }
+                    Either::Value(_) if at_floor => return Err(self.0.too_deep()),
+                    Either::Value(v) => v,
+                }
+            } else {
+                if at_floor {
+                    return Err(self.0.too_deep());
+                }
+                if out.contains_key(&key) {
+                    return Err(de::Error::custom(format!("{DUPLICATE_MARK}{key}")));
+                }
+                map.next_value_seed(Strict(self.0))?
+            };
+            first = false;
             out.insert(key, value);
+        }
+        if at_floor {
+            return Err(self.0.too_deep());
         }
         self.0.leave();
         Ok(Value::Object(out))
+    }
+}
+
+/// The key under which serde_json (with `arbitrary_precision`) passes a number's text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// A number from its text, refused when its value cannot be held exactly
+/// ([`canonical::MAX_EXPONENT_DIGITS`](crate::canonical::MAX_EXPONENT_DIGITS)).
+fn number<E: de::Error>(text: &str) -> Result<Value, E> {
+    if crate::canonical::Decimal::parse(text).is_none() {
+        return Err(E::custom(format!(
+            "{LIMIT_MARK}a number whose exponent has more than {} digits",
+            crate::canonical::MAX_EXPONENT_DIGITS
+        )));
+    }
+    text.parse::<serde_json::Number>()
+        .map(Value::Number)
+        .map_err(|_| E::custom("not a json number"))
+}
+
+enum Either {
+    Number(String),
+    Value(Value),
+}
+
+/// The value of the member under [`NUMBER_TOKEN`]: a number's text when serde_json's number
+/// map yields it (an owned string), any other value as [`Strict`] reads it.
+struct NumberOrValue<'b>(&'b Budget);
+
+impl<'de> DeserializeSeed<'de> for NumberOrValue<'_> {
+    type Value = Either;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Either, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NumberOrValue<'_> {
+    type Value = Either;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a json value")
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Either, E> {
+        Ok(Either::Number(v))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Either, E> {
+        Strict(self.0).visit_bool(v).map(Either::Value)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Either, E> {
+        Strict(self.0).visit_i64(v).map(Either::Value)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Either, E> {
+        Strict(self.0).visit_u64(v).map(Either::Value)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Either, E> {
+        Strict(self.0).visit_f64(v).map(Either::Value)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Either, E> {
+        Strict(self.0).visit_str(v).map(Either::Value)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Either, E> {
+        Strict(self.0).visit_unit().map(Either::Value)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Either, A::Error> {
+        Strict(self.0).visit_seq(seq).map(Either::Value)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Either, A::Error> {
+        Strict(self.0).visit_map(map).map(Either::Value)
     }
 }
 
@@ -181,7 +290,60 @@ fn classify(e: &serde_json::Error) -> JsonError {
         let what = rest.rsplit_once(" at line ").map_or(rest, |(k, _)| k);
         return JsonError::Limit(what.to_owned());
     }
+    if text.contains("surrogate") || text.contains("hex escape") {
+        // JavaScript servers cut strings mid-emoji; say so rather than quote the parser.
+        return JsonError::Syntax(format!(
+            "a lone surrogate escape (such as \\ud83d) in a string the gate reads ({})",
+            bounded(&text, QUOTED_SYNTAX_CHARS)
+        ));
+    }
     JsonError::Syntax(bounded(&text, QUOTED_SYNTAX_CHARS))
+}
+
+/// The members of the JSON object `text`, each value kept as its source text: checked for
+/// syntax (any depth, any string escape, lone surrogates included), not decoded. What the
+/// gate reads of a message whose content it does not decide on; a key given twice is
+/// refused, at this level only.
+pub fn parse_members(
+    text: &str,
+    max_bytes: usize,
+) -> Result<BTreeMap<String, &RawValue>, JsonError> {
+    if text.len() > max_bytes {
+        return Err(JsonError::Limit(format!(
+            "message of {} bytes is over {} bytes",
+            text.len(),
+            max_bytes
+        )));
+    }
+    if text.trim_start().as_bytes().first() != Some(&b'{') {
+        return Err(JsonError::Syntax("not a json object".into()));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let members = de::Deserializer::deserialize_map(&mut de, MembersVisitor)
+        .and_then(|m| de.end().map(|()| m));
+    members.map_err(|e| classify(&e))
+}
+
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = BTreeMap<String, &'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a json object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format!("{DUPLICATE_MARK}{key}")));
+            }
+            let value: &'de RawValue = map.next_value()?;
+            out.insert(key, value);
+        }
+        Ok(out)
+    }
 }
 
 /// The first key of `obj` outside `allowed`, if any: the one check behind every "only these
@@ -288,6 +450,118 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn numbers_keep_their_text_and_take_no_depth() {
+        let v = parse_strict("[9007199254740993,1.0,-0,1E400,0.10000000000000001]", L);
+        let texts: Vec<String> = v
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_number().unwrap().as_str().to_owned())
+            .collect();
+        // serde_json writes an exponent as `e` with its sign: the same value.
+        assert_eq!(
+            texts,
+            [
+                "9007199254740993",
+                "1.0",
+                "-0",
+                "1e+400",
+                "0.10000000000000001"
+            ]
+        );
+        // A number at the deepest level allowed, inside arrays and objects.
+        let ok = "[".repeat(8) + "1" + &"]".repeat(8);
+        assert!(parse_strict(&ok, L).is_ok());
+        let ok = r#"{"a":"#.repeat(8) + "1" + &"}".repeat(8);
+        assert!(parse_strict(&ok, L).is_ok());
+        let deep = r#"{"a":"#.repeat(8) + "{}" + &"}".repeat(8);
+        assert!(matches!(parse_strict(&deep, L), Err(JsonError::Limit(_))));
+        let deep =
+            r#"{"a":"#.repeat(8) + r#"{"$serde_json::private::Number":"1"}"# + &"}".repeat(8);
+        assert!(matches!(parse_strict(&deep, L), Err(JsonError::Limit(_))));
+        assert!(matches!(
+            parse_strict("[1e1000000000000000]", L),
+            Err(JsonError::Limit(_))
+        ));
+        assert!(parse_strict("[1e000000000000000000000001]", L).is_ok());
+    }
+
+    /// serde_json passes a number as a map under its private key: a document object with that
+    /// key is still an object, never a number.
+    #[test]
+    fn an_object_with_serde_jsons_number_key_stays_an_object() {
+        for text in [
+            r#"{"$serde_json::private::Number":"5"}"#,
+            r#"{"$serde_json::private::Number":5}"#,
+            r#"{"$serde_json::private::Number":"5","b":1}"#,
+            r#"{"$serde_json::private::Number":"5"}"#,
+            r#"{"$serde_json::private::Number":{"$serde_json::private::Number":"7"}}"#,
+        ] {
+            let v = parse_strict(text, L).unwrap();
+            // (serde_json's own `Value` reader takes the first ones for numbers.)
+            assert!(v.is_object(), "{text}");
+        }
+        assert!(matches!(
+            parse_strict(
+                r#"{"$serde_json::private::Number":"5","$serde_json::private::Number":1}"#,
+                L
+            ),
+            Err(JsonError::DuplicateKey(_))
+        ));
+    }
+
+    #[test]
+    fn members_are_read_as_text_and_checked_at_their_level_only() {
+        let text = r#" {"a":{"x":1,"x":"\ud83d"},"b":[[[[[[[[[[[[1]]]]]]]]]]]],"c":"\udc00"} "#;
+        let m = parse_members(text, 1 << 10).unwrap();
+        assert_eq!(m.get("a").map(|r| r.get()), Some(r#"{"x":1,"x":"\ud83d"}"#));
+        assert_eq!(m.get("c").map(|r| r.get()), Some(r#""\udc00""#));
+        assert!(matches!(
+            parse_members(r#"{"a":1,"\u0061":2}"#, 64),
+            Err(JsonError::DuplicateKey(_))
+        ));
+        assert!(matches!(
+            parse_members(&format!("{{\"a\":\"{}\"}}", "x".repeat(64)), 64),
+            Err(JsonError::Limit(_))
+        ));
+        for bad in [
+            "[1]",
+            "1",
+            "",
+            "{",
+            r#"{"a":}"#,
+            r#"{"a":1} x"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":[1,]}"#,
+        ] {
+            assert!(
+                matches!(parse_members(bad, 64), Err(JsonError::Syntax(_))),
+                "{bad}"
+            );
+        }
+        // Nesting is checked without recursion: no depth bound, and no stack overflow.
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_members(&deep, 1 << 20).is_ok());
+        let hostile = format!("{{\"a\":{}", "[".repeat(500_000));
+        assert!(matches!(
+            parse_members(&hostile, 1 << 20),
+            Err(JsonError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn a_lone_surrogate_is_named_where_the_gate_reads_strings() {
+        for text in [r#""\ud83d""#, r#""\ud83d x""#, r#""\udc00""#] {
+            match parse_strict(text, L) {
+                Err(JsonError::Syntax(why)) => assert!(why.contains("lone surrogate"), "{why}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(parse_strict(r#""\ud83d\ude00""#, L).is_ok());
     }
 
     #[test]
