@@ -39,7 +39,13 @@ pub mod limits {
     pub const MAX_POLICY_VERSION_BYTES: usize = 64;
     /// Longest consent receipt id, in bytes.
     pub const MAX_RECEIPT_ID_BYTES: usize = 128;
-    /// Bounds for a server response (the state limit is checked separately).
+    /// Largest server message of any kind. A complete or error result is read only for its
+    /// envelope, so this bound is the sandbox's, not the parser's: the message, its copy
+    /// into the guest and the parser's few allocations fit the default 256 MiB memory cap
+    /// (`SandboxLimits`) with room to spare.
+    pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+    /// Bounds for an `input_required` result, which the gate reads whole (the state limit
+    /// is checked separately).
     pub const RESPONSE: JsonLimits = JsonLimits {
         max_bytes: 4 << 20,
         max_depth: 32,

@@ -14,7 +14,9 @@ use crate::ids::{RequestId, ServerIdentity};
 use crate::json::{self, JsonError, quoted};
 use crate::policy::limits;
 use crate::schema::SchemaCache;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// What a response from the bound server means.
@@ -47,9 +49,11 @@ impl<H: Host> Gate<H> {
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
         let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.display());
-        let message = match json::parse_strict(response_json, limits::RESPONSE) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => {
+        // The envelope only: a complete result's content is the user's, not the gate's, and
+        // may be large, deep or carry a lone surrogate (`judge` reads what it decides on).
+        let message = match json::parse_members(response_json, limits::MAX_MESSAGE_BYTES) {
+            Ok(m) => m,
+            Err(JsonError::Syntax(why)) if why == "not a json object" => {
                 let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
                     "a json-rpc response must be an object".into(),
                 ));
@@ -57,7 +61,12 @@ impl<H: Host> Gate<H> {
             }
             Err(e) => return Err(self.deny(peer_json(e), unbound())),
         };
-        let id = match message.get("id").and_then(RequestId::from_json) {
+        let id = match member(&message, "id") {
+            Ok(Some(v)) => RequestId::from_json(&v),
+            Ok(None) => None,
+            Err(e) => return Err(self.deny(peer_json(e), unbound())),
+        };
+        let id = match id {
             Some(id) => id,
             None => {
                 let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
@@ -67,6 +76,10 @@ impl<H: Host> Gate<H> {
             }
         };
         let unbound_id = || unbound().set(Field::LiveId, id.to_json());
+        let body = match read_body(&message) {
+            Ok(body) => body,
+            Err(e) => return Err(self.deny(peer_json(e), unbound())),
+        };
         let (binding, version) = match self.store.load(self.host.storage(), &id) {
             Ok(Some(found)) => found,
             Ok(None) => {
@@ -96,7 +109,7 @@ impl<H: Host> Gate<H> {
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
             return Err(self.fail_binding(binding, version, e, TerminalOutcome::Expired));
         }
-        match judge(&binding, &message, &mut self.schemas) {
+        match judge(&binding, &message, body, &mut self.schemas) {
             Ok(Judged::Complete) => self
                 .end(&binding, version, TerminalOutcome::Complete, None)
                 .map(|()| ResponseVerdict::Complete)
@@ -184,34 +197,106 @@ impl<H: Host> Gate<H> {
     }
 }
 
+/// The members of a message or result, each kept as its text.
+type Members<'a> = BTreeMap<String, &'a RawValue>;
+
+/// The member `key` of `members`, read strictly (a scalar the gate decides on).
+fn member(members: &Members<'_>, key: &str) -> Result<Option<Value>, JsonError> {
+    members
+        .get(key)
+        .map(|raw| json::parse_strict(raw.get(), limits::RESPONSE))
+        .transpose()
+}
+
+fn is_object(raw: &RawValue) -> bool {
+    raw.get().trim_start().starts_with('{')
+}
+
+/// What the gate reads of a message's `result` or `error`, parsed before the binding is
+/// looked at (a document the parser refuses leaves the binding untouched).
+struct Body<'a> {
+    jsonrpc: Option<Value>,
+    /// The result's own members, when it is an object.
+    result: Option<Members<'a>>,
+    result_type: Option<Value>,
+    /// The whole result, read strictly, when it is `input_required`.
+    round: Option<Map<String, Value>>,
+    error_code: Option<Value>,
+}
+
+fn read_body<'a>(message: &Members<'a>) -> Result<Body<'a>, JsonError> {
+    let jsonrpc = member(message, "jsonrpc")?;
+    let error_code = match message.get("error") {
+        Some(error) if is_object(error) => member(
+            &json::parse_members(error.get(), limits::MAX_MESSAGE_BYTES)?,
+            "code",
+        )?,
+        _ => None,
+    };
+    let (result, result_type, round) = match message.get("result") {
+        Some(raw) if is_object(raw) => {
+            let members = json::parse_members(raw.get(), limits::MAX_MESSAGE_BYTES)?;
+            let result_type = member(&members, "resultType")?;
+            let round = match &result_type {
+                // A round is the gate's to decide on: read whole, under the strict limits
+                // (duplicate keys at any depth, size, depth, count, lone surrogates).
+                Some(Value::String(t)) if t == "input_required" => {
+                    match json::parse_strict(raw.get(), limits::RESPONSE)? {
+                        Value::Object(m) => Some(m),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            (Some(members), result_type, round)
+        }
+        _ => (None, None, None),
+    };
+    Ok(Body {
+        jsonrpc,
+        result,
+        result_type,
+        round,
+        error_code,
+    })
+}
+
 /// What a response from the bound server means, or why it is refused.
 fn judge(
     binding: &Binding,
-    message: &Map<String, Value>,
+    message: &Members<'_>,
+    body: Body<'_>,
     schemas: &mut SchemaCache,
 ) -> Result<Judged, Refusal> {
     let end = |e| Refusal::End(peer(e));
-    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if body.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(
             "`jsonrpc` must be \"2.0\"".into(),
         )));
     }
-    if let Some(k) = json::unexpected_key(message, &["jsonrpc", "id", "result", "error"]) {
+    if let Some(k) = message
+        .keys()
+        .find(|k| !["jsonrpc", "id", "result", "error"].contains(&k.as_str()))
+    {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(format!(
             "the response carries the unexpected member `{}`",
             quoted(k)
         ))));
     }
-    match (message.get("result"), message.get("error")) {
-        (None, Some(error)) => {
-            let code = error.get("code").and_then(Value::as_i64).ok_or_else(|| {
-                end(PeerMisbehaved::ServerSentMalformedResponse(
-                    "`error.code` must be an integer".into(),
-                ))
-            })?;
+    match (message.get("result"), message.get("error"), body.result) {
+        (None, Some(_), _) => {
+            let code = body
+                .error_code
+                .as_ref()
+                .and_then(Value::as_i64)
+                .ok_or_else(|| {
+                    end(PeerMisbehaved::ServerSentMalformedResponse(
+                        "`error.code` must be an integer".into(),
+                    ))
+                })?;
             Ok(Judged::Error(code))
         }
-        (Some(Value::Object(result)), None) => {
+        (Some(_), None, Some(result)) => {
             // Exact wire casing: a key that is `resultType` (or the MRTR fields) in any
             // other spelling is a smuggling attempt, not an absent field.
             for k in result.keys() {
@@ -226,7 +311,7 @@ fn judge(
                     return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
                 }
             }
-            match result.get("resultType") {
+            match body.result_type {
                 None => Ok(Judged::Complete),
                 Some(Value::String(t)) if t == "complete" => Ok(Judged::Complete),
                 Some(Value::String(t)) if t == "input_required" => {
@@ -239,8 +324,11 @@ fn judge(
                     if binding.rounds >= binding.fixed.policy.max_rounds {
                         return Err(end(PeerMisbehaved::ServerExceededRoundLimit));
                     }
+                    let Some(result) = body.round else {
+                        return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
+                    };
                     round::check_round(
-                        result,
+                        &result,
                         &binding.fixed.policy,
                         binding.fixed.declared,
                         schemas,
