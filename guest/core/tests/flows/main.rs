@@ -11,6 +11,7 @@ mod audit_faults;
 mod consent;
 mod cross_server;
 mod deprecated_and_capabilities;
+mod exact_json;
 mod foreign_storage;
 mod form_url_state;
 mod identity_replay_expiry;

@@ -101,17 +101,19 @@ fn input_required_with_neither_field_is_refused() {
 }
 
 #[test]
-fn oversized_and_deep_responses_are_refused() {
+fn oversized_and_deep_rounds_are_refused() {
+    // A complete result is the user's, not the gate's: it passes however large or deep
+    // (exact_json.rs); a round is read whole, under the strict limits.
     let mut fx = Fx::new();
     fx.register_tool(1);
     let deep = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"complete","x":{}1{}}}}}"#,
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","requestState":"s","x":{}1{}}}}}"#,
         "[".repeat(40),
         "]".repeat(40)
     );
     assert_code(fx.accept_text(&deep), "limit_exceeded");
     let big = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"complete","x":"{}"}}}}"#,
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"resultType":"input_required","requestState":"s","x":"{}"}}}}"#,
         "a".repeat(5 << 20)
     );
     assert_code(fx.accept_text(&big), "limit_exceeded");
