@@ -247,6 +247,10 @@ pub fn run_scenario(
                     }
                     _ => return Err(format!("{at}: `respond` needs `raw`, `result` or `error`")),
                 };
+                let text = match step.get("generate") {
+                    Some(g) => generated(&text, g).map_err(|e| format!("{at}: {e}"))?,
+                    None => text,
+                };
                 outcome(
                     gate.accept_response(&server_of(step)?, &text),
                     |v| match v {
@@ -353,6 +357,38 @@ pub fn run_scenario(
         check(&expect, &got, &at)?;
     }
     check_trail(scenario, hosts)
+}
+
+/// The placeholder a `generate` step field is written in place of: a string no scenario
+/// holds (serde_json writes the NUL as `\u0000`).
+const GENERATED: &str = "\u{0}mrtr-generated";
+
+/// `text` with the string [`GENERATED`] replaced by the JSON text `generate` describes:
+/// `{"string_bytes": N}` (a string of N `a`s), `{"depth": D}` (D nested arrays around `1`)
+/// or `{"values": K}` (an array of K ones): large results without large scenario files.
+fn generated(text: &str, generate: &Value) -> Result<String, String> {
+    let placeholder = serde_json::to_string(GENERATED).map_err(|e| e.to_string())?;
+    if !text.contains(&placeholder) {
+        return Err(format!(
+            "`generate` needs the placeholder {placeholder} in the message"
+        ));
+    }
+    let size = |k: &str| {
+        generate
+            .get(k)
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    let made = if let Some(n) = size("string_bytes") {
+        format!("\"{}\"", "a".repeat(n))
+    } else if let Some(d) = size("depth") {
+        format!("{}1{}", "[".repeat(d), "]".repeat(d))
+    } else if let Some(k) = size("values") {
+        format!("[{}]", vec!["1"; k].join(","))
+    } else {
+        return Err(format!("unknown `generate` {generate}"));
+    };
+    Ok(text.replacen(&placeholder, &made, 1))
 }
 
 /// The checks every scenario ends with: the chain verifies, every line is canonical JSON, no
