@@ -316,6 +316,18 @@ fn is_plain_integer(text: &str) -> bool {
 /// the exponent alone would overflow the arithmetic, and no real number is written so.
 pub(crate) const MAX_EXPONENT_DIGITS: usize = 15;
 
+/// Does the exponent of JSON number text (if any) have at most [`MAX_EXPONENT_DIGITS`]
+/// digits after its leading zeros? The one bound [`Decimal::parse`] puts on a JSON number,
+/// checked without building the decimal.
+pub(crate) fn exponent_fits(text: &str) -> bool {
+    let Some(at) = text.find(['e', 'E']) else {
+        return true;
+    };
+    let exp = text.get(at.saturating_add(1)..).unwrap_or("");
+    let digits = exp.trim_start_matches(['+', '-']).trim_start_matches('0');
+    digits.len() <= MAX_EXPONENT_DIGITS
+}
+
 /// A JSON number's exact decimal value, normalised: `±0.d1…dk × 10^n` with `d1` and `dk`
 /// nonzero; zero has no digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -675,6 +687,16 @@ mod tests {
             "1e1234567890123456",
         ] {
             assert!(Decimal::parse(bad).is_none(), "{bad}");
+        }
+        for (text, fits) in [
+            ("1", true),
+            ("1e123456789012345", true),
+            ("1E-0000123456789012345", true),
+            ("1e1234567890123456", false),
+            ("-2.5e+1234567890123456", false),
+        ] {
+            assert_eq!(exponent_fits(text), fits, "{text}");
+            assert_eq!(Decimal::parse(text).is_some(), fits, "{text}");
         }
     }
 

@@ -194,7 +194,7 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 /// A number from its text, refused when its value cannot be held exactly
 /// ([`canonical::MAX_EXPONENT_DIGITS`](crate::canonical::MAX_EXPONENT_DIGITS)).
 fn number<E: de::Error>(text: &str) -> Result<Value, E> {
-    if crate::canonical::Decimal::parse(text).is_none() {
+    if !crate::canonical::exponent_fits(text) {
         return Err(E::custom(format!(
             "{LIMIT_MARK}a number whose exponent has more than {} digits",
             crate::canonical::MAX_EXPONENT_DIGITS
@@ -300,6 +300,9 @@ fn classify(e: &serde_json::Error) -> JsonError {
     JsonError::Syntax(bounded(&text, QUOTED_SYNTAX_CHARS))
 }
 
+/// Why [`parse_members`] refused text that is not an object.
+pub const NOT_AN_OBJECT: &str = "not a json object";
+
 /// The members of the JSON object `text`, each value kept as its source text: checked for
 /// syntax (any depth, any string escape, lone surrogates included), not decoded. What the
 /// gate reads of a message whose content it does not decide on; a key given twice is
@@ -316,7 +319,7 @@ pub fn parse_members(
         )));
     }
     if text.trim_start().as_bytes().first() != Some(&b'{') {
-        return Err(JsonError::Syntax("not a json object".into()));
+        return Err(JsonError::Syntax(NOT_AN_OBJECT.into()));
     }
     let mut de = serde_json::Deserializer::from_str(text);
     let members = de::Deserializer::deserialize_map(&mut de, MembersVisitor)

@@ -49,24 +49,11 @@ impl<H: Host> Gate<H> {
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
         let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.display());
-        // The envelope only: a complete result's content is the user's, not the gate's, and
-        // may be large, deep or carry a lone surrogate (`judge` reads what it decides on).
-        let message = match json::parse_members(response_json, limits::MAX_MESSAGE_BYTES) {
-            Ok(m) => m,
-            Err(JsonError::Syntax(why)) if why == "not a json object" => {
-                let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
-                    "a json-rpc response must be an object".into(),
-                ));
-                return Err(self.deny(e, unbound()));
-            }
-            Err(e) => return Err(self.deny(peer_json(e), unbound())),
+        let body = match read_message(response_json) {
+            Ok(body) => body,
+            Err(e) => return Err(self.deny(e, unbound())),
         };
-        let id = match member(&message, "id") {
-            Ok(Some(v)) => RequestId::from_json(&v),
-            Ok(None) => None,
-            Err(e) => return Err(self.deny(peer_json(e), unbound())),
-        };
-        let id = match id {
+        let id = match body.id.as_ref().and_then(RequestId::from_json) {
             Some(id) => id,
             None => {
                 let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
@@ -76,10 +63,6 @@ impl<H: Host> Gate<H> {
             }
         };
         let unbound_id = || unbound().set(Field::LiveId, id.to_json());
-        let body = match read_body(&message) {
-            Ok(body) => body,
-            Err(e) => return Err(self.deny(peer_json(e), unbound())),
-        };
         let (binding, version) = match self.store.load(self.host.storage(), &id) {
             Ok(Some(found)) => found,
             Ok(None) => {
@@ -109,7 +92,7 @@ impl<H: Host> Gate<H> {
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
             return Err(self.fail_binding(binding, version, e, TerminalOutcome::Expired));
         }
-        match judge(&binding, &message, body, &mut self.schemas) {
+        match judge(&binding, body, &mut self.schemas) {
             Ok(Judged::Complete) => self
                 .end(&binding, version, TerminalOutcome::Complete, None)
                 .map(|()| ResponseVerdict::Complete)
@@ -212,49 +195,126 @@ fn is_object(raw: &RawValue) -> bool {
     raw.get().trim_start().starts_with('{')
 }
 
-/// What the gate reads of a message's `result` or `error`, parsed before the binding is
-/// looked at (a document the parser refuses leaves the binding untouched).
-struct Body<'a> {
+/// What the gate reads of a message, taken before the binding is looked at (a document the
+/// parser refuses leaves the binding untouched).
+struct Body {
+    /// The first envelope member other than `jsonrpc`, `id`, `result` and `error`.
+    unexpected: Option<String>,
     jsonrpc: Option<Value>,
-    /// The result's own members, when it is an object.
-    result: Option<Members<'a>>,
+    id: Option<Value>,
+    has_result: bool,
+    has_error: bool,
+    /// Whether `result` is an object.
+    result_object: bool,
+    /// A result key that is `resultType`, `inputRequests` or `requestState` in other casing.
+    miscased: bool,
     result_type: Option<Value>,
     /// The whole result, read strictly, when it is `input_required`.
     round: Option<Map<String, Value>>,
     error_code: Option<Value>,
 }
 
-fn read_body<'a>(message: &Members<'a>) -> Result<Body<'a>, JsonError> {
-    let jsonrpc = member(message, "jsonrpc")?;
-    let error_code = match message.get("error") {
+const ENVELOPE: [&str; 4] = ["jsonrpc", "id", "result", "error"];
+
+/// Is `k` an MRTR wire key in other casing (a smuggling attempt, not an absent field)?
+fn is_miscased(k: &str) -> bool {
+    let exact = matches!(k, "resultType" | "inputRequests" | "requestState");
+    !exact
+        && matches!(
+            k.to_ascii_lowercase().as_str(),
+            "resulttype" | "inputrequests" | "requeststate"
+        )
+}
+
+/// Read a message. Most messages are read whole and strictly in one pass (the bounds of a
+/// round); one that pass refuses (over the bounds, a duplicate key or a lone surrogate
+/// somewhere) is read again for its envelope only, which decides: a complete or error
+/// result's content is the user's, not the gate's, and passes; a round stays refused.
+fn read_message(text: &str) -> Result<Body, GateError> {
+    match json::parse_strict(text, limits::RESPONSE) {
+        Ok(Value::Object(m)) => Ok(strict_body(m)),
+        Ok(_) => Err(not_an_object()),
+        Err(_) => match json::parse_members(text, limits::MAX_MESSAGE_BYTES) {
+            Ok(m) => envelope_body(&m).map_err(peer_json),
+            Err(JsonError::Syntax(why)) if why == json::NOT_AN_OBJECT => Err(not_an_object()),
+            Err(e) => Err(peer_json(e)),
+        },
+    }
+}
+
+fn not_an_object() -> GateError {
+    peer(PeerMisbehaved::ServerSentMalformedResponse(
+        "a json-rpc response must be an object".into(),
+    ))
+}
+
+fn strict_body(mut m: Map<String, Value>) -> Body {
+    let unexpected = json::unexpected_key(&m, &ENVELOPE).map(str::to_owned);
+    let (has_result, has_error) = (m.contains_key("result"), m.contains_key("error"));
+    let error_code = match m.get("error") {
+        Some(Value::Object(e)) => e.get("code").cloned(),
+        _ => None,
+    };
+    let (result_object, miscased, result_type, round) = match m.remove("result") {
+        Some(Value::Object(r)) => {
+            let miscased = r.keys().any(|k| is_miscased(k));
+            let result_type = r.get("resultType").cloned();
+            let round = matches!(&result_type, Some(Value::String(t)) if t == "input_required")
+                .then_some(r);
+            (true, miscased, result_type, round)
+        }
+        _ => (false, false, None, None),
+    };
+    Body {
+        unexpected,
+        jsonrpc: m.remove("jsonrpc"),
+        id: m.remove("id"),
+        has_result,
+        has_error,
+        result_object,
+        miscased,
+        result_type,
+        round,
+        error_code,
+    }
+}
+
+fn envelope_body(m: &Members<'_>) -> Result<Body, JsonError> {
+    let error_code = match m.get("error") {
         Some(error) if is_object(error) => member(
             &json::parse_members(error.get(), limits::MAX_MESSAGE_BYTES)?,
             "code",
         )?,
         _ => None,
     };
-    let (result, result_type, round) = match message.get("result") {
+    let (result_object, miscased, result_type, round) = match m.get("result") {
         Some(raw) if is_object(raw) => {
             let members = json::parse_members(raw.get(), limits::MAX_MESSAGE_BYTES)?;
+            let miscased = members.keys().any(|k| is_miscased(k));
             let result_type = member(&members, "resultType")?;
             let round = match &result_type {
                 // A round is the gate's to decide on: read whole, under the strict limits
                 // (duplicate keys at any depth, size, depth, count, lone surrogates).
                 Some(Value::String(t)) if t == "input_required" => {
                     match json::parse_strict(raw.get(), limits::RESPONSE)? {
-                        Value::Object(m) => Some(m),
+                        Value::Object(r) => Some(r),
                         _ => None,
                     }
                 }
                 _ => None,
             };
-            (Some(members), result_type, round)
+            (true, miscased, result_type, round)
         }
-        _ => (None, None, None),
+        _ => (false, false, None, None),
     };
     Ok(Body {
-        jsonrpc,
-        result,
+        unexpected: m.keys().find(|k| !ENVELOPE.contains(&k.as_str())).cloned(),
+        jsonrpc: member(m, "jsonrpc")?,
+        id: member(m, "id")?,
+        has_result: m.contains_key("result"),
+        has_error: m.contains_key("error"),
+        result_object,
+        miscased,
         result_type,
         round,
         error_code,
@@ -262,29 +322,21 @@ fn read_body<'a>(message: &Members<'a>) -> Result<Body<'a>, JsonError> {
 }
 
 /// What a response from the bound server means, or why it is refused.
-fn judge(
-    binding: &Binding,
-    message: &Members<'_>,
-    body: Body<'_>,
-    schemas: &mut SchemaCache,
-) -> Result<Judged, Refusal> {
+fn judge(binding: &Binding, body: Body, schemas: &mut SchemaCache) -> Result<Judged, Refusal> {
     let end = |e| Refusal::End(peer(e));
     if body.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(
             "`jsonrpc` must be \"2.0\"".into(),
         )));
     }
-    if let Some(k) = message
-        .keys()
-        .find(|k| !["jsonrpc", "id", "result", "error"].contains(&k.as_str()))
-    {
+    if let Some(k) = &body.unexpected {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(format!(
             "the response carries the unexpected member `{}`",
             quoted(k)
         ))));
     }
-    match (message.get("result"), message.get("error"), body.result) {
-        (None, Some(_), _) => {
+    match (body.has_result, body.has_error) {
+        (false, true) => {
             let code = body
                 .error_code
                 .as_ref()
@@ -296,20 +348,9 @@ fn judge(
                 })?;
             Ok(Judged::Error(code))
         }
-        (Some(_), None, Some(result)) => {
-            // Exact wire casing: a key that is `resultType` (or the MRTR fields) in any
-            // other spelling is a smuggling attempt, not an absent field.
-            for k in result.keys() {
-                let lower = k.to_ascii_lowercase();
-                let exact = matches!(k.as_str(), "resultType" | "inputRequests" | "requestState");
-                if !exact
-                    && matches!(
-                        lower.as_str(),
-                        "resulttype" | "inputrequests" | "requeststate"
-                    )
-                {
-                    return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
-                }
+        (true, false) if body.result_object => {
+            if body.miscased {
+                return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
             }
             match body.result_type {
                 None => Ok(Judged::Complete),
@@ -342,5 +383,51 @@ fn judge(
         _ => Err(end(PeerMisbehaved::ServerSentMalformedResponse(
             "a response needs exactly one of `result` (an object) and `error`".into(),
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn both(text: &str) -> (Body, Body) {
+        let strict = match json::parse_strict(text, limits::RESPONSE) {
+            Ok(Value::Object(m)) => strict_body(m),
+            other => panic!("{text}: {other:?}"),
+        };
+        let members = json::parse_members(text, limits::MAX_MESSAGE_BYTES).unwrap();
+        (strict, envelope_body(&members).unwrap())
+    }
+
+    /// The one-pass read and the envelope read see the same message wherever both read it.
+    #[test]
+    fn the_strict_and_the_envelope_read_agree() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"resultType":"input_required","requestState":"s"}}"#,
+            r#"{"jsonrpc":"1.0","id":1.5,"result":{"ResultType":"x"},"extra":1}"#,
+            r#"{"id":1,"error":{"code":-32000,"message":"m"}}"#,
+            r#"{"id":1,"error":5,"result":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":9007199254740993,"result":{"resultType":7,"requeststate":"s"}}"#,
+            "{}",
+        ] {
+            let (a, b) = both(text);
+            assert_eq!(a.unexpected, b.unexpected, "{text}");
+            assert_eq!(a.jsonrpc, b.jsonrpc, "{text}");
+            assert_eq!(a.id, b.id, "{text}");
+            assert_eq!(
+                (a.has_result, a.has_error),
+                (b.has_result, b.has_error),
+                "{text}"
+            );
+            assert_eq!(
+                (a.result_object, a.miscased),
+                (b.result_object, b.miscased),
+                "{text}"
+            );
+            assert_eq!(a.result_type, b.result_type, "{text}");
+            assert_eq!(a.round, b.round, "{text}");
+            assert_eq!(a.error_code, b.error_code, "{text}");
+        }
     }
 }
