@@ -336,6 +336,13 @@ pub fn run_scenario(
                 if let Some(f) = step.get("storage").and_then(Value::as_str) {
                     hosts.storage.set_failing(f == "fail");
                     hosts.storage.set_losing_cas(f == "lose_cas");
+                    hosts.storage.set_failing_deletes(f == "fail_deletes");
+                }
+                if let Some(n) = step.get("lose_cas_after") {
+                    let n = n
+                        .as_u64()
+                        .ok_or_else(|| format!("{at}: `lose_cas_after` takes a count"))?;
+                    hosts.storage.lose_cas_after(n);
                 }
                 continue;
             }

@@ -145,34 +145,37 @@ impl<H: Host> Gate<H> {
         let mut binding = self.store.take(binding);
         binding.rounds = number;
         binding.audited = true;
-        binding.open = Some(OpenRound {
+        let mut open = OpenRound {
             number,
             state: round.state,
             state_sha256: state_sha256.clone(),
             inputs: round.inputs,
             view_json: view_json.clone(),
             view_sha256: view_sha256.clone(),
+            received_seq: 0,
             rendered: std::cell::OnceCell::new(),
-        });
-        let now = self.now();
-        let (binding, version) =
-            match self
-                .store
-                .store(self.host.storage(), now, binding, Some(version))
-            {
-                Ok(stored) => stored,
-                Err((e, binding)) => {
-                    let event = binding.event(EventKind::Rejected);
-                    return Err(self.deny(e, event));
-                }
-            };
+        };
+        // Audited first, stored second: a round that storage holds always rests on a
+        // `received` event the sink confirmed, whatever fails afterwards.
         let received = binding
-            .event(EventKind::Received)
+            .event_with(EventKind::Received, Some(&open))
             .set_str(Field::Outcome, "accepted");
-        if let Err(e) = self.audit(received) {
-            // Nothing may rest on a round the audit trail does not hold: end the binding.
-            let _ = self.store.remove(self.host.storage(), &binding, version);
-            return Err(Denial::unaudited(e));
+        open.received_seq = match self.audit(received) {
+            Ok(seq) => seq,
+            Err(e) => {
+                // Nothing may rest on a round the audit trail does not hold: end the binding.
+                let _ = self.store.remove(self.host.storage(), &binding, version);
+                return Err(Denial::unaudited(e));
+            }
+        };
+        binding.open = Some(open);
+        let now = self.now();
+        if let Err((e, binding)) =
+            self.store
+                .store(self.host.storage(), now, binding, Some(version))
+        {
+            let event = binding.event(EventKind::Rejected);
+            return Err(self.deny(e, event));
         }
         Ok(ResponseVerdict::InputRequired(ConsentView {
             view_json,

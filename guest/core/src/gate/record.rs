@@ -31,6 +31,10 @@ pub(crate) struct OpenRound {
     #[serde(deserialize_with = "raw_json_text")]
     pub(crate) view_json: String,
     pub(crate) view_sha256: String,
+    /// The audit sequence number of this round's `received` event. The round is stored only
+    /// after that event was written and read back, so an open round in storage always rests
+    /// on an audited `received`; a retry refuses a round without one.
+    pub(crate) received_seq: u64,
     /// This round's fields of every event, rendered on first use.
     #[serde(skip)]
     pub(crate) rendered: std::cell::OnceCell<Rc<RenderedRound>>,
@@ -255,6 +259,8 @@ impl OpenRound {
         out.push_str(&self.view_json);
         out.push_str(",\"view_sha256\":");
         canonical::write_string(out, &self.view_sha256);
+        out.push_str(",\"received_seq\":");
+        canonical::write_u64_digits(out, self.received_seq);
         out.push('}');
         Ok(())
     }
@@ -293,7 +299,7 @@ struct RecordIn {
     audited: bool,
 }
 
-const BINDING_FORMAT: u32 = 3;
+const BINDING_FORMAT: u32 = 4;
 
 impl Binding {
     pub(crate) fn key(&self) -> String {
@@ -361,6 +367,12 @@ impl Binding {
 
     /// An event of `kind` with everything this binding knows filled in.
     pub(crate) fn event(&self, kind: EventKind) -> Event {
+        self.event_with(kind, self.open.as_ref())
+    }
+
+    /// An event of `kind` for this binding with `open` as its open round (the `received`
+    /// event is written before the round is stored in the binding).
+    pub(crate) fn event_with(&self, kind: EventKind, open: Option<&OpenRound>) -> Event {
         let f = self.fixed.rendered();
         let mut e = Event::new(kind)
             .set_raw(Field::RequestId, Rc::clone(&f.request_id))
@@ -373,7 +385,7 @@ impl Binding {
             .set_raw(Field::PolicyVersion, Rc::clone(&f.policy_version))
             .set_raw(Field::ParamsSha256, Rc::clone(&f.params_sha256))
             .set(Field::Round, self.rounds);
-        if let Some(open) = &self.open {
+        if let Some(open) = open {
             let r = open.rendered();
             e = e
                 .set(Field::Round, open.number)
@@ -505,6 +517,7 @@ mod tests {
                     inputs,
                     view_json: view.clone(),
                     view_sha256: digest::sha256_hex(view.as_bytes()),
+                    received_seq: 9,
                     rendered: std::cell::OnceCell::new(),
                 }),
                 audited: open,
@@ -531,6 +544,7 @@ mod tests {
                     prop_assert_eq!(&a.inputs, &b.inputs);
                     prop_assert_eq!(&a.view_json, &b.view_json);
                     prop_assert_eq!(&a.view_sha256, &b.view_sha256);
+                    prop_assert_eq!(a.received_seq, b.received_seq);
                 }
                 (None, None) => {}
                 _ => prop_assert!(false, "the open round did not read back"),
