@@ -459,7 +459,10 @@ impl World {
             Op::Cancel { gate, pick } => {
                 let Some(i) = self.pick(pick) else { return };
                 let on = self.models[i].live.clone();
-                match self.gate(gate).finish(&on, CallerOutcome::Cancelled) {
+                match self
+                    .gate(gate)
+                    .finish(finish_request(on.clone(), CallerOutcome::Cancelled))
+                {
                     Ok(_) => self.models[i].ended = true,
                     Err(d) => assert_known(&d),
                 }

@@ -9,8 +9,8 @@
 
 use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{
-    CallerOutcome, DeprecatedMethod, Policy, Registration, RequestId, ResponseVerdict,
-    RetryRequest, ServerIdentity,
+    CallerOutcome, DeprecatedMethod, FinishRequest, Policy, Registration, RequestId,
+    ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::{AuditFault, ScriptedAnswer};
 use mrtr_gate_host::{GateApi, GateDenial};
@@ -310,10 +310,13 @@ pub fn run_scenario(
                     Some("cancelled") | None => CallerOutcome::Cancelled,
                     Some(reason) => CallerOutcome::Error(reason.to_owned()),
                 };
-                outcome(
-                    gate.finish(&id_of(step.get("id").unwrap_or(&Value::Null))?, outcome_in),
-                    |t| json!({"outcome": t.as_str()}),
-                )
+                let r = FinishRequest {
+                    request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
+                    user: text_or(step, "user", "alice"),
+                    tenant: text_or(step, "tenant", "acme"),
+                    outcome: outcome_in,
+                };
+                outcome(gate.finish(r), |t| json!({"outcome": t.as_str()}))
             }
             "expire_stale" => outcome(gate.expire_stale(), |n| json!({"ended": n})),
             "advance_clock" => {

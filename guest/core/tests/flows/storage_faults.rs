@@ -39,12 +39,15 @@ fn lost_compare_and_swap_is_refused_everywhere() {
     // Finish: removing the binding loses.
     fx.storage.set_losing_cas(true);
     assert_code(
-        fx.gate.finish(&n(2), CallerOutcome::Cancelled),
+        fx.gate
+            .finish(finish_request(n(2), CallerOutcome::Cancelled)),
         "state_already_used",
     );
     fx.storage.set_losing_cas(false);
     assert_eq!(
-        fx.gate.finish(&n(2), CallerOutcome::Cancelled).unwrap(),
+        fx.gate
+            .finish(finish_request(n(2), CallerOutcome::Cancelled))
+            .unwrap(),
         TerminalOutcome::Cancelled
     );
     assert_eq!(terminal_of(&fx, 1).len(), 1);
