@@ -35,6 +35,23 @@ pub fn render_view(view_json: &str) -> String {
         v["round"],
         v["max_rounds"]
     );
+    // What the tool or prompt will do with what the user gives it: the arguments as
+    // registered, or their size when they are too large to show.
+    if let Some(Value::Object(a)) = v.pointer("/request/arguments") {
+        match a.get("value") {
+            Some(Value::Null) | None => {
+                let _ = writeln!(
+                    out,
+                    "  │ arguments ({} bytes, too large to show; params sha256 {})",
+                    a.get("bytes").unwrap_or(&Value::Null),
+                    s("/request/params_sha256")
+                );
+            }
+            Some(value) => {
+                let _ = writeln!(out, "  │ arguments {value}");
+            }
+        }
+    }
     for input in v["inputs"].as_array().into_iter().flatten() {
         let key = input["key"].as_str().unwrap_or("?");
         let message = input["message"].as_str().unwrap_or("");

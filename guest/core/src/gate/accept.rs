@@ -132,9 +132,11 @@ impl<H: Host> Gate<H> {
         round: Round,
     ) -> Result<ResponseVerdict, Denial> {
         let number = binding.rounds.saturating_add(1);
+        let binding_version = binding.binding_version.unwrap_or(version);
         let state_sha256 = round.state.as_deref().map(digest::digest_str);
         let view_json = RoundView {
             binding: &binding,
+            binding_version,
             number,
             inputs: &round.views,
             state: round.state.as_deref().zip(state_sha256.as_deref()),
@@ -144,6 +146,7 @@ impl<H: Host> Gate<H> {
         let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
         let mut binding = self.store.take(binding);
         binding.rounds = number;
+        binding.binding_version = Some(binding_version);
         binding.audited = true;
         let mut open = OpenRound {
             number,

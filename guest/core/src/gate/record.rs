@@ -279,6 +279,11 @@ pub(crate) struct Binding {
     /// original: the pointers are deleted with one compare-and-swap each, no read first.
     pub(crate) alias_versions: Vec<u64>,
     pub(crate) rounds: u32,
+    /// The storage version the record had when the binding's first round arrived: what
+    /// makes every consent view of this binding its own, since a store never reuses a key's
+    /// version (the `storage` contract), not even after the key was deleted. None until the
+    /// first round.
+    pub(crate) binding_version: Option<u64>,
     pub(crate) open: Option<OpenRound>,
     pub(crate) audited: bool,
     /// True when this instance hashed `fixed.params_json` itself (it registered the binding):
@@ -295,6 +300,7 @@ struct RecordIn {
     used_ids: Vec<RequestId>,
     alias_versions: Vec<u64>,
     rounds: u32,
+    binding_version: Option<u64>,
     open: Option<OpenRound>,
     audited: bool,
 }
@@ -333,6 +339,11 @@ impl Binding {
         }
         out.push_str("],\"rounds\":");
         canonical::write_u64_digits(&mut out, u64::from(self.rounds));
+        out.push_str(",\"binding_version\":");
+        match self.binding_version {
+            Some(v) => canonical::write_u64_digits(&mut out, v),
+            None => out.push_str("null"),
+        }
         out.push_str(",\"open\":");
         match &self.open {
             Some(open) => open.write_record(&mut out)?,
@@ -359,6 +370,7 @@ impl Binding {
             used_ids: r.used_ids,
             alias_versions: r.alias_versions,
             rounds: r.rounds,
+            binding_version: r.binding_version,
             open: r.open,
             audited: r.audited,
             params_hashed_here: false,
@@ -508,6 +520,7 @@ mod tests {
                 fixed: Rc::new(f),
                 live_id: live.clone(),
                 used_ids: vec![id, live],
+                binding_version: versions.first().copied(),
                 alias_versions: versions,
                 rounds: 7,
                 open: open.then(|| OpenRound {
@@ -534,6 +547,7 @@ mod tests {
             prop_assert_eq!(&back.used_ids, &binding.used_ids);
             prop_assert_eq!(&back.alias_versions, &binding.alias_versions);
             prop_assert_eq!(back.rounds, binding.rounds);
+            prop_assert_eq!(back.binding_version, binding.binding_version);
             prop_assert_eq!(back.audited, binding.audited);
             prop_assert!(!back.params_hashed_here);
             match (&back.open, &binding.open) {

@@ -107,6 +107,7 @@ impl<H: Host> Gate<H> {
             used_ids: vec![request_id.clone()],
             alias_versions: Vec::new(),
             rounds: 0,
+            binding_version: None,
             open: None,
             audited: false,
             params_hashed_here: true,
