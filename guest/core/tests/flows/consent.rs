@@ -131,7 +131,11 @@ fn a_view_identifies_its_request_and_no_two_bindings_share_one() {
     let mut unique = digests.clone();
     unique.sort();
     unique.dedup();
-    assert_eq!(unique.len(), digests.len(), "every binding's view is its own: {digests:?}");
+    assert_eq!(
+        unique.len(),
+        digests.len(),
+        "every binding's view is its own: {digests:?}"
+    );
 }
 
 #[test]
