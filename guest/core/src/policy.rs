@@ -24,7 +24,7 @@ pub mod limits {
     /// Longest text shown to the user (message, title, description), in bytes.
     pub const MAX_TEXT_BYTES: usize = 8192;
     /// Longest elicitation URL, in bytes. OAuth authorization URLs carry a signed request
-    /// object or a JWT in the query and run past 2 KiB; browsers take 64 KiB and more. 16 KiB
+    /// object or a JWT in the query and run past 2 KiB; browsers take far longer ones. 16 KiB
     /// holds such URLs with room to spare and stays far below the response limit, and the
     /// view shows the whole URL, so a bound keeps the screen readable.
     pub const MAX_URL_BYTES: usize = 16 * 1024;

@@ -1,7 +1,8 @@
 //! Differential tests: the gate's own validator for the MCP primitive subset against
 //! `jsonschema` (the reference, draft-07 with format assertion on), over random schemas
 //! and random content. Without formats the two must agree exactly; with formats the gate
-//! may refuse more, never accept more.
+//! may refuse more, never accept more (e.g. `email` takes IDNA A-labels of a few scripts'
+//! letters only, where the reference takes any IDNA2008 PVALID label: see docs/errors.md).
 
 use crate::formats;
 use crate::schema::check_form_schema;
