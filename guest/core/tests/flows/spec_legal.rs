@@ -210,8 +210,10 @@ fn counts_written_with_a_zero_fraction_are_integers() {
 #[test]
 fn sampling_max_tokens_written_as_a_float_is_an_integer() {
     let mut fx = Fx::new();
-    let mut policy = Policy::default();
-    policy.allowed_deprecated = vec![mrtr_gate_core::DeprecatedMethod::SamplingCreateMessage];
+    let policy = Policy {
+        allowed_deprecated: vec![mrtr_gate_core::DeprecatedMethod::SamplingCreateMessage],
+        ..Policy::default()
+    };
     let params = tool_params_caps("t", json!({}), all_caps());
     fx.register(n(1), &params, policy.clone()).unwrap();
     let mut request = sampling_request(false);
