@@ -198,7 +198,7 @@ mod tests {
         ] {
             assert!(check_url(bad).is_err(), "{bad}");
         }
-        let long = format!("https://example.com/{}", "a".repeat(3000));
+        let long = format!("https://example.com/{}", "a".repeat(limits::MAX_URL_BYTES));
         assert!(check_url(&long).is_err());
     }
 

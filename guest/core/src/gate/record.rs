@@ -52,10 +52,15 @@ pub(crate) struct RenderedRound {
 impl OpenRound {
     fn rendered(&self) -> Rc<RenderedRound> {
         Rc::clone(self.rendered.get_or_init(|| {
-            // Input keys are `[A-Za-z0-9._-]`: the map's byte order is canonical order.
+            // Canonical order is UTF-16 order; the map's byte order differs from it only
+            // when a key holds a character above U+FFFF.
+            let mut inputs: Vec<_> = self.inputs.iter().collect();
+            if inputs.iter().any(|(key, _)| !key.is_ascii()) {
+                inputs.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            }
             let mut schemas = String::from("{");
             let mut kinds = String::from("{");
-            for (key, rule) in &self.inputs {
+            for (key, rule) in inputs {
                 if let InputRule::Form { schema } = rule {
                     if schemas.len() > 1 {
                         schemas.push(',');
