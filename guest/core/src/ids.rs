@@ -219,6 +219,26 @@ mod tests {
         );
     }
 
+    /// The component normalises what the host passes, and the host may pass a normalised
+    /// endpoint back (a stored identity): normalising twice must give the same identity.
+    #[test]
+    fn normalising_an_endpoint_with_a_query_is_idempotent() {
+        for raw in [
+            "https://h.example/mcp?api_key=K&x=%zz",
+            "https://h.example/mcp?q='\"<>`{}|^",
+            "https://h.example/mcp?",
+            "https://h.example?k=v",
+            "https://h.example/a/../b?k=%41",
+            "HTTPS://H.example:443/mcp?K=V",
+            "https://[::1]:8443/mcp?k=v",
+        ] {
+            let once = ServerIdentity::origin(raw).unwrap_or_else(|e| panic!("{raw}: {e}"));
+            let twice =
+                ServerIdentity::origin(&once.display()).unwrap_or_else(|e| panic!("{raw}: {e}"));
+            assert_eq!(once, twice, "{raw}");
+        }
+    }
+
     #[test]
     fn the_audited_form_is_the_origin_and_a_digest() {
         let raw = "https://host.example/api/mcp/s/TOKEN/mcp?api_key=KEY";
