@@ -161,6 +161,66 @@ mod tests {
         assert_eq!(kept(""), "");
     }
 
+    /// The output grammar: nothing, `scheme:`, `scheme://` or `scheme://host[:port]` in
+    /// lowercase plain characters, then the digest. No other character can reach the trail.
+    fn well_formed(out: &str) -> bool {
+        let (kept, hex) = match out.rsplit_once("sha256:") {
+            Some((k, h)) => (k, h),
+            None => return false,
+        };
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return false;
+        }
+        if kept.is_empty() {
+            return true;
+        }
+        let Some(kept) = kept.strip_suffix('#') else {
+            return false;
+        };
+        let Some((scheme, rest)) = kept.split_once(':') else {
+            return false;
+        };
+        let scheme_ok = scheme
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b));
+        let rest_ok = rest.is_empty()
+            || rest.strip_prefix("//").is_some_and(|hp| {
+                hp.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.:[]".contains(&b))
+            });
+        scheme_ok && rest_ok
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_redacts_to_the_grammar_and_never_panics(raw in "\\PC{0,80}") {
+            let out = uri(&raw);
+            proptest::prop_assert!(well_formed(&out), "{}", out);
+        }
+
+        #[test]
+        fn a_token_outside_the_host_never_survives(
+            token in "[A-Z][A-Za-z0-9_~%-]{7,20}",
+            scheme in "[a-zA-Z][a-zA-Z0-9+.-]{0,8}",
+            host in "[a-z0-9.-]{1,12}",
+            shape in 0usize..8,
+        ) {
+            let raw = match shape {
+                0 => format!("{scheme}://{token}@{host}/"),
+                1 => format!("{scheme}://u:{token}@{host}:80/"),
+                2 => format!("{scheme}://{host}/{token}"),
+                3 => format!("{scheme}://{host}?{token}"),
+                4 => format!("{scheme}://{host}#{token}"),
+                5 => format!("{scheme}:{token}"),
+                6 => format!("{scheme}:x//{token}@{host}"),
+                _ => format!("{scheme}://{host}:{token}/"),
+            };
+            let out = uri(&raw);
+            proptest::prop_assert!(well_formed(&out), "{}", out);
+            proptest::prop_assert!(!out.contains(&token), "{} keeps {}", out, token);
+        }
+    }
+
     #[test]
     fn different_uris_on_one_host_stay_distinct() {
         assert_ne!(
