@@ -29,6 +29,7 @@ mod gate;
 mod ids;
 mod json;
 mod policy;
+mod redact;
 mod schema;
 mod url_view;
 

@@ -46,7 +46,7 @@ impl<H: Host> Gate<H> {
         server: &ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
-        let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.display());
+        let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.audited());
         let message = match json::parse_strict(response_json, limits::RESPONSE) {
             Ok(Value::Object(m)) => m,
             Ok(_) => {
@@ -81,7 +81,7 @@ impl<H: Host> Gate<H> {
             let event = binding
                 .event(EventKind::Rejected)
                 .set(Field::LiveId, id.to_json())
-                .set(Field::Server, server.display());
+                .set(Field::Server, server.audited());
             return Err(self.deny(e, event));
         }
         if binding.live_id != id {

@@ -111,7 +111,7 @@ pub(crate) struct Fixed {
     pub(crate) method: String,
     /// The name shown to the user (tool or prompt name, resource URI).
     pub(crate) name: String,
-    /// The name as the audit trail may record it (a resource URI without query).
+    /// The name as the audit trail may record it (a resource URI through `redact::uri`).
     pub(crate) audit_name: String,
     /// Canonical JSON, stored as JSON; checked against `params_sha256` before every retry.
     pub(crate) params_json: Box<RawValue>,
@@ -143,7 +143,7 @@ impl Fixed {
         Rc::clone(self.rendered.get_or_init(|| {
             Rc::new(RenderedFixed {
                 request_id: Rc::from(self.original_id.key_fragment()),
-                server: json_string(&self.server.display()),
+                server: json_string(&self.server.audited()),
                 method: json_string(&self.method),
                 name: json_string(&self.audit_name),
                 user_sha256: json_string(&self.user_sha256),
