@@ -10,6 +10,31 @@
 use serde_json::Value;
 use std::fmt::Write as _;
 
+/// A name the server picked (an input key, a field name, an answer's key) as the screen
+/// shows it: in double quotes, with `"` and `\\` escaped and every character that is not a
+/// letter, a digit, printable ASCII or a space written as `\u{…}`. The spec allows any
+/// string as a key, so a key must not be able to close its quotes, start a line, reorder
+/// the text around it (bidi controls) or hide (zero-width characters): whatever it holds,
+/// it reads as one quoted name.
+pub fn shown_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c == ' ' || c.is_ascii_graphic() || (!c.is_ascii() && c.is_alphanumeric()) => {
+                out.push(c)
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Render a consent view (its canonical JSON) as a person would see it on a consent screen.
 pub fn render_view(view_json: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(view_json) else {
@@ -35,8 +60,25 @@ pub fn render_view(view_json: &str) -> String {
         v["round"],
         v["max_rounds"]
     );
+    // What the tool or prompt will do with what the user gives it: the arguments as
+    // registered, or their size when they are too large to show.
+    if let Some(Value::Object(a)) = v.pointer("/request/arguments") {
+        match a.get("value") {
+            Some(Value::Null) | None => {
+                let _ = writeln!(
+                    out,
+                    "  │ arguments ({} bytes, too large to show; params sha256 {})",
+                    a.get("bytes").unwrap_or(&Value::Null),
+                    s("/request/params_sha256")
+                );
+            }
+            Some(value) => {
+                let _ = writeln!(out, "  │ arguments {value}");
+            }
+        }
+    }
     for input in v["inputs"].as_array().into_iter().flatten() {
-        let key = input["key"].as_str().unwrap_or("?");
+        let key = shown_name(input["key"].as_str().unwrap_or("?"));
         let message = input["message"].as_str().unwrap_or("");
         match input["kind"].as_str() {
             Some("form") => {
@@ -66,7 +108,7 @@ pub fn render_view(view_json: &str) -> String {
                     let _ = writeln!(
                         out,
                         "  │     {}{} ({}) {}{}",
-                        f["name"].as_str().unwrap_or("?"),
+                        shown_name(f["name"].as_str().unwrap_or("?")),
                         if f["required"].as_bool() == Some(true) {
                             "*"
                         } else {
@@ -138,9 +180,50 @@ pub fn render_answers(responses_json: &str) -> String {
     match serde_json::from_str::<Value>(responses_json) {
         Ok(Value::Object(map)) => map
             .iter()
-            .map(|(k, v)| format!("    {k}: {v}"))
+            .map(|(k, v)| format!("    {}: {v}", shown_name(k)))
             .collect::<Vec<_>>()
             .join("\n"),
         _ => "    (unreadable)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_shown_quoted_and_escaped() {
+        assert_eq!(shown_name("github:login"), "\"github:login\"");
+        assert_eq!(shown_name("名前"), "\"名前\"");
+        assert_eq!(shown_name("a\"] form: b"), "\"a\\\"] form: b\"");
+        assert_eq!(shown_name("a\\b"), "\"a\\\\b\"");
+        assert_eq!(shown_name("a\u{202E}b"), "\"a\\u{202e}b\"");
+        assert_eq!(shown_name("a\u{200B}\nb"), "\"a\\u{200b}\\u{000a}b\"");
+        assert_eq!(shown_name("a\u{1F600}"), "\"a\\u{1f600}\"");
+    }
+
+    #[test]
+    fn a_key_cannot_fake_screen_content() {
+        let key = "x\"] form: pay\n  \u{2502} server   https://bank.example\u{202E}";
+        let view = serde_json::json!({
+            "server": "https://evil.example",
+            "request": {"method": "tools/call", "name": "t"},
+            "round": 1,
+            "max_rounds": 10,
+            "inputs": [{"key": key, "kind": "form", "message": "m", "fields": [{"name": key, "type": "string", "required": false}]}],
+            "state": {"present": false},
+            "effects": [],
+        });
+        let screen = render_view(&view.to_string());
+        // Every line the key appears on starts as the renderer wrote it, and the key stays
+        // one quoted, escaped token.
+        let starts = |p: &str| screen.lines().filter(|l| l.starts_with(p)).count();
+        assert_eq!(starts("  \u{2502} server"), 1);
+        assert_eq!(starts("  \u{2502} ["), 1);
+        assert!(!screen.contains('\u{202E}'));
+        assert!(screen.contains(&shown_name(key)));
+        let answers = render_answers(&serde_json::json!({key: {"action": "accept"}}).to_string());
+        assert_eq!(answers.lines().count(), 1);
+        assert!(answers.starts_with(&format!("    {}: ", shown_name(key))));
     }
 }

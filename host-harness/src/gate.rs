@@ -9,8 +9,8 @@ use crate::runtime::{CallBudget, GateRuntime};
 use crate::services::HostServices;
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
-    CallerOutcome, ErrorCause, Registered, Registration, RequestId, ResponseVerdict, Retry,
-    RetryRequest, ServerIdentity, TerminalOutcome,
+    CallerOutcome, ErrorCause, FinishRequest, Registered, Registration, RequestId, ResponseVerdict,
+    Retry, RetryRequest, ServerIdentity, TerminalOutcome,
 };
 use std::sync::Arc;
 use wasmtime::{Store, StoreLimitsBuilder, Trap};
@@ -80,11 +80,7 @@ pub trait GateApi {
     /// Validate the answers, obtain consent, consume the round, return the retry.
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial>;
     /// End a binding from the caller's side.
-    fn finish(
-        &mut self,
-        id: &RequestId,
-        outcome: CallerOutcome,
-    ) -> Result<TerminalOutcome, GateDenial>;
+    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial>;
     /// End every binding whose lifetime has passed.
     fn expire_stale(&mut self) -> Result<u32, GateDenial>;
 }
@@ -119,12 +115,8 @@ impl GateApi for NativeGate {
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
         self.gate.build_retry(r).map_err(Into::into)
     }
-    fn finish(
-        &mut self,
-        id: &RequestId,
-        outcome: CallerOutcome,
-    ) -> Result<TerminalOutcome, GateDenial> {
-        self.gate.finish(id, outcome).map_err(Into::into)
+    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
+        self.gate.finish(r).map_err(Into::into)
     }
     fn expire_stale(&mut self) -> Result<u32, GateDenial> {
         self.gate.expire_stale().map_err(Into::into)
@@ -426,17 +418,17 @@ impl GateApi for ComponentGate {
             })
     }
 
-    fn finish(
-        &mut self,
-        id: &RequestId,
-        outcome: CallerOutcome,
-    ) -> Result<TerminalOutcome, GateDenial> {
-        let id = wit_id(id);
-        let outcome = match outcome {
-            CallerOutcome::Cancelled => wit::CallerOutcome::Cancelled,
-            CallerOutcome::Error(reason) => wit::CallerOutcome::Error(reason),
+    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
+        let request = wit::FinishRequest {
+            request_id: wit_id(&r.request_id),
+            user: r.user,
+            tenant: r.tenant,
+            outcome: match r.outcome {
+                CallerOutcome::Cancelled => wit::CallerOutcome::Cancelled,
+                CallerOutcome::Error(reason) => wit::CallerOutcome::Error(reason),
+            },
         };
-        self.call(|p, s| p.mrtr_gate_gate().call_finish(s, &id, &outcome))
+        self.call(|p, s| p.mrtr_gate_gate().call_finish(s, &request))
             .map(|t| match t {
                 wit::TerminalOutcome::Complete => TerminalOutcome::Complete,
                 wit::TerminalOutcome::Error => TerminalOutcome::Error,

@@ -219,6 +219,58 @@ fn two_instances_sharing_storage_never_both_retry_one_round() {
     assert_eq!(submitted, 20);
 }
 
+/// A user whose prompt stays open while a second instance retries the same round: the
+/// second instance's `build-retry` runs inside the first one's consent import.
+struct RacingUser {
+    rival: std::sync::Mutex<Option<(ComponentGate, RetryRequest)>>,
+    rival_got: std::sync::Mutex<Option<Result<mrtr_gate_host::core::Retry, String>>>,
+    inner: mrtr_gate_host::core::memory::ScriptedConsent,
+}
+
+impl mrtr_gate_host::core::host::Consent for RacingUser {
+    fn request_consent(
+        &self,
+        prompt: &mrtr_gate_host::core::host::ConsentPrompt,
+    ) -> Result<mrtr_gate_host::core::host::ConsentReceipt, mrtr_gate_host::core::host::HostError>
+    {
+        if let Some((mut rival, request)) = self.rival.lock().unwrap().take() {
+            let got = rival.build_retry(request).map_err(|d| d.code);
+            *self.rival_got.lock().unwrap() = Some(got);
+        }
+        self.inner.request_consent(prompt)
+    }
+}
+
+#[test]
+fn a_round_retried_by_two_instances_at_once_yields_exactly_one_retry() {
+    let hosts = ScenarioHosts::new();
+    let racing = std::sync::Arc::new(RacingUser {
+        rival: std::sync::Mutex::new(None),
+        rival_got: std::sync::Mutex::new(None),
+        inner: hosts.consent.clone(),
+    });
+    let mut services = hosts.services();
+    services.consent = racing.clone();
+    let mut a = ComponentGate::new(support::runtime(), services);
+    register(&mut a, 1);
+    a.accept_response(&server(), &form_round(1)).unwrap();
+    let b = ComponentGate::new(support::runtime(), hosts.services());
+    *racing.rival.lock().unwrap() = Some((b, retry(1, 3)));
+    let a_got = a.build_retry(retry(1, 2));
+    let b_got = racing.rival_got.lock().unwrap().take().unwrap();
+    // B consumed the round first; A lost the compare-and-swap and sends nothing.
+    assert!(b_got.unwrap().request_json.contains("\"id\":3"));
+    assert_eq!(a_got.unwrap_err().code, "state_already_used");
+    let submitted = hosts
+        .audit
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "submitted")
+        .count();
+    assert_eq!(submitted, 1, "exactly one `submitted` event");
+    assert_eq!(a.traps(), 0);
+}
+
 #[test]
 fn the_precompiled_cache_is_written_reused_and_survives_corruption() {
     let dir = std::env::temp_dir().join(format!("mrtr-gate-cache-test-{}", std::process::id()));

@@ -287,15 +287,17 @@ impl wit::Guest for Component {
             .map_err(denial)
     }
 
-    fn finish(
-        id: wit::RequestId,
-        outcome: wit::CallerOutcome,
-    ) -> Result<wit::TerminalOutcome, wit::GateError> {
-        let outcome = match outcome {
-            wit::CallerOutcome::Cancelled => core::CallerOutcome::Cancelled,
-            wit::CallerOutcome::Error(reason) => core::CallerOutcome::Error(reason),
+    fn finish(r: wit::FinishRequest) -> Result<wit::TerminalOutcome, wit::GateError> {
+        let request = core::FinishRequest {
+            request_id: request_id(r.request_id),
+            user: r.user,
+            tenant: r.tenant,
+            outcome: match r.outcome {
+                wit::CallerOutcome::Cancelled => core::CallerOutcome::Cancelled,
+                wit::CallerOutcome::Error(reason) => core::CallerOutcome::Error(reason),
+            },
         };
-        with_gate(|g| g.finish(&request_id(id), outcome))
+        with_gate(|g| g.finish(request))
             .map(terminal)
             .map_err(denial)
     }

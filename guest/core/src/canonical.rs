@@ -31,6 +31,14 @@ impl<'a> CanonicalObject<'a> {
         ordered.then_some(Self { members })
     }
 
+    /// The text of the member `key`, when the object has one.
+    pub fn member(&self, key: &str) -> Option<&'a str> {
+        self.members
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.get())
+    }
+
     /// The canonical text of the object with `extra` members (each value canonical JSON
     /// text) added; none when an extra key is already there or given twice.
     pub fn with(&self, extra: &[(&str, &str)]) -> Option<String> {

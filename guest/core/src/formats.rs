@@ -94,8 +94,10 @@ pub fn date_time(s: &str) -> bool {
     matches!(sep, "T" | "t") && date(d) && time(t)
 }
 
-/// A DNS host name: dot-separated labels of letters, digits and inner hyphens, 1..=63
-/// bytes each, 253 in all, at least two labels, no `xn--`-style labels (`??--`).
+/// A DNS host name in ASCII: dot-separated labels of letters, digits and inner hyphens,
+/// 1..=63 bytes each, 253 in all, at least two labels. A label with `--` in its third and
+/// fourth places must be an IDNA A-label (`xn--`, see [`a_label`]); other such labels are
+/// reserved (RFC 5891) and refused.
 fn hostname(s: &str) -> bool {
     if s.is_empty() || s.len() > 253 {
         return false;
@@ -110,7 +112,7 @@ fn hostname(s: &str) -> bool {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             && !label.starts_with('-')
             && !label.ends_with('-')
-            && label.get(2..4) != Some("--");
+            && (label.get(2..4) != Some("--") || a_label(label));
         if !ok {
             return false;
         }
@@ -118,8 +120,63 @@ fn hostname(s: &str) -> bool {
     labels >= 2
 }
 
+/// The letters an A-label may decode to here, each range only letters (general category
+/// L*): accented Latin, Greek, Cyrillic, Hebrew and Arabic letters, kana, the CJK unified
+/// ideographs of Unicode 1.1 and Hangul syllables. JSON Schema's reference implementations
+/// take any IDNA2008 PVALID code point (letters, marks, digits, under contextual rules);
+/// without a general-category table in the sandbox the gate accepts these, which no such
+/// rule refuses, and refuses the rest (marks, non-ASCII digits, the contextual ones).
+const A_LABEL_LETTERS: [(char, char); 12] = [
+    ('\u{00DF}', '\u{00F6}'),
+    ('\u{00F8}', '\u{00FF}'),
+    ('\u{0100}', '\u{024F}'),
+    ('\u{03AC}', '\u{03CE}'),
+    ('\u{0430}', '\u{045F}'),
+    ('\u{05D0}', '\u{05EA}'),
+    ('\u{0621}', '\u{063A}'),
+    ('\u{0641}', '\u{064A}'),
+    ('\u{3041}', '\u{3096}'),
+    ('\u{30A1}', '\u{30FA}'),
+    ('\u{4E00}', '\u{9FA5}'),
+    ('\u{AC00}', '\u{D7A3}'),
+];
+
+/// An IDNA A-label (`xn--` and Punycode, lowercase as it is registered): its Punycode
+/// decodes, re-encodes to the same text, holds at least one non-ASCII letter, every
+/// non-ASCII character is one of [`A_LABEL_LETTERS`], and the decoded label passes UTS #46
+/// (NFC, valid code points only, hyphen and bidi rules).
+fn a_label(label: &str) -> bool {
+    let Some(payload) = label.strip_prefix("xn--") else {
+        return false;
+    };
+    let Some(decoded) = idna::punycode::decode_to_string(payload) else {
+        return false;
+    };
+    let letters_ok = !decoded.is_ascii()
+        && decoded.chars().all(|c| {
+            c.is_ascii_lowercase()
+                || c.is_ascii_digit()
+                || c == '-'
+                || A_LABEL_LETTERS
+                    .iter()
+                    .any(|&(lo, hi)| (lo..=hi).contains(&c))
+        });
+    if !letters_ok || idna::punycode::encode_str(&decoded).as_deref() != Some(payload) {
+        return false;
+    }
+    let (unicode, result) = idna::uts46::Uts46::new().to_unicode(
+        label.as_bytes(),
+        idna::uts46::AsciiDenyList::STD3,
+        idna::uts46::Hyphens::Check,
+    );
+    result.is_ok() && unicode == decoded.as_str()
+}
+
 /// `local@domain` with a dot-atom local part (RFC 5322 `atext`, no quoting) and a DNS
-/// host name as the domain.
+/// host name as the domain. JSON Schema's `email` is RFC 5321's ASCII mailbox: an
+/// internationalised domain is accepted in its A-label form (`user@xn--bcher-kva.example`);
+/// a Unicode domain (U-label) is `idn-email`, a format the spec does not offer, and is
+/// refused.
 pub fn email(s: &str) -> bool {
     let Some((local, domain)) = s.rsplit_once('@') else {
         return false;
@@ -286,6 +343,35 @@ mod tests {
             "a@b..co",
             "a@xn--.co",
             "a@ab--c.co",
+        ] {
+            assert!(!email(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn email_domains_take_idna_a_labels_only() {
+        for ok in [
+            "a@xn--bcher-kva.example",
+            "a@xn--d1acpjx3f.xn--p1ai",
+            "a@sub.xn--r8jz45g.jp",
+        ] {
+            assert!(email(ok), "{ok}");
+        }
+        for bad in [
+            // U-labels: `idn-email`, not `email`.
+            "a@bücher.example",
+            "a@例え.jp",
+            // Not canonical (uppercase), undecodable, plain ASCII, or not IDNA-valid
+            // (a leading combining mark, a symbol, a character UTS #46 maps).
+            "a@XN--BCHER-KVA.example",
+            "a@xn--bcher-KVA.example",
+            "a@xn--zz.example",
+            "a@xn--abc-.example",
+            "a@xn---abc.example",
+            "a@xn--a-wbb.example",
+            "a@xn--n3h.example",
+            "a@xn--4th.example",
+            "a@yn--bcher-kva.example",
         ] {
             assert!(!email(bad), "{bad}");
         }

@@ -40,7 +40,9 @@ pub trait Clock {
 pub struct Versioned {
     /// The bytes.
     pub value: Vec<u8>,
-    /// Changes on every write of the key.
+    /// Changes on every write of the key and is never reused for that key, not even after
+    /// the key was deleted: the record cache and the uniqueness of every consent view rest
+    /// on it.
     pub version: u64,
 }
 

@@ -88,9 +88,12 @@ pub enum ServerIdentity {
 }
 
 impl ServerIdentity {
-    /// Normalise an origin URL: scheme and host lowercased, IDNA to ASCII, default port
-    /// elided, path normalised. Userinfo, query and fragment are refused, not dropped: a
-    /// caller who passes them has probably passed the wrong thing.
+    /// Normalise an endpoint URL: scheme and host lowercased, IDNA to ASCII, default port
+    /// elided, path normalised, the query kept as sent (hosted servers take a key there:
+    /// `?api_key=`) and bound with the rest. Userinfo and a fragment are refused, not
+    /// dropped: HTTP clients never send either (the Fetch standard refuses a request URL with
+    /// credentials; a fragment stays on the client), so a caller who passes them has passed
+    /// something other than the endpoint the transport verified.
     pub fn origin(raw: &str) -> Result<Self, GateError> {
         let bad = |why: &str| GateError::Caller(CallerMisuse::InvalidServerIdentity(why.into()));
         if raw.is_empty() || raw.len() > MAX_ORIGIN_BYTES {
@@ -113,8 +116,8 @@ impl ServerIdentity {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(bad("the origin must not carry userinfo"));
         }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(bad("the origin must not carry a query or fragment"));
+        if url.fragment().is_some() {
+            return Err(bad("the origin must not carry a fragment"));
         }
         if url.host().is_none() {
             return Err(bad("the origin has no host"));
@@ -140,10 +143,20 @@ impl ServerIdentity {
         }
     }
 
-    /// How the server is shown to people and recorded in the audit trail.
+    /// How the server is shown to people: the whole normalised endpoint.
     pub fn display(&self) -> String {
         match self {
             Self::Origin(url) => url.clone(),
+            Self::Endpoint(id) => format!("endpoint:{id}"),
+        }
+    }
+
+    /// How the server is recorded in the audit trail: an endpoint URL's path and query may
+    /// hold a token, so only its origin and a digest of the whole ([`crate::redact::uri`]).
+    /// An endpoint id is a name the host assigns, recorded as given.
+    pub fn audited(&self) -> String {
+        match self {
+            Self::Origin(url) => crate::redact::uri(url),
             Self::Endpoint(id) => format!("endpoint:{id}"),
         }
     }
@@ -173,8 +186,9 @@ mod tests {
         );
         for bad in [
             "https://user:pw@example.com/",
-            "https://example.com/?token=x",
+            "https://user@example.com/",
             "https://example.com/#f",
+            "https://example.com/?token=x#f",
             "ftp://example.com/",
             "https://exa\nmple.com/",
             "https://example.com\\@evil.com/",
@@ -184,6 +198,62 @@ mod tests {
             assert!(ServerIdentity::origin(bad).is_err(), "{bad}");
         }
         assert!(ServerIdentity::endpoint("stdio:weather-1").is_ok());
+    }
+
+    #[test]
+    fn origins_keep_and_bind_their_query() {
+        let a = ServerIdentity::origin("HTTPS://Host.example/mcp?api_key=K1").ok();
+        assert_eq!(
+            a,
+            Some(ServerIdentity::Origin(
+                "https://host.example/mcp?api_key=K1".into()
+            ))
+        );
+        assert_ne!(
+            ServerIdentity::origin("https://host.example/mcp?api_key=K1").ok(),
+            ServerIdentity::origin("https://host.example/mcp?api_key=K2").ok()
+        );
+        assert_ne!(
+            ServerIdentity::origin("https://host.example/mcp?api_key=K1").ok(),
+            ServerIdentity::origin("https://host.example/mcp").ok()
+        );
+    }
+
+    /// The component normalises what the host passes, and the host may pass a normalised
+    /// endpoint back (a stored identity): normalising twice must give the same identity.
+    #[test]
+    fn normalising_an_endpoint_with_a_query_is_idempotent() {
+        for raw in [
+            "https://h.example/mcp?api_key=K&x=%zz",
+            "https://h.example/mcp?q='\"<>`{}|^",
+            "https://h.example/mcp?",
+            "https://h.example?k=v",
+            "https://h.example/a/../b?k=%41",
+            "HTTPS://H.example:443/mcp?K=V",
+            "https://[::1]:8443/mcp?k=v",
+        ] {
+            let once = ServerIdentity::origin(raw).unwrap_or_else(|e| panic!("{raw}: {e}"));
+            let twice =
+                ServerIdentity::origin(&once.display()).unwrap_or_else(|e| panic!("{raw}: {e}"));
+            assert_eq!(once, twice, "{raw}");
+        }
+    }
+
+    #[test]
+    fn the_audited_form_is_the_origin_and_a_digest() {
+        let raw = "https://host.example/api/mcp/s/TOKEN/mcp?api_key=KEY";
+        let s = ServerIdentity::origin(raw).unwrap_or_else(|e| panic!("{e}"));
+        let audited = s.audited();
+        assert_eq!(
+            audited,
+            format!(
+                "https://host.example#sha256:{}",
+                crate::digest::sha256_hex(raw.as_bytes())
+            )
+        );
+        assert_eq!(s.display(), raw);
+        let e = ServerIdentity::endpoint("stdio:weather-1").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(e.audited(), "endpoint:stdio:weather-1");
         assert!(ServerIdentity::endpoint("bad id").is_err());
     }
 }

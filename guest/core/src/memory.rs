@@ -72,6 +72,9 @@ pub struct MemoryStorage {
     next_version: Arc<AtomicU64>,
     fail: Arc<AtomicBool>,
     lose_cas: Arc<AtomicBool>,
+    fail_deletes: Arc<AtomicBool>,
+    /// Compare-and-swaps that would apply still to let through before one loses (0: none).
+    lose_cas_after: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for MemoryStorage {
@@ -91,6 +94,8 @@ impl MemoryStorage {
             next_version: Arc::new(AtomicU64::new(1)),
             fail: Arc::default(),
             lose_cas: Arc::default(),
+            fail_deletes: Arc::default(),
+            lose_cas_after: Arc::default(),
         }
     }
     /// Make every call fail (fault injection).
@@ -101,6 +106,19 @@ impl MemoryStorage {
     /// another instance had written first (fault injection).
     pub fn set_losing_cas(&self, on: bool) {
         self.lose_cas.store(on, Ordering::SeqCst);
+    }
+    /// Make every delete fail while writes and reads work (fault injection: a store that
+    /// fails half-way through ending a binding).
+    pub fn set_failing_deletes(&self, on: bool) {
+        self.fail_deletes.store(on, Ordering::SeqCst);
+    }
+    /// Let `applied` more compare-and-swaps apply, then make the next one that would apply
+    /// report a conflict, once, as if another instance had written first (fault injection:
+    /// the Nth step of an operation loses its race). `applied = 0` lets the very next one
+    /// lose.
+    pub fn lose_cas_after(&self, applied: u64) {
+        self.lose_cas_after
+            .store(applied.saturating_add(1), Ordering::SeqCst);
     }
     /// Keys held, expired or not (for memory-flatness checks).
     pub fn len(&self) -> usize {
@@ -154,7 +172,19 @@ impl Storage for MemoryStorage {
         if current != expected || self.lose_cas.load(Ordering::SeqCst) {
             return Ok(CasOutcome::Conflict);
         }
+        // Counting down to the one compare-and-swap that loses (1: this one).
+        let countdown = self.lose_cas_after.load(Ordering::SeqCst);
+        if countdown > 0 {
+            self.lose_cas_after
+                .store(countdown.saturating_sub(1), Ordering::SeqCst);
+            if countdown == 1 {
+                return Ok(CasOutcome::Conflict);
+            }
+        }
         match value {
+            None if self.fail_deletes.load(Ordering::SeqCst) => {
+                Err(HostError::new("storage delete failed (injected)"))
+            }
             None => {
                 slots.remove(key);
                 Ok(CasOutcome::Applied(0))

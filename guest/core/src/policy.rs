@@ -19,12 +19,17 @@ pub mod limits {
     pub const MAX_INPUT_REQUESTS: usize = 32;
     /// Most properties in one form schema.
     pub const MAX_FORM_FIELDS: usize = 128;
-    /// Most enum options in one field.
-    pub const MAX_ENUM_OPTIONS: usize = 256;
+    /// Most enum options in one field (time-zone pickers have several hundred).
+    pub const MAX_ENUM_OPTIONS: usize = 1024;
     /// Longest text shown to the user (message, title, description), in bytes.
     pub const MAX_TEXT_BYTES: usize = 8192;
-    /// Longest elicitation URL, in bytes.
-    pub const MAX_URL_BYTES: usize = 2048;
+    /// Longest elicitation URL, in bytes. OAuth authorization URLs carry a signed request
+    /// object or a JWT in the query and run past 2 KiB; browsers take far longer ones. 16 KiB
+    /// holds such URLs with room to spare and stays far below the response limit, and the
+    /// view shows the whole URL, so a bound keeps the screen readable.
+    pub const MAX_URL_BYTES: usize = 16 * 1024;
+    /// Longest input key (a key of `inputRequests`) or form property name, in bytes.
+    pub const MAX_KEY_BYTES: usize = 128;
     /// Longest tool or prompt name, or resource URI, in registered params, in bytes.
     pub const MAX_NAME_BYTES: usize = 4096;
     /// Most roots in a `roots/list` answer.
@@ -63,6 +68,45 @@ pub mod limits {
         max_depth: 32,
         max_nodes: 50_000,
     };
+}
+
+/// True when `name` (an input key or a form property name: strings a server picks and the
+/// consent screen shows) is 1 to `max_bytes` bytes with no character that could fake or
+/// hide screen content (see [`hidden_or_control`]). The spec allows any string; these are
+/// the ones a screen cannot show honestly.
+pub(crate) fn shown_name_ok(name: &str, max_bytes: usize) -> bool {
+    !name.is_empty() && name.len() <= max_bytes && !name.chars().any(hidden_or_control)
+}
+
+/// Control characters (C0, DEL, C1), the line and paragraph separators, and every default
+/// ignorable code point: the bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// U+2066–U+2069), the zero-width characters (U+200B–U+200D, U+2060, U+FEFF), the soft
+/// hyphen, variation selectors, tag characters and fillers, plus the interlinear
+/// annotation characters (U+FFF9–U+FFFB). Each of them either moves or breaks the text
+/// around it or renders as nothing, so two names that look alike could differ, or a name
+/// could reorder what the screen shows next to it.
+pub(crate) fn hidden_or_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'..='\u{1160}'
+                | '\u{17B4}'..='\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFFB}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
 }
 
 /// A deprecated server-to-client request (AID-H-028.008).
@@ -147,5 +191,64 @@ impl Policy {
     /// True when this binding may answer `method`.
     pub fn allows(&self, method: DeprecatedMethod) -> bool {
         self.allowed_deprecated.contains(&method)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_refuse_controls_and_invisible_characters_only() {
+        for ok in [
+            "github:login",
+            "a b",
+            "名前",
+            "a\u{1F600}",
+            "`]x",
+            "é",
+            "e\u{301}",
+        ] {
+            assert!(shown_name_ok(ok, 128), "{ok:?}");
+        }
+        let refused = [
+            '\0',
+            '\n',
+            '\u{7F}',
+            '\u{85}',
+            '\u{9F}',
+            '\u{AD}',
+            '\u{34F}',
+            '\u{61C}',
+            '\u{180E}',
+            '\u{200B}',
+            '\u{200C}',
+            '\u{200D}',
+            '\u{200E}',
+            '\u{200F}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202A}',
+            '\u{202E}',
+            '\u{2060}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{3164}',
+            '\u{FE0F}',
+            '\u{FEFF}',
+            '\u{FFF9}',
+            '\u{FFFB}',
+            '\u{1D173}',
+            '\u{E0001}',
+            '\u{E0041}',
+            '\u{E01EF}',
+        ];
+        for c in refused {
+            assert!(!shown_name_ok(&format!("a{c}b"), 128), "{c:?}");
+            assert!(!shown_name_ok(&c.to_string(), 128), "{c:?}");
+        }
+        assert!(!shown_name_ok("", 128));
+        assert!(shown_name_ok(&"é".repeat(64), 128));
+        assert!(!shown_name_ok(&format!("{}a", "é".repeat(64)), 128));
     }
 }

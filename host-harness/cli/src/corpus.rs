@@ -9,8 +9,8 @@
 
 use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{
-    CallerOutcome, DeprecatedMethod, Policy, Registration, RequestId, ResponseVerdict,
-    RetryRequest, ServerIdentity,
+    CallerOutcome, DeprecatedMethod, FinishRequest, Policy, Registration, RequestId,
+    ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::{AuditFault, ScriptedAnswer};
 use mrtr_gate_host::{GateApi, GateDenial};
@@ -314,10 +314,13 @@ pub fn run_scenario(
                     Some("cancelled") | None => CallerOutcome::Cancelled,
                     Some(reason) => CallerOutcome::Error(reason.to_owned()),
                 };
-                outcome(
-                    gate.finish(&id_of(step.get("id").unwrap_or(&Value::Null))?, outcome_in),
-                    |t| json!({"outcome": t.as_str()}),
-                )
+                let r = FinishRequest {
+                    request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
+                    user: text_or(step, "user", "alice"),
+                    tenant: text_or(step, "tenant", "acme"),
+                    outcome: outcome_in,
+                };
+                outcome(gate.finish(r), |t| json!({"outcome": t.as_str()}))
             }
             "expire_stale" => outcome(gate.expire_stale(), |n| json!({"ended": n})),
             "advance_clock" => {
@@ -340,6 +343,13 @@ pub fn run_scenario(
                 if let Some(f) = step.get("storage").and_then(Value::as_str) {
                     hosts.storage.set_failing(f == "fail");
                     hosts.storage.set_losing_cas(f == "lose_cas");
+                    hosts.storage.set_failing_deletes(f == "fail_deletes");
+                }
+                if let Some(n) = step.get("lose_cas_after") {
+                    let n = n
+                        .as_u64()
+                        .ok_or_else(|| format!("{at}: `lose_cas_after` takes a count"))?;
+                    hosts.storage.lose_cas_after(n);
                 }
                 continue;
             }

@@ -7,7 +7,8 @@
 
 use mrtr_gate_core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError};
 use mrtr_gate_core::{
-    CallerOutcome, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
+    CallerOutcome, FinishRequest, Policy, Registration, RequestId, ResponseVerdict, RetryRequest,
+    ServerIdentity,
 };
 use mrtr_gate_host::consent_screen::{render_answers, render_view};
 use mrtr_gate_host::reference_hosts::{
@@ -350,7 +351,12 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
         )),
         Ok(v) => d.say(format!("  verdict: {v:?}")),
     }
-    let _ = d.gate.finish(&id, CallerOutcome::Cancelled);
+    let _ = d.gate.finish(FinishRequest {
+        request_id: id,
+        user: "alice@example.com".into(),
+        tenant: "acme".into(),
+        outcome: CallerOutcome::Cancelled,
+    });
 
     d.say(format!("\n== audit trail ({}) ==", audit_path.display()));
     let lines = audit.lines().map_err(|e| format!("audit file: {e}"))?;

@@ -48,7 +48,7 @@ impl<H: Host> Gate<H> {
         server: &ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
-        let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.display());
+        let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.audited());
         let body = match read_message(response_json) {
             Ok(body) => body,
             Err(e) => return Err(self.deny(e, unbound())),
@@ -77,7 +77,7 @@ impl<H: Host> Gate<H> {
             let event = binding
                 .event(EventKind::Rejected)
                 .set(Field::LiveId, id.to_json())
-                .set(Field::Server, server.display());
+                .set(Field::Server, server.audited());
             return Err(self.deny(e, event));
         }
         if binding.live_id != id {
@@ -128,9 +128,11 @@ impl<H: Host> Gate<H> {
         round: Round,
     ) -> Result<ResponseVerdict, Denial> {
         let number = binding.rounds.saturating_add(1);
+        let binding_version = binding.binding_version.unwrap_or(version);
         let state_sha256 = round.state.as_deref().map(digest::digest_str);
         let view_json = RoundView {
             binding: &binding,
+            binding_version,
             number,
             inputs: &round.views,
             state: round.state.as_deref().zip(state_sha256.as_deref()),
@@ -140,35 +142,39 @@ impl<H: Host> Gate<H> {
         let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
         let mut binding = self.store.take(binding);
         binding.rounds = number;
+        binding.binding_version = Some(binding_version);
         binding.audited = true;
-        binding.open = Some(OpenRound {
+        let mut open = OpenRound {
             number,
             state: round.state,
             state_sha256: state_sha256.clone(),
             inputs: round.inputs,
             view_json: view_json.clone(),
             view_sha256: view_sha256.clone(),
+            received_seq: 0,
             rendered: std::cell::OnceCell::new(),
-        });
-        let now = self.now();
-        let (binding, version) =
-            match self
-                .store
-                .store(self.host.storage(), now, binding, Some(version))
-            {
-                Ok(stored) => stored,
-                Err((e, binding)) => {
-                    let event = binding.event(EventKind::Rejected);
-                    return Err(self.deny(e, event));
-                }
-            };
+        };
+        // Audited first, stored second: a round that storage holds always rests on a
+        // `received` event the sink confirmed, whatever fails afterwards.
         let received = binding
-            .event(EventKind::Received)
+            .event_with(EventKind::Received, Some(&open))
             .set_str(Field::Outcome, "accepted");
-        if let Err(e) = self.audit(received) {
-            // Nothing may rest on a round the audit trail does not hold: end the binding.
-            let _ = self.store.remove(self.host.storage(), &binding, version);
-            return Err(Denial::unaudited(e));
+        open.received_seq = match self.audit(received) {
+            Ok(seq) => seq,
+            Err(e) => {
+                // Nothing may rest on a round the audit trail does not hold: end the binding.
+                let _ = self.store.remove(self.host.storage(), &binding, version);
+                return Err(Denial::unaudited(e));
+            }
+        };
+        binding.open = Some(open);
+        let now = self.now();
+        if let Err((e, binding)) =
+            self.store
+                .store(self.host.storage(), now, binding, Some(version))
+        {
+            let event = binding.event(EventKind::Rejected);
+            return Err(self.deny(e, event));
         }
         Ok(ResponseVerdict::InputRequired(ConsentView {
             view_json,

@@ -85,6 +85,19 @@ pub struct Retry {
     pub consent_receipt_id: Option<String>,
 }
 
+/// The caller ends a binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishRequest {
+    /// Any id the binding uses (its original id, or the id of its live retry).
+    pub request_id: RequestId,
+    /// Must be the binding's user: another user's caller cannot end it.
+    pub user: String,
+    /// Must be the binding's tenant.
+    pub tenant: String,
+    /// Why it ends.
+    pub outcome: CallerOutcome,
+}
+
 /// Why the caller ends a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CallerOutcome {

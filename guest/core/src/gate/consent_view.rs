@@ -13,7 +13,7 @@ use crate::url_view::UrlView;
 use serde::Serialize;
 
 /// The version of the view format, written into every view.
-pub const VIEW_FORMAT: &str = "mrtr-gate/consent-view/v1";
+pub const VIEW_FORMAT: &str = "mrtr-gate/consent-view/v2";
 
 /// What the view shows of one input request.
 #[derive(Clone, Debug)]
@@ -46,18 +46,26 @@ pub(crate) enum InputView {
 
 impl InputView {
     /// The sentence that says what accepting this input does.
+    /// The key is quoted (as a JSON string): a key is any visible string a server picks, so
+    /// unquoted it could pose as a sentence of its own.
     fn effect(&self, server: &str) -> String {
+        let mut key = String::new();
+        let (Self::Form { key: k, .. }
+        | Self::Url { key: k, .. }
+        | Self::Roots { key: k }
+        | Self::Sampling { key: k, .. }) = self;
+        canonical::write_string(&mut key, k);
         match self {
-            Self::Form { key, fields, .. } => format!(
+            Self::Form { fields, .. } => format!(
                 "{key}: what you enter in {} field(s) is sent to {server}",
                 fields.len()
             ),
-            Self::Url { key, url, .. } => format!(
+            Self::Url { url, .. } => format!(
                 "{key}: accepting opens {} in your browser; the client and the model cannot see the page",
                 url.full
             ),
-            Self::Roots { key } => format!("{key}: your workspace roots are sent to {server}"),
-            Self::Sampling { key, .. } => {
+            Self::Roots { .. } => format!("{key}: your workspace roots are sent to {server}"),
+            Self::Sampling { .. } => {
                 format!("{key}: your model generates a reply for {server}, which receives it")
             }
         }
@@ -133,10 +141,38 @@ fn write_serialized(out: &mut String, part: &impl Serialize) {
     }
 }
 
+/// The largest `arguments` shown in full, in bytes of their canonical JSON; larger ones are
+/// shown by size (the params digest beside them covers every byte).
+pub const MAX_SHOWN_ARGUMENTS_BYTES: usize = 4096;
+
+/// The request's `arguments` (tools and prompts) as the view shows them: `{"bytes":N,
+/// "value":V}` with `V` the arguments themselves up to [`MAX_SHOWN_ARGUMENTS_BYTES`], else
+/// `null`; `null` when the params carry none (`resources/read`). `params` is the registered
+/// canonical text, so the member is copied as it is.
+fn write_arguments(out: &mut String, params: &str) {
+    let arguments = canonical::CanonicalObject::parse(params).and_then(|p| p.member("arguments"));
+    match arguments {
+        None => out.push_str("null"),
+        Some(text) => {
+            out.push_str("{\"bytes\":");
+            canonical::write_u64(out, u64::try_from(text.len()).unwrap_or(u64::MAX));
+            out.push_str(",\"value\":");
+            if text.len() <= MAX_SHOWN_ARGUMENTS_BYTES {
+                out.push_str(text);
+            } else {
+                out.push_str("null");
+            }
+            out.push('}');
+        }
+    }
+}
+
 /// One round's view, before it is written.
 pub(crate) struct RoundView<'a> {
     /// The binding the round belongs to.
     pub binding: &'a Binding,
+    /// The binding's record version at its first round (see `Binding::binding_version`).
+    pub binding_version: u64,
     /// The 1-based round number.
     pub number: u32,
     /// One entry per input key, in key order.
@@ -178,7 +214,13 @@ impl RoundView<'_> {
         }
         out.push_str("],\"max_rounds\":");
         canonical::write_u64(&mut out, u64::from(fixed.policy.max_rounds));
-        out.push_str(",\"request\":{\"id\":");
+        // What the request is and whose: the user approves what the tool will do, and no two
+        // bindings (other user, tenant, arguments, or the same id again later) share a view.
+        out.push_str(",\"request\":{\"arguments\":");
+        write_arguments(&mut out, fixed.params_json.get());
+        out.push_str(",\"binding_version\":");
+        canonical::write_u64(&mut out, self.binding_version);
+        out.push_str(",\"id\":");
         self.binding.live_id.write_json(&mut out);
         out.push_str(",\"method\":");
         canonical::write_string(&mut out, &fixed.method);
@@ -186,6 +228,12 @@ impl RoundView<'_> {
         canonical::write_string(&mut out, &fixed.name);
         out.push_str(",\"original_id\":");
         fixed.original_id.write_json(&mut out);
+        out.push_str(",\"params_sha256\":");
+        canonical::write_string(&mut out, &fixed.params_sha256);
+        out.push_str(",\"tenant_sha256\":");
+        canonical::write_string(&mut out, &fixed.tenant_sha256);
+        out.push_str(",\"user_sha256\":");
+        canonical::write_string(&mut out, &fixed.user_sha256);
         out.push_str("},\"round\":");
         canonical::write_u64(&mut out, u64::from(self.number));
         out.push_str(",\"server\":");

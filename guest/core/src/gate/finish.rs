@@ -3,31 +3,34 @@
 
 use super::record::{Binding, ID_PREFIX, is_record};
 use super::store::storage_failed;
-use super::{CallerOutcome, Gate, TerminalOutcome, caller};
+use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
 use crate::audit::{EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
 use crate::host::Host;
-use crate::ids::RequestId;
 use std::rc::Rc;
 
 /// The longest reason code a caller may give for ending a binding.
 const MAX_REASON_BYTES: usize = 64;
 
 impl<H: Host> Gate<H> {
-    pub(super) fn finish_binding(
-        &mut self,
-        request_id: &RequestId,
-        outcome: CallerOutcome,
-    ) -> Result<TerminalOutcome, Denial> {
+    pub(super) fn finish_binding(&mut self, r: FinishRequest) -> Result<TerminalOutcome, Denial> {
         let (binding, version) = self
             .store
-            .load(self.host.storage(), request_id)
+            .load(self.host.storage(), &r.request_id)
             .map_err(Denial::unaudited)?
             .ok_or_else(|| Denial::unaudited(caller(CallerMisuse::UnknownRequest)))?;
+        if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant {
+            // Only the binding's own principal may end it: the attempt is audited, the
+            // binding left as it was (not even expired on another user's behalf).
+            let event = binding
+                .event(EventKind::Rejected)
+                .set(Field::LiveId, r.request_id.to_json());
+            return Err(self.deny(caller(CallerMisuse::IdentityOrArgumentMismatch), event));
+        }
         let (terminal, reason) = if self.expired(&binding) {
             (TerminalOutcome::Expired, None)
         } else {
-            match &outcome {
+            match &r.outcome {
                 CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
                 CallerOutcome::Error(code) => {
                     // The reason goes into the audit trail: codes only, never caller text.

@@ -24,8 +24,8 @@ mod round;
 mod store;
 
 pub use api::{
-    CallerOutcome, ConsentView, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
-    TerminalOutcome,
+    CallerOutcome, ConsentView, FinishRequest, Registered, Registration, ResponseVerdict, Retry,
+    RetryRequest, TerminalOutcome,
 };
 pub use record::ID_PREFIX;
 pub use store::EXPIRY_GRACE_MS;
@@ -94,14 +94,11 @@ impl<H: Host> Gate<H> {
         self.retry_round(r)
     }
 
-    /// End a binding from the caller's side (cancelled, or the transport failed).
-    pub fn finish(
-        &mut self,
-        request_id: &RequestId,
-        outcome: CallerOutcome,
-    ) -> Result<TerminalOutcome, Denial> {
+    /// End a binding from the caller's side (cancelled, or the transport failed), on behalf
+    /// of the binding's own user and tenant.
+    pub fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, Denial> {
         self.begin_call();
-        self.finish_binding(request_id, outcome)
+        self.finish_binding(r)
     }
 
     /// End every binding whose lifetime has passed; returns how many ended.

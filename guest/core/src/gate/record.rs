@@ -31,6 +31,10 @@ pub(crate) struct OpenRound {
     #[serde(deserialize_with = "raw_json_text")]
     pub(crate) view_json: String,
     pub(crate) view_sha256: String,
+    /// The audit sequence number of this round's `received` event. The round is stored only
+    /// after that event was written and read back, so an open round in storage always rests
+    /// on an audited `received`; a retry refuses a round without one.
+    pub(crate) received_seq: u64,
     /// This round's fields of every event, rendered on first use.
     #[serde(skip)]
     pub(crate) rendered: std::cell::OnceCell<Rc<RenderedRound>>,
@@ -48,10 +52,15 @@ pub(crate) struct RenderedRound {
 impl OpenRound {
     fn rendered(&self) -> Rc<RenderedRound> {
         Rc::clone(self.rendered.get_or_init(|| {
-            // Input keys are `[A-Za-z0-9._-]`: the map's byte order is canonical order.
+            // Canonical order is UTF-16 order; the map's byte order differs from it only
+            // when a key holds a character above U+FFFF.
+            let mut inputs: Vec<_> = self.inputs.iter().collect();
+            if inputs.iter().any(|(key, _)| !key.is_ascii()) {
+                inputs.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            }
             let mut schemas = String::from("{");
             let mut kinds = String::from("{");
-            for (key, rule) in &self.inputs {
+            for (key, rule) in inputs {
                 if let InputRule::Form { schema } = rule {
                     if schemas.len() > 1 {
                         schemas.push(',');
@@ -102,7 +111,7 @@ pub(crate) struct Fixed {
     pub(crate) method: String,
     /// The name shown to the user (tool or prompt name, resource URI).
     pub(crate) name: String,
-    /// The name as the audit trail may record it (a resource URI without query).
+    /// The name as the audit trail may record it (a resource URI through `redact::uri`).
     pub(crate) audit_name: String,
     /// Canonical JSON, stored as JSON; checked against `params_sha256` before every retry.
     pub(crate) params_json: Box<RawValue>,
@@ -134,7 +143,7 @@ impl Fixed {
         Rc::clone(self.rendered.get_or_init(|| {
             Rc::new(RenderedFixed {
                 request_id: Rc::from(self.original_id.key_fragment()),
-                server: json_string(&self.server.display()),
+                server: json_string(&self.server.audited()),
                 method: json_string(&self.method),
                 name: json_string(&self.audit_name),
                 user_sha256: json_string(&self.user_sha256),
@@ -255,6 +264,8 @@ impl OpenRound {
         out.push_str(&self.view_json);
         out.push_str(",\"view_sha256\":");
         canonical::write_string(out, &self.view_sha256);
+        out.push_str(",\"received_seq\":");
+        canonical::write_u64_digits(out, self.received_seq);
         out.push('}');
         Ok(())
     }
@@ -273,6 +284,11 @@ pub(crate) struct Binding {
     /// original: the pointers are deleted with one compare-and-swap each, no read first.
     pub(crate) alias_versions: Vec<u64>,
     pub(crate) rounds: u32,
+    /// The storage version the record had when the binding's first round arrived: what
+    /// makes every consent view of this binding its own, since a store never reuses a key's
+    /// version (the `storage` contract), not even after the key was deleted. None until the
+    /// first round.
+    pub(crate) binding_version: Option<u64>,
     pub(crate) open: Option<OpenRound>,
     pub(crate) audited: bool,
     /// True when this instance hashed `fixed.params_json` itself (it registered the binding):
@@ -289,11 +305,12 @@ struct RecordIn {
     used_ids: Vec<RequestId>,
     alias_versions: Vec<u64>,
     rounds: u32,
+    binding_version: Option<u64>,
     open: Option<OpenRound>,
     audited: bool,
 }
 
-const BINDING_FORMAT: u32 = 3;
+const BINDING_FORMAT: u32 = 4;
 
 impl Binding {
     pub(crate) fn key(&self) -> String {
@@ -327,6 +344,11 @@ impl Binding {
         }
         out.push_str("],\"rounds\":");
         canonical::write_u64_digits(&mut out, u64::from(self.rounds));
+        out.push_str(",\"binding_version\":");
+        match self.binding_version {
+            Some(v) => canonical::write_u64_digits(&mut out, v),
+            None => out.push_str("null"),
+        }
         out.push_str(",\"open\":");
         match &self.open {
             Some(open) => open.write_record(&mut out)?,
@@ -353,6 +375,7 @@ impl Binding {
             used_ids: r.used_ids,
             alias_versions: r.alias_versions,
             rounds: r.rounds,
+            binding_version: r.binding_version,
             open: r.open,
             audited: r.audited,
             params_hashed_here: false,
@@ -361,6 +384,12 @@ impl Binding {
 
     /// An event of `kind` with everything this binding knows filled in.
     pub(crate) fn event(&self, kind: EventKind) -> Event {
+        self.event_with(kind, self.open.as_ref())
+    }
+
+    /// An event of `kind` for this binding with `open` as its open round (the `received`
+    /// event is written before the round is stored in the binding).
+    pub(crate) fn event_with(&self, kind: EventKind, open: Option<&OpenRound>) -> Event {
         let f = self.fixed.rendered();
         let mut e = Event::new(kind)
             .set_raw(Field::RequestId, Rc::clone(&f.request_id))
@@ -373,7 +402,7 @@ impl Binding {
             .set_raw(Field::PolicyVersion, Rc::clone(&f.policy_version))
             .set_raw(Field::ParamsSha256, Rc::clone(&f.params_sha256))
             .set(Field::Round, self.rounds);
-        if let Some(open) = &self.open {
+        if let Some(open) = open {
             let r = open.rendered();
             e = e
                 .set(Field::Round, open.number)
@@ -496,6 +525,7 @@ mod tests {
                 fixed: Rc::new(f),
                 live_id: live.clone(),
                 used_ids: vec![id, live],
+                binding_version: versions.first().copied(),
                 alias_versions: versions,
                 rounds: 7,
                 open: open.then(|| OpenRound {
@@ -505,6 +535,7 @@ mod tests {
                     inputs,
                     view_json: view.clone(),
                     view_sha256: digest::sha256_hex(view.as_bytes()),
+                    received_seq: 9,
                     rendered: std::cell::OnceCell::new(),
                 }),
                 audited: open,
@@ -521,6 +552,7 @@ mod tests {
             prop_assert_eq!(&back.used_ids, &binding.used_ids);
             prop_assert_eq!(&back.alias_versions, &binding.alias_versions);
             prop_assert_eq!(back.rounds, binding.rounds);
+            prop_assert_eq!(back.binding_version, binding.binding_version);
             prop_assert_eq!(back.audited, binding.audited);
             prop_assert!(!back.params_hashed_here);
             match (&back.open, &binding.open) {
@@ -531,6 +563,7 @@ mod tests {
                     prop_assert_eq!(&a.inputs, &b.inputs);
                     prop_assert_eq!(&a.view_json, &b.view_json);
                     prop_assert_eq!(&a.view_sha256, &b.view_sha256);
+                    prop_assert_eq!(a.received_seq, b.received_seq);
                 }
                 (None, None) => {}
                 _ => prop_assert!(false, "the open round did not read back"),

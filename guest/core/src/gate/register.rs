@@ -69,9 +69,7 @@ impl<H: Host> Gate<H> {
             })?
             .to_owned();
         let audit_name = if r.method == "resources/read" {
-            url::Url::parse(&name)
-                .map(|u| crate::url_view::redacted(&u))
-                .unwrap_or_else(|_| format!("sha256:{}", digest::digest_str(&name)))
+            crate::redact::uri(&name)
         } else {
             name.clone()
         };
@@ -107,6 +105,7 @@ impl<H: Host> Gate<H> {
             used_ids: vec![request_id.clone()],
             alias_versions: Vec::new(),
             rounds: 0,
+            binding_version: None,
             open: None,
             audited: false,
             params_hashed_here: true,

@@ -133,6 +133,11 @@ impl<H: Host> Gate<H> {
             (Some(open), true) => open,
             _ => return Err(caller(CallerMisuse::InactiveRound)),
         };
+        if open.received_seq == 0 {
+            // The gate stores a round only after its `received` event is confirmed: a round
+            // without one was not written by this gate.
+            return Err(GateError::Host(HostFault::StorageCorrupted));
+        }
         let retry_id = r
             .retry_id
             .clone()

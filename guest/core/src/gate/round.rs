@@ -106,13 +106,27 @@ fn invalid(why: impl Into<String>) -> GateError {
     peer(PeerMisbehaved::ServerSentInvalidInputRequest(why.into()))
 }
 
-/// `^[A-Za-z0-9._-]{1,64}$`
+/// Any string the spec allows (e.g. `github:login`) of 1 to [`limits::MAX_KEY_BYTES`]
+/// bytes, without a character that could fake or hide what the consent screen shows.
 pub fn valid_input_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 64
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    crate::policy::shown_name_ok(key, limits::MAX_KEY_BYTES)
+}
+
+/// A refused key as a message quotes it: bounded, every control or invisible character
+/// escaped as `\u{…}` (a refused key may hold exactly those).
+fn shown_key(key: &str) -> String {
+    let mut out = String::new();
+    for c in key.chars().take(json::QUOTED_CHARS) {
+        if crate::policy::hidden_or_control(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    if key.chars().nth(json::QUOTED_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 fn message(params: &Map<String, Value>, key: &str) -> Result<String, GateError> {
@@ -263,7 +277,7 @@ fn check_one(
                 .ok_or_else(|| invalid(format!("`{key}.params.messages` must be an array")))?;
             let max_tokens = p
                 .get("maxTokens")
-                .and_then(Value::as_u64)
+                .and_then(crate::schema::non_negative_integer)
                 .ok_or_else(|| invalid(format!("`{key}.params.maxTokens` must be an integer")))?;
             let include_context = match p.get("includeContext") {
                 None => "none",
@@ -356,8 +370,9 @@ pub fn check_round(
         for (key, request) in sorted {
             if !valid_input_key(key) {
                 return Err(invalid(format!(
-                    "the input key `{}` is not `[A-Za-z0-9._-]{{1,64}}`",
-                    quoted(key)
+                    "the input key `{}` is not 1 to {} bytes without control or invisible characters",
+                    shown_key(key),
+                    limits::MAX_KEY_BYTES
                 )));
             }
             let (rule, view) = check_one(key, request, policy, declared, schemas)?;

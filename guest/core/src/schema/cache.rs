@@ -154,23 +154,33 @@ mod tests {
         assert_eq!(cache.check(&good), first);
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.check(&good), first, "a hit is the same verdict");
-        // `1.0` is not `1` to the check (a count must be an integer), nor to the cache.
+        // `1.0` is another value than `1` to the cache (its own entry), though the check
+        // takes both as the count 1; `1.5` is refused.
         let one = one_field(json!(1));
         let one_point_zero = one_field(json!(1.0));
+        let one_point_five = one_field(json!(1.5));
         for _ in 0..2 {
             assert!(cache.check(&one).is_ok());
         }
         assert_eq!(cache.len(), 2);
         for _ in 0..2 {
-            assert!(cache.check(&one_point_zero).is_err());
+            assert_eq!(
+                cache.check(&one_point_zero),
+                check_form_schema(&one_point_zero)
+            );
         }
-        assert!(check_form_schema(&one_point_zero).is_err());
+        assert!(check_form_schema(&one_point_zero).is_ok());
+        assert_eq!(cache.len(), 3);
+        for _ in 0..2 {
+            assert!(cache.check(&one_point_five).is_err());
+        }
+        assert!(check_form_schema(&one_point_five).is_err());
         // Refusals are not kept.
-        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.len(), 3);
         for _ in 0..2 {
             assert!(cache.check(&json!({"type": "object"})).is_err());
         }
-        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.len(), 3);
     }
 
     #[test]

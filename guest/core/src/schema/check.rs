@@ -31,11 +31,31 @@ fn text(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>,
     }
 }
 
+/// The largest integer a JSON number written with a fraction or an exponent (`3.0`, `1e2`)
+/// still names exactly: 2^53. Beyond it two different counts would read as one.
+const MAX_EXACT_FLOAT_COUNT: f64 = 9_007_199_254_740_992.0;
+
+/// A count (`minLength`, `maxItems`, `maxTokens`, ...): a non-negative integer, however it
+/// is spelled. JSON Schema counts a number with a zero fraction as an integer, and Python's
+/// `json` writes a float-typed count as `3.0`; `3.5`, negatives and counts beyond 2^53 are
+/// refused.
+pub(crate) fn non_negative_integer(v: &Value) -> Option<u64> {
+    if let Some(u) = v.as_u64() {
+        return Some(u);
+    }
+    let f = v.as_f64()?;
+    if f.fract() == 0.0 && (0.0..=MAX_EXACT_FLOAT_COUNT).contains(&f) {
+        // Exact: an integer-valued f64 within 0..=2^53 converts without loss.
+        Some(f as u64)
+    } else {
+        None
+    }
+}
+
 fn count(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<u64>, GateError> {
     match obj.get(key) {
         None => Ok(None),
-        Some(v) => v
-            .as_u64()
+        Some(v) => non_negative_integer(v)
             .map(Some)
             .ok_or_else(|| bad(format!("`{at}.{key}` must be a non-negative integer"))),
     }
@@ -131,8 +151,13 @@ fn check_default(default: Option<&Value>, kind: &FieldKind, at: &str) -> Result<
     let Some(d) = default else { return Ok(()) };
     let fits = match kind {
         FieldKind::String { .. } => d.is_string(),
+        // JSON Schema's `integer` holds every number with a zero fraction (`2.0` too).
         FieldKind::Number { integer, .. } => {
-            d.is_number() && (!integer || d.as_i64().is_some() || d.as_u64().is_some())
+            d.is_number()
+                && (!integer
+                    || d.as_i64().is_some()
+                    || d.as_u64().is_some()
+                    || d.as_f64().is_some_and(|f| f.fract() == 0.0))
         }
         FieldKind::Boolean => d.is_boolean(),
         FieldKind::SingleSelect { options } => d
@@ -335,6 +360,17 @@ fn field(name: &str, prop: &Value, required: bool) -> Result<FormField, GateErro
             }
         }
         _ => {
+            // Plain pydantic writes `Optional[T]` so; the MCP Python SDK renders it as `T`
+            // left out of `required`, which is how the subset says "optional".
+            let nullable_union = obj.get("anyOf").and_then(Value::as_array).is_some_and(|a| {
+                a.iter()
+                    .any(|s| s.get("type").and_then(Value::as_str) == Some("null"))
+            });
+            if nullable_union {
+                return Err(bad(format!(
+                    "`{at}` is a union with `null` (`anyOf`), outside the primitive subset: an optional field is one left out of `required`"
+                )));
+            }
             if obj.contains_key("$ref") {
                 return Err(bad(format!(
                     "`{at}` uses `$ref`; references are not allowed"
@@ -394,7 +430,10 @@ pub(super) fn check_measured(schema: &Value) -> Result<(FormSchema, usize), Gate
         .and_then(Value::as_object)
         .ok_or_else(|| bad("`properties` must be an object"))?;
     if props.len() > limits::MAX_FORM_FIELDS {
-        return Err(bad("more than 128 properties"));
+        return Err(bad(format!(
+            "more than {} properties",
+            limits::MAX_FORM_FIELDS
+        )));
     }
     let mut required = BTreeSet::new();
     if let Some(req) = obj.get("required") {
@@ -418,10 +457,11 @@ pub(super) fn check_measured(schema: &Value) -> Result<(FormSchema, usize), Gate
     }
     let mut fields = Vec::with_capacity(props.len());
     for (name, prop) in props {
-        if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
-            return Err(bad(
-                "property names must be 1 to 128 bytes without control characters",
-            ));
+        if !crate::policy::shown_name_ok(name, limits::MAX_KEY_BYTES) {
+            return Err(bad(format!(
+                "property names must be 1 to {} bytes without control or invisible characters",
+                limits::MAX_KEY_BYTES
+            )));
         }
         fields.push(field(name, prop, required.contains(name.as_str()))?);
     }
@@ -483,6 +523,27 @@ mod tests {
     }
 
     #[test]
+    fn counts_are_integers_however_spelled() {
+        for (v, want) in [
+            (json!(3), Some(3)),
+            (json!(3.0), Some(3)),
+            (json!(-0.0), Some(0)),
+            (json!(1e3), Some(1000)),
+            (json!(9007199254740992.0), Some(1 << 53)),
+            (json!(u64::MAX), Some(u64::MAX)),
+            (json!(3.5), None),
+            (json!(-1), None),
+            (json!(-1.0), None),
+            (json!(9007199254740994.0), None),
+            (json!(1e300), None),
+            (json!("3"), None),
+            (json!(null), None),
+        ] {
+            assert_eq!(non_negative_integer(&v), want, "{v}");
+        }
+    }
+
+    #[test]
     fn refuses_everything_outside_the_subset() {
         for schema in [
             json!({"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}}),
@@ -492,6 +553,9 @@ mod tests {
             json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^a$"}}}),
             json!({"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}),
             json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}),
+            json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3.5}}}),
+            json!({"type": "object", "properties": {"a\u{202E}": {"type": "string"}}}),
             json!({"type": "object", "properties": {}, "additionalProperties": true}),
             json!({"type": "object", "properties": {}, "required": ["ghost"]}),
             json!({"type": "array", "properties": {}}),

@@ -24,6 +24,7 @@ mod content;
 pub use cache::SchemaCache;
 #[cfg(test)]
 pub use check::check_form_schema;
+pub(crate) use check::non_negative_integer;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

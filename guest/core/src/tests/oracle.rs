@@ -1,7 +1,8 @@
 //! Differential tests: the gate's own validator for the MCP primitive subset against
 //! `jsonschema` (the reference, draft-07 with format assertion on), over random schemas
 //! and random content. Without formats the two must agree exactly; with formats the gate
-//! may refuse more, never accept more.
+//! may refuse more, never accept more (e.g. `email` takes IDNA A-labels of a few scripts'
+//! letters only, where the reference takes any IDNA2008 PVALID label: see docs/errors.md).
 
 use crate::formats;
 use crate::schema::check_form_schema;
@@ -244,11 +245,19 @@ fn common_values_pass_both() {
 }
 
 /// A schema of the subset, or one mutated so that the check may refuse it (a count turned
-/// into a float, a type changed, a property dropped from `properties` but still required).
+/// into a fraction, or into a float with a zero fraction, which it accepts; a type changed;
+/// a property dropped from `properties` but still required).
 fn maybe_broken_schema() -> impl Strategy<Value = Value> {
-    (schema(true), 0u8..5).prop_map(|(mut s, how)| {
+    (schema(true), 0u8..6).prop_map(|(mut s, how)| {
         match how {
             0 => {
+                if let Some(p) = s["properties"]["p0"].as_object_mut()
+                    && p.contains_key("maxLength")
+                {
+                    p.insert("maxLength".into(), json!(3.5));
+                }
+            }
+            3 => {
                 if let Some(p) = s["properties"]["p0"].as_object_mut()
                     && p.contains_key("maxLength")
                 {
@@ -285,6 +294,102 @@ proptest! {
             let schema = &pool[pick % pool.len()];
             prop_assert_eq!(cache.check(schema), check_form_schema(schema), "schema {}", schema);
             prop_assert!(cache.len() <= SCHEMA_CACHE_ENTRIES);
+        }
+    }
+}
+
+/// Email domains in IDNA A-label form (Latin, Cyrillic, Greek, Hebrew, Arabic, kana, CJK,
+/// Hangul) pass both; the same domains as Unicode (U-labels, `idn-email`) pass neither.
+#[test]
+fn idna_a_label_emails_pass_both_and_u_labels_neither() {
+    let email =
+        |s: &str| reference(&json!({"type": "string", "format": "email"})).is_valid(&json!(s));
+    for unicode in [
+        "bücher.example",
+        "яндекс.рф",
+        "παράδειγμα.example",
+        "דוגמה.example",
+        "مثال.example",
+        "例え.jp",
+        "テスト.example",
+        "한국.example",
+        "straße.example",
+    ] {
+        let ascii = unicode
+            .split('.')
+            .map(|l| {
+                if l.is_ascii() {
+                    l.to_owned()
+                } else {
+                    format!("xn--{}", idna::punycode::encode_str(l).unwrap())
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(".");
+        let a = format!("user@{ascii}");
+        assert!(formats::check("email", &a), "gate refused {a}");
+        assert!(email(&a), "reference refused {a}");
+        let u = format!("user@{unicode}");
+        assert!(!formats::check("email", &u), "gate accepted {u}");
+        assert!(!email(&u), "reference accepted {u}");
+    }
+}
+
+/// Labels the gate's A-label rule could meet: Punycode of letters it takes, of other
+/// characters (marks, digits, symbols, the contextual ones), and random Punycode text.
+fn a_label() -> impl Strategy<Value = String> {
+    let chars = prop::sample::select(vec![
+        'a',
+        'z',
+        '0',
+        '-',
+        'ü',
+        'ß',
+        'я',
+        'ά',
+        'ς',
+        'א',
+        'ب',
+        'ـ',
+        'あ',
+        'ア',
+        '・',
+        '例',
+        '한',
+        '\u{0301}',
+        '\u{0660}',
+        '\u{06F0}',
+        '·',
+        '\u{0375}',
+        '\u{200D}',
+        '☃',
+        'Ⓐ',
+        'Ⅻ',
+        '²',
+        'É',
+        '\u{1F150}',
+        '\u{0903}',
+        '\u{3007}',
+    ]);
+    prop_oneof![
+        prop::collection::vec(chars, 1..6).prop_map(|cs| {
+            let s: String = cs.into_iter().collect();
+            format!("xn--{}", idna::punycode::encode_str(&s).unwrap_or_default())
+        }),
+        "xn--[a-z0-9-]{0,12}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// An A-label domain the gate's `email` accepts, the reference accepts too.
+    #[test]
+    fn a_label_emails_are_a_subset_of_the_reference(label in a_label()) {
+        let s = format!("user@{label}.example");
+        if formats::check("email", &s) {
+            let v = reference(&json!({"type": "string", "format": "email"}));
+            prop_assert!(v.is_valid(&json!(s)), "email accepted `{}`", s);
         }
     }
 }

@@ -15,8 +15,8 @@ use mrtr_gate_core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use mrtr_gate_core::{
-    ConsentView, Denial, Gate, Policy, Registered, Registration, RequestId, ResponseVerdict, Retry,
-    RetryRequest, ServerIdentity,
+    CallerOutcome, ConsentView, Denial, FinishRequest, Gate, Policy, Registered, Registration,
+    RequestId, ResponseVerdict, Retry, RetryRequest, ServerIdentity,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -243,6 +243,16 @@ pub fn retry_request(
         user: USER.into(),
         tenant: TENANT.into(),
         responses_json: responses.to_string(),
+    }
+}
+
+/// `finish` on behalf of the fixture's user and tenant.
+pub fn finish_request(request_id: RequestId, outcome: CallerOutcome) -> FinishRequest {
+    FinishRequest {
+        request_id,
+        user: USER.into(),
+        tenant: TENANT.into(),
+        outcome,
     }
 }
 

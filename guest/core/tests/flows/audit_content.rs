@@ -43,7 +43,7 @@ fn audit_events_carry_the_bindings_and_nothing_else() {
             assert!(obj.contains_key(f), "missing {f}");
         }
         assert_eq!(obj.len(), FIELDS.len() + 3, "unexpected fields in {e}");
-        assert_eq!(e["server"], SERVER);
+        assert_eq!(e["server"], redacted("https://mcp.example.com", SERVER));
         assert_eq!(e["method"], "tools/call");
         assert_eq!(e["name"], "get_weather");
         assert_eq!(e["user_sha256"], digest_str(USER));
@@ -225,7 +225,7 @@ fn canary_secrets_never_reach_the_audit_trail() {
 }
 
 /// A `resources/read` URI with userinfo must never reach an audit event's `name` with its
-/// password (`url_view::redacted` clears userinfo, query and fragment). Found by this test.
+/// password (the redaction keeps scheme, host and port only). Found by this test.
 #[test]
 fn resource_uri_userinfo_never_reaches_the_audit_trail() {
     const PASSWORD: &str = "CANARY-PASSWORD-4242";

@@ -8,7 +8,7 @@ use mrtr_gate_core::memory::{
     AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use mrtr_gate_core::{Gate, Policy, ResponseVerdict};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 fn audit_fault_case(fault: AuditFault, expected: &str) {
@@ -126,4 +126,28 @@ fn audit_failure_after_the_round_is_consumed_ends_the_binding() {
     assert_eq!(terminal[0]["outcome"], "error");
     assert_eq!(terminal[0]["reason"], "audit_write_failed");
     assert!(storage.is_empty());
+}
+
+#[test]
+fn a_round_whose_received_event_failed_is_never_retriable_even_when_its_cleanup_fails() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    // `received` cannot be written, and ending the binding afterwards fails as well.
+    fx.audit.set_fault(AuditFault::FailAppend);
+    fx.storage.set_failing_deletes(true);
+    assert_code(
+        fx.accept(1, input_required(json!({"a": form("A")}))),
+        "audit_write_failed",
+    );
+    fx.audit.set_fault(AuditFault::None);
+    fx.storage.set_failing_deletes(false);
+    // No round rests on the unaudited `received`: nothing to consent to, nothing to send.
+    let answers = json!({"a": accept_with(form_content())});
+    assert_code(fx.retry(n(1), n(2), &answers), "inactive_mrtr_round");
+    let kinds: Vec<Value> = fx.events().iter().map(|e| e["event"].clone()).collect();
+    assert!(
+        !kinds.iter().any(|k| k == "consented" || k == "submitted"),
+        "the trail shows no consent or retry for an unaudited round: {kinds:?}"
+    );
+    assert!(fx.consent.prompts().is_empty(), "the user was never asked");
 }

@@ -3,6 +3,7 @@
 use crate::common::*;
 use crate::support::*;
 use mrtr_gate_core::memory::ScriptedAnswer;
+use mrtr_gate_core::{ConsentView, Policy};
 use serde_json::{Value, json};
 
 fn consent_case(answer: ScriptedAnswer, expected: &str) {
@@ -83,4 +84,67 @@ fn state_only_round_needs_no_consent() {
         fx.retry(n(2), n(3), &json!({"a": {"action": "cancel"}})),
         "consent_unavailable",
     );
+}
+
+/// The view digest of the first round of a `tools/call` registered as `id` by `user` of
+/// `tenant` with `arguments`, on a fixture of its own or on `fx`.
+fn first_view(fx: &mut Fx, id: i64, user: &str, tenant: &str, arguments: Value) -> ConsentView {
+    let mut r = registration(n(id), &tool_params("t", arguments), Policy::default());
+    r.user = user.into();
+    r.tenant = tenant.into();
+    fx.gate.register(r).unwrap();
+    fx.round(id, input_required(json!({"a": form("A")})))
+}
+
+#[test]
+fn a_view_identifies_its_request_and_no_two_bindings_share_one() {
+    let mut fx = Fx::new();
+    let base = first_view(&mut fx, 1, USER, TENANT, json!({"to": "ada"}));
+    let view = parse(&base.view_json);
+    // The view shows what the tool will do and for whom.
+    assert_eq!(view["request"]["arguments"]["value"], json!({"to": "ada"}));
+    assert_eq!(view["request"]["arguments"]["bytes"], 12);
+    assert_eq!(
+        view["request"]["user_sha256"],
+        mrtr_gate_core::digest::digest_str(USER)
+    );
+    assert_eq!(
+        view["request"]["tenant_sha256"],
+        mrtr_gate_core::digest::digest_str(TENANT)
+    );
+    assert_eq!(view["view"], "mrtr-gate/consent-view/v2");
+    let mut digests = vec![base.view_sha256.clone()];
+    // The same tool, id, round and schema for another user, another tenant, other
+    // arguments, and the very same request again once the first has ended: each its own view.
+    let mut others = Vec::new();
+    for (user, tenant, arguments) in [
+        ("mallory@example.com", TENANT, json!({"to": "ada"})),
+        (USER, "tenant-b", json!({"to": "ada"})),
+        (USER, TENANT, json!({"to": "eve"})),
+    ] {
+        let mut fresh = Fx::new();
+        others.push(first_view(&mut fresh, 1, user, tenant, arguments).view_sha256);
+    }
+    fx.accept(1, complete()).unwrap();
+    others.push(first_view(&mut fx, 1, USER, TENANT, json!({"to": "ada"})).view_sha256);
+    digests.extend(others);
+    let mut unique = digests.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        digests.len(),
+        "every binding's view is its own: {digests:?}"
+    );
+}
+
+#[test]
+fn large_arguments_are_shown_by_size_and_covered_by_the_params_digest() {
+    let mut fx = Fx::new();
+    let big = "x".repeat(5000);
+    let v = first_view(&mut fx, 1, USER, TENANT, json!({"blob": big}));
+    let view = parse(&v.view_json);
+    assert_eq!(view["request"]["arguments"]["value"], Value::Null);
+    assert_eq!(view["request"]["arguments"]["bytes"], 5011);
+    assert_eq!(view["request"]["params_sha256"].as_str().unwrap().len(), 64);
 }

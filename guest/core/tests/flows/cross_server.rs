@@ -16,7 +16,10 @@ fn cross_server_responses_are_refused_and_the_binding_survives() {
     assert!(d.audited);
     let ev = fx.last_event();
     assert_eq!(ev["reason"], "server_origin_mismatch");
-    assert_eq!(ev["server"], "https://evil.example.net/mcp");
+    assert_eq!(
+        ev["server"],
+        redacted("https://evil.example.net", "https://evil.example.net/mcp")
+    );
     // Another server cannot end it either.
     assert_code(
         fx.accept_from(OTHER_SERVER, 1, complete()),

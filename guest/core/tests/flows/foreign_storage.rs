@@ -159,3 +159,15 @@ fn a_record_from_another_format_is_refused_and_the_sweeper_skips_what_it_cannot_
     assert_eq!(fx.gate.expire_stale().unwrap(), 1, "binding 1 only");
     assert_eq!(stored(&fx, "9"), record, "the copy is left to its TTL");
 }
+
+#[test]
+fn an_open_round_without_a_confirmed_received_event_is_refused() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, state_only("s"));
+    let mut record: Value = serde_json::from_slice(&stored(&fx, "1")).unwrap();
+    assert!(record["open"]["received_seq"].as_u64().unwrap() > 0);
+    record["open"]["received_seq"] = json!(0);
+    plant(&fx, "1", record.to_string().as_bytes());
+    assert_code(fx.retry(n(1), n(2), &json!({})), "storage_corrupted");
+}

@@ -204,12 +204,15 @@ fn finish_cancels_and_reports_expired_when_late() {
     fx.register_tool(1);
     fx.round(1, state_only("s"));
     assert_eq!(
-        fx.gate.finish(&n(1), CallerOutcome::Cancelled).unwrap(),
+        fx.gate
+            .finish(finish_request(n(1), CallerOutcome::Cancelled))
+            .unwrap(),
         TerminalOutcome::Cancelled
     );
     assert_code(fx.retry(n(1), n(2), &json!({})), "inactive_mrtr_round");
     assert_code(
-        fx.gate.finish(&n(1), CallerOutcome::Cancelled),
+        fx.gate
+            .finish(finish_request(n(1), CallerOutcome::Cancelled)),
         "unknown_request",
     );
     assert_eq!(terminal_of(&fx, 1)[0]["outcome"], "cancelled");
@@ -219,9 +222,48 @@ fn finish_cancels_and_reports_expired_when_late() {
     fx.clock.advance(Policy::default().round_trip_lifetime_ms);
     assert_eq!(
         fx.gate
-            .finish(&n(3), CallerOutcome::Error("transport_closed".into()))
+            .finish(finish_request(
+                n(3),
+                CallerOutcome::Error("transport_closed".into())
+            ))
             .unwrap(),
         TerminalOutcome::Expired
     );
     assert_eq!(terminal_of(&fx, 3)[0]["outcome"], "expired");
+}
+
+#[test]
+fn finish_is_refused_to_another_user_or_tenant_and_audited() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, state_only("s"));
+    let mut other_user = finish_request(n(1), CallerOutcome::Cancelled);
+    other_user.user = "mallory@example.com".into();
+    let d = assert_code(
+        fx.gate.finish(other_user),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    assert!(d.audited, "the attempt is in the trail");
+    let mut other_tenant = finish_request(n(1), CallerOutcome::Cancelled);
+    other_tenant.tenant = "tenant-b".into();
+    assert_code(
+        fx.gate.finish(other_tenant),
+        "mrtr_identity_or_argument_mismatch",
+    );
+    // The binding goes on for its own user: no terminal event was written.
+    assert!(terminal_of(&fx, 1).is_empty());
+    fx.retry_ok(n(1), n(2), &json!({}));
+    // Not even an expired binding is ended on another user's behalf.
+    fx.clock.advance(Policy::default().round_trip_lifetime_ms);
+    let mut late = finish_request(n(2), CallerOutcome::Cancelled);
+    late.user = "mallory@example.com".into();
+    assert_code(fx.gate.finish(late), "mrtr_identity_or_argument_mismatch");
+    assert!(terminal_of(&fx, 1).is_empty());
+    assert_eq!(
+        fx.gate
+            .finish(finish_request(n(2), CallerOutcome::Cancelled))
+            .unwrap(),
+        TerminalOutcome::Expired
+    );
+    fx.assert_chain();
 }

@@ -19,5 +19,6 @@ mod parser_refusals;
 mod population_and_schema;
 mod registration_refusals;
 mod rounds;
+mod spec_legal;
 mod storage_faults;
 mod wire_casing;

@@ -34,9 +34,10 @@ fn extra_and_missing_keys_are_refused() {
 #[test]
 fn invalid_input_keys_and_embedded_jsonrpc_are_refused() {
     let mut fx = Fx::new();
-    let long = "k".repeat(65);
+    // Any visible key of 1 to 128 bytes passes (tests/flows/spec_legal.rs).
+    let long = "k".repeat(129);
     for (i, requests) in [
-        json!({"bad key": form("A")}),
+        json!({"bad\u{202E}key": form("A")}),
         json!({"": form("A")}),
         json!({long.clone(): form("A")}),
         json!({"a": {"jsonrpc": "2.0", "id": 5, "method": "elicitation/create", "params": {"message": "m", "requestedSchema": form_schema()}}}),

@@ -105,7 +105,7 @@ fn registration_refusals() {
 fn server_identity_refusals() {
     for bad in [
         "https://u:p@mcp.example.com/",
-        "https://mcp.example.com/?t=1",
+        "https://mcp.example.com/#t=1",
         "ftp://mcp.example.com/",
         "",
     ] {
@@ -155,5 +155,11 @@ fn prompts_and_resources_are_bound_too() {
         .into_iter()
         .find(|e| e["event"] == "received")
         .unwrap();
-    assert_eq!(received["name"], "https://files.example.com/doc.txt");
+    assert_eq!(
+        received["name"],
+        redacted(
+            "https://files.example.com",
+            "https://files.example.com/doc.txt?sig=abc"
+        )
+    );
 }

@@ -39,12 +39,15 @@ fn lost_compare_and_swap_is_refused_everywhere() {
     // Finish: removing the binding loses.
     fx.storage.set_losing_cas(true);
     assert_code(
-        fx.gate.finish(&n(2), CallerOutcome::Cancelled),
+        fx.gate
+            .finish(finish_request(n(2), CallerOutcome::Cancelled)),
         "state_already_used",
     );
     fx.storage.set_losing_cas(false);
     assert_eq!(
-        fx.gate.finish(&n(2), CallerOutcome::Cancelled).unwrap(),
+        fx.gate
+            .finish(finish_request(n(2), CallerOutcome::Cancelled))
+            .unwrap(),
         TerminalOutcome::Cancelled
     );
     assert_eq!(terminal_of(&fx, 1).len(), 1);
@@ -115,4 +118,115 @@ fn two_instances_share_bindings_and_never_both_consume_a_round() {
     let rejected = &fx.events_of(1)[3];
     assert_eq!(rejected["reason"], "inactive_mrtr_round");
     assert_eq!(rejected["retry_id"], 3);
+}
+
+/// A user whose consent prompt stays open while another gate instance retries the same
+/// round: the other instance's `build_retry` runs inside this one's prompt.
+struct RacingUser {
+    rival: std::cell::RefCell<Option<(TestGate, mrtr_gate_core::RetryRequest)>>,
+    rival_got: std::cell::RefCell<Option<Result<mrtr_gate_core::Retry, mrtr_gate_core::Denial>>>,
+    inner: mrtr_gate_core::memory::ScriptedConsent,
+}
+
+impl mrtr_gate_core::host::Consent for RacingUser {
+    fn request_consent(
+        &self,
+        prompt: &mrtr_gate_core::host::ConsentPrompt,
+    ) -> Result<mrtr_gate_core::host::ConsentReceipt, mrtr_gate_core::host::HostError> {
+        if let Some((mut rival, request)) = self.rival.borrow_mut().take() {
+            *self.rival_got.borrow_mut() = Some(rival.build_retry(request));
+        }
+        self.inner.request_consent(prompt)
+    }
+}
+
+#[test]
+fn a_round_retried_by_two_instances_at_once_yields_exactly_one_retry() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    let fx = Fx::new();
+    let mut a = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: fx.storage.clone(),
+        consent: RacingUser {
+            rival: std::cell::RefCell::new(None),
+            rival_got: std::cell::RefCell::new(None),
+            inner: fx.consent.clone(),
+        },
+        audit: fx.audit.clone(),
+    });
+    a.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    a.accept_response(
+        &server(),
+        &response(1, input_required(json!({"a": form("A")}))),
+    )
+    .unwrap();
+    let answers = json!({"a": accept_with(form_content())});
+    // B retries the same round (with its own new id) while A's user is deciding.
+    *a.host().consent.rival.borrow_mut() =
+        Some((fx.second_gate(), retry_request(n(1), n(3), &answers)));
+    let a_got = a.build_retry(retry_request(n(1), n(2), &answers));
+    let b_got = a.host().consent.rival_got.borrow_mut().take().unwrap();
+    // B was first to consume the round; A lost the compare-and-swap and sends nothing.
+    let b_retry = b_got.unwrap();
+    assert_eq!(parse(&b_retry.request_json)["id"], 3);
+    assert_code(a_got, "state_already_used");
+    let submitted = fx
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "submitted")
+        .count();
+    assert_eq!(submitted, 1, "exactly one `submitted` event");
+    // The loser's reserved id was given back; the winner's is live.
+    assert_code(
+        fx.second_gate().register(registration(
+            n(3),
+            &tool_params("t", json!({})),
+            Policy::default(),
+        )),
+        "request_id_in_use",
+    );
+    fx.second_gate()
+        .register(registration(
+            n(2),
+            &tool_params("t", json!({})),
+            Policy::default(),
+        ))
+        .unwrap();
+    fx.assert_chain();
+}
+
+#[test]
+fn a_retry_whose_consuming_compare_and_swap_loses_sends_nothing() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    let answers = json!({"a": accept_with(form_content())});
+    // build_retry's compare-and-swaps: reserve the retry id (applies), consume the round
+    // (loses, as if another instance had consumed it between the read and the write).
+    fx.storage.lose_cas_after(1);
+    let d = assert_code(fx.retry(n(1), n(2), &answers), "state_already_used");
+    assert!(d.audited);
+    let events = fx.events();
+    assert_eq!(
+        events.iter().filter(|e| e["event"] == "submitted").count(),
+        0,
+        "a lost race is never recorded as a retry"
+    );
+    // The round is still open (the rival in this simulation does not exist) and the retry
+    // id was given back: the same answers go out once, with the same id.
+    let retry = fx.retry_ok(n(1), n(2), &answers);
+    assert_eq!(parse(&retry.request_json)["id"], 2);
+    assert_eq!(
+        fx.events()
+            .iter()
+            .filter(|e| e["event"] == "submitted")
+            .count(),
+        1
+    );
 }

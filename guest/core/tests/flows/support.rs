@@ -5,6 +5,15 @@ use crate::common::*;
 use mrtr_gate_core::RequestId;
 use serde_json::{Value, json};
 
+/// What the audit trail records of a URL: the kept `prefix` (scheme, host, port) and the
+/// SHA-256 of the whole text (docs/audit.md, "URLs and URIs in the trail").
+pub fn redacted(prefix: &str, whole: &str) -> String {
+    format!(
+        "{prefix}#sha256:{}",
+        mrtr_gate_core::digest::sha256_hex(whole.as_bytes())
+    )
+}
+
 /// A numeric request id.
 pub fn n(i: i64) -> RequestId {
     RequestId::Number(i)
