@@ -20,6 +20,68 @@ pub fn to_canonical(value: &Value) -> String {
     out
 }
 
+/// The text of the top-level member `key` of `object`, canonical JSON text this crate wrote
+/// (the registered params): found by one scan of the bytes, with nothing parsed or allocated
+/// (the consent view shows a request's `arguments` every round). None when `object` is not
+/// an object or has no such member. A property test holds it to [`CanonicalObject::member`].
+pub(crate) fn top_level_member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
+    let mut wanted = String::with_capacity(key.len().saturating_add(2));
+    write_string(&mut wanted, key);
+    let bytes = object.as_bytes();
+    if bytes.first() != Some(&b'{') {
+        return None;
+    }
+    let mut at = 1;
+    while bytes.get(at) == Some(&b'"') {
+        let key_end = string_end(bytes, at)?;
+        let key_text = object.get(at..key_end)?;
+        if bytes.get(key_end) != Some(&b':') {
+            return None;
+        }
+        let value_start = key_end.saturating_add(1);
+        let value_end = value_end(bytes, value_start)?;
+        if key_text == wanted {
+            return object.get(value_start..value_end);
+        }
+        match bytes.get(value_end) {
+            Some(b',') => at = value_end.saturating_add(1),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The position just after the JSON string that starts at `start` (its opening quote).
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start.saturating_add(1);
+    loop {
+        match bytes.get(at)? {
+            b'\\' => at = at.saturating_add(2),
+            b'"' => return Some(at.saturating_add(1)),
+            _ => at = at.saturating_add(1),
+        }
+    }
+}
+
+/// The position of the `,` or `}` that ends the member value starting at `start`.
+fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut at = start;
+    loop {
+        match bytes.get(at)? {
+            b'"' => {
+                at = string_end(bytes, at)?;
+                continue;
+            }
+            b'{' | b'[' => depth = depth.saturating_add(1),
+            b'}' | b']' if depth > 0 => depth -= 1,
+            b',' | b'}' if depth == 0 => return Some(at),
+            _ => {}
+        }
+        at = at.saturating_add(1);
+    }
+}
+
 /// The members of an object whose text is already canonical JSON, in their order, the values
 /// kept as text: a retry adds two members to the registered params without parsing them
 /// into values and writing them out again.
@@ -257,6 +319,67 @@ mod tests {
     use super::*;
     use crate::digest::{bytes_equal, digest, digest_str, sha256_hex};
     use serde_json::json;
+
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z\"\\\\{}\\[\\],:é😀\u{1}]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("arguments".to_owned()),
+                        Just("argument".to_owned()),
+                        "[a-z\"{},:]{0,6}"
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The byte scan finds exactly the member the parse finds, in any canonical object.
+        #[test]
+        fn top_level_member_is_the_parsed_member(
+            members in proptest::collection::btree_map(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("arguments".to_owned()),
+                    proptest::strategy::Just("_meta".to_owned()),
+                    "[a-z\"{},:]{0,6}"
+                ],
+                arb_value(),
+                0..5,
+            ),
+            key in proptest::prop_oneof![
+                proptest::strategy::Just("arguments".to_owned()),
+                "[a-z\"{},:]{0,6}"
+            ],
+        ) {
+            let text = to_canonical(&Value::Object(members.into_iter().collect()));
+            let parsed = CanonicalObject::parse(&text).and_then(|o| o.member(&key));
+            proptest::prop_assert_eq!(top_level_member(&text, &key), parsed);
+        }
+    }
+
+    #[test]
+    fn top_level_member_refuses_what_is_not_an_object() {
+        assert_eq!(top_level_member("[1]", "a"), None);
+        assert_eq!(top_level_member("", "a"), None);
+        assert_eq!(top_level_member("{\"a\":", "a"), None);
+        assert_eq!(
+            top_level_member("{\"a\":{\"b\":1}}", "a"),
+            Some("{\"b\":1}")
+        );
+        assert_eq!(top_level_member("{\"a\":{\"b\":1}}", "b"), None);
+    }
 
     #[test]
     fn members_are_added_in_canonical_order_and_collisions_refused() {

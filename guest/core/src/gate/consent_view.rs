@@ -150,7 +150,7 @@ pub const MAX_SHOWN_ARGUMENTS_BYTES: usize = 4096;
 /// `null`; `null` when the params carry none (`resources/read`). `params` is the registered
 /// canonical text, so the member is copied as it is.
 fn write_arguments(out: &mut String, params: &str) {
-    let arguments = canonical::CanonicalObject::parse(params).and_then(|p| p.member("arguments"));
+    let arguments = canonical::top_level_member(params, "arguments");
     match arguments {
         None => out.push_str("null"),
         Some(text) => {
