@@ -138,11 +138,13 @@ impl<H: Host> Gate<H> {
     }
 }
 
-/// The last user and tenant digested, each with its digest.
+/// The last user and tenant digested, each with its digest, and the last server with the
+/// canonical text of its redacted form.
 #[derive(Default)]
 struct PrincipalDigests {
     user: Option<(String, String)>,
     tenant: Option<(String, String)>,
+    server: Option<(crate::ids::ServerIdentity, std::rc::Rc<str>)>,
 }
 
 impl PrincipalDigests {
@@ -152,6 +154,19 @@ impl PrincipalDigests {
 
     fn tenant(&mut self, tenant: &str) -> String {
         remembered(&mut self.tenant, tenant)
+    }
+
+    /// The server as the trail records it, as canonical JSON text (a pure function of the
+    /// server: remembering it cannot change a verdict).
+    fn server(&mut self, server: &crate::ids::ServerIdentity) -> std::rc::Rc<str> {
+        if let Some((s, audited)) = self.server.as_ref()
+            && s == server
+        {
+            return std::rc::Rc::clone(audited);
+        }
+        let audited = record::json_string(&server.audited());
+        self.server = Some((server.clone(), std::rc::Rc::clone(&audited)));
+        audited
     }
 }
 

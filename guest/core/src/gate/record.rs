@@ -120,6 +120,10 @@ pub(crate) struct Fixed {
     pub(crate) declared: Declared,
     pub(crate) created_at_ms: u64,
     pub(crate) expires_at_ms: u64,
+    /// The server as the trail records it (canonical JSON text), when the gate already
+    /// knew it at registration (the last server it redacted): redacting hashes the endpoint.
+    #[serde(skip)]
+    pub(crate) audited_server: std::cell::OnceCell<Rc<str>>,
     /// The fields every event of this binding repeats, rendered on first use.
     #[serde(skip)]
     pub(crate) rendered: std::cell::OnceCell<Rc<RenderedFixed>>,
@@ -143,7 +147,10 @@ impl Fixed {
         Rc::clone(self.rendered.get_or_init(|| {
             Rc::new(RenderedFixed {
                 request_id: Rc::from(self.original_id.key_fragment()),
-                server: json_string(&self.server.audited()),
+                server: Rc::clone(
+                    self.audited_server
+                        .get_or_init(|| json_string(&self.server.audited())),
+                ),
                 method: json_string(&self.method),
                 name: json_string(&self.audit_name),
                 user_sha256: json_string(&self.user_sha256),
@@ -471,6 +478,7 @@ mod tests {
             },
             created_at_ms: u64::MAX,
             expires_at_ms: 1,
+            audited_server: std::cell::OnceCell::new(),
             rendered: std::cell::OnceCell::new(),
         }
     }

@@ -79,6 +79,7 @@ impl<H: Host> Gate<H> {
         let params_json = RawValue::from_string(params_json)
             .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
         let now = self.now();
+        let audited_server = self.principals.server(&r.server);
         let fixed = Fixed {
             original_id: request_id.clone(),
             server: r.server,
@@ -95,6 +96,7 @@ impl<H: Host> Gate<H> {
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
             policy: r.policy,
             created_at_ms: now,
+            audited_server: std::cell::OnceCell::from(audited_server),
             rendered: std::cell::OnceCell::new(),
         };
         let fixed_json = fixed.record_json();
