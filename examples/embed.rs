@@ -79,6 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 6. Build the retry: the gate checks the answers, asks the consent import for a receipt
     //    bound to this view and these answers, consumes the round once, and audits it.
     let retry = gate.build_retry(RetryRequest {
+        server: server.clone(),
         request_id: RequestId::Number(41),
         retry_id: RequestId::Number(42),
         user: "alice@example.com".into(),

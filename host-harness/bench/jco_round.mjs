@@ -114,7 +114,7 @@ function input(n) {
       inputRequests: { passenger: { method: "elicitation/create",
         params: { message: "Who is flying?", requestedSchema: schema } } },
       requestState: "c3RhdGUtb2YtdGhlLWJvb2tpbmctZmxvdw" } }),
-    retry: { requestId: { tag: "number", val: id }, retryId: { tag: "number", val: id + 1n },
+    retry: { server, requestId: { tag: "number", val: id }, retryId: { tag: "number", val: id + 1n },
       user: "alice", tenant: "acme", responsesJson: answers },
     complete: JSON.stringify({ jsonrpc: "2.0", id: n * 2 + 1, result: { resultType: "complete", content: [] } }),
   };

@@ -404,6 +404,7 @@ impl GateApi for ComponentGate {
 
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
         let request = wit::RetryRequest {
+            server: wit_server(&r.server),
             request_id: wit_id(&r.request_id),
             retry_id: wit_id(&r.retry_id),
             user: r.user,
@@ -420,6 +421,7 @@ impl GateApi for ComponentGate {
 
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         let request = wit::FinishRequest {
+            server: wit_server(&r.server),
             request_id: wit_id(&r.request_id),
             user: r.user,
             tenant: r.tenant,

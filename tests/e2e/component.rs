@@ -44,6 +44,7 @@ fn form_round(id: i64) -> String {
 
 fn retry(id: i64, retry_id: i64) -> RetryRequest {
     RetryRequest {
+        server: server(),
         request_id: RequestId::Number(id),
         retry_id: RequestId::Number(retry_id),
         user: "alice".into(),

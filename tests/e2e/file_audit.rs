@@ -108,6 +108,7 @@ fn a_gate_over_the_file_writes_a_verifiable_trail_and_denies_when_the_file_is_go
         gate.accept_response(&server, &round.to_string()).unwrap();
     }
     let retry = |id: i64| RetryRequest {
+        server: server.clone(),
         request_id: RequestId::Number(id),
         retry_id: RequestId::Number(id + 1),
         user: "u".into(),

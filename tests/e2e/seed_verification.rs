@@ -121,7 +121,7 @@ fn seed_changed_arguments() {
     // Rewrite the stored arguments behind the gate's back.
     let key = hosts
         .storage
-        .list_keys("mrtr-gate/v2/id/")
+        .list_keys(mrtr_gate_host::core::ID_PREFIX)
         .unwrap()
         .pop()
         .unwrap();
@@ -137,6 +137,7 @@ fn seed_changed_arguments() {
     assert!(matches!(cas, CasOutcome::Applied(_)));
     let denied = gate
         .build_retry(RetryRequest {
+            server: server.clone(),
             request_id: RequestId::Number(1),
             retry_id: RequestId::Number(2),
             user: "alice".into(),

@@ -56,6 +56,7 @@ fn round_with_typed_answer(typed: &str) -> (Result<(), String>, String) {
         ResponseVerdict::InputRequired(_)
     ));
     let r = gate.build_retry(RetryRequest {
+        server: server.clone(),
         request_id: RequestId::Number(1),
         retry_id: RequestId::Number(2),
         user: "alice".into(),

@@ -272,6 +272,7 @@ impl wit::Guest for Component {
 
     fn build_retry(r: wit::RetryRequest) -> Result<wit::Retry, wit::GateError> {
         let request = core::RetryRequest {
+            server: server(r.server).map_err(|e| denial(e.into()))?,
             request_id: request_id(r.request_id),
             retry_id: request_id(r.retry_id),
             user: r.user,
@@ -289,6 +290,7 @@ impl wit::Guest for Component {
 
     fn finish(r: wit::FinishRequest) -> Result<wit::TerminalOutcome, wit::GateError> {
         let request = core::FinishRequest {
+            server: server(r.server).map_err(|e| denial(e.into()))?,
             request_id: request_id(r.request_id),
             user: r.user,
             tenant: r.tenant,

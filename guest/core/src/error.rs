@@ -101,9 +101,6 @@ gate_errors! {
         /// A response whose id matches no live binding (unsolicited, stale, replayed or expired).
         ServerSentUnsolicitedResponse => "no_live_request",
             "the server sent a response for no live request";
-        /// A response for a binding that another server owns.
-        ServerIdentityChanged => "server_origin_mismatch",
-            "the response came from another server than the request went to";
         /// The response was not valid JSON, or not a JSON-RPC 2.0 response.
         ServerSentMalformedResponse(why: String) => "malformed_response",
             "the server sent a malformed response: {why}";

@@ -87,6 +87,9 @@ pub enum ServerIdentity {
     Endpoint(String),
 }
 
+/// Hex digits of a server's key part ([`ServerIdentity::key_part`]): 128 bits.
+pub const KEY_PART_HEX_DIGITS: usize = 32;
+
 impl ServerIdentity {
     /// Normalise an endpoint URL: scheme and host lowercased, IDNA to ASCII, default port
     /// elided, path normalised, the query kept as sent (hosted servers take a key there:
@@ -151,6 +154,20 @@ impl ServerIdentity {
         }
     }
 
+    /// The server's part of a storage key: the first 128 bits of the SHA-256 of
+    /// [`Self::display`], in hex (32 digits: fixed length and key-safe whatever the endpoint
+    /// holds; `https://…` and `endpoint:…` never meet). 128 bits, not 256: every key carries
+    /// it across the storage boundary several times a round, and its length is measurable
+    /// there (docs/performance.md). A binding found under a key is still compared with the
+    /// server whole, so even a collision could not let one server's messages reach another's
+    /// binding; it could at most make an id look in use (and finding a server endpoint that
+    /// collides with a given one takes about 2^128 hashes).
+    pub fn key_part(&self) -> String {
+        let mut hex = crate::digest::sha256_hex(self.display().as_bytes());
+        hex.truncate(KEY_PART_HEX_DIGITS);
+        hex
+    }
+
     /// How the server is recorded in the audit trail: an endpoint URL's path and query may
     /// hold a token, so only its origin and a digest of the whole ([`crate::redact::uri`]).
     /// An endpoint id is a name the host assigns, recorded as given.
@@ -175,6 +192,32 @@ mod tests {
         assert_eq!(RequestId::from_json(&Value::from(1.5)), None);
         assert_eq!(RequestId::from_json(&Value::Null), None);
         assert_eq!(RequestId::from_json(&Value::from("")), None);
+    }
+
+    #[test]
+    fn key_parts_are_fixed_length_hex_and_tell_servers_apart() {
+        let servers = [
+            ServerIdentity::origin("https://example.com/mcp").ok(),
+            ServerIdentity::origin("https://example.com/mcp?api_key=x").ok(),
+            ServerIdentity::origin("https://example.com/other").ok(),
+            ServerIdentity::endpoint("stdio:weather").ok(),
+            ServerIdentity::endpoint("https:a").ok(),
+        ];
+        let parts: Vec<String> = servers
+            .iter()
+            .flatten()
+            .map(ServerIdentity::key_part)
+            .collect();
+        assert_eq!(parts.len(), servers.len());
+        for p in &parts {
+            assert_eq!(p.len(), KEY_PART_HEX_DIGITS);
+            assert!(
+                p.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
+        }
+        let distinct: std::collections::BTreeSet<_> = parts.iter().collect();
+        assert_eq!(distinct.len(), parts.len());
     }
 
     #[test]

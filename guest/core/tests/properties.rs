@@ -894,7 +894,7 @@ proptest! {
         host in "[a-z]{1,8}\\.example",
         port in prop_oneof![Just(String::new()), Just(":8443".to_owned())],
     ) {
-        use mrtr_gate_core::{Registration, ServerIdentity};
+        use mrtr_gate_core::{Registration, RetryRequest, ServerIdentity};
         let mut fx = Fx::new();
         let endpoint = format!("{scheme}://{host}{port}/api/mcp/s/{c}/mcp?api_key={c}");
         let ours = ServerIdentity::origin(&endpoint).unwrap();
@@ -920,10 +920,16 @@ proptest! {
         prop_assert!(fx.gate.accept_response(&theirs, &no_id).is_err());
         prop_assert!(fx.gate.accept_response(&ours, "[]").is_err());
         // A retry refused (schema mismatch), then one built, then the result.
+        // A retry naming no binding (another server's id) writes the server the caller named.
+        let retry_on = |server: &ServerIdentity, responses: &Value| RetryRequest {
+            server: server.clone(),
+            ..retry_request(RequestId::Number(1), RequestId::Number(2), responses)
+        };
         let wrong = json!({"f": accept_with(json!({"login": 5})), "u": {"action": "accept"}});
-        prop_assert!(fx.retry(RequestId::Number(1), RequestId::Number(2), &wrong).is_err());
+        prop_assert!(fx.gate.build_retry(retry_on(&theirs, &wrong)).is_err());
+        prop_assert!(fx.gate.build_retry(retry_on(&ours, &wrong)).is_err());
         let right = json!({"f": accept_with(form_content()), "u": {"action": "accept"}});
-        fx.retry_ok(RequestId::Number(1), RequestId::Number(2), &right);
+        prop_assert!(fx.gate.build_retry(retry_on(&ours, &right)).is_ok());
         prop_assert!(fx.gate.accept_response(&ours, &response(2, complete())).is_ok());
         // Resource URIs of every shape: a round each (so the binding is audited), then the
         // result, a JSON-RPC error, or expiry.

@@ -119,6 +119,7 @@ pub fn round_input(server: &ServerIdentity, n: i64, kind: RoundKind) -> RoundInp
         },
         input_required: json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
         retry: RetryRequest {
+            server: server.clone(),
             request_id: RequestId::Number(id),
             retry_id: RequestId::Number(id.saturating_add(1)),
             user: "alice".into(),

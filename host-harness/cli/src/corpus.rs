@@ -295,6 +295,7 @@ pub fn run_scenario(
                     _ => "{}".into(),
                 };
                 let r = RetryRequest {
+                    server: server_of(step)?,
                     request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
                     retry_id: id_of(step.get("retry_id").unwrap_or(&Value::Null))?,
                     user: text_or(step, "user", "alice"),
@@ -315,6 +316,7 @@ pub fn run_scenario(
                     Some(reason) => CallerOutcome::Error(reason.to_owned()),
                 };
                 let r = FinishRequest {
+                    server: server_of(step)?,
                     request_id: id_of(step.get("id").unwrap_or(&Value::Null))?,
                     user: text_or(step, "user", "alice"),
                     tenant: text_or(step, "tenant", "acme"),

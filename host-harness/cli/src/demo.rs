@@ -136,6 +136,7 @@ impl Demo {
     ) -> Result<RequestId, GateDenial> {
         let retry_id = self.id();
         let r = self.gate.build_retry(RetryRequest {
+            server: self.server.clone(),
             request_id: id.clone(),
             retry_id: retry_id.clone(),
             user: "alice@example.com".into(),
@@ -352,6 +353,7 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
         Ok(v) => d.say(format!("  verdict: {v:?}")),
     }
     let _ = d.gate.finish(FinishRequest {
+        server: d.server.clone(),
         request_id: id,
         user: "alice@example.com".into(),
         tenant: "acme".into(),

@@ -48,7 +48,9 @@ impl<H: Host> Gate<H> {
         server: &ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
-        let unbound = || Event::new(EventKind::Rejected).set(Field::Server, server.audited());
+        let digests = self.principals.server(server);
+        let unbound =
+            || Event::new(EventKind::Rejected).set_raw(Field::Server, Rc::clone(&digests.audited));
         let body = match read_message(response_json) {
             Ok(body) => body,
             Err(e) => return Err(self.deny(e, unbound())),
@@ -63,23 +65,18 @@ impl<H: Host> Gate<H> {
             }
         };
         let unbound_id = || unbound().set(Field::LiveId, id.to_json());
-        let (binding, version) = match self.store.load(self.host.storage(), &id) {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
-                return Err(self.deny(e, unbound_id()));
-            }
-            Err(e) => return Err(self.deny(e, unbound_id())),
-        };
-        if binding.fixed.server != *server {
-            // Another server may not touch this binding, nor end it.
-            let e = peer(PeerMisbehaved::ServerIdentityChanged);
-            let event = binding
-                .event(EventKind::Rejected)
-                .set(Field::LiveId, id.to_json())
-                .set(Field::Server, server.audited());
-            return Err(self.deny(e, event));
-        }
+        let (binding, version) =
+            match self
+                .store
+                .load(self.host.storage(), server, &digests.key, &id)
+            {
+                Ok(Some(found)) => found,
+                Ok(None) => {
+                    let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+                    return Err(self.deny(e, unbound_id()));
+                }
+                Err(e) => return Err(self.deny(e, unbound_id())),
+            };
         if binding.live_id != id {
             // A response for an id this binding has moved on from: late or replayed.
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);

@@ -62,6 +62,8 @@ pub enum ResponseVerdict {
 /// The caller's answers for a round.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryRequest {
+    /// The server the round came from (ids are per server).
+    pub server: ServerIdentity,
     /// The id the round arrived on.
     pub request_id: RequestId,
     /// A new id for the retry.
@@ -88,6 +90,8 @@ pub struct Retry {
 /// The caller ends a binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinishRequest {
+    /// The binding's server (ids are per server).
+    pub server: ServerIdentity,
     /// Any id the binding uses (its original id, or the id of its live retry).
     pub request_id: RequestId,
     /// Must be the binding's user: another user's caller cannot end it.

@@ -14,9 +14,10 @@ const MAX_REASON_BYTES: usize = 64;
 
 impl<H: Host> Gate<H> {
     pub(super) fn finish_binding(&mut self, r: FinishRequest) -> Result<TerminalOutcome, Denial> {
+        let server_key = self.principals.server(&r.server).key;
         let (binding, version) = self
             .store
-            .load(self.host.storage(), &r.request_id)
+            .load(self.host.storage(), &r.server, &server_key, &r.request_id)
             .map_err(Denial::unaudited)?
             .ok_or_else(|| Denial::unaudited(caller(CallerMisuse::UnknownRequest)))?;
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant {

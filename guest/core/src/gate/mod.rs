@@ -2,8 +2,9 @@
 //!
 //! Every live binding lives in host storage ([`store`]): its record under the key of its
 //! original id, and under the key of each retry id it used, a pointer to the original id
-//! ([`record`]). Ids share one key space, so reserving a key reserves the id against every
-//! live binding. All changes are compare-and-swap on the version read, so two gate
+//! ([`record`]). Each server has its own key space (clients number requests per
+//! connection), so reserving a key reserves the id against every live binding on that
+//! server. All changes are compare-and-swap on the version read, so two gate
 //! instances sharing a store can never both consume one round. The instance itself keeps
 //! only caches (parsed records, checked schemas, the audit chain head): a fresh instance
 //! loses nothing.
@@ -138,13 +139,22 @@ impl<H: Host> Gate<H> {
     }
 }
 
-/// The last user and tenant digested, each with its digest, and the last server with the
-/// canonical text of its redacted form.
+/// The last user and tenant digested, each with its digest, and the last server with what
+/// the gate derives from it.
 #[derive(Default)]
 struct PrincipalDigests {
     user: Option<(String, String)>,
     tenant: Option<(String, String)>,
-    server: Option<(crate::ids::ServerIdentity, std::rc::Rc<str>)>,
+    server: Option<(crate::ids::ServerIdentity, ServerDigests)>,
+}
+
+/// What the gate derives from a server by hashing it.
+#[derive(Clone)]
+struct ServerDigests {
+    /// Its redacted form, as the trail records it (canonical JSON text).
+    audited: std::rc::Rc<str>,
+    /// Its part of the storage keys ([`crate::ids::ServerIdentity::key_part`]).
+    key: std::rc::Rc<str>,
 }
 
 impl PrincipalDigests {
@@ -156,17 +166,20 @@ impl PrincipalDigests {
         remembered(&mut self.tenant, tenant)
     }
 
-    /// The server as the trail records it, as canonical JSON text (a pure function of the
-    /// server: remembering it cannot change a verdict).
-    fn server(&mut self, server: &crate::ids::ServerIdentity) -> std::rc::Rc<str> {
-        if let Some((s, audited)) = self.server.as_ref()
+    /// The server's redacted form and key part (pure functions of the server: remembering
+    /// them cannot change a verdict).
+    fn server(&mut self, server: &crate::ids::ServerIdentity) -> ServerDigests {
+        if let Some((s, digests)) = self.server.as_ref()
             && s == server
         {
-            return std::rc::Rc::clone(audited);
+            return digests.clone();
         }
-        let audited = record::json_string(&server.audited());
-        self.server = Some((server.clone(), std::rc::Rc::clone(&audited)));
-        audited
+        let digests = ServerDigests {
+            audited: record::json_string(&server.audited()),
+            key: std::rc::Rc::from(server.key_part()),
+        };
+        self.server = Some((server.clone(), digests.clone()));
+        digests
     }
 }
 

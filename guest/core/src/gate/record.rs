@@ -1,5 +1,6 @@
 //! A binding as stored: one record under the key of its original id, and under the key of
-//! each retry id it used a pointer to that id (its JSON). The record is written by hand
+//! each retry id it used a pointer to that id (its JSON). Keys are per server (SDK clients
+//! number requests per connection: id 1 to one server and id 1 to another are two requests). The record is written by hand
 //! (`Binding::encode`), not by serde: serde's pass costs a measurable share of a form round
 //! (`./scripts/instructions`; the figure is in docs/performance.md). Records are read back by serde, and a
 //! property test holds the hand-written text to what serde's derive writes.
@@ -15,9 +16,10 @@ use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// Storage key prefix of every id in use: the key of an original id holds its binding's
-/// record (a JSON object), the key of a retry id a pointer (the original id, as JSON).
-pub const ID_PREFIX: &str = "mrtr-gate/v2/id/";
+/// Storage key prefix of every id in use: `<prefix><server key part>/<id as JSON>`
+/// ([`ServerIdentity::key_part`]). The key of an original id holds its binding's record (a
+/// JSON object), the key of a retry id a pointer (the original id, as JSON).
+pub const ID_PREFIX: &str = "mrtr-gate/v3/id/";
 
 /// An open round, as stored (written by [`OpenRound::write_record`], read by serde).
 #[derive(Clone, Debug, Deserialize)]
@@ -124,6 +126,9 @@ pub(crate) struct Fixed {
     /// knew it at registration (the last server it redacted): redacting hashes the endpoint.
     #[serde(skip)]
     pub(crate) audited_server: std::cell::OnceCell<Rc<str>>,
+    /// The server's part of this binding's keys ([`ServerIdentity::key_part`]), when known.
+    #[serde(skip)]
+    pub(crate) server_key: std::cell::OnceCell<Rc<str>>,
     /// The fields every event of this binding repeats, rendered on first use.
     #[serde(skip)]
     pub(crate) rendered: std::cell::OnceCell<Rc<RenderedFixed>>,
@@ -143,6 +148,12 @@ pub(crate) struct RenderedFixed {
 }
 
 impl Fixed {
+    /// The server's part of this binding's keys.
+    pub(crate) fn server_key(&self) -> &str {
+        self.server_key
+            .get_or_init(|| Rc::from(self.server.key_part()))
+    }
+
     fn rendered(&self) -> Rc<RenderedFixed> {
         Rc::clone(self.rendered.get_or_init(|| {
             Rc::new(RenderedFixed {
@@ -321,7 +332,12 @@ const BINDING_FORMAT: u32 = 4;
 
 impl Binding {
     pub(crate) fn key(&self) -> String {
-        id_key(&self.fixed.original_id)
+        id_key(self.fixed.server_key(), &self.fixed.original_id)
+    }
+
+    /// The key of `id` on this binding's server.
+    pub(crate) fn id_key(&self, id: &RequestId) -> String {
+        id_key(self.fixed.server_key(), id)
     }
 
     /// The record's bytes: `RecordIn`'s fields, written directly (the fixed part and the
@@ -422,10 +438,19 @@ impl Binding {
     }
 }
 
-/// The storage key of an id (its canonical JSON: `1` and `"1"` are different ids).
-pub(crate) fn id_key(id: &RequestId) -> String {
-    let mut key = String::with_capacity(ID_PREFIX.len().saturating_add(24));
+/// The storage key of an id on a server (the id as canonical JSON: `1` and `"1"` are
+/// different ids). `server_key` is [`ServerIdentity::key_part`]: a fixed number of hex
+/// digits, so the `/` after it is unambiguous.
+pub(crate) fn id_key(server_key: &str, id: &RequestId) -> String {
+    let mut key = String::with_capacity(
+        ID_PREFIX
+            .len()
+            .saturating_add(server_key.len())
+            .saturating_add(25),
+    );
     key.push_str(ID_PREFIX);
+    key.push_str(server_key);
+    key.push('/');
     id.write_json(&mut key);
     key
 }
@@ -479,6 +504,7 @@ mod tests {
             created_at_ms: u64::MAX,
             expires_at_ms: 1,
             audited_server: std::cell::OnceCell::new(),
+            server_key: std::cell::OnceCell::new(),
             rendered: std::cell::OnceCell::new(),
         }
     }

@@ -79,7 +79,7 @@ impl<H: Host> Gate<H> {
         let params_json = RawValue::from_string(params_json)
             .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
         let now = self.now();
-        let audited_server = self.principals.server(&r.server);
+        let server = self.principals.server(&r.server);
         let fixed = Fixed {
             original_id: request_id.clone(),
             server: r.server,
@@ -96,7 +96,8 @@ impl<H: Host> Gate<H> {
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
             policy: r.policy,
             created_at_ms: now,
-            audited_server: std::cell::OnceCell::from(audited_server),
+            audited_server: std::cell::OnceCell::from(server.audited),
+            server_key: std::cell::OnceCell::from(server.key),
             rendered: std::cell::OnceCell::new(),
         };
         let fixed_json = fixed.record_json();
@@ -113,7 +114,8 @@ impl<H: Host> Gate<H> {
             params_hashed_here: true,
         };
         // Writing the record under the id's key, if the key is free, reserves the id against
-        // every live binding (original and retry ids share the key space) in one step.
+        // every live binding on its server (original and retry ids share the server's key
+        // space) in one step.
         let binding = match self.store.store(self.host.storage(), now, binding, None) {
             Ok((b, _)) => b,
             Err((e, _)) => {

@@ -33,17 +33,22 @@ impl<H: Host> Gate<H> {
             .clone()
             .validated()
             .map_err(Denial::unaudited)?;
-        let (binding, version) = match self.store.load(self.host.storage(), &request_id) {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                let event = self.unbound_event(&request_id, &r);
-                return Err(self.deny(caller(CallerMisuse::InactiveRound), event));
-            }
-            Err(e) => {
-                let event = self.unbound_event(&request_id, &r);
-                return Err(self.deny(e, event));
-            }
-        };
+        let server_key = self.principals.server(&r.server).key;
+        let (binding, version) =
+            match self
+                .store
+                .load(self.host.storage(), &r.server, &server_key, &request_id)
+            {
+                Ok(Some(found)) => found,
+                Ok(None) => {
+                    let event = self.unbound_event(&request_id, &r);
+                    return Err(self.deny(caller(CallerMisuse::InactiveRound), event));
+                }
+                Err(e) => {
+                    let event = self.unbound_event(&request_id, &r);
+                    return Err(self.deny(e, event));
+                }
+            };
         if self.expired(&binding) {
             return Err(self.fail_binding(
                 binding,
@@ -79,7 +84,7 @@ impl<H: Host> Gate<H> {
         // Single use, step 2: consume the round with one compare-and-swap on the version read.
         let mut next = self.store.take(binding);
         let Some(open) = next.open.take() else {
-            BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+            BindingStore::release_alias(self.host.storage(), &next, &retry_id, alias_version);
             return Err(self.deny(caller(CallerMisuse::InactiveRound), rejected(&next)));
         };
         next.live_id = retry_id.clone();
@@ -93,7 +98,12 @@ impl<H: Host> Gate<H> {
             {
                 Ok(stored) => stored,
                 Err((e, mut back)) => {
-                    BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+                    BindingStore::release_alias(
+                        self.host.storage(),
+                        &back,
+                        &retry_id,
+                        alias_version,
+                    );
                     // The event names the binding as it was: the round it failed to consume.
                     back.open = Some(open);
                     back.live_id = request_id.clone();
@@ -117,6 +127,7 @@ impl<H: Host> Gate<H> {
     /// The `rejected` event of a retry for no binding: what the caller claimed, digested.
     fn unbound_event(&mut self, request_id: &RequestId, r: &RetryRequest) -> Event {
         Event::new(EventKind::Rejected)
+            .set_raw(Field::Server, self.principals.server(&r.server).audited)
             .set(Field::LiveId, request_id.to_json())
             .set(Field::UserSha256, self.principals.user(&r.user))
             .set(Field::TenantSha256, self.principals.tenant(&r.tenant))
@@ -175,7 +186,7 @@ impl<H: Host> Gate<H> {
         let params = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
             .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
 
-        // Single use, step 1: reserve the retry id against every live binding. Done before
+        // Single use, step 1: reserve the retry id against every live binding on the server. Done before
         // consent, so the trail never shows consent for a retry whose id is taken.
         let storage = self.host.storage();
         let Some(alias_version) =
@@ -193,12 +204,22 @@ impl<H: Host> Gate<H> {
             match self.consent(binding, open, &responses_json, &retry_id) {
                 // The binding may have expired while the user decided: no retry then.
                 Ok(_) if self.expired(binding) => {
-                    BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+                    BindingStore::release_alias(
+                        self.host.storage(),
+                        binding,
+                        &retry_id,
+                        alias_version,
+                    );
                     return Err(caller(CallerMisuse::InactiveRound));
                 }
                 Ok(id) => (Some(id), Some(responses_json)),
                 Err(e) => {
-                    BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+                    BindingStore::release_alias(
+                        self.host.storage(),
+                        binding,
+                        &retry_id,
+                        alias_version,
+                    );
                     return Err(e);
                 }
             }
@@ -220,7 +241,7 @@ impl<H: Host> Gate<H> {
         }
         let Some(params) = params.with(&added) else {
             // Registration refuses params that carry either key: only a corrupt record can.
-            BindingStore::release_alias(self.host.storage(), &retry_id, alias_version);
+            BindingStore::release_alias(self.host.storage(), binding, &retry_id, alias_version);
             return Err(GateError::Host(HostFault::StorageCorrupted));
         };
         Ok(Prepared {

@@ -6,6 +6,7 @@ use crate::error::{GateError, HostFault};
 use crate::gate::record::{Binding, id_key, is_record};
 use crate::host::{CasOutcome, HostError, Storage, Versioned};
 use crate::ids::RequestId;
+use crate::ids::ServerIdentity;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -28,8 +29,15 @@ fn corrupted() -> GateError {
 pub(crate) struct BindingStore {
     /// The last records read or written, with the exact version and length they had: a
     /// record whose version and length are unchanged in storage parses to the same value, so
-    /// the parse is skipped.
-    cache: VecDeque<(String, u64, usize, Rc<Binding>)>,
+    /// the parse is skipped. An entry is found by its binding's original id and server key
+    /// (the parts of its storage key): comparing ids first makes a miss cost a few
+    /// instructions, where comparing the long keys of one server did not (measured in wasm).
+    cache: VecDeque<(u64, usize, Rc<Binding>)>,
+}
+
+/// Whether `binding` is the one whose record lives under (`server_key`, `original`).
+fn stored_under(binding: &Binding, server_key: &str, original: &RequestId) -> bool {
+    binding.fixed.original_id == *original && binding.fixed.server_key() == server_key
 }
 
 /// A binding's storage lifetime: its own, plus the grace in which its end is still audited.
@@ -42,67 +50,93 @@ fn ttl(binding: &Binding, now: u64) -> u64 {
 }
 
 impl BindingStore {
-    fn cached(&self, key: &str, stored: &Versioned) -> Option<Rc<Binding>> {
+    fn cached(
+        &self,
+        server_key: &str,
+        original: &RequestId,
+        stored: &Versioned,
+    ) -> Option<Rc<Binding>> {
         self.cache
             .iter()
             // The store's contract: a key's version changes on every write and is never
             // reused. Version and length are checked, not every byte (a byte compare of
             // every record is measurable in wasm); a host that broke the contract would
             // at worst get back the record this gate itself wrote.
-            .find(|(k, v, len, _)| k == key && *v == stored.version && *len == stored.value.len())
-            .map(|(_, _, _, b)| Rc::clone(b))
+            .find(|(v, len, b)| {
+                *v == stored.version
+                    && *len == stored.value.len()
+                    && stored_under(b, server_key, original)
+            })
+            .map(|(_, _, b)| Rc::clone(b))
     }
 
-    fn remember(&mut self, key: String, version: u64, len: usize, binding: Rc<Binding>) {
-        self.forget(&key);
+    /// Remember `binding`, read or written at `version`: only a binding whose record lives
+    /// under its own original id's key (checked by the caller).
+    fn remember(&mut self, version: u64, len: usize, binding: Rc<Binding>) {
+        self.forget(&binding);
         if self.cache.len() >= RECORD_CACHE_SIZE {
             self.cache.pop_front();
         }
-        self.cache.push_back((key, version, len, binding));
+        self.cache.push_back((version, len, binding));
     }
 
-    fn forget(&mut self, key: &str) {
-        self.cache.retain(|(k, _, _, _)| k != key);
+    fn forget(&mut self, binding: &Binding) {
+        let (server_key, original) = (binding.fixed.server_key(), &binding.fixed.original_id);
+        self.cache
+            .retain(|(_, _, b)| !stored_under(b, server_key, original));
     }
 
-    /// The binding that uses `id` (as its original id or a retry id), with its record's
-    /// version; none when no live binding uses it.
+    /// The binding on `server` (whose key part is `server_key`) that uses `id` (as its
+    /// original id or a retry id), with its record's version; none when no live binding on
+    /// that server uses it.
     pub(crate) fn load(
         &mut self,
         storage: &dyn Storage,
+        server: &ServerIdentity,
+        server_key: &Rc<str>,
         id: &RequestId,
     ) -> Result<Option<(Rc<Binding>, u64)>, GateError> {
-        let key = id_key(id);
+        let key = id_key(server_key, id);
         let Some(first) = storage.get(&key).map_err(storage_failed)? else {
             return Ok(None);
         };
         // The original id: one read. A retry id: its pointer, then the record.
-        let (original, key, stored) = if is_record(&first.value) {
-            (id.clone(), key, first)
+        let (original, stored) = if is_record(&first.value) {
+            (id.clone(), first)
         } else {
             let original: RequestId =
                 serde_json::from_slice(&first.value).map_err(|_| corrupted())?;
             if original == *id {
                 return Err(corrupted());
             }
-            let key = id_key(&original);
+            let key = id_key(server_key, &original);
             let Some(stored) = storage.get(&key).map_err(storage_failed)? else {
                 return Ok(None);
             };
             if !is_record(&stored.value) {
                 return Err(corrupted());
             }
-            (original, key, stored)
+            (original, stored)
         };
-        let binding = match self.cached(&key, &stored) {
+        let binding = match self.cached(server_key, &original, &stored) {
             Some(b) => b,
             None => {
-                let b = Rc::new(Binding::decode(&stored.value)?);
-                self.remember(key, stored.version, stored.value.len(), Rc::clone(&b));
+                let b = Binding::decode(&stored.value)?;
+                // A record under another server's key, or another id's: not written by a
+                // gate (and never cached, so it cannot stand in for the record it names).
+                if b.fixed.original_id != original || b.fixed.server != *server {
+                    return Err(corrupted());
+                }
+                // The key part is a pure function of the server, just checked equal.
+                let _ = b.fixed.server_key.set(Rc::clone(server_key));
+                let b = Rc::new(b);
+                self.remember(stored.version, stored.value.len(), Rc::clone(&b));
                 b
             }
         };
-        if binding.fixed.original_id != original || !binding.used_ids.contains(id) {
+        // The server whole, not only its key part: a cached binding was checked when it was
+        // cached, but the key part is a truncated digest (`ServerIdentity::key_part`).
+        if binding.fixed.server != *server || !binding.used_ids.contains(id) {
             return Err(corrupted());
         }
         Ok(Some((binding, stored.version)))
@@ -125,7 +159,7 @@ impl BindingStore {
         match storage.compare_and_swap(&key, expected, Some(&bytes), ttl(&binding, now)) {
             Ok(CasOutcome::Applied(v)) => {
                 let binding = Rc::new(binding);
-                self.remember(key, v, bytes.len(), Rc::clone(&binding));
+                self.remember(v, bytes.len(), Rc::clone(&binding));
                 Ok((binding, v))
             }
             Ok(CasOutcome::Conflict) => Err((
@@ -139,7 +173,7 @@ impl BindingStore {
     /// The binding behind `rc`, owned: the cached copy is dropped first, so the usual case
     /// (no other holder) takes it without a copy.
     pub(crate) fn take(&mut self, rc: Rc<Binding>) -> Binding {
-        self.forget(&rc.key());
+        self.forget(&rc);
         Rc::unwrap_or_clone(rc)
     }
 
@@ -154,7 +188,7 @@ impl BindingStore {
         let target = serde_json::to_vec(&binding.fixed.original_id).map_err(|_| corrupted())?;
         Ok(
             match storage
-                .compare_and_swap(&id_key(id), None, Some(&target), ttl(binding, now))
+                .compare_and_swap(&binding.id_key(id), None, Some(&target), ttl(binding, now))
                 .map_err(storage_failed)?
             {
                 CasOutcome::Applied(v) => Some(v),
@@ -163,18 +197,25 @@ impl BindingStore {
         )
     }
 
-    /// Give a reserved id back (best effort: a failure leaves a pointer that expires).
-    pub(crate) fn release_alias(storage: &dyn Storage, id: &RequestId, version: u64) {
-        let _ = storage.compare_and_swap(&id_key(id), Some(version), None, 0);
+    /// Give an id reserved for `binding` back (best effort: a failure leaves a pointer that
+    /// expires).
+    pub(crate) fn release_alias(
+        storage: &dyn Storage,
+        binding: &Binding,
+        id: &RequestId,
+        version: u64,
+    ) {
+        let _ = storage.compare_and_swap(&binding.id_key(id), Some(version), None, 0);
     }
 
-    /// Delete a retry id's pointer if it still names `original` (best effort).
+    /// Delete `binding`'s pointer for retry id `id` if it still names the binding (best effort).
     fn delete_alias(
         storage: &dyn Storage,
+        binding: &Binding,
         id: &RequestId,
-        original: &RequestId,
     ) -> Result<(), GateError> {
-        let key = id_key(id);
+        let original = &binding.fixed.original_id;
+        let key = binding.id_key(id);
         if let Some(v) = storage.get(&key).map_err(storage_failed)? {
             let points_here = !is_record(&v.value)
                 && serde_json::from_slice::<RequestId>(&v.value)
@@ -195,7 +236,7 @@ impl BindingStore {
         binding: &Binding,
         version: u64,
     ) -> Result<(), GateError> {
-        self.forget(&binding.key());
+        self.forget(binding);
         match storage
             .compare_and_swap(&binding.key(), Some(version), None, 0)
             .map_err(storage_failed)?
@@ -210,10 +251,10 @@ impl BindingStore {
                 // already expired or was replaced; either way it is not ours to delete.
                 Some(&v) => {
                     storage
-                        .compare_and_swap(&id_key(id), Some(v), None, 0)
+                        .compare_and_swap(&binding.id_key(id), Some(v), None, 0)
                         .map_err(storage_failed)?;
                 }
-                None => Self::delete_alias(storage, id, &binding.fixed.original_id)?,
+                None => Self::delete_alias(storage, binding, id)?,
             }
         }
         Ok(())

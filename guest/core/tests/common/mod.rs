@@ -238,6 +238,7 @@ pub fn retry_request(
     responses: &Value,
 ) -> RetryRequest {
     RetryRequest {
+        server: server(),
         request_id,
         retry_id,
         user: USER.into(),
@@ -249,6 +250,7 @@ pub fn retry_request(
 /// `finish` on behalf of the fixture's user and tenant.
 pub fn finish_request(request_id: RequestId, outcome: CallerOutcome) -> FinishRequest {
     FinishRequest {
+        server: server(),
         request_id,
         user: USER.into(),
         tenant: TENANT.into(),

@@ -1,21 +1,26 @@
-//! Responses from another server are refused, and the binding survives them.
+//! Ids are per server: a response, a retry or a `finish` from another server finds none of
+//! this server's bindings, and every server numbers its requests from 1 without colliding.
 
 use crate::common::*;
 use crate::support::*;
-use mrtr_gate_core::{ResponseVerdict, ServerIdentity};
+use mrtr_gate_core::{CallerOutcome, Policy, ResponseVerdict, ServerIdentity, TerminalOutcome};
 use serde_json::json;
 
+fn other() -> ServerIdentity {
+    ServerIdentity::origin(OTHER_SERVER).unwrap()
+}
+
 #[test]
-fn cross_server_responses_are_refused_and_the_binding_survives() {
+fn responses_from_another_server_find_no_binding_and_the_binding_survives() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     let d = assert_code(
         fx.accept_from(OTHER_SERVER, 1, input_required(json!({"a": form("A")}))),
-        "server_origin_mismatch",
+        "no_live_request",
     );
     assert!(d.audited);
     let ev = fx.last_event();
-    assert_eq!(ev["reason"], "server_origin_mismatch");
+    assert_eq!(ev["reason"], "no_live_request");
     assert_eq!(
         ev["server"],
         redacted("https://evil.example.net", "https://evil.example.net/mcp")
@@ -23,30 +28,30 @@ fn cross_server_responses_are_refused_and_the_binding_survives() {
     // Another server cannot end it either.
     assert_code(
         fx.accept_from(OTHER_SERVER, 1, complete()),
-        "server_origin_mismatch",
+        "no_live_request",
     );
     assert_code(
         fx.gate.accept_response(
             &ServerIdentity::endpoint("stdio:weather").unwrap(),
             &response(1, complete()),
         ),
-        "server_origin_mismatch",
+        "no_live_request",
     );
     // Same host, other path or scheme: other server.
     assert_code(
         fx.accept_from("https://mcp.example.com/other", 1, complete()),
-        "server_origin_mismatch",
+        "no_live_request",
     );
     assert_code(
         fx.accept_from("http://mcp.example.com/mcp", 1, complete()),
-        "server_origin_mismatch",
+        "no_live_request",
     );
     // The rightful server (spelled differently, same origin after normalisation) still works.
     fx.round(1, input_required(json!({"a": form("A")})));
     fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
     assert_code(
         fx.accept_from(OTHER_SERVER, 2, complete()),
-        "server_origin_mismatch",
+        "no_live_request",
     );
     assert_eq!(
         fx.accept_from("HTTPS://MCP.Example.COM:443/mcp", 2, complete())
@@ -54,4 +59,83 @@ fn cross_server_responses_are_refused_and_the_binding_survives() {
         ResponseVerdict::Complete
     );
     assert!(terminal_of(&fx, 1).len() == 1);
+}
+
+#[test]
+fn two_servers_use_the_same_ids_without_colliding() {
+    let mut fx = Fx::new();
+    let params = tool_params("get_weather", json!({"location": "Paris"}));
+    fx.register_tool(1);
+    // SDK clients number requests per connection: id 1 to the other server is another request.
+    let mut on_other = registration(n(1), &params, Policy::default());
+    on_other.server = other();
+    fx.gate.register(on_other.clone()).unwrap();
+    // Still one binding per (server, id).
+    assert_code(fx.gate.register(on_other), "request_id_in_use");
+    assert_code(
+        fx.register(n(1), &params, Policy::default()),
+        "request_id_in_use",
+    );
+
+    // Each server's round reaches its own binding.
+    fx.round(1, input_required(json!({"a": form("A")})));
+    let theirs = fx
+        .accept_from(
+            OTHER_SERVER,
+            1,
+            input_required_state(json!({"b": form("B")}), "x"),
+        )
+        .unwrap();
+    let ResponseVerdict::InputRequired(theirs) = theirs else {
+        panic!("expected a round");
+    };
+    assert_eq!(theirs.input_keys, vec!["b".to_owned()]);
+
+    // A retry names its server: the other server's round takes the other server's answers.
+    let mut wrong = retry_request(n(1), n(2), &json!({"a": {"action": "decline"}}));
+    wrong.server = other();
+    assert_code(
+        fx.gate.build_retry(wrong),
+        "input_response_population_mismatch",
+    );
+    let mut theirs_retry = retry_request(n(1), n(2), &json!({"b": {"action": "decline"}}));
+    theirs_retry.server = other();
+    let retry = fx.gate.build_retry(theirs_retry).unwrap();
+    assert_eq!(params_of(&retry.request_json)["requestState"], "x");
+
+    // The retry id 2 is taken on the other server only: this server may use it too.
+    fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
+    // And neither server's retry id can be registered on its own server again.
+    assert_code(
+        fx.register(n(2), &params, Policy::default()),
+        "request_id_in_use",
+    );
+
+    // Each ends on its own: finishing id 2 on the other server leaves this one live.
+    let mut finish = finish_request(n(2), CallerOutcome::Cancelled);
+    finish.server = other();
+    assert_eq!(fx.gate.finish(finish).unwrap(), TerminalOutcome::Cancelled);
+    assert_eq!(fx.accept(2, complete()).unwrap(), ResponseVerdict::Complete);
+    assert_eq!(fx.storage.len(), 0);
+    fx.assert_chain();
+}
+
+#[test]
+fn a_retry_or_finish_naming_another_server_finds_no_binding() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    let mut retry = retry_request(n(1), n(2), &json!({"a": {"action": "decline"}}));
+    retry.server = other();
+    let d = assert_code(fx.gate.build_retry(retry), "inactive_mrtr_round");
+    assert!(d.audited);
+    assert_eq!(
+        fx.last_event()["server"],
+        redacted("https://evil.example.net", "https://evil.example.net/mcp")
+    );
+    let mut finish = finish_request(n(1), CallerOutcome::Cancelled);
+    finish.server = other();
+    assert_code(fx.gate.finish(finish), "unknown_request");
+    // The binding is untouched: its own server's retry goes out.
+    fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
 }

@@ -5,12 +5,18 @@ use crate::support::*;
 use mrtr_gate_core::Policy;
 use serde_json::{Value, json};
 
-const KEY_PREFIX: &str = "mrtr-gate/v2/id/";
+/// The key of `id` (its canonical JSON) on the fixture's server: the prefix, the first 32
+/// hex digits of the SHA-256 of the server as shown, `/`, the id.
+fn key(id: &str) -> String {
+    let digest = mrtr_gate_core::digest::sha256_hex(server().display().as_bytes());
+    let server = digest.get(..32).unwrap();
+    format!("{}{server}/{id}", mrtr_gate_core::ID_PREFIX)
+}
 
-/// Put `value` at the key of `id` (the canonical JSON of the id), whatever is there.
+/// Put `value` at the key of `id`, whatever is there.
 fn plant(fx: &Fx, id: &str, value: &[u8]) {
     use mrtr_gate_core::host::Storage;
-    let key = format!("{KEY_PREFIX}{id}");
+    let key = key(id);
     let current = fx.storage.get(&key).unwrap().map(|v| v.version);
     let applied = fx
         .storage
@@ -24,15 +30,11 @@ fn plant(fx: &Fx, id: &str, value: &[u8]) {
 
 fn stored(fx: &Fx, id: &str) -> Vec<u8> {
     use mrtr_gate_core::host::Storage;
-    fx.storage
-        .get(&format!("{KEY_PREFIX}{id}"))
-        .unwrap()
-        .unwrap()
-        .value
+    fx.storage.get(&key(id)).unwrap().unwrap().value
 }
 
 #[test]
-fn a_binding_lives_under_its_ids_in_one_key_space() {
+fn a_binding_lives_under_its_ids_in_its_servers_key_space() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     assert_eq!(stored(&fx, "1").first(), Some(&b'{'), "the record");
@@ -43,7 +45,8 @@ fn a_binding_lives_under_its_ids_in_one_key_space() {
         b"1",
         "the retry id points to the original"
     );
-    // Ids share one key space: the retry id cannot be registered, the original neither.
+    // The server's ids share one key space: the retry id cannot be registered, the original
+    // neither.
     assert_code(
         fx.register(s("r-2"), &tool_params("t", json!({})), Policy::default()),
         "request_id_in_use",
@@ -86,6 +89,41 @@ fn values_the_gate_did_not_write_are_refused_as_storage_corrupted() {
         fx.accept(2, complete()).unwrap();
         fx.assert_chain();
     }
+}
+
+#[test]
+fn a_record_copied_under_another_servers_key_is_refused_and_never_cached() {
+    use mrtr_gate_core::ServerIdentity;
+    use mrtr_gate_core::host::Storage;
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let other = ServerIdentity::origin(OTHER_SERVER).unwrap();
+    let digest = mrtr_gate_core::digest::sha256_hex(other.display().as_bytes());
+    let other_key = format!(
+        "{}{}/1",
+        mrtr_gate_core::ID_PREFIX,
+        digest.get(..32).unwrap()
+    );
+    let record = stored(&fx, "1");
+    fx.storage
+        .compare_and_swap(&other_key, None, Some(&record), 600_000)
+        .unwrap();
+    // The other server's response finds a record under its key that names this server.
+    for _ in 0..2 {
+        let d = assert_code(
+            fx.accept_from(OTHER_SERVER, 1, complete()),
+            "storage_corrupted",
+        );
+        assert!(d.audited);
+    }
+    let mut retry = retry_request(n(1), n(2), &json!({}));
+    retry.server = other;
+    assert_code(fx.gate.build_retry(retry), "storage_corrupted");
+    // The binding under its own key is untouched.
+    fx.round(1, state_only("s"));
+    fx.retry_ok(n(1), n(2), &json!({}));
+    fx.accept(2, complete()).unwrap();
+    fx.assert_chain();
 }
 
 #[test]
