@@ -1,6 +1,6 @@
 // Times the mrtr:gate component on Node through jco (transpiled by `scripts/bench`) on the
 // same full round as `mrtr-gate bench` (form, schema seen): register, accept the
-// `input_required` (a 3-field form with state), consent, audit append and read-back, build
+// `input_required` (a 3-field form with state), consent, audit appends (each read back), build
 // the retry, accept `complete`. The host services are the reference ones written in
 // JavaScript: a wall clock, a versioned in-memory store with TTL and compare-and-swap, a
 // consent provider that grants exactly what it is shown, and an in-memory hash-chained
@@ -35,20 +35,25 @@ const live = (key) => {
   return undefined;
 };
 const storage = {
-  get: (key) => {
+  read: (keys) => keys.map((key) => {
     const s = live(key);
-    return s ? { value: s.value, version: s.version } : undefined;
-  },
-  compareAndSwap: (key, expected, value, ttlMs) => {
-    const current = live(key);
-    if ((current ? current.version : undefined) !== expected) return { tag: "conflict" };
-    if (value === undefined) {
-      slots.delete(key);
-      return { tag: "applied", val: 0n };
+    return s ? { version: s.version, value: s.value } : { version: 0n, value: "" };
+  }),
+  write: (writes) => {
+    const applied = [];
+    for (const { key, expected, value, ttlMs } of writes) {
+      const current = live(key);
+      if ((current ? current.version : 0n) !== expected) break;
+      if (value === undefined) {
+        slots.delete(key);
+        applied.push(0n);
+        continue;
+      }
+      const version = nextVersion++;
+      slots.set(key, { value, version, expiresAt: Date.now() + Number(ttlMs) });
+      applied.push(version);
     }
-    const version = nextVersion++;
-    slots.set(key, { value: value.slice(), version, expiresAt: Date.now() + Number(ttlMs) });
-    return { tag: "applied", val: version };
+    return applied;
   },
   listKeys: (prefix) => [...slots.keys()].filter((k) => k.startsWith(prefix) && live(k)),
 };
@@ -67,17 +72,15 @@ const WINDOW = 1024;
 const lines = new Map();
 let head = { seq: 0n, eventSha256: "0".repeat(64) };
 const audit = {
-  head: () => head,
   append: (entry) => {
     if (entry.seq !== head.seq + 1n || entry.prevSha256 !== head.eventSha256) {
-      return { tag: "head-moved", val: head };
+      return { written: false, stored: undefined, headSeq: head.seq, headSha256: head.eventSha256 };
     }
     lines.set(entry.seq, entry.line);
     lines.delete(entry.seq - BigInt(WINDOW));
     head = { seq: entry.seq, eventSha256: entry.eventSha256 };
-    return { tag: "appended" };
+    return { written: true, stored: lines.get(entry.seq), headSeq: head.seq, headSha256: head.eventSha256 };
   },
-  readBack: (seq) => lines.get(seq),
 };
 
 const gateModule = await instantiate(

@@ -4,7 +4,7 @@
 
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
 use crate::services::HostServices;
-use mrtr_gate_core::host::{AppendOutcome, AuditEntry, CasOutcome, ConsentDecision, ConsentPrompt};
+use mrtr_gate_core::host::{AppendOutcome, AuditEntry, ConsentDecision, ConsentPrompt, Write};
 use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
 
@@ -106,41 +106,47 @@ impl clock::Host for HostState {
 }
 
 impl storage::Host for HostState {
-    fn get(&mut self, key: String) -> Result<Option<storage::Versioned>, storage::HostError> {
+    fn read(&mut self, keys: Vec<String>) -> Result<Vec<storage::Entry>, String> {
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         self.services
             .storage
-            .get(&key)
+            .read(&keys)
             .map(|found| {
-                found.map(|v| storage::Versioned {
-                    value: v.value,
-                    version: v.version,
-                })
+                found
+                    .into_iter()
+                    .map(|e| match e {
+                        Some(v) => storage::Entry {
+                            version: v.version,
+                            value: v.value,
+                        },
+                        None => storage::Entry {
+                            version: 0,
+                            value: String::new(),
+                        },
+                    })
+                    .collect()
             })
-            .map_err(|e| storage::HostError { message: e.message })
+            .map_err(|e| e.message)
     }
 
-    fn compare_and_swap(
-        &mut self,
-        key: String,
-        expected: Option<u64>,
-        value: Option<Vec<u8>>,
-        ttl_ms: u64,
-    ) -> Result<storage::CasOutcome, storage::HostError> {
-        self.services
-            .storage
-            .compare_and_swap(&key, expected, value.as_deref(), ttl_ms)
-            .map(|o| match o {
-                CasOutcome::Applied(v) => storage::CasOutcome::Applied(v),
-                CasOutcome::Conflict => storage::CasOutcome::Conflict,
+    fn write(&mut self, writes: Vec<storage::WriteOp>) -> Result<Vec<u64>, String> {
+        let writes: Vec<Write<'_>> = writes
+            .iter()
+            .map(|w| Write {
+                key: &w.key,
+                expected: (w.expected != 0).then_some(w.expected),
+                value: w.value.as_deref(),
+                ttl_ms: w.ttl_ms,
             })
-            .map_err(|e| storage::HostError { message: e.message })
+            .collect();
+        self.services.storage.write(&writes).map_err(|e| e.message)
     }
 
-    fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, storage::HostError> {
+    fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
         self.services
             .storage
             .list_keys(&prefix)
-            .map_err(|e| storage::HostError { message: e.message })
+            .map_err(|e| e.message)
     }
 }
 
@@ -148,7 +154,7 @@ impl consent::Host for HostState {
     fn request_consent(
         &mut self,
         prompt: consent::ConsentPrompt,
-    ) -> Result<consent::ConsentReceipt, consent::HostError> {
+    ) -> Result<consent::ConsentReceipt, String> {
         let prompt = ConsentPrompt {
             view_json: prompt.view_json,
             view_sha256: prompt.view_sha256,
@@ -165,26 +171,12 @@ impl consent::Host for HostState {
                 view_sha256: r.view_sha256,
                 responses_sha256: r.responses_sha256,
             })
-            .map_err(|e| consent::HostError { message: e.message })
+            .map_err(|e| e.message)
     }
 }
 
 impl audit::Host for HostState {
-    fn head(&mut self) -> Result<audit::ChainHead, audit::HostError> {
-        self.services
-            .audit
-            .head()
-            .map(|h| audit::ChainHead {
-                seq: h.seq,
-                event_sha256: h.event_sha256,
-            })
-            .map_err(|e| audit::HostError { message: e.message })
-    }
-
-    fn append(
-        &mut self,
-        entry: audit::AuditEntry,
-    ) -> Result<audit::AppendOutcome, audit::HostError> {
+    fn append(&mut self, entry: audit::AuditEntry) -> Result<audit::AppendOutcome, String> {
         let entry = AuditEntry {
             seq: entry.seq,
             prev_sha256: entry.prev_sha256,
@@ -195,19 +187,19 @@ impl audit::Host for HostState {
             .audit
             .append(&entry)
             .map(|o| match o {
-                AppendOutcome::Appended => audit::AppendOutcome::Appended,
-                AppendOutcome::HeadMoved(h) => audit::AppendOutcome::HeadMoved(audit::ChainHead {
-                    seq: h.seq,
-                    event_sha256: h.event_sha256,
-                }),
+                AppendOutcome::Written { stored } => audit::AppendOutcome {
+                    written: true,
+                    stored,
+                    head_seq: entry.seq,
+                    head_sha256: entry.event_sha256,
+                },
+                AppendOutcome::HeadMoved(h) => audit::AppendOutcome {
+                    written: false,
+                    stored: None,
+                    head_seq: h.seq,
+                    head_sha256: h.event_sha256,
+                },
             })
-            .map_err(|e| audit::HostError { message: e.message })
-    }
-
-    fn read_back(&mut self, seq: u64) -> Result<Option<String>, audit::HostError> {
-        self.services
-            .audit
-            .read_back(seq)
-            .map_err(|e| audit::HostError { message: e.message })
+            .map_err(|e| e.message)
     }
 }

@@ -6,7 +6,7 @@ use crate::support;
 
 use mrtr_gate_cli::corpus::{self, run_scenario};
 use mrtr_gate_cli::fixture::ScenarioHosts;
-use mrtr_gate_host::core::host::{CasOutcome, Storage};
+use mrtr_gate_host::core::host::{Storage, Write};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
 use mrtr_gate_host::{ComponentGate, GateApi};
 use serde_json::json;
@@ -125,16 +125,21 @@ fn seed_changed_arguments() {
         .unwrap()
         .pop()
         .unwrap();
-    let stored = hosts.storage.get(&key).unwrap().unwrap();
-    let text = String::from_utf8(stored.value).unwrap();
+    let stored = hosts.storage.read(&[&key]).unwrap().remove(0).unwrap();
+    let text = stored.value;
     assert!(text.contains("alice"));
     let forged = text.replace("\"to\":\"alice\"", "\"to\":\"mallory\"");
     assert_ne!(forged, text);
-    let cas = hosts
+    let applied = hosts
         .storage
-        .compare_and_swap(&key, Some(stored.version), Some(forged.as_bytes()), 60_000)
+        .write(&[Write {
+            key: &key,
+            expected: Some(stored.version),
+            value: Some(&forged),
+            ttl_ms: 60_000,
+        }])
         .unwrap();
-    assert!(matches!(cas, CasOutcome::Applied(_)));
+    assert_eq!(applied.len(), 1);
     let denied = gate
         .build_retry(RetryRequest {
             server: server.clone(),

@@ -23,8 +23,8 @@ use bindings::exports::mrtr::gate::gate as wit;
 use bindings::mrtr::gate::{audit, clock, consent, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
-    AppendOutcome, AuditEntry, CasOutcome, ChainHead, ConsentDecision, ConsentPrompt,
-    ConsentReceipt, HostError, Versioned,
+    AppendOutcome, AuditEntry, ChainHead, ConsentDecision, ConsentPrompt, ConsentReceipt,
+    HostError, Versioned, Write,
 };
 use std::cell::RefCell;
 
@@ -38,33 +38,38 @@ impl core::host::Clock for Imports {
 }
 
 impl core::host::Storage for Imports {
-    fn get(&self, key: &str) -> Result<Option<Versioned>, HostError> {
-        storage::get(key)
-            .map(|found| {
-                found.map(|v| Versioned {
-                    value: v.value,
-                    version: v.version,
-                })
+    fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError> {
+        storage::read(keys)
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|e| {
+                        // Version 0 is the WIT's "absent" (a present key's is never 0).
+                        (e.version != 0).then_some(Versioned {
+                            value: e.value,
+                            version: e.version,
+                        })
+                    })
+                    .collect()
             })
-            .map_err(|e| HostError::new(e.message))
+            .map_err(HostError::new)
     }
 
-    fn compare_and_swap(
-        &self,
-        key: &str,
-        expected: Option<u64>,
-        value: Option<&[u8]>,
-        ttl_ms: u64,
-    ) -> Result<CasOutcome, HostError> {
-        match storage::compare_and_swap(key, expected, value, ttl_ms) {
-            Ok(storage::CasOutcome::Applied(v)) => Ok(CasOutcome::Applied(v)),
-            Ok(storage::CasOutcome::Conflict) => Ok(CasOutcome::Conflict),
-            Err(e) => Err(HostError::new(e.message)),
-        }
+    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        let writes: Vec<storage::WriteOp<'_>> = writes
+            .iter()
+            .map(|w| storage::WriteOp {
+                key: w.key,
+                expected: w.expected.unwrap_or(0),
+                value: w.value,
+                ttl_ms: w.ttl_ms,
+            })
+            .collect();
+        storage::write(&writes).map_err(HostError::new)
     }
 
     fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
-        storage::list_keys(prefix).map_err(|e| HostError::new(e.message))
+        storage::list_keys(prefix).map_err(HostError::new)
     }
 }
 
@@ -86,20 +91,11 @@ impl core::host::Consent for Imports {
                 view_sha256: r.view_sha256,
                 responses_sha256: r.responses_sha256,
             })
-            .map_err(|e| HostError::new(e.message))
+            .map_err(HostError::new)
     }
 }
 
 impl core::host::Audit for Imports {
-    fn head(&self) -> Result<ChainHead, HostError> {
-        audit::head()
-            .map(|h| ChainHead {
-                seq: h.seq,
-                event_sha256: h.event_sha256,
-            })
-            .map_err(|e| HostError::new(e.message))
-    }
-
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         let wit_entry = audit::AuditEntry {
             seq: entry.seq,
@@ -107,18 +103,17 @@ impl core::host::Audit for Imports {
             event_sha256: &entry.event_sha256,
             line: &entry.line,
         };
-        match audit::append(wit_entry) {
-            Ok(audit::AppendOutcome::Appended) => Ok(AppendOutcome::Appended),
-            Ok(audit::AppendOutcome::HeadMoved(h)) => Ok(AppendOutcome::HeadMoved(ChainHead {
-                seq: h.seq,
-                event_sha256: h.event_sha256,
-            })),
-            Err(e) => Err(HostError::new(e.message)),
-        }
-    }
-
-    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
-        audit::read_back(seq).map_err(|e| HostError::new(e.message))
+        let outcome = audit::append(wit_entry).map_err(HostError::new)?;
+        Ok(if outcome.written {
+            AppendOutcome::Written {
+                stored: outcome.stored,
+            }
+        } else {
+            AppendOutcome::HeadMoved(ChainHead {
+                seq: outcome.head_seq,
+                event_sha256: outcome.head_sha256,
+            })
+        })
     }
 }
 

@@ -255,9 +255,12 @@ impl Event {
     }
 }
 
-/// Appends events to the host's sink, extending the chain, and reads each one back.
+/// Appends events to the host's sink, extending the chain; each append reads its write back.
 #[derive(Debug, Default)]
 pub(crate) struct ChainWriter {
+    /// The head after this writer's last append. Unknown at first: the first append is
+    /// tried on the genesis head and learns the real one from the sink (one call on an
+    /// empty sink, two otherwise; there is no separate `head` call to pay for).
     head: Option<ChainHead>,
 }
 
@@ -265,10 +268,7 @@ impl ChainWriter {
     /// Write `event` at time `now_ms`; Ok only once the sink returned exactly what was written.
     pub fn write(&mut self, sink: &dyn Audit, event: Event, now_ms: u64) -> Result<u64, GateError> {
         let fail = |why: String| GateError::Host(HostFault::AuditWriteFailed(why));
-        let mut head = match self.head.take() {
-            Some(h) => h,
-            None => sink.head().map_err(|e| fail(e.message))?,
-        };
+        let mut head = self.head.take().unwrap_or_else(ChainHead::genesis);
         for _ in 0..MAX_APPEND_ATTEMPTS {
             let seq = head
                 .seq
@@ -281,17 +281,14 @@ impl ChainWriter {
                 event_sha256: digest::sha256_hex(line.as_bytes()),
                 line,
             };
-            match sink.append(&entry).map_err(|e| fail(e.message))? {
+            let stored = match sink.append(&entry).map_err(|e| fail(e.message))? {
                 AppendOutcome::HeadMoved(moved) => {
                     head = moved;
                     continue;
                 }
-                AppendOutcome::Appended => {}
-            }
-            let back = sink
-                .read_back(seq)
-                .map_err(|_| GateError::Host(HostFault::AuditReadbackMismatch))?;
-            let same = back
+                AppendOutcome::Written { stored } => stored,
+            };
+            let same = stored
                 .as_deref()
                 .is_some_and(|b| digest::bytes_equal(b.as_bytes(), entry.line.as_bytes()));
             if !same {

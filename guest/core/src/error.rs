@@ -239,6 +239,10 @@ gate_errors! {
         /// The sink's head kept moving (contention or a sink that ignores the chain).
         AuditContention => "audit_contention",
             "the audit sink's head kept moving; the event was not written";
+        /// The clock import returned a time beyond 2^53 - 1 ms (a host that wrapped a
+        /// negative number into a `u64`, or a broken clock): no expiry can be decided.
+        ClockOutOfRange(now: u64) => "clock_out_of_range",
+            "the clock returned {now} ms, beyond 2^53 - 1";
     }
 }
 

@@ -35,38 +35,40 @@ pub trait Clock {
     fn now_ms(&self) -> u64;
 }
 
-/// A stored value and the version its last write got.
+/// A key's current value and the version its last write got.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versioned {
-    /// The bytes.
-    pub value: Vec<u8>,
-    /// Changes on every write of the key and is never reused for that key, not even after
-    /// the key was deleted: the record cache and the uniqueness of every consent view rest
-    /// on it.
+    /// The text stored.
+    pub value: String,
+    /// Never 0; changes on every write of the key and is never reused for that key, not
+    /// even after the key was deleted: the record cache and the uniqueness of every consent
+    /// view rest on it.
     pub version: u64,
 }
 
-/// The result of a compare-and-swap.
+/// One compare-and-swap of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CasOutcome {
-    /// Written; the key's new version (0 after a delete).
-    Applied(u64),
-    /// The version was not the expected one; nothing written.
-    Conflict,
+pub struct Write<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// The version the key must have; `None`: the key must be absent.
+    pub expected: Option<u64>,
+    /// What to store; `None` deletes the key.
+    pub value: Option<&'a str>,
+    /// How long the value lives.
+    pub ttl_ms: u64,
 }
 
 /// Short-lived protected storage, possibly shared between instances and processes.
+/// Calls are batched: each costs a host a boundary crossing (docs/hosts.md).
 pub trait Storage {
-    /// The live value of `key`.
-    fn get(&self, key: &str) -> Result<Option<Versioned>, HostError>;
-    /// Atomically write (or delete, `value: None`) if the version is `expected` (`None`: absent).
-    fn compare_and_swap(
-        &self,
-        key: &str,
-        expected: Option<u64>,
-        value: Option<&[u8]>,
-        ttl_ms: u64,
-    ) -> Result<CasOutcome, HostError>;
+    /// The live entry of each key, in order (`None`: absent or past its TTL).
+    fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError>;
+    /// The writes in order, each an atomic compare-and-swap, stopping at the first whose
+    /// key is not at its expected version. Returns the new version of each write applied
+    /// (0 for a delete): a shorter list than `writes` means the write at its length lost
+    /// and none after it was tried.
+    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError>;
     /// Live keys with this prefix.
     fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError>;
 }
@@ -144,23 +146,24 @@ pub struct AuditEntry {
     pub line: String,
 }
 
-/// The result of an append.
+/// What a sink did with an entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppendOutcome {
-    /// Durably written.
-    Appended,
+    /// Written at the entry's `seq`; then read back from the durable medium: the line found
+    /// there (`None`: the read found nothing or failed).
+    Written {
+        /// The line read back.
+        stored: Option<String>,
+    },
     /// The entry did not extend the head; nothing written.
     HeadMoved(ChainHead),
 }
 
-/// An append-only hash-chained audit sink.
+/// An append-only hash-chained audit sink. One call per event: the append reads its own
+/// write back.
 pub trait Audit {
-    /// The last event.
-    fn head(&self) -> Result<ChainHead, HostError>;
-    /// Append if and only if `entry` extends the head.
+    /// Append if and only if `entry` extends the head, then read it back.
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError>;
-    /// The line stored at `seq`, from the durable medium.
-    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError>;
 }
 
 macro_rules! forward {
@@ -169,9 +172,8 @@ macro_rules! forward {
             fn now_ms(&self) -> u64 { (**self).now_ms() }
         }
         impl<T: Storage + ?Sized> Storage for $ptr<T> {
-            fn get(&self, key: &str) -> Result<Option<Versioned>, HostError> { (**self).get(key) }
-            fn compare_and_swap(&self, key: &str, expected: Option<u64>, value: Option<&[u8]>, ttl_ms: u64)
-                -> Result<CasOutcome, HostError> { (**self).compare_and_swap(key, expected, value, ttl_ms) }
+            fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError> { (**self).read(keys) }
+            fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> { (**self).write(writes) }
             fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> { (**self).list_keys(prefix) }
         }
         impl<T: Consent + ?Sized> Consent for $ptr<T> {
@@ -180,9 +182,7 @@ macro_rules! forward {
             }
         }
         impl<T: Audit + ?Sized> Audit for $ptr<T> {
-            fn head(&self) -> Result<ChainHead, HostError> { (**self).head() }
             fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> { (**self).append(entry) }
-            fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> { (**self).read_back(seq) }
         }
     )*};
 }

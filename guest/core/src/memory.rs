@@ -3,8 +3,8 @@
 //! Used by the native tests, the property tests and the wasmtime harness.
 
 use crate::host::{
-    AppendOutcome, Audit, AuditEntry, CasOutcome, ChainHead, Clock, Consent, ConsentDecision,
-    ConsentPrompt, ConsentReceipt, HostError, Storage, Versioned,
+    AppendOutcome, Audit, AuditEntry, ChainHead, Clock, Consent, ConsentDecision, ConsentPrompt,
+    ConsentReceipt, HostError, Storage, Versioned, Write,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -59,7 +59,7 @@ impl Clock for SystemClock {
 
 #[derive(Debug)]
 struct Slot {
-    value: Vec<u8>,
+    value: String,
     version: u64,
     expires_at_ms: u64,
 }
@@ -142,35 +142,20 @@ impl MemoryStorage {
     }
 }
 
-impl Storage for MemoryStorage {
-    fn get(&self, key: &str) -> Result<Option<Versioned>, HostError> {
-        self.check()?;
-        let now = self.clock.now_ms();
-        Ok(lock(&self.slots)
-            .get(key)
-            .filter(|s| s.expires_at_ms > now)
-            .map(|s| Versioned {
-                value: s.value.clone(),
-                version: s.version,
-            }))
-    }
-
-    fn compare_and_swap(
+impl MemoryStorage {
+    /// One compare-and-swap under the lock: `Ok(Some(version))` applied, `Ok(None)` lost.
+    fn apply(
         &self,
-        key: &str,
-        expected: Option<u64>,
-        value: Option<&[u8]>,
-        ttl_ms: u64,
-    ) -> Result<CasOutcome, HostError> {
-        self.check()?;
-        let now = self.clock.now_ms();
-        let mut slots = lock(&self.slots);
+        slots: &mut BTreeMap<String, Slot>,
+        now: u64,
+        w: &Write<'_>,
+    ) -> Result<Option<u64>, HostError> {
         let current = slots
-            .get(key)
+            .get(w.key)
             .filter(|s| s.expires_at_ms > now)
             .map(|s| s.version);
-        if current != expected || self.lose_cas.load(Ordering::SeqCst) {
-            return Ok(CasOutcome::Conflict);
+        if current != w.expected || self.lose_cas.load(Ordering::SeqCst) {
+            return Ok(None);
         }
         // Counting down to the one compare-and-swap that loses (1: this one).
         let countdown = self.lose_cas_after.load(Ordering::SeqCst);
@@ -178,30 +163,64 @@ impl Storage for MemoryStorage {
             self.lose_cas_after
                 .store(countdown.saturating_sub(1), Ordering::SeqCst);
             if countdown == 1 {
-                return Ok(CasOutcome::Conflict);
+                return Ok(None);
             }
         }
-        match value {
+        match w.value {
             None if self.fail_deletes.load(Ordering::SeqCst) => {
                 Err(HostError::new("storage delete failed (injected)"))
             }
             None => {
-                slots.remove(key);
-                Ok(CasOutcome::Applied(0))
+                slots.remove(w.key);
+                Ok(Some(0))
             }
-            Some(bytes) => {
+            Some(text) => {
                 let version = self.next_version.fetch_add(1, Ordering::SeqCst);
                 slots.insert(
-                    key.to_owned(),
+                    w.key.to_owned(),
                     Slot {
-                        value: bytes.to_vec(),
+                        value: text.to_owned(),
                         version,
-                        expires_at_ms: now.saturating_add(ttl_ms),
+                        expires_at_ms: now.saturating_add(w.ttl_ms),
                     },
                 );
-                Ok(CasOutcome::Applied(version))
+                Ok(Some(version))
             }
         }
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError> {
+        self.check()?;
+        let now = self.clock.now_ms();
+        let slots = lock(&self.slots);
+        Ok(keys
+            .iter()
+            .map(|key| {
+                slots
+                    .get(*key)
+                    .filter(|s| s.expires_at_ms > now)
+                    .map(|s| Versioned {
+                        value: s.value.clone(),
+                        version: s.version,
+                    })
+            })
+            .collect())
+    }
+
+    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        self.check()?;
+        let now = self.clock.now_ms();
+        let mut slots = lock(&self.slots);
+        let mut applied = Vec::with_capacity(writes.len());
+        for w in writes {
+            match self.apply(&mut slots, now, w)? {
+                Some(version) => applied.push(version),
+                None => break,
+            }
+        }
+        Ok(applied)
     }
 
     fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
@@ -306,11 +325,11 @@ pub enum AuditFault {
     None,
     /// Every append fails.
     FailAppend,
-    /// Appends succeed, reads back return a different line.
+    /// Appends succeed, the read-back returns a different line.
     CorruptReadback,
-    /// Appends succeed, reads back find nothing.
+    /// Appends succeed, the read-back finds nothing.
     LoseWrites,
-    /// Reads back fail.
+    /// Appends succeed, the read-back fails (reported as nothing found).
     FailReadback,
 }
 
@@ -370,12 +389,9 @@ fn head_of(entries: &std::collections::VecDeque<AuditEntry>) -> ChainHead {
 }
 
 impl Audit for MemoryAudit {
-    fn head(&self) -> Result<ChainHead, HostError> {
-        Ok(head_of(&lock(&self.entries)))
-    }
-
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
-        if *lock(&self.fault) == AuditFault::FailAppend {
+        let fault = *lock(&self.fault);
+        if fault == AuditFault::FailAppend {
             return Err(HostError::new("audit sink unavailable (injected)"));
         }
         let mut entries = lock(&self.entries);
@@ -397,24 +413,12 @@ impl Audit for MemoryAudit {
         if entries.len() > self.window {
             entries.pop_front();
         }
-        Ok(AppendOutcome::Appended)
-    }
-
-    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
-        let fault = *lock(&self.fault);
-        let entries = lock(&self.entries);
-        let found = entries
-            .iter()
-            .rev()
-            .find(|e| e.seq == seq)
-            .map(|e| e.line.clone());
-        match fault {
-            AuditFault::FailReadback => Err(HostError::new("audit read-back failed (injected)")),
-            AuditFault::LoseWrites => Ok(None),
-            AuditFault::CorruptReadback => {
-                Ok(found.map(|l| l.replacen("\"event\"", "\"evnt\"", 1)))
-            }
-            AuditFault::None | AuditFault::FailAppend => Ok(found),
-        }
+        // The read-back, from what is held (the injected faults change what it finds).
+        let stored = match fault {
+            AuditFault::FailReadback | AuditFault::LoseWrites => None,
+            AuditFault::CorruptReadback => Some(entry.line.replacen("\"event\"", "\"evnt\"", 1)),
+            AuditFault::None | AuditFault::FailAppend => entries.back().map(|e| e.line.clone()),
+        };
+        Ok(AppendOutcome::Written { stored })
     }
 }

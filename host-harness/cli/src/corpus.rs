@@ -347,6 +347,13 @@ pub fn run_scenario(
                     hosts.storage.set_losing_cas(f == "lose_cas");
                     hosts.storage.set_failing_deletes(f == "fail_deletes");
                 }
+                if let Some(f) = step.get("clock").and_then(Value::as_str) {
+                    hosts.set_clock_wrapped(match f {
+                        "none" => false,
+                        "wrapped_negative" => true,
+                        other => return Err(format!("{at}: unknown clock fault `{other}`")),
+                    });
+                }
                 if let Some(n) = step.get("lose_cas_after") {
                     let n = n
                         .as_u64()

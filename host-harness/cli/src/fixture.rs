@@ -3,10 +3,32 @@
 //! read the trail.
 
 use mrtr_gate_host::HostServices;
+use mrtr_gate_host::core::host::Clock;
 use mrtr_gate_host::reference_hosts::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a host whose binding wrapped `-1` into a `u64` hands the gate (the clock fault).
+pub const WRAPPED_NEGATIVE_MS: u64 = u64::MAX;
+
+/// The clock the gate sees: the test clock, or, while the fault is on, a clock that returns
+/// [`WRAPPED_NEGATIVE_MS`] (the store keeps the test clock, as a real store keeps its own).
+struct GateClock {
+    clock: Arc<ManualClock>,
+    wrapped: Arc<AtomicBool>,
+}
+
+impl Clock for GateClock {
+    fn now_ms(&self) -> u64 {
+        if self.wrapped.load(Ordering::SeqCst) {
+            WRAPPED_NEGATIVE_MS
+        } else {
+            self.clock.now_ms()
+        }
+    }
+}
 
 /// The hosts a scenario runs over, kept so the runner can inject faults and read the trail.
 #[derive(Clone)]
@@ -20,6 +42,8 @@ pub struct ScenarioHosts {
     pub consent: ScriptedConsent,
     /// The in-memory audit sink, whose trail the caller reads; it can be given faults.
     pub audit: MemoryAudit,
+    /// While true, the gate's clock returns [`WRAPPED_NEGATIVE_MS`].
+    clock_wrapped: Arc<AtomicBool>,
 }
 
 impl ScenarioHosts {
@@ -41,13 +65,22 @@ impl ScenarioHosts {
             clock,
             consent: ScriptedConsent::new(ScriptedAnswer::Grant),
             audit,
+            clock_wrapped: Arc::default(),
         }
+    }
+
+    /// Make the gate's clock return [`WRAPPED_NEGATIVE_MS`] (or the test clock again).
+    pub fn set_clock_wrapped(&self, on: bool) {
+        self.clock_wrapped.store(on, Ordering::SeqCst);
     }
 
     /// The services to build a gate over.
     pub fn services(&self) -> HostServices {
         HostServices {
-            clock: self.clock.clone(),
+            clock: Arc::new(GateClock {
+                clock: self.clock.clone(),
+                wrapped: self.clock_wrapped.clone(),
+            }),
             storage: Arc::new(self.storage.clone()),
             consent: Arc::new(self.consent.clone()),
             audit: Arc::new(self.audit.clone()),

@@ -52,8 +52,8 @@ struct FileInner {
     end: u64,
 }
 
-/// An append-only JSON-lines audit file. Every append is fsynced before it is acknowledged,
-/// and read-back reads the bytes from the file again. On open, the existing chain is
+/// An append-only JSON-lines audit file. Every append is fsynced, then read back from the
+/// file through another handle, before it is acknowledged. On open, the existing chain is
 /// verified; a broken chain refuses to open (the sink must never extend a tampered log).
 pub struct FileAudit {
     path: PathBuf,
@@ -122,16 +122,28 @@ impl FileAudit {
     }
 }
 
-impl Audit for FileAudit {
-    fn head(&self) -> Result<ChainHead, HostError> {
-        Ok(self
-            .inner
+impl FileAudit {
+    /// The last event in the file (`0` and 64 zeros when it is empty).
+    pub fn head(&self) -> ChainHead {
+        self.inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .head
-            .clone())
+            .clone()
     }
 
+    /// The line stored at `offset`, `len` bytes, read from the file through a separate
+    /// handle: what the gate compares comes from the file, not from our buffers.
+    fn read_line(&self, offset: u64, len: usize) -> Result<String, HostError> {
+        let mut f = File::open(&self.path).map_err(io)?;
+        f.seek(SeekFrom::Start(offset)).map_err(io)?;
+        let mut buf = vec![0u8; len];
+        f.read_exact(&mut buf).map_err(io)?;
+        String::from_utf8(buf).map_err(|_| HostError::new("audit file: a line is not utf-8"))
+    }
+}
+
+impl Audit for FileAudit {
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if inner.head.seq.checked_add(1) != Some(entry.seq)
@@ -157,24 +169,9 @@ impl Audit for FileAudit {
             seq: entry.seq,
             event_sha256: entry.event_sha256.clone(),
         };
-        Ok(AppendOutcome::Appended)
-    }
-
-    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
-        let (offset, len) = {
-            let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            match inner.index.iter().rev().find(|(s, _, _)| *s == seq) {
-                Some(&(_, offset, len)) => (offset, len),
-                None => return Ok(None),
-            }
-        };
-        // A separate handle: what we return comes from the file, not from our buffers.
-        let mut f = File::open(&self.path).map_err(io)?;
-        f.seek(SeekFrom::Start(offset)).map_err(io)?;
-        let mut buf = vec![0u8; len];
-        f.read_exact(&mut buf).map_err(io)?;
-        String::from_utf8(buf)
-            .map(Some)
-            .map_err(|_| HostError::new("audit file: a line is not utf-8"))
+        // The write is done and the head has moved; a read-back that fails is reported as
+        // nothing found, which the gate treats as an unconfirmed write (deny).
+        let stored = self.read_line(offset, entry.line.len()).ok();
+        Ok(AppendOutcome::Written { stored })
     }
 }

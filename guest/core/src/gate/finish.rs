@@ -2,12 +2,15 @@
 //! the steps every ending shares (remove, then the `terminal` event).
 
 use super::record::{Binding, ID_PREFIX, is_record};
-use super::store::storage_failed;
+use super::store::{short_read, storage_failed};
 use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
 use crate::audit::{EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
-use crate::host::Host;
+use crate::host::{Host, Versioned};
 use std::rc::Rc;
+
+/// How many keys `expire-stale` reads in one storage call.
+const EXPIRE_READ_CHUNK: usize = 64;
 
 /// The longest reason code a caller may give for ending a binding.
 const MAX_REASON_BYTES: usize = 64;
@@ -61,36 +64,49 @@ impl<H: Host> Gate<H> {
             .list_keys(ID_PREFIX)
             .map_err(|e| Denial::unaudited(storage_failed(e)))?;
         let mut ended = 0u32;
-        for key in keys {
-            let Some(found) = self
+        // Read in chunks: one call per chunk, and no call carries every record at once.
+        for chunk in keys.chunks(EXPIRE_READ_CHUNK) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let entries = self
                 .host
                 .storage()
-                .get(&key)
-                .map_err(|e| Denial::unaudited(storage_failed(e)))?
-            else {
-                continue;
-            };
-            // Pointers are skipped: their record is listed under its own key.
-            if !is_record(&found.value) {
-                continue;
+                .read(&refs)
+                .map_err(|e| Denial::unaudited(storage_failed(e)))?;
+            if entries.len() != chunk.len() {
+                return Err(Denial::unaudited(short_read()));
             }
-            // Only what `load` would accept: this format, under its own original id's key.
-            let Ok(binding) = Binding::decode(&found.value) else {
-                continue;
-            };
-            if binding.key() != key {
-                continue;
-            }
-            if self.expired(&binding) {
-                match self.end(&binding, found.version, TerminalOutcome::Expired, None) {
-                    Ok(()) => ended = ended.saturating_add(1),
-                    // Someone else ended or changed it meanwhile: theirs is the last word.
-                    Err(GateError::Host(HostFault::StateAlreadyUsed)) => {}
-                    Err(e) => return Err(Denial::unaudited(e)),
+            for (key, found) in chunk.iter().zip(entries) {
+                let Some(found) = found else {
+                    continue;
+                };
+                if self.expire_one(key, found)? {
+                    ended = ended.saturating_add(1);
                 }
             }
         }
         Ok(ended)
+    }
+
+    /// End the binding stored under `key` if it is a record past its lifetime; true when
+    /// this call ended it.
+    fn expire_one(&mut self, key: &str, found: Versioned) -> Result<bool, Denial> {
+        // Pointers are skipped: their record is listed under its own key.
+        if !is_record(&found.value) {
+            return Ok(false);
+        }
+        // Only what `load` would accept: this format, under its own original id's key.
+        let Ok(binding) = Binding::decode(&found.value) else {
+            return Ok(false);
+        };
+        if binding.key() != key || !self.expired(&binding) {
+            return Ok(false);
+        }
+        match self.end(&binding, found.version, TerminalOutcome::Expired, None) {
+            Ok(()) => Ok(true),
+            // Someone else ended or changed it meanwhile: theirs is the last word.
+            Err(GateError::Host(HostFault::StateAlreadyUsed)) => Ok(false),
+            Err(e) => Err(Denial::unaudited(e)),
+        }
     }
 
     /// End a binding: remove it, then audit the terminal event (when the binding had

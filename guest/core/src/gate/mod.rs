@@ -39,6 +39,10 @@ use crate::ids::RequestId;
 use crate::schema::SchemaCache;
 use store::BindingStore;
 
+/// The latest time the clock may give, in ms since the epoch: 2^53 - 1, the largest integer
+/// every JSON parser and JavaScript host reads exactly.
+pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
+
 /// The methods that may receive `input_required`.
 pub const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
@@ -53,7 +57,7 @@ pub struct Gate<H: Host> {
     /// same principals (a pure function, so it cannot change a verdict).
     principals: PrincipalDigests,
     /// The time of the current call, read from the clock once (each import call costs, most
-    /// on hosts such as jco); reset at every entry and after every wait on the user.
+    /// on hosts such as jco and wasmtime-py); read again after every wait on the user.
     call_now: std::cell::Cell<Option<u64>>,
 }
 
@@ -73,7 +77,7 @@ impl<H: Host> Gate<H> {
     /// Bind a request before it is sent: its id, server, user, tenant, method and exact
     /// params. Returns the request text to send.
     pub fn register(&mut self, r: Registration) -> Result<Registered, Denial> {
-        self.begin_call();
+        self.begin_call().map_err(Denial::unaudited)?;
         self.register_request(r).map_err(Denial::unaudited)
     }
 
@@ -85,26 +89,26 @@ impl<H: Host> Gate<H> {
         server: &crate::ids::ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
-        self.begin_call();
+        self.begin_call().map_err(Denial::unaudited)?;
         self.judge_response(server, response_json)
     }
 
     /// Validate the answers, obtain consent, consume the round, return the retry to send.
     pub fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
-        self.begin_call();
+        self.begin_call().map_err(Denial::unaudited)?;
         self.retry_round(r)
     }
 
     /// End a binding from the caller's side (cancelled, or the transport failed), on behalf
     /// of the binding's own user and tenant.
     pub fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, Denial> {
-        self.begin_call();
+        self.begin_call().map_err(Denial::unaudited)?;
         self.finish_binding(r)
     }
 
     /// End every binding whose lifetime has passed; returns how many ended.
     pub fn expire_stale(&mut self) -> Result<u32, Denial> {
-        self.begin_call();
+        self.begin_call().map_err(Denial::unaudited)?;
         self.expire_bindings()
     }
 
@@ -113,18 +117,26 @@ impl<H: Host> Gate<H> {
         &self.host
     }
 
-    /// A new call starts: its time is read afresh when first needed.
-    fn begin_call(&self) {
-        self.call_now.set(None);
+    /// A new call starts (or resumes after the user): the clock is read once, and a time
+    /// no JSON number or JavaScript host carries exactly is refused (a host that returned -1
+    /// through an unchecked binding would otherwise set every expiry at the end of time).
+    /// Unaudited when refused: there is no time to stamp an event with.
+    fn begin_call(&self) -> Result<(), GateError> {
+        let now = self.host.clock().now_ms();
+        if now > MAX_TIME_MS {
+            self.call_now.set(None);
+            return Err(GateError::Host(crate::error::HostFault::ClockOutOfRange(
+                now,
+            )));
+        }
+        self.call_now.set(Some(now));
+        Ok(())
     }
 
+    /// The time of the current call (read by `begin_call` at every entry; were it missing,
+    /// the end of the range makes everything expired: fail closed).
     fn now(&self) -> u64 {
-        if let Some(now) = self.call_now.get() {
-            return now;
-        }
-        let now = self.host.clock().now_ms();
-        self.call_now.set(Some(now));
-        now
+        self.call_now.get().unwrap_or(MAX_TIME_MS)
     }
 
     fn audit(&mut self, event: Event) -> Result<u64, GateError> {

@@ -340,9 +340,9 @@ impl Binding {
         id_key(self.fixed.server_key(), id)
     }
 
-    /// The record's bytes: `RecordIn`'s fields, written directly (the fixed part and the
+    /// The record's text: `RecordIn`'s fields, written directly (the fixed part and the
     /// view are text already; serde would check and copy them again).
-    pub(crate) fn encode(&self) -> Result<Vec<u8>, GateError> {
+    pub(crate) fn encode(&self) -> Result<String, GateError> {
         let open_len = self.open.as_ref().map_or(0, |o| o.view_json.len() + 1024);
         let mut out = String::with_capacity(self.fixed_json.len() + open_len + 256);
         out.push_str("{\"format\":");
@@ -380,13 +380,13 @@ impl Binding {
         out.push_str(",\"audited\":");
         out.push_str(if self.audited { "true" } else { "false" });
         out.push('}');
-        Ok(out.into_bytes())
+        Ok(out)
     }
 
     /// A record read back: refused unless it is this format and parses whole.
-    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, GateError> {
+    pub(crate) fn decode(text: &str) -> Result<Self, GateError> {
         let corrupted = |_| GateError::Host(HostFault::StorageCorrupted);
-        let r: RecordIn = serde_json::from_slice(bytes).map_err(corrupted)?;
+        let r: RecordIn = serde_json::from_str(text).map_err(corrupted)?;
         if r.format != BINDING_FORMAT {
             return Err(GateError::Host(HostFault::StorageCorrupted));
         }
@@ -456,8 +456,8 @@ pub(crate) fn id_key(server_key: &str, id: &RequestId) -> String {
 }
 
 /// A record is a JSON object; a pointer is a JSON number or string.
-pub(crate) fn is_record(value: &[u8]) -> bool {
-    value.first() == Some(&b'{')
+pub(crate) fn is_record(value: &str) -> bool {
+    value.starts_with('{')
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use crate::error::{GateError, HostFault};
 use crate::gate::record::{Binding, id_key, is_record};
-use crate::host::{CasOutcome, HostError, Storage, Versioned};
+use crate::host::{HostError, Storage, Versioned, Write};
 use crate::ids::RequestId;
 use crate::ids::ServerIdentity;
 use std::collections::VecDeque;
@@ -97,7 +97,28 @@ impl BindingStore {
         id: &RequestId,
     ) -> Result<Option<(Rc<Binding>, u64)>, GateError> {
         let key = id_key(server_key, id);
-        let Some(first) = storage.get(&key).map_err(storage_failed)? else {
+        // A retry id's key holds a pointer to the original id, whose key holds the record.
+        // When a cached binding uses `id` as a retry id, its record is read in the same
+        // call (a guess: the pointer still decides).
+        let guess = self
+            .cache
+            .iter()
+            .rev()
+            .map(|(_, _, b)| b)
+            .find(|b| {
+                b.fixed.original_id != *id
+                    && b.fixed.server_key() == &**server_key
+                    && b.used_ids.contains(id)
+            })
+            .map(|b| b.fixed.original_id.clone());
+        let guess_key = guess.as_ref().map(|g| id_key(server_key, g));
+        let mut keys: Vec<&str> = Vec::with_capacity(2);
+        keys.push(&key);
+        if let Some(g) = &guess_key {
+            keys.push(g);
+        }
+        let mut found = storage.read(&keys).map_err(storage_failed)?.into_iter();
+        let Some(first) = found.next().ok_or_else(short_read)? else {
             return Ok(None);
         };
         // The original id: one read. A retry id: its pointer, then the record.
@@ -105,12 +126,24 @@ impl BindingStore {
             (id.clone(), first)
         } else {
             let original: RequestId =
-                serde_json::from_slice(&first.value).map_err(|_| corrupted())?;
+                serde_json::from_str(&first.value).map_err(|_| corrupted())?;
             if original == *id {
                 return Err(corrupted());
             }
-            let key = id_key(server_key, &original);
-            let Some(stored) = storage.get(&key).map_err(storage_failed)? else {
+            let record = match (guess, found.next()) {
+                (Some(g), Some(read)) if g == original => read,
+                (Some(_), None) => return Err(short_read()),
+                _ => {
+                    let key = id_key(server_key, &original);
+                    storage
+                        .read(&[&key])
+                        .map_err(storage_failed)?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(short_read)?
+                }
+            };
+            let Some(stored) = record else {
                 return Ok(None);
             };
             if !is_record(&stored.value) {
@@ -151,22 +184,28 @@ impl BindingStore {
         binding: Binding,
         expected: Option<u64>,
     ) -> Result<(Rc<Binding>, u64), (GateError, Box<Binding>)> {
-        let bytes = match binding.encode() {
-            Ok(b) => b,
+        let text = match binding.encode() {
+            Ok(t) => t,
             Err(e) => return Err((e, Box::new(binding))),
         };
         let key = binding.key();
-        match storage.compare_and_swap(&key, expected, Some(&bytes), ttl(&binding, now)) {
-            Ok(CasOutcome::Applied(v)) => {
+        let write = Write {
+            key: &key,
+            expected,
+            value: Some(&text),
+            ttl_ms: ttl(&binding, now),
+        };
+        match one_write(storage, write) {
+            Ok(Some(v)) => {
                 let binding = Rc::new(binding);
-                self.remember(v, bytes.len(), Rc::clone(&binding));
+                self.remember(v, text.len(), Rc::clone(&binding));
                 Ok((binding, v))
             }
-            Ok(CasOutcome::Conflict) => Err((
+            Ok(None) => Err((
                 GateError::Host(HostFault::StateAlreadyUsed),
                 Box::new(binding),
             )),
-            Err(e) => Err((storage_failed(e), Box::new(binding))),
+            Err(e) => Err((e, Box::new(binding))),
         }
     }
 
@@ -185,14 +224,15 @@ impl BindingStore {
         id: &RequestId,
         binding: &Binding,
     ) -> Result<Option<u64>, GateError> {
-        let target = serde_json::to_vec(&binding.fixed.original_id).map_err(|_| corrupted())?;
-        Ok(
-            match storage
-                .compare_and_swap(&binding.id_key(id), None, Some(&target), ttl(binding, now))
-                .map_err(storage_failed)?
-            {
-                CasOutcome::Applied(v) => Some(v),
-                CasOutcome::Conflict => None,
+        let target = serde_json::to_string(&binding.fixed.original_id).map_err(|_| corrupted())?;
+        let key = binding.id_key(id);
+        one_write(
+            storage,
+            Write {
+                key: &key,
+                expected: None,
+                value: Some(&target),
+                ttl_ms: ttl(binding, now),
             },
         )
     }
@@ -205,7 +245,8 @@ impl BindingStore {
         id: &RequestId,
         version: u64,
     ) {
-        let _ = storage.compare_and_swap(&binding.id_key(id), Some(version), None, 0);
+        let key = binding.id_key(id);
+        let _ = storage.write(&[delete(&key, version)]);
     }
 
     /// Delete `binding`'s pointer for retry id `id` if it still names the binding (best effort).
@@ -216,13 +257,14 @@ impl BindingStore {
     ) -> Result<(), GateError> {
         let original = &binding.fixed.original_id;
         let key = binding.id_key(id);
-        if let Some(v) = storage.get(&key).map_err(storage_failed)? {
+        let read = storage.read(&[&key]).map_err(storage_failed)?;
+        if let Some(Some(v)) = read.first() {
             let points_here = !is_record(&v.value)
-                && serde_json::from_slice::<RequestId>(&v.value)
+                && serde_json::from_str::<RequestId>(&v.value)
                     .is_ok_and(|target| &target == original);
             if points_here {
                 storage
-                    .compare_and_swap(&key, Some(v.version), None, 0)
+                    .write(&[delete(&key, v.version)])
                     .map_err(storage_failed)?;
             }
         }
@@ -237,26 +279,69 @@ impl BindingStore {
         version: u64,
     ) -> Result<(), GateError> {
         self.forget(binding);
-        match storage
-            .compare_and_swap(&binding.key(), Some(version), None, 0)
-            .map_err(storage_failed)?
-        {
-            CasOutcome::Applied(_) => {}
-            CasOutcome::Conflict => return Err(GateError::Host(HostFault::StateAlreadyUsed)),
+        // The record and every pointer whose version the binding wrote, in one call: the
+        // writes stop at the first that does not apply, so a lost record leaves every
+        // pointer in place.
+        let record_key = binding.key();
+        let retry_ids = binding.used_ids.iter().skip(1);
+        let pointer_keys: Vec<(String, Option<u64>)> = retry_ids
+            .clone()
+            .enumerate()
+            .map(|(i, id)| (binding.id_key(id), binding.alias_versions.get(i).copied()))
+            .collect();
+        let mut writes = Vec::with_capacity(pointer_keys.len().saturating_add(1));
+        writes.push(delete(&record_key, version));
+        writes.extend(
+            pointer_keys
+                .iter()
+                .map_while(|(key, v)| v.map(|v| delete(key, v))),
+        );
+        let batched = writes.len();
+        let applied = storage.write(&writes).map_err(storage_failed)?.len();
+        if applied == 0 {
+            return Err(GateError::Host(HostFault::StateAlreadyUsed));
         }
-        // The record was the original id's key; then each retry id's pointer.
-        for (i, id) in binding.used_ids.iter().skip(1).enumerate() {
-            match binding.alias_versions.get(i) {
-                // The version we wrote: delete without reading. A conflict means the pointer
-                // already expired or was replaced; either way it is not ours to delete.
-                Some(&v) => {
-                    storage
-                        .compare_and_swap(&binding.id_key(id), Some(v), None, 0)
-                        .map_err(storage_failed)?;
+        // The pointers the batch did not reach, each on its own. The one it stopped at lost
+        // (it expired or was replaced: either way not ours to delete); a pointer whose
+        // version the record does not know is read first.
+        for (i, (id, (key, v))) in retry_ids.zip(&pointer_keys).enumerate() {
+            let at = i.saturating_add(1);
+            if at < applied || (at == applied && at < batched) {
+                continue;
+            }
+            match v {
+                Some(v) => {
+                    storage.write(&[delete(key, *v)]).map_err(storage_failed)?;
                 }
                 None => Self::delete_alias(storage, binding, id)?,
             }
         }
         Ok(())
     }
+}
+
+/// A delete of `key` at `version`.
+fn delete(key: &str, version: u64) -> Write<'_> {
+    Write {
+        key,
+        expected: Some(version),
+        value: None,
+        ttl_ms: 0,
+    }
+}
+
+/// One compare-and-swap: its new version, or none when it lost.
+fn one_write(storage: &dyn Storage, write: Write<'_>) -> Result<Option<u64>, GateError> {
+    Ok(storage
+        .write(&[write])
+        .map_err(storage_failed)?
+        .first()
+        .copied())
+}
+
+/// A store that answered fewer entries than keys asked for.
+pub(crate) fn short_read() -> GateError {
+    GateError::Host(HostFault::StorageFailed(
+        "the store returned fewer entries than keys".into(),
+    ))
 }

@@ -3,7 +3,7 @@
 use crate::common::*;
 use crate::support::*;
 use mrtr_gate_core::audit::verify_chain;
-use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, Services};
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, HostError, Services};
 use mrtr_gate_core::memory::{
     AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
@@ -68,17 +68,11 @@ struct RefuseKind {
 }
 
 impl Audit for RefuseKind {
-    fn head(&self) -> Result<ChainHead, HostError> {
-        self.inner.head()
-    }
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         if entry.line.contains(&format!("\"event\":\"{}\"", self.kind)) {
             return Err(HostError::new("refused"));
         }
         self.inner.append(entry)
-    }
-    fn read_back(&self, seq: u64) -> Result<Option<String>, HostError> {
-        self.inner.read_back(seq)
     }
 }
 

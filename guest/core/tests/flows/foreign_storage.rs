@@ -13,36 +13,49 @@ fn key(id: &str) -> String {
     format!("{}{server}/{id}", mrtr_gate_core::ID_PREFIX)
 }
 
-/// Put `value` at the key of `id`, whatever is there.
-fn plant(fx: &Fx, id: &str, value: &[u8]) {
-    use mrtr_gate_core::host::Storage;
-    let key = key(id);
-    let current = fx.storage.get(&key).unwrap().map(|v| v.version);
-    let applied = fx
+/// Put `value` at `key`, whatever is there.
+fn plant_at(fx: &Fx, key: &str, value: &str) {
+    use mrtr_gate_core::host::{Storage, Write};
+    let current = fx
         .storage
-        .compare_and_swap(&key, current, Some(value), 600_000)
-        .unwrap();
-    assert!(matches!(
-        applied,
-        mrtr_gate_core::host::CasOutcome::Applied(_)
-    ));
+        .read(&[key])
+        .unwrap()
+        .remove(0)
+        .map(|v| v.version);
+    let write = Write {
+        key,
+        expected: current,
+        value: Some(value),
+        ttl_ms: 600_000,
+    };
+    assert_eq!(fx.storage.write(&[write]).unwrap().len(), 1);
 }
 
-fn stored(fx: &Fx, id: &str) -> Vec<u8> {
+/// Put `value` at the key of `id`, whatever is there.
+fn plant(fx: &Fx, id: &str, value: &str) {
+    plant_at(fx, &key(id), value);
+}
+
+fn stored(fx: &Fx, id: &str) -> String {
     use mrtr_gate_core::host::Storage;
-    fx.storage.get(&key(id)).unwrap().unwrap().value
+    fx.storage
+        .read(&[&key(id)])
+        .unwrap()
+        .remove(0)
+        .unwrap()
+        .value
 }
 
 #[test]
 fn a_binding_lives_under_its_ids_in_its_servers_key_space() {
     let mut fx = Fx::new();
     fx.register_tool(1);
-    assert_eq!(stored(&fx, "1").first(), Some(&b'{'), "the record");
+    assert!(stored(&fx, "1").starts_with('{'), "the record");
     fx.round(1, state_only("s"));
     fx.retry_ok(n(1), s("r-2"), &json!({}));
     assert_eq!(
         stored(&fx, "\"r-2\""),
-        b"1",
+        "1",
         "the retry id points to the original"
     );
     // The server's ids share one key space: the retry id cannot be registered, the original
@@ -62,13 +75,13 @@ fn a_binding_lives_under_its_ids_in_its_servers_key_space() {
 #[test]
 fn values_the_gate_did_not_write_are_refused_as_storage_corrupted() {
     // (what is planted, under which id, which id the response names)
-    let cases: [(&str, &[u8], i64); 6] = [
-        ("garbage record", b"{\"not\":\"a binding\"}", 7),
-        ("not json", b"\xff\xfe", 7),
-        ("a pointer to itself", b"7", 7),
-        ("a pointer to a pointer", b"8", 7),
-        ("an empty value", b"", 7),
-        ("a record of another id", b"", 9),
+    let cases: [(&str, &str, i64); 6] = [
+        ("garbage record", "{\"not\":\"a binding\"}", 7),
+        ("not json", "\u{fffd}\u{fffe}", 7),
+        ("a pointer to itself", "7", 7),
+        ("a pointer to a pointer", "8", 7),
+        ("an empty value", "", 7),
+        ("a record of another id", "", 9),
     ];
     for (what, value, id) in cases {
         let mut fx = Fx::new();
@@ -77,7 +90,7 @@ fn values_the_gate_did_not_write_are_refused_as_storage_corrupted() {
             let record = stored(&fx, "1");
             plant(&fx, "9", &record);
         } else {
-            plant(&fx, "8", b"7");
+            plant(&fx, "8", "7");
             plant(&fx, &id.to_string(), value);
         }
         let d = assert_code(fx.accept(id, complete()), "storage_corrupted");
@@ -94,7 +107,6 @@ fn values_the_gate_did_not_write_are_refused_as_storage_corrupted() {
 #[test]
 fn a_record_copied_under_another_servers_key_is_refused_and_never_cached() {
     use mrtr_gate_core::ServerIdentity;
-    use mrtr_gate_core::host::Storage;
     let mut fx = Fx::new();
     fx.register_tool(1);
     let other = ServerIdentity::origin(OTHER_SERVER).unwrap();
@@ -105,9 +117,7 @@ fn a_record_copied_under_another_servers_key_is_refused_and_never_cached() {
         digest.get(..32).unwrap()
     );
     let record = stored(&fx, "1");
-    fx.storage
-        .compare_and_swap(&other_key, None, Some(&record), 600_000)
-        .unwrap();
+    plant_at(&fx, &other_key, &record);
     // The other server's response finds a record under its key that names this server.
     for _ in 0..2 {
         let d = assert_code(
@@ -138,13 +148,13 @@ fn a_record_whose_params_no_longer_match_their_digest_is_refused() {
     fx.round(1, state_only("s"));
     // Someone with write access to the store edits the arguments the retry is rebuilt from
     // and leaves the digest as it was.
-    let record = String::from_utf8(stored(&fx, "1")).unwrap();
+    let record = stored(&fx, "1");
     let edited = record.replace(
         r#""arguments":{"amount":10}"#,
         r#""arguments":{"amount":10000}"#,
     );
     assert_ne!(edited, record, "the test edits the stored arguments");
-    plant(&fx, "1", edited.as_bytes());
+    plant(&fx, "1", &edited);
     let d = assert_code(
         fx.retry(n(1), n(2), &json!({})),
         "mrtr_identity_or_argument_mismatch",
@@ -165,7 +175,7 @@ fn a_retry_pointer_the_record_does_not_list_is_refused() {
     fx.register_tool(1);
     fx.round(1, state_only("s"));
     // A pointer planted for id 5, naming binding 1, which never used id 5.
-    plant(&fx, "5", b"1");
+    plant(&fx, "5", "1");
     assert_code(fx.accept(5, complete()), "storage_corrupted");
     // Binding 1 goes on.
     fx.retry_ok(n(1), n(2), &json!({}));
@@ -175,13 +185,13 @@ fn a_retry_pointer_the_record_does_not_list_is_refused() {
 fn a_record_from_another_format_is_refused_and_the_sweeper_skips_what_it_cannot_read() {
     let mut fx = Fx::new();
     fx.register_tool(1);
-    let mut record: Value = serde_json::from_slice(&stored(&fx, "1")).unwrap();
+    let mut record: Value = serde_json::from_str(&stored(&fx, "1")).unwrap();
     assert!(record["format"].is_u64());
     record["format"] = json!(1);
-    plant(&fx, "1", record.to_string().as_bytes());
+    plant(&fx, "1", &record.to_string());
     assert_code(fx.accept(1, complete()), "storage_corrupted");
-    plant(&fx, "3", b"{\"format\":2}");
-    plant(&fx, "4", b"1");
+    plant(&fx, "3", "{\"format\":2}");
+    plant(&fx, "4", "1");
     fx.clock
         .advance(Policy::default().round_trip_lifetime_ms + 1);
     // Nothing the sweeper can read as a binding is ended; nothing panics.
@@ -203,9 +213,9 @@ fn an_open_round_without_a_confirmed_received_event_is_refused() {
     let mut fx = Fx::new();
     fx.register_tool(1);
     fx.round(1, state_only("s"));
-    let mut record: Value = serde_json::from_slice(&stored(&fx, "1")).unwrap();
+    let mut record: Value = serde_json::from_str(&stored(&fx, "1")).unwrap();
     assert!(record["open"]["received_seq"].as_u64().unwrap() > 0);
     record["open"]["received_seq"] = json!(0);
-    plant(&fx, "1", record.to_string().as_bytes());
+    plant(&fx, "1", &record.to_string());
     assert_code(fx.retry(n(1), n(2), &json!({})), "storage_corrupted");
 }

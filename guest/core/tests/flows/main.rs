@@ -8,6 +8,7 @@ mod support;
 
 mod audit_content;
 mod audit_faults;
+mod clock;
 mod consent;
 mod cross_server;
 mod deprecated_and_capabilities;

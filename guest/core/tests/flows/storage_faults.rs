@@ -230,3 +230,58 @@ fn a_retry_whose_consuming_compare_and_swap_loses_sends_nothing() {
         1
     );
 }
+
+/// A store that answers a read with fewer entries than keys (a broken or hostile host).
+#[derive(Clone)]
+struct ShortReads(mrtr_gate_core::memory::MemoryStorage);
+
+impl mrtr_gate_core::host::Storage for ShortReads {
+    fn read(
+        &self,
+        keys: &[&str],
+    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+        let mut found = self.0.read(keys)?;
+        found.pop();
+        Ok(found)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
+        self.0.write(writes)
+    }
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, mrtr_gate_core::host::HostError> {
+        self.0.list_keys(prefix)
+    }
+}
+
+#[test]
+fn a_store_that_answers_fewer_entries_than_keys_denies_and_is_never_read_as_absent() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    let fx = Fx::new();
+    let mut gate = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: ShortReads(fx.storage.clone()),
+        consent: fx.consent.clone(),
+        audit: fx.audit.clone(),
+    });
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    // A missing entry is a failure, not "no binding": `no_live_request` would let a caller
+    // think the request is gone.
+    let d = assert_code(
+        gate.accept_response(&server(), &response(1, state_only("s"))),
+        "storage_failed",
+    );
+    assert!(d.audited);
+    assert_code(gate.expire_stale(), "storage_failed");
+    // The binding is untouched: a gate over the whole store still sees it.
+    fx.second_gate()
+        .accept_response(&server(), &response(1, complete()))
+        .unwrap();
+}
