@@ -1,0 +1,69 @@
+"""mrtr-gate: the client-side security gate for MCP Multi Round-Trip Requests, as a
+sandboxed WebAssembly component run by wasmtime.
+
+    from mrtr_gate import Gate, Origin, hosts
+
+    gate = Gate(clock=hosts.SystemClock(), storage=hosts.MemoryStorage(),
+                consent=hosts.CallbackConsent(ask_the_user), audit=hosts.FileAudit("audit.jsonl"))
+    sent = gate.register(request_id=1, server=Origin(url), user="alice", tenant="acme",
+                         method="tools/call", params=params)
+    verdict = gate.accept_response(Origin(url), response_text)
+
+See README.md beside this package for the whole flow."""
+
+from . import hosts
+from ._types import (
+    AppendOutcome,
+    AuditEntry,
+    Complete,
+    ConsentDecision,
+    ConsentPrompt,
+    ConsentReceipt,
+    DeprecatedMethod,
+    Endpoint,
+    Entry,
+    ErrorCause,
+    ErrorResult,
+    GateError,
+    HostError,
+    InputRequired,
+    Origin,
+    Policy,
+    Registered,
+    RequestId,
+    Retry,
+    ServerIdentity,
+    TerminalOutcome,
+    Verdict,
+    WriteOp,
+)
+from .gate import Gate, bundled_component
+
+__all__ = [
+    "AppendOutcome",
+    "AuditEntry",
+    "Complete",
+    "ConsentDecision",
+    "ConsentPrompt",
+    "ConsentReceipt",
+    "DeprecatedMethod",
+    "Endpoint",
+    "Entry",
+    "ErrorCause",
+    "ErrorResult",
+    "Gate",
+    "GateError",
+    "HostError",
+    "InputRequired",
+    "Origin",
+    "Policy",
+    "Registered",
+    "RequestId",
+    "Retry",
+    "ServerIdentity",
+    "TerminalOutcome",
+    "Verdict",
+    "WriteOp",
+    "bundled_component",
+    "hosts",
+]

@@ -1,0 +1,226 @@
+"""The component through wasmtime-py's component API: compile once, link the four imports to
+Python services, call the five exports.
+
+wasmtime-py (50.0.1) maps WIT values to bare Python values, and some of its mappings need
+care; each is handled here, in one place, and tested in tests/test_wasmtime_py.py:
+
+- records have no constructor and keep kebab-case field names: they are built with `setattr`;
+- a `result` or `variant` whose cases hold different Python types is untagged: the value is
+  the payload itself (an import's `result<list<entry>, string>` is returned as a `list` for
+  `ok` and a `str` for `err`); cases of one Python type are tagged (`Variant(tag, payload)`);
+- integers are not range-checked on the way in (a clock returning -1 would arrive as 2**64 - 1):
+  every integer a service returns is checked here, and a bad one becomes a host error (or,
+  for the clock, a time the gate refuses as `clock_out_of_range`);
+- an exception escaping a host function traps the instance: every service call is wrapped,
+  so a raised `HostError` (or any other `Exception`) becomes the import's `err` and the gate
+  denies, auditing the denial, with the instance intact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from wasmtime import Config, Engine, Store, WasmtimeError
+from wasmtime.component import Component, Linker, Record, Variant
+
+from ._types import (
+    AuditEntry,
+    ConsentPrompt,
+    ConsentReceipt,
+    ConsentDecision,
+    WriteOp,
+)
+
+WIT_VERSION = "0.2.0"
+U64_MAX = (1 << 64) - 1
+
+
+def _iface(name: str) -> str:
+    return f"mrtr:gate/{name}@{WIT_VERSION}"
+
+
+def _record(**fields: Any) -> Record:
+    r = Record()
+    for k, v in fields.items():
+        setattr(r, k.replace("_", "-"), v)
+    return r
+
+
+def _is_u64(x: object) -> bool:
+    return type(x) is int and 0 <= x <= U64_MAX
+
+
+def _failure(e: BaseException) -> str:
+    """The `err` message of a service that raised: the message only, never a traceback."""
+    text = str(e) or type(e).__name__
+    return text if type(e).__name__ == "HostError" else f"{type(e).__name__}: {text}"
+
+
+class Services:
+    """The four services, adapted to what wasmtime-py calls with and expects back."""
+
+    def __init__(self, clock: Any, storage: Any, consent: Any, audit: Any) -> None:
+        self.clock = clock
+        self.storage = storage
+        self.consent = consent
+        self.audit = audit
+
+    def now_ms(self, _store: Any) -> int:
+        try:
+            now = self.clock.now_ms()
+        except Exception:  # noqa: BLE001 - a broken clock denies, it never traps
+            return U64_MAX
+        # Out of u64 (a negative time, a float): a time the gate refuses as out of range.
+        return now if _is_u64(now) else U64_MAX
+
+    def read(self, _store: Any, keys: list) -> object:
+        try:
+            found = self.storage.read(keys)
+            if len(found) != len(keys):
+                return "the store returned fewer or more entries than keys"
+            out = []
+            for e in found:
+                if e is None:
+                    out.append(_record(version=0, value=""))
+                elif _is_u64(e.version) and type(e.value) is str:
+                    out.append(_record(version=e.version, value=e.value))
+                else:
+                    return "the store returned an entry that is not (u64, str)"
+            return out
+        except Exception as e:  # noqa: BLE001
+            return _failure(e)
+
+    def write(self, _store: Any, writes: list) -> object:
+        try:
+            ops = [WriteOp(w.key, w.expected, w.value, getattr(w, "ttl-ms")) for w in writes]
+            versions = self.storage.write(ops)
+            if len(versions) > len(ops) or not all(_is_u64(v) for v in versions):
+                return "the store returned versions that are not u64, or too many"
+            return list(versions)
+        except Exception as e:  # noqa: BLE001
+            return _failure(e)
+
+    def list_keys(self, _store: Any, prefix: str) -> object:
+        try:
+            keys = self.storage.list_keys(prefix)
+            if not all(type(k) is str for k in keys):
+                return "the store listed a key that is not a str"
+            return list(keys)
+        except Exception as e:  # noqa: BLE001
+            return _failure(e)
+
+    def request_consent(self, _store: Any, p: Record) -> object:
+        try:
+            prompt = ConsentPrompt(
+                getattr(p, "view-json"),
+                getattr(p, "view-sha256"),
+                getattr(p, "responses-json"),
+                getattr(p, "responses-sha256"),
+            )
+            r = self.consent.request_consent(prompt)
+            if not isinstance(r, ConsentReceipt):
+                return "the consent provider returned no ConsentReceipt"
+            decision = ConsentDecision(r.decision).value
+            if not all(type(x) is str for x in (r.receipt_id, r.view_sha256, r.responses_sha256)):
+                return "the consent receipt's fields must be str"
+            return _record(
+                receipt_id=r.receipt_id,
+                decision=decision,
+                view_sha256=r.view_sha256,
+                responses_sha256=r.responses_sha256,
+            )
+        except Exception as e:  # noqa: BLE001
+            return _failure(e)
+
+    def append(self, _store: Any, e: Record) -> object:
+        try:
+            entry = AuditEntry(e.seq, getattr(e, "prev-sha256"), getattr(e, "event-sha256"), e.line)
+            o = self.audit.append(entry)
+            ok = (
+                type(o.written) is bool
+                and (o.stored is None or type(o.stored) is str)
+                and _is_u64(o.head_seq)
+                and type(o.head_sha256) is str
+            )
+            if not ok:
+                return "the audit sink returned an outcome that is not (bool, str?, u64, str)"
+            return _record(written=o.written, stored=o.stored, head_seq=o.head_seq, head_sha256=o.head_sha256)
+        except Exception as e:  # noqa: BLE001
+            return _failure(e)
+
+
+class Compiled:
+    """The component compiled for one engine (compiling takes about a second; do it once)."""
+
+    _cache: dict[tuple[str, int], "Compiled"] = {}
+
+    def __init__(self, wasm: bytes, max_wasm_stack: int) -> None:
+        config = Config()
+        config.max_wasm_stack = max_wasm_stack
+        self.engine = Engine(config)
+        self.component = Component(self.engine, wasm)
+
+    @classmethod
+    def of(cls, wasm: bytes, max_wasm_stack: int = 1 << 20) -> "Compiled":
+        key = (hashlib.sha256(wasm).hexdigest(), max_wasm_stack)
+        found = cls._cache.get(key)
+        if found is None:
+            found = cls._cache[key] = Compiled(wasm, max_wasm_stack)
+        return found
+
+
+EXPORTS = ("register", "accept-response", "build-retry", "finish", "expire-stale")
+
+
+class Instance:
+    """One instance of the component in its own store. A trap poisons it: the caller drops it
+    and makes another (the gate keeps nothing that matters in it)."""
+
+    def __init__(self, compiled: Compiled, services: Services, max_memory_bytes: int) -> None:
+        linker = Linker(compiled.engine)
+        with linker.root() as root:
+            with root.add_instance(_iface("clock")) as i:
+                i.add_func("now-ms", services.now_ms)
+            with root.add_instance(_iface("storage")) as i:
+                i.add_func("read", services.read)
+                i.add_func("write", services.write)
+                i.add_func("list-keys", services.list_keys)
+            with root.add_instance(_iface("consent")) as i:
+                i.add_func("request-consent", services.request_consent)
+            with root.add_instance(_iface("audit")) as i:
+                i.add_func("append", services.append)
+        self.store = Store(compiled.engine)
+        self.store.set_limits(memory_size=max_memory_bytes)
+        instance = linker.instantiate(self.store, compiled.component)
+        gate = instance.get_export_index(self.store, _iface("gate"))
+        self._funcs: dict[str, Any] = {}
+        for name in EXPORTS:
+            index = instance.get_export_index(self.store, name, gate)
+            func = instance.get_func(self.store, index) if index is not None else None
+            if func is None:
+                raise WasmtimeError(f"the component does not export `{name}`")
+            self._funcs[name] = func
+
+    def call(self, name: str, *args: Any) -> Any:
+        func = self._funcs[name]
+        result = func(self.store, *args)
+        func.post_return(self.store)
+        return result
+
+
+def server_value(kind: str, text: str) -> Variant:
+    return Variant(kind, text)
+
+
+def policy_value(p: Any) -> Record:
+    return _record(
+        round_trip_lifetime_ms=p.round_trip_lifetime_ms,
+        max_request_state_bytes=p.max_request_state_bytes,
+        max_rounds=p.max_rounds,
+        allowed_deprecated=[m.value for m in p.allowed_deprecated],
+        policy_version=p.policy_version,
+    )
+
+
+record = _record

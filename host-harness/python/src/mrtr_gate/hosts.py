@@ -1,0 +1,253 @@
+"""The four host services the gate imports (`clock`, `storage`, `consent`, `audit`), as
+Protocols, with reference implementations: a wall clock and a manual one, storage in memory
+(TTL, compare-and-swap, versions never reused), an audit sink in memory and one in a
+JSON-lines file (fsynced, read back from the file), and a consent provider that asks a
+callback.
+
+A service reports a failure by raising `HostError` (any other exception is treated the same
+way: the gate denies). The in-memory services can inject the faults the shared corpus uses
+(docs/corpus.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from typing import Callable, Optional, Protocol, Sequence
+
+from ._types import (
+    GENESIS_SHA256,
+    AppendOutcome,
+    AuditEntry,
+    ConsentPrompt,
+    ConsentReceipt,
+    Entry,
+    HostError,
+    WriteOp,
+)
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int:
+        """Milliseconds since the Unix epoch, at most 2**53 - 1 (a later or negative time
+        denies as `clock_out_of_range`)."""
+
+
+class Storage(Protocol):
+    def read(self, keys: Sequence[str]) -> list[Optional[Entry]]:
+        """The live entry of each key, in order (`None`: absent or past its TTL)."""
+
+    def write(self, writes: Sequence[WriteOp]) -> list[int]:
+        """The writes in order, each an atomic compare-and-swap, stopping at the first whose
+        key is not at its expected version; the new version of each write applied (0 for a
+        delete). Versions are never 0 and never reused for a key, not even after a delete."""
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """The live keys starting with `prefix`."""
+
+
+class Consent(Protocol):
+    def request_consent(self, prompt: ConsentPrompt) -> ConsentReceipt:
+        """Show the prompt (or find the decision already made for it) and return the receipt."""
+
+
+class Audit(Protocol):
+    def append(self, entry: AuditEntry) -> AppendOutcome:
+        """Append if and only if `entry` extends the head, then read it back from the durable
+        medium."""
+
+
+class SystemClock:
+    """The wall clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock that moves only when told to (tests, the corpus)."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self.now = start_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+class MemoryStorage:
+    """Storage in one process's memory, with TTL and atomic compare-and-swap (a lock makes
+    every call atomic, so gates on several threads may share it)."""
+
+    def __init__(self, clock: Optional[Clock] = None) -> None:
+        self._clock = clock or SystemClock()
+        self._slots: dict[str, tuple[str, int, int]] = {}
+        self._next_version = 1
+        self._lock = threading.Lock()
+        #: Fault injection (docs/corpus.md): `"fail"`, `"lose_cas"`, `"fail_deletes"` or None.
+        self.fault: Optional[str] = None
+        #: Writes that would apply still let through before one loses (None: no such fault).
+        self.lose_cas_after: Optional[int] = None
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def _check(self) -> None:
+        if self.fault == "fail":
+            raise HostError("storage unavailable (injected)")
+
+    def read(self, keys: Sequence[str]) -> list[Optional[Entry]]:
+        self._check()
+        now = self._clock.now_ms()
+        out: list[Optional[Entry]] = []
+        with self._lock:
+            for key in keys:
+                slot = self._slots.get(key)
+                out.append(Entry(slot[1], slot[0]) if slot and slot[2] > now else None)
+        return out
+
+    def write(self, writes: Sequence[WriteOp]) -> list[int]:
+        self._check()
+        now = self._clock.now_ms()
+        applied: list[int] = []
+        with self._lock:
+            for w in writes:
+                slot = self._slots.get(w.key)
+                current = slot[1] if slot and slot[2] > now else 0
+                if current != w.expected or self.fault == "lose_cas":
+                    break
+                if self.lose_cas_after is not None:
+                    if self.lose_cas_after == 0:
+                        self.lose_cas_after = None
+                        break
+                    self.lose_cas_after -= 1
+                if w.value is None:
+                    if self.fault == "fail_deletes":
+                        raise HostError("storage delete failed (injected)")
+                    self._slots.pop(w.key, None)
+                    applied.append(0)
+                else:
+                    version = self._next_version
+                    self._next_version += 1
+                    self._slots[w.key] = (w.value, version, now + w.ttl_ms)
+                    applied.append(version)
+        return applied
+
+    def list_keys(self, prefix: str) -> list[str]:
+        self._check()
+        now = self._clock.now_ms()
+        with self._lock:
+            return [k for k, s in self._slots.items() if k.startswith(prefix) and s[2] > now]
+
+
+class CallbackConsent:
+    """Consent from a callback that shows the prompt to the user and returns True (granted)
+    or False (refused); the receipt is bound to exactly the prompt shown."""
+
+    def __init__(self, ask: Callable[[ConsentPrompt], bool]) -> None:
+        self._ask = ask
+        self._count = 0
+
+    def request_consent(self, prompt: ConsentPrompt) -> ConsentReceipt:
+        from ._types import ConsentDecision
+
+        granted = self._ask(prompt)
+        self._count += 1
+        return ConsentReceipt(
+            receipt_id=f"consent-{self._count}",
+            decision=ConsentDecision.GRANTED if granted is True else ConsentDecision.REFUSED,
+            view_sha256=prompt.view_sha256,
+            responses_sha256=prompt.responses_sha256,
+        )
+
+
+class MemoryAudit:
+    """A hash-chained audit sink in memory. `window` keeps only the newest lines (benchmarks);
+    `fault` injects the corpus's audit faults: `"fail_append"`, `"corrupt_readback"`,
+    `"lose_writes"`, `"fail_readback"` or None."""
+
+    def __init__(self, window: Optional[int] = None) -> None:
+        self._lines: list[str] = []
+        self._window = window
+        self._head = (0, GENESIS_SHA256)
+        self._lock = threading.Lock()
+        self.fault: Optional[str] = None
+
+    @property
+    def lines(self) -> list[str]:
+        """Every line held, in order."""
+        return list(self._lines)
+
+    def append(self, entry: AuditEntry) -> AppendOutcome:
+        if self.fault == "fail_append":
+            raise HostError("audit sink unavailable (injected)")
+        with self._lock:
+            seq, sha = self._head
+            if entry.seq != seq + 1 or entry.prev_sha256 != sha:
+                return AppendOutcome(False, None, seq, sha)
+            self._lines.append(entry.line)
+            if self._window is not None and len(self._lines) > self._window:
+                del self._lines[0]
+            self._head = (entry.seq, entry.event_sha256)
+            stored: Optional[str] = self._lines[-1]
+            if self.fault in ("lose_writes", "fail_readback"):
+                stored = None
+            elif self.fault == "corrupt_readback":
+                stored = entry.line.replace('"event"', '"evnt"', 1)
+            return AppendOutcome(True, stored, entry.seq, entry.event_sha256)
+
+
+class FileAudit:
+    """An append-only JSON-lines audit file: every append is fsynced, then read back from the
+    file through a second handle. Opening verifies the existing chain and refuses a broken one
+    (a sink must never extend a tampered log)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        self._lock = threading.Lock()
+        head = (0, GENESIS_SHA256)
+        offset = 0
+        if os.path.exists(self._path):
+            with open(self._path, "rb") as f:
+                data = f.read()
+            if data and not data.endswith(b"\n"):
+                raise ValueError(f"{self._path}: the last line is torn")
+            import json
+
+            for n, raw in enumerate(data.splitlines(), start=1):
+                event = json.loads(raw)
+                if event.get("seq") != head[0] + 1 or event.get("prev_sha256") != head[1]:
+                    raise ValueError(f"{self._path}: the chain breaks at line {n}")
+                head = (head[0] + 1, hashlib.sha256(raw).hexdigest())
+            offset = len(data)
+        self._head = head
+        self._end = offset
+        self._file = open(self._path, "ab")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def append(self, entry: AuditEntry) -> AppendOutcome:
+        with self._lock:
+            seq, sha = self._head
+            if entry.seq != seq + 1 or entry.prev_sha256 != sha:
+                return AppendOutcome(False, None, seq, sha)
+            line = entry.line.encode("utf-8")
+            if b"\n" in line or hashlib.sha256(line).hexdigest() != entry.event_sha256:
+                raise HostError("audit file: the entry's digest does not match its line")
+            self._file.write(line + b"\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            offset = self._end
+            self._end += len(line) + 1
+            self._head = (entry.seq, entry.event_sha256)
+            try:
+                with open(self._path, "rb") as f:
+                    f.seek(offset)
+                    stored: Optional[str] = f.read(len(line)).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                stored = None
+            return AppendOutcome(True, stored, entry.seq, entry.event_sha256)

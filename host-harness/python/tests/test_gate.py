@@ -1,0 +1,249 @@
+"""The Python package's own behaviour: the API, hostile services, the wasmtime-py workarounds
+(docs in the package's README), traps and fresh instances, the reference hosts."""
+
+import json
+
+import pytest
+
+import mrtr_gate as m
+from mrtr_gate import hosts
+
+SERVER = m.Origin("https://mcp.example.com/mcp")
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+}
+PARAMS = {"name": "book", "arguments": {"party": 4}, "_meta": META}
+SCHEMA = {"type": "object", "properties": {"email": {"type": "string", "format": "email"}}, "required": ["email"]}
+
+
+def form_round(rid):
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "input_required", "inputRequests": {
+        "contact": {"method": "elicitation/create", "params": {"message": "Email?", "requestedSchema": SCHEMA}}}}})
+
+
+def complete(rid):
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete", "content": []}})
+
+
+ANSWERS = {"contact": {"action": "accept", "content": {"email": "ada@example.com"}}}
+
+
+class Fx:
+    def __init__(self, **services):
+        self.clock = hosts.ManualClock()
+        self.storage = hosts.MemoryStorage(self.clock)
+        self.shown = []
+        self.consent = hosts.CallbackConsent(lambda p: self.shown.append(p) is None)
+        self.audit = hosts.MemoryAudit()
+        kw = dict(clock=self.clock, storage=self.storage, consent=self.consent, audit=self.audit)
+        kw.update(services)
+        self.gate = m.Gate(**kw)
+
+    def register(self, rid=1):
+        return self.gate.register(request_id=rid, server=SERVER, user="alice", tenant="acme", method="tools/call", params=PARAMS)
+
+    def retry(self, rid=1, retry_id=2, answers=ANSWERS):
+        return self.gate.build_retry(server=SERVER, request_id=rid, retry_id=retry_id, user="alice", tenant="acme", responses=answers)
+
+
+def denied(code, call):
+    with pytest.raises(m.GateError) as e:
+        call()
+    assert e.value.code == code, e.value
+    return e.value
+
+
+def test_a_form_round_end_to_end():
+    fx = Fx()
+    sent = fx.register()
+    assert json.loads(sent.request_json)["params"]["arguments"] == {"party": 4}
+    v = fx.gate.accept_response(SERVER, form_round(1))
+    assert isinstance(v, m.InputRequired) and v.input_keys == ("contact",) and v.round == 1
+    assert v.view["request"]["name"] == "book"
+    r = fx.retry()
+    params = json.loads(r.request_json)["params"]
+    assert params["inputResponses"] == ANSWERS and r.consent_receipt_id == "consent-1"
+    assert fx.shown[0].view_sha256 == v.view_sha256
+    assert fx.gate.accept_response(SERVER, complete(2)) == m.Complete()
+    assert len(fx.storage) == 0
+    events = [json.loads(x)["event"] for x in fx.audit.lines]
+    assert events == ["received", "consented", "submitted", "terminal"]
+
+
+def test_another_user_cannot_retry_and_the_denial_is_audited():
+    fx = Fx()
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    e = denied("mrtr_identity_or_argument_mismatch", lambda: fx.gate.build_retry(
+        server=SERVER, request_id=1, retry_id=2, user="mallory", tenant="acme", responses=ANSWERS))
+    assert e.cause is m.ErrorCause.CALLER and e.audited
+    assert fx.shown == [], "nobody was asked"
+
+
+def test_finish_and_expire_stale():
+    fx = Fx()
+    fx.register(1)
+    assert fx.gate.finish(server=SERVER, request_id=1, user="alice", tenant="acme") is m.TerminalOutcome.CANCELLED
+    fx.register(2)
+    fx.clock.advance(5 * 60 * 1000)
+    assert fx.gate.expire_stale() == 1, "a binding that audited nothing ends too (without a trail)"
+    denied("unknown_request", lambda: fx.gate.finish(server=SERVER, request_id=2, user="alice", tenant="acme", error="transport_closed"))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "now", None, 1 << 64])
+def test_a_clock_out_of_range_denies_and_never_traps(bad):
+    class Bad:
+        def now_ms(self):
+            return bad
+
+    fx = Fx(clock=Bad())
+    e = denied("clock_out_of_range", fx.register)
+    assert e.cause is m.ErrorCause.HOST and not e.audited
+    assert fx.gate.traps == 0
+
+
+def test_a_clock_that_raises_denies():
+    class Raises:
+        def now_ms(self):
+            raise RuntimeError("no time")
+
+    denied("clock_out_of_range", Fx(clock=Raises()).register)
+
+
+class Flaky(hosts.MemoryStorage):
+    """Storage that fails in a chosen way on reads."""
+
+    def __init__(self, clock, how):
+        super().__init__(clock)
+        self.how = how
+
+    def read(self, keys):
+        if self.how == "raise":
+            raise RuntimeError("boom")
+        if self.how == "host_error":
+            raise m.HostError("store down")
+        if self.how == "short":
+            return super().read(keys)[:-1]
+        if self.how == "bad_version":
+            return [m.Entry(-1, "x") for _ in keys]
+        if self.how == "not_a_list":
+            return None
+        return super().read(keys)
+
+
+@pytest.mark.parametrize("how", ["raise", "host_error", "short", "bad_version", "not_a_list"])
+def test_a_store_that_fails_or_lies_denies_audited_and_the_instance_survives(how):
+    clock = hosts.ManualClock()
+    storage = Flaky(clock, None)
+    fx = Fx(clock=clock, storage=storage)
+    fx.register()
+    storage.how = how
+    e = denied("storage_failed", lambda: fx.gate.accept_response(SERVER, form_round(1)))
+    assert e.audited and fx.gate.traps == 0
+    storage.how = None
+    assert isinstance(fx.gate.accept_response(SERVER, form_round(1)), m.InputRequired)
+
+
+def test_a_store_that_returns_out_of_range_versions_on_write_denies():
+    class BadWrites(hosts.MemoryStorage):
+        def write(self, writes):
+            return [-5 for _ in writes]
+
+    clock = hosts.ManualClock()
+    fx = Fx(clock=clock, storage=BadWrites(clock))
+    denied("storage_failed", fx.register)
+
+
+@pytest.mark.parametrize("answer", [None, "yes", RuntimeError("ui gone")])
+def test_a_consent_provider_that_fails_or_answers_nonsense_denies(answer):
+    class Odd:
+        def request_consent(self, prompt):
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    fx = Fx(consent=Odd())
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    e = denied("consent_unavailable", fx.retry)
+    assert e.audited and fx.gate.traps == 0
+    # The round stays open.
+    fx.gate._services.consent = hosts.CallbackConsent(lambda p: True)
+    fx.retry()
+
+
+def test_an_audit_sink_that_fails_or_lies_denies():
+    fx = Fx()
+    fx.register()
+    fx.audit.fault = "lose_writes"
+    denied("audit_readback_mismatch", lambda: fx.gate.accept_response(SERVER, form_round(1)))
+
+    class Nonsense:
+        def append(self, entry):
+            return m.AppendOutcome("yes", None, -1, "")
+
+    fx2 = Fx(audit=Nonsense())
+    fx2.register()
+    denied("audit_write_failed", lambda: fx2.gate.accept_response(SERVER, form_round(1)))
+
+
+def test_a_trap_denies_as_guest_trapped_and_the_next_call_gets_a_fresh_instance():
+    fx = Fx(max_memory_bytes=16 << 20)
+    fx.register()
+    huge = '{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":"' + "a" * (48 << 20) + '"}}'
+    e = denied("guest_trapped", lambda: fx.gate.accept_response(SERVER, huge))
+    assert e.cause is m.ErrorCause.HOST and not e.audited and fx.gate.traps == 1
+    # Nothing was lost: the binding lives in storage.
+    assert isinstance(fx.gate.accept_response(SERVER, form_round(1)), m.InputRequired)
+    fx.retry()
+
+
+@pytest.mark.parametrize(
+    "kw,code",
+    [
+        (dict(request_id=1 << 63), "invalid_jsonrpc_request_id"),
+        (dict(request_id=True), "invalid_jsonrpc_request_id"),
+        (dict(request_id=1.0), "invalid_jsonrpc_request_id"),
+        (dict(request_id=(1 << 53)), "invalid_jsonrpc_request_id"),
+        (dict(server="https://mcp.example.com/mcp"), "invalid_server_identity"),
+        (dict(user=None), "invalid_argument"),
+        (dict(params=["not", "an", "object"]), "invalid_argument"),
+    ],
+)
+def test_arguments_the_wit_cannot_carry_are_refused_before_the_call(kw, code):
+    fx = Fx()
+    args = dict(request_id=1, server=SERVER, user="alice", tenant="acme", method="tools/call", params=PARAMS)
+    args.update(kw)
+    denied(code, lambda: fx.gate.register(**args))
+    assert fx.gate.traps == 0
+
+
+def test_params_given_as_text_are_sent_byte_for_byte():
+    fx = Fx()
+    text = '{"name":"book","arguments":{"n":9007199254740993},"_meta":' + json.dumps(META) + "}"
+    sent = fx.gate.register(request_id=1, server=SERVER, user="alice", tenant="acme", method="tools/call", params=text)
+    assert '"n":9007199254740993' in sent.request_json
+
+
+def test_the_file_audit_sink_fsyncs_reads_back_and_refuses_a_tampered_file(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    sink = hosts.FileAudit(path)
+    fx = Fx(audit=sink)
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    fx.retry()
+    fx.gate.accept_response(SERVER, complete(2))
+    sink.close()
+    lines = path.read_text().splitlines()
+    assert [json.loads(x)["event"] for x in lines] == ["received", "consented", "submitted", "terminal"]
+    # Reopened, it extends the chain: a second gate instance appends after the head it learns.
+    again = hosts.FileAudit(path)
+    fx2 = Fx(audit=again)
+    fx2.register(7)
+    fx2.gate.accept_response(SERVER, form_round(7))
+    again.close()
+    assert json.loads(path.read_text().splitlines()[-1])["seq"] == 5
+    path.write_text(path.read_text().replace("received", "receivad", 1))
+    with pytest.raises(ValueError):
+        hosts.FileAudit(path)
