@@ -294,7 +294,8 @@ pub struct External {
 }
 
 impl External {
-    /// Parse the JSON line `host-harness/bench/seed_js_round.mjs` or `jco_round.mjs` prints.
+    /// Parse the JSON line `host-harness/bench/seed_js_round.mjs`, `host-harness/node/bench/round.mjs`
+    /// or `host-harness/python/bench/round.py` prints.
     pub fn parse(text: &str) -> Result<Self, String> {
         let v: Value = serde_json::from_str(text.trim()).map_err(|e| crate::error_chain(&e))?;
         let num = |k: &str| {
@@ -408,14 +409,26 @@ pub fn run_with(
         }
         out.push('\n');
     }
+    let wasmtime = medians.first().map_or(f64::NAN, |m| m.1);
     if let (Some(seed), Some(jco)) = (seed, jco) {
         // The same runtime on both sides: the seed's gate and the component under jco in
         // one Node, on the same form round.
         let _ = writeln!(
             out,
-            "on node: seed js / component (jco) {:>5.1}x   component jco / wasmtime {:>5.2}x",
+            "on node: seed js / component (jco) {:>5.1}x",
             seed.stats.median_us / jco.stats.median_us,
-            jco.stats.median_us / medians.first().map_or(f64::NAN, |m| m.1),
+        );
+    }
+    // Each language host against the Rust host, on the same form round in the same run.
+    for ext in externals
+        .iter()
+        .filter(|e| e.engine.starts_with("component"))
+    {
+        let _ = writeln!(
+            out,
+            "{:<40} / component (wasmtime) {:>6.2}x",
+            ext.engine,
+            ext.stats.median_us / wasmtime,
         );
     }
 

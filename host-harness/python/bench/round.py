@@ -1,5 +1,5 @@
 """Times the mrtr:gate component from Python (the `mrtr_gate` package over wasmtime-py) on the
-same full round as `mrtr-gate bench` and `host-harness/bench/jco_round.mjs` (form, schema
+same full round as `mrtr-gate bench` and `host-harness/node/bench/round.mjs` (form, schema
 seen): register, accept the `input_required` (a 3-field form with state), consent, audit
 appends (each read back), build the retry, accept `complete`. The hosts are the package's
 reference ones: a wall clock, the in-memory store, a consent callback that grants, and the

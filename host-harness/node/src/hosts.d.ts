@@ -1,0 +1,30 @@
+// Types of the reference host services (src/hosts.js).
+import type { AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, Entry, WriteOp } from "./index.js";
+
+export declare const GENESIS_SHA256: string;
+export declare class SystemClock { nowMs(): number; }
+export declare class ManualClock { constructor(startMs?: number); now: number; nowMs(): number; advance(ms: number): void; }
+export declare class MemoryStorage {
+  constructor(clock?: { nowMs(): number });
+  fault: "fail" | "lose_cas" | "fail_deletes" | null;
+  loseCasAfter: number | null;
+  readonly size: number;
+  read(keys: string[]): (Entry | null)[];
+  write(writes: WriteOp[]): bigint[];
+  listKeys(prefix: string): string[];
+}
+export declare class MemoryAudit {
+  constructor(window?: number | null);
+  fault: "fail_append" | "corrupt_readback" | "lose_writes" | "fail_readback" | null;
+  readonly lines: string[];
+  append(entry: AuditEntry): AppendOutcome;
+}
+export declare class DecidedConsent {
+  /** Record the user's decision on exactly this view and these answers; returns the receipt id. */
+  decide(viewSha256: string, responsesSha256: string, granted: boolean): string;
+  requestConsent(prompt: ConsentPrompt): ConsentReceipt;
+}
+export declare class CallbackConsent {
+  constructor(ask: (prompt: ConsentPrompt) => boolean);
+  requestConsent(prompt: ConsentPrompt): ConsentReceipt;
+}

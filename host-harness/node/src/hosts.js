@@ -1,0 +1,164 @@
+// Reference host services for the gate (the four WIT imports, in JavaScript): a wall clock and
+// a manual one, storage in memory (TTL, compare-and-swap, versions never reused), an audit sink
+// in memory, and consent from a decision the page or the user already made. Versions and audit
+// sequence numbers are bigints (WIT `u64`). A service reports a failure by throwing
+// `HostError`; the gate denies. The in-memory services inject the corpus's faults
+// (docs/corpus.md) through their `fault` fields.
+
+import { HostError } from "./index.js";
+
+export const GENESIS_SHA256 = "0".repeat(64);
+
+export class SystemClock {
+  nowMs() {
+    return Date.now();
+  }
+}
+
+export class ManualClock {
+  constructor(startMs = 1_700_000_000_000) {
+    this.now = startMs;
+  }
+  nowMs() {
+    return this.now;
+  }
+  advance(ms) {
+    this.now += ms;
+  }
+}
+
+export class MemoryStorage {
+  #slots = new Map();
+  #next = 1n;
+  constructor(clock = new SystemClock()) {
+    this.clock = clock;
+    /** `"fail"`, `"lose_cas"`, `"fail_deletes"` or null (fault injection). */
+    this.fault = null;
+    /** Writes that would apply still let through before one loses (null: none). */
+    this.loseCasAfter = null;
+  }
+  get size() {
+    return this.#slots.size;
+  }
+  #check() {
+    if (this.fault === "fail") throw new HostError("storage unavailable (injected)");
+  }
+  #live(key, now) {
+    const s = this.#slots.get(key);
+    return s && s.expiresAt > now ? s : undefined;
+  }
+  read(keys) {
+    this.#check();
+    const now = this.clock.nowMs();
+    return keys.map((k) => {
+      const s = this.#live(k, now);
+      return s ? { version: s.version, value: s.value } : null;
+    });
+  }
+  write(writes) {
+    this.#check();
+    const now = this.clock.nowMs();
+    const applied = [];
+    for (const w of writes) {
+      const current = this.#live(w.key, now)?.version ?? 0n;
+      if (current !== BigInt(w.expected) || this.fault === "lose_cas") break;
+      if (this.loseCasAfter !== null) {
+        if (this.loseCasAfter === 0) {
+          this.loseCasAfter = null;
+          break;
+        }
+        this.loseCasAfter -= 1;
+      }
+      if (w.value === null || w.value === undefined) {
+        if (this.fault === "fail_deletes") throw new HostError("storage delete failed (injected)");
+        this.#slots.delete(w.key);
+        applied.push(0n);
+      } else {
+        const version = this.#next++;
+        this.#slots.set(w.key, { value: w.value, version, expiresAt: now + Number(w.ttlMs) });
+        applied.push(version);
+      }
+    }
+    return applied;
+  }
+  listKeys(prefix) {
+    this.#check();
+    const now = this.clock.nowMs();
+    return [...this.#slots.keys()].filter((k) => k.startsWith(prefix) && this.#live(k, now));
+  }
+}
+
+export class MemoryAudit {
+  #lines = [];
+  #head = { seq: 0n, sha256: GENESIS_SHA256 };
+  /** @param window keep only the newest `window` lines (benchmarks); null keeps all. */
+  constructor(window = null) {
+    this.window = window;
+    /** `"fail_append"`, `"corrupt_readback"`, `"lose_writes"`, `"fail_readback"` or null. */
+    this.fault = null;
+  }
+  get lines() {
+    return [...this.#lines];
+  }
+  append(entry) {
+    if (this.fault === "fail_append") throw new HostError("audit sink unavailable (injected)");
+    const { seq, sha256 } = this.#head;
+    if (entry.seq !== seq + 1n || entry.prevSha256 !== sha256) {
+      return { written: false, stored: null, headSeq: seq, headSha256: sha256 };
+    }
+    this.#lines.push(entry.line);
+    if (this.window !== null && this.#lines.length > this.window) this.#lines.shift();
+    this.#head = { seq: entry.seq, sha256: entry.eventSha256 };
+    let stored = this.#lines[this.#lines.length - 1];
+    if (this.fault === "lose_writes" || this.fault === "fail_readback") stored = null;
+    else if (this.fault === "corrupt_readback") stored = entry.line.replace('"event"', '"evnt"');
+    return { written: true, stored, headSeq: entry.seq, headSha256: entry.eventSha256 };
+  }
+}
+
+/**
+ * Consent from decisions already made: `decide(viewSha256, responsesSha256, granted)` records
+ * what the user chose in a dialog that showed exactly that view and those answers; the gate's
+ * `request-consent` then finds it (the WIT's "find the decision the user already made"). A
+ * prompt nobody decided on is a host error: the gate denies as `consent_unavailable`.
+ */
+export class DecidedConsent {
+  #decisions = new Map();
+  #count = 0;
+  decide(viewSha256, responsesSha256, granted) {
+    this.#count += 1;
+    const receiptId = `consent-${this.#count}`;
+    this.#decisions.set(`${viewSha256}/${responsesSha256}`, { receiptId, granted: granted === true });
+    return receiptId;
+  }
+  requestConsent(prompt) {
+    const key = `${prompt.viewSha256}/${prompt.responsesSha256}`;
+    const d = this.#decisions.get(key);
+    if (!d) throw new HostError("no decision was made for this view and these answers");
+    this.#decisions.delete(key);
+    return {
+      receiptId: d.receiptId,
+      decision: d.granted ? "granted" : "refused",
+      viewSha256: prompt.viewSha256,
+      responsesSha256: prompt.responsesSha256,
+    };
+  }
+}
+
+/** Consent from a synchronous callback `(prompt) => boolean` (a terminal, a test). */
+export class CallbackConsent {
+  #count = 0;
+  constructor(ask) {
+    this.ask = ask;
+  }
+  requestConsent(prompt) {
+    const granted = this.ask(prompt) === true;
+    this.#count += 1;
+    return {
+      receiptId: `consent-${this.#count}`,
+      decision: granted ? "granted" : "refused",
+      viewSha256: prompt.viewSha256,
+      responsesSha256: prompt.responsesSha256,
+    };
+  }
+}

@@ -1,0 +1,144 @@
+// Types of the mrtr-gate JavaScript API (src/index.js).
+
+/** A JSON-RPC id: a safe integer or bigint within +-(2^53 - 1), or a string of 1 to 256 bytes. */
+export type RequestId = number | bigint | string;
+
+/** The server a message came from, as the host verified it at the transport. */
+export type ServerIdentity = { origin: string; endpoint?: undefined } | { endpoint: string; origin?: undefined };
+
+export type DeprecatedMethod = "roots-list" | "sampling-create-message";
+
+export interface Policy {
+  roundTripLifetimeMs?: number;
+  maxRequestStateBytes?: number;
+  maxRounds?: number;
+  allowedDeprecated?: DeprecatedMethod[];
+  policyVersion?: string;
+}
+
+export type ErrorCause = "peer" | "caller" | "host";
+
+export declare class GateError extends Error {
+  /** The stable snake_case code (docs/errors.md), or `guest_trapped` / `invalid_argument`. */
+  readonly code: string;
+  readonly cause: ErrorCause;
+  readonly detail: string;
+  /** True when the denial itself was written to the audit sink and read back. */
+  readonly audited: boolean;
+}
+
+/** Thrown by a host service to report a failure; the gate denies. */
+export declare class HostError extends Error {
+  constructor(message: string);
+}
+
+export interface Registered {
+  requestJson: string;
+  paramsSha256: string;
+  expiresAtMs: number;
+}
+
+export interface InputRequired {
+  kind: "input_required";
+  viewJson: string;
+  viewSha256: string;
+  round: number;
+  inputKeys: string[];
+  requestStateSha256: string | null;
+  /** The consent view, parsed (docs/consent-view.md). */
+  readonly view: any;
+}
+
+export type Verdict = InputRequired | { kind: "complete" } | { kind: "error"; code: number };
+
+export interface Retry {
+  requestJson: string;
+  round: number;
+  consentReceiptId: string | null;
+}
+
+export type TerminalOutcome = "complete" | "error" | "cancelled" | "expired";
+
+export interface Entry {
+  version: bigint | number;
+  value: string;
+}
+
+export interface WriteOp {
+  key: string;
+  /** 0n: the key must be absent. */
+  expected: bigint;
+  /** null deletes the key. */
+  value: string | null;
+  ttlMs: bigint;
+}
+
+export interface ConsentPrompt {
+  viewJson: string;
+  viewSha256: string;
+  responsesJson: string;
+  responsesSha256: string;
+}
+
+export interface ConsentReceipt {
+  receiptId: string;
+  decision: "granted" | "refused";
+  viewSha256: string;
+  responsesSha256: string;
+}
+
+export interface AuditEntry {
+  seq: bigint;
+  prevSha256: string;
+  eventSha256: string;
+  line: string;
+}
+
+export interface AppendOutcome {
+  written: boolean;
+  stored: string | null;
+  headSeq: bigint | number;
+  headSha256: string;
+}
+
+export interface Services {
+  clock: { nowMs(): number | bigint };
+  storage: {
+    read(keys: string[]): (Entry | null)[];
+    write(writes: WriteOp[]): (bigint | number)[];
+    listKeys(prefix: string): string[];
+  };
+  consent: { requestConsent(prompt: ConsentPrompt): ConsentReceipt };
+  audit: { append(entry: AuditEntry): AppendOutcome };
+}
+
+export interface GateOptions {
+  /** Loads a core module of the transpiled component (default: from gen/ beside the package). */
+  loadCoreModule?: (file: string) => Promise<WebAssembly.Module>;
+}
+
+export declare class Gate {
+  static create(services: Services, options?: GateOptions): Promise<Gate>;
+  /** How many calls trapped (each replaced the instance). */
+  readonly traps: number;
+  register(r: {
+    requestId: RequestId;
+    server: ServerIdentity;
+    user: string;
+    tenant: string;
+    method: "tools/call" | "prompts/get" | "resources/read" | string;
+    params: string | Record<string, unknown>;
+    policy?: Policy;
+  }): Promise<Registered>;
+  acceptResponse(server: ServerIdentity, responseJson: string): Promise<Verdict>;
+  buildRetry(r: {
+    server: ServerIdentity;
+    requestId: RequestId;
+    retryId: RequestId;
+    user: string;
+    tenant: string;
+    responses: string | Record<string, unknown>;
+  }): Promise<Retry>;
+  finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string }): Promise<TerminalOutcome>;
+  expireStale(): Promise<number>;
+}

@@ -1,0 +1,314 @@
+// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.2.0 component, transpiled by
+// jco into core WebAssembly plus glue (`gen/`, built by the project's scripts/node), over four
+// host services written in JavaScript (see ./hosts.js for reference ones).
+//
+//   const gate = await Gate.create({ clock, storage, consent, audit });
+//   const sent = await gate.register({ requestId: 1, server: { origin: url }, user, tenant,
+//                                      method: "tools/call", params });
+//
+// Every denial rejects with a GateError carrying the gate's stable `code` (docs/errors.md),
+// its `cause` (peer, caller, host) and whether the denial was `audited`. A trap (the sandbox
+// ran out of memory, a bug) rejects as `guest_trapped`, and the next call gets a fresh
+// instance: every binding lives in the host's storage, so nothing is lost.
+
+const WIT = "0.2.0";
+const S64_MAX = (1n << 63n) - 1n;
+const U64_MAX = (1n << 64n) - 1n;
+
+/** A denial. */
+export class GateError extends Error {
+  constructor(code, cause, message, audited) {
+    super(`${code} (${cause}): ${message}`);
+    this.name = "GateError";
+    /** The stable snake_case code (docs/errors.md), or `guest_trapped` / `invalid_argument`. */
+    this.code = code;
+    /** `peer`, `caller` or `host`: who is to blame. */
+    this.cause = cause;
+    this.detail = message;
+    /** True when the denial itself was written to the audit sink and read back. */
+    this.audited = audited;
+  }
+}
+
+/** Raised by a host service to report a failure (the gate denies, auditing where it can). */
+export class HostError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "HostError";
+  }
+}
+
+const refuse = (code, message) => new GateError(code, "caller", message, false);
+
+function requestId(value, what) {
+  if (typeof value === "string") return { tag: "text", val: value };
+  if (typeof value === "number" && Number.isSafeInteger(value)) return { tag: "number", val: BigInt(value) };
+  if (typeof value === "bigint" && value >= -S64_MAX && value <= S64_MAX) return { tag: "number", val: value };
+  throw refuse("invalid_jsonrpc_request_id", `\`${what}\` must be a safe integer, a bigint or a string`);
+}
+
+function server(value) {
+  if (value && typeof value.origin === "string" && value.endpoint === undefined) return { tag: "origin", val: value.origin };
+  if (value && typeof value.endpoint === "string" && value.origin === undefined) return { tag: "endpoint", val: value.endpoint };
+  throw refuse("invalid_server_identity", "the server must be { origin: url } or { endpoint: id }");
+}
+
+function text(value, what) {
+  if (typeof value === "string") return value;
+  throw refuse("invalid_argument", `\`${what}\` must be a string`);
+}
+
+/** A JSON text as given (sent byte for byte), or an object written as compact JSON. */
+function jsonText(value, what) {
+  if (typeof value === "string") return value;
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) return JSON.stringify(value);
+  throw refuse("invalid_argument", `\`${what}\` must be a JSON text or an object`);
+}
+
+function policy(p = {}) {
+  const int = (v, dflt, max, what) => {
+    if (v === undefined) return dflt;
+    if (typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && v <= max) return v;
+    throw refuse("invalid_argument", `\`policy.${what}\` must be an integer from 0 to ${max}`);
+  };
+  const allowed = p.allowedDeprecated ?? [];
+  if (!Array.isArray(allowed) || !allowed.every((m) => m === "roots-list" || m === "sampling-create-message")) {
+    throw refuse("invalid_argument", "`policy.allowedDeprecated` holds only \"roots-list\" and \"sampling-create-message\"");
+  }
+  return {
+    roundTripLifetimeMs: BigInt(int(p.roundTripLifetimeMs, 300000, Number.MAX_SAFE_INTEGER, "roundTripLifetimeMs")),
+    maxRequestStateBytes: int(p.maxRequestStateBytes, 65536, 0xffffffff, "maxRequestStateBytes"),
+    maxRounds: int(p.maxRounds, 10, 0xffffffff, "maxRounds"),
+    allowedDeprecated: [...allowed],
+    policyVersion: text(p.policyVersion ?? "default", "policy.policyVersion"),
+  };
+}
+
+const isU64 = (v) => typeof v === "bigint" ? v >= 0n && v <= U64_MAX : Number.isSafeInteger(v) && v >= 0;
+const u64 = (v) => BigInt(v);
+
+/** The message of a service that threw: what the gate records as the host's error. */
+function failure(e) {
+  if (e instanceof HostError) return e.message;
+  return `${e?.name ?? "Error"}: ${e?.message ?? String(e)}`;
+}
+
+// The adapters between the services a caller writes (plain JS values, numbers or bigints,
+// `null` for absent) and what the glue passes and expects (bigints for u64, throws for `err`).
+// Every value a service returns is checked here: a bad one is a host error, never a trap.
+function imports(services) {
+  const { clock, storage, consent, audit } = services;
+  // Whatever a service does (throws anything, returns anything, has getters that throw), the
+  // glue sees a value or an `err` string: a thrown Error would make it trap the instance.
+  const guarded = (f) => (...args) => {
+    try {
+      return f(...args);
+    } catch (e) {
+      throw typeof e === "string" ? e : failure(e);
+    }
+  };
+  return {
+    [`mrtr:gate/clock`]: {
+      nowMs() {
+        try {
+          const now = clock.nowMs();
+          // A negative, fractional or missing time: one the gate refuses as out of range.
+          return isU64(now) ? u64(now) : U64_MAX;
+        } catch {
+          return U64_MAX;
+        }
+      },
+    },
+    [`mrtr:gate/storage`]: {
+      read: guarded((keys) => {
+        const found = storage.read(keys);
+        if (!Array.isArray(found) || found.length !== keys.length) throw "the store returned fewer or more entries than keys";
+        return found.map((e) => {
+          if (e === null || e === undefined) return { version: 0n, value: "" };
+          const { version, value } = e;
+          if (!isU64(version) || typeof value !== "string") throw "the store returned an entry that is not { version, value }";
+          return { version: u64(version), value };
+        });
+      }),
+      write: guarded((writes) => {
+        const ops = writes.map((w) => ({ key: w.key, expected: w.expected, value: w.value ?? null, ttlMs: w.ttlMs }));
+        const versions = storage.write(ops);
+        if (!Array.isArray(versions) || versions.length > ops.length || !versions.every(isU64)) {
+          throw "the store returned versions that are not u64, or too many";
+        }
+        // A list<u64> crosses as a BigUint64Array.
+        return BigUint64Array.from(versions, u64);
+      }),
+      listKeys: guarded((prefix) => {
+        const keys = storage.listKeys(prefix);
+        if (!Array.isArray(keys) || !keys.every((k) => typeof k === "string")) throw "the store listed a key that is not a string";
+        return [...keys];
+      }),
+    },
+    [`mrtr:gate/consent`]: {
+      requestConsent: guarded((prompt) => {
+        const r = consent.requestConsent(prompt);
+        if (r === null || typeof r !== "object") throw "the consent provider returned no receipt";
+        const { receiptId, decision, viewSha256, responsesSha256 } = r;
+        const ok = typeof receiptId === "string" && (decision === "granted" || decision === "refused")
+          && typeof viewSha256 === "string" && typeof responsesSha256 === "string";
+        if (!ok) throw "the consent provider returned no { receiptId, decision, viewSha256, responsesSha256 }";
+        return { receiptId, decision, viewSha256, responsesSha256 };
+      }),
+    },
+    [`mrtr:gate/audit`]: {
+      append: guarded((entry) => {
+        const o = audit.append(entry);
+        if (o === null || typeof o !== "object") throw "the audit sink returned no outcome";
+        const { written, stored, headSeq, headSha256 } = o;
+        const ok = typeof written === "boolean" && (stored === null || stored === undefined || typeof stored === "string")
+          && isU64(headSeq) && typeof headSha256 === "string";
+        if (!ok) throw "the audit sink returned no { written, stored, headSeq, headSha256 }";
+        return { written, stored: stored ?? undefined, headSeq: u64(headSeq), headSha256 };
+      }),
+    },
+  };
+}
+
+/** Loads the transpiled component's core modules (Node: from `gen/`; browsers: by fetch). */
+async function defaultLoader() {
+  const base = new URL("../gen/", import.meta.url);
+  if (typeof process !== "undefined" && process.versions?.node) {
+    const { readFile } = await import("node:fs/promises");
+    return async (file) => WebAssembly.compile(await readFile(new URL(file, base)));
+  }
+  return (file) => WebAssembly.compileStreaming(fetch(new URL(file, base)));
+}
+
+function verdict(v) {
+  switch (v.tag) {
+    case "input-required": {
+      const c = v.val;
+      return {
+        kind: "input_required",
+        viewJson: c.viewJson,
+        viewSha256: c.viewSha256,
+        round: c.round,
+        inputKeys: c.inputKeys,
+        requestStateSha256: c.requestStateSha256 ?? null,
+        get view() { return JSON.parse(c.viewJson); },
+      };
+    }
+    case "complete":
+      return { kind: "complete" };
+    default:
+      return { kind: "error", code: Number(v.val) };
+  }
+}
+
+/** The gate over four host services. One Gate is one sandboxed instance at a time. */
+export class Gate {
+  #services;
+  #instantiate;
+  #gate = null;
+  /** How many calls trapped (each replaced the instance). */
+  traps = 0;
+
+  constructor(instantiate, services) {
+    this.#instantiate = instantiate;
+    this.#services = services;
+  }
+
+  /**
+   * @param services `{ clock, storage, consent, audit }` (see ./hosts.js)
+   * @param options `{ loadCoreModule?: (file) => Promise<WebAssembly.Module> }` to load the
+   *   core modules from elsewhere (a bundler's asset URL).
+   */
+  static async create(services, options = {}) {
+    for (const s of ["clock", "storage", "consent", "audit"]) {
+      if (!services?.[s]) throw new TypeError(`Gate.create needs services.${s}`);
+    }
+    const { instantiate } = await import("../gen/gate.js");
+    const load = options.loadCoreModule ?? await defaultLoader();
+    const compiled = new Map();
+    const getCoreModule = (file) => {
+      if (!compiled.has(file)) compiled.set(file, load(file));
+      return compiled.get(file);
+    };
+    const adapted = imports(services);
+    const gate = new Gate(async () => (await instantiate(getCoreModule, adapted))[`mrtr:gate/gate@${WIT}`] ?? null, services);
+    await gate.#live();
+    return gate;
+  }
+
+  async #live() {
+    if (this.#gate === null) {
+      const exports = await this.#instantiate();
+      if (!exports) throw new Error(`the component does not export mrtr:gate/gate@${WIT}`);
+      this.#gate = exports;
+    }
+    return this.#gate;
+  }
+
+  async #call(name, ...args) {
+    const gate = await this.#live();
+    try {
+      return gate[name](...args);
+    } catch (e) {
+      if (e && e.payload && typeof e.payload.code === "string") {
+        const p = e.payload;
+        throw new GateError(p.code, p.cause, p.message, p.audited);
+      }
+      // Anything else is a trap: this instance cannot be entered again.
+      this.#gate = null;
+      this.traps += 1;
+      throw new GateError("guest_trapped", "host", `the gate trapped; the call is denied and the instance replaced (${e?.message ?? e})`, false);
+    }
+  }
+
+  /** Bind a request before it is sent; send the returned `requestJson`. */
+  async register({ requestId: id, server: s, user, tenant, method, params, policy: p }) {
+    const r = await this.#call("register", {
+      requestId: requestId(id, "requestId"),
+      server: server(s),
+      user: text(user, "user"),
+      tenant: text(tenant, "tenant"),
+      method: text(method, "method"),
+      paramsJson: jsonText(params, "params"),
+      policy: policy(p),
+    });
+    return { requestJson: r.requestJson, paramsSha256: r.paramsSha256, expiresAtMs: Number(r.expiresAtMs) };
+  }
+
+  /** Judge a JSON-RPC response (the whole message text) that arrived from `server`. */
+  async acceptResponse(s, responseJson) {
+    return verdict(await this.#call("acceptResponse", server(s), text(responseJson, "responseJson")));
+  }
+
+  /** Validate the answers, obtain consent, consume the round, return the retry to send. */
+  async buildRetry({ server: s, requestId: id, retryId, user, tenant, responses }) {
+    const r = await this.#call("buildRetry", {
+      server: server(s),
+      requestId: requestId(id, "requestId"),
+      retryId: requestId(retryId, "retryId"),
+      user: text(user, "user"),
+      tenant: text(tenant, "tenant"),
+      responsesJson: jsonText(responses, "responses"),
+    });
+    return { requestJson: r.requestJson, round: r.round, consentReceiptId: r.consentReceiptId ?? null };
+  }
+
+  /** End a binding: cancelled, or (`error`: a short code) failed. Returns how it ended. */
+  async finish({ server: s, requestId: id, user, tenant, error }) {
+    return this.#call("finish", {
+      server: server(s),
+      requestId: requestId(id, "requestId"),
+      user: text(user, "user"),
+      tenant: text(tenant, "tenant"),
+      outcome: error === undefined || error === null ? { tag: "cancelled" } : { tag: "error", val: text(error, "error") },
+    });
+  }
+
+  /** End every binding whose lifetime has passed; returns how many. */
+  async expireStale() {
+    return this.#call("expireStale");
+  }
+}
+
+/** The adapted imports (the package's tests build instances with them). */
+export const __testImports = imports;

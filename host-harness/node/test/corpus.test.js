@@ -1,0 +1,34 @@
+// Every corpus scenario through the JavaScript package on Node: the verdicts and codes the
+// scenario expects, and, line for line, the audit trail the Rust component and native core
+// recorded (`tests/corpus/trails/`): the host-differential check (docs/corpus.md).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFile, readdir } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import { parse, run } from "./corpus-runner.js";
+import { cachedLoader } from "./support.js";
+
+const corpus = process.env.MRTR_GATE_CORPUS ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../tests/corpus");
+const files = (await readdir(corpus)).filter((f) => f.endsWith(".json")).sort();
+const loadCoreModule = cachedLoader();
+
+test("the corpus is all there", () => {
+  assert.ok(files.length >= 75, `${files.length} scenarios`);
+});
+
+for (const file of files) {
+  test(file, async () => {
+    const scenario = parse(await readFile(path.join(corpus, file), "utf8"));
+    const { failure, lines } = await run(scenario, { loadCoreModule });
+    if (failure) assert.fail(`${file}: ${failure.message}`);
+    const want = await readFile(path.join(corpus, "trails", file.replace(/\.json$/, ".jsonl")), "utf8");
+    const got = lines.map((l) => l + "\n").join("");
+    if (got !== want) {
+      const a = want.split("\n");
+      const b = got.split("\n");
+      const at = a.findIndex((l, i) => l !== b[i]);
+      assert.fail(`${file}: the trail differs from the recorded one at line ${at + 1}`);
+    }
+  });
+}

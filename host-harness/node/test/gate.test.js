@@ -1,0 +1,176 @@
+// The JavaScript package's own behaviour: the API, hostile services (every bad value is a
+// host error, never a trap), traps and fresh instances.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Gate, GateError, HostError } from "../src/index.js";
+import { CallbackConsent, DecidedConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
+import { cachedLoader } from "./support.js";
+
+const loadCoreModule = cachedLoader();
+const SERVER = { origin: "https://mcp.example.com/mcp" };
+const META = {
+  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+  "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {}, url: {} } },
+};
+const PARAMS = { name: "book", arguments: { party: 4 }, _meta: META };
+const SCHEMA = { type: "object", properties: { email: { type: "string", format: "email" } }, required: ["email"] };
+const formRound = (id) => JSON.stringify({ jsonrpc: "2.0", id, result: { resultType: "input_required", inputRequests: {
+  contact: { method: "elicitation/create", params: { message: "Email?", requestedSchema: SCHEMA } } } } });
+const complete = (id) => JSON.stringify({ jsonrpc: "2.0", id, result: { resultType: "complete", content: [] } });
+const ANSWERS = { contact: { action: "accept", content: { email: "ada@example.com" } } };
+
+async function fx(overrides = {}) {
+  const clock = new ManualClock();
+  const services = { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit(), ...overrides };
+  const gate = await Gate.create(services, { loadCoreModule });
+  return {
+    gate, ...services,
+    register: (id = 1) => gate.register({ requestId: id, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: PARAMS }),
+    retry: (id = 1, retryId = 2) => gate.buildRetry({ server: SERVER, requestId: id, retryId, user: "alice", tenant: "acme", responses: ANSWERS }),
+  };
+}
+
+async function denied(code, promise) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof GateError, `not a GateError: ${e}`);
+    assert.equal(e.code, code, e.message);
+    return true;
+  });
+}
+
+test("a form round end to end", async () => {
+  const f = await fx();
+  const sent = await f.register();
+  assert.deepEqual(JSON.parse(sent.requestJson).params.arguments, { party: 4 });
+  const v = await f.gate.acceptResponse(SERVER, formRound(1));
+  assert.equal(v.kind, "input_required");
+  assert.deepEqual(v.inputKeys, ["contact"]);
+  assert.equal(v.view.request.name, "book");
+  const r = await f.retry();
+  assert.deepEqual(JSON.parse(r.requestJson).params.inputResponses, ANSWERS);
+  assert.equal(r.consentReceiptId, "consent-1");
+  assert.deepEqual(await f.gate.acceptResponse(SERVER, complete(2)), { kind: "complete" });
+  assert.equal(f.storage.size, 0);
+  assert.deepEqual(f.audit.lines.map((l) => JSON.parse(l).event), ["received", "consented", "submitted", "terminal"]);
+});
+
+test("consent decided in advance by a dialog is found for exactly what it showed", async () => {
+  const consent = new DecidedConsent();
+  const f = await fx({ consent });
+  await f.register();
+  const v = await f.gate.acceptResponse(SERVER, formRound(1));
+  // Nobody decided yet: no receipt, no retry; the round stays open.
+  await denied("consent_unavailable", f.retry());
+  const responsesJson = JSON.stringify({ contact: ANSWERS.contact });
+  const digest = async (t) => [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(t)))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  // The gate hashes the canonical answers; these answers are canonical already.
+  consent.decide(v.viewSha256, await digest(responsesJson), true);
+  const r = await f.retry();
+  assert.equal(r.consentReceiptId, "consent-1");
+});
+
+for (const bad of [-1, 1.5, "now", null, 2 ** 64]) {
+  test(`a clock returning ${bad} denies as clock_out_of_range, never traps`, async () => {
+    const f = await fx({ clock: { nowMs: () => bad } });
+    await denied("clock_out_of_range", f.register());
+    assert.equal(f.gate.traps, 0);
+  });
+}
+
+for (const how of ["throw", "host_error", "short", "bad_version", "not_a_list"]) {
+  test(`a store that fails or lies on read (${how}) denies, audited, and the instance survives`, async () => {
+    const clock = new ManualClock();
+    const storage = new MemoryStorage(clock);
+    const read = storage.read.bind(storage);
+    let mode = null;
+    storage.read = (keys) => {
+      if (mode === "throw") throw new TypeError("boom");
+      if (mode === "host_error") throw new HostError("store down");
+      if (mode === "short") return read(keys).slice(1);
+      if (mode === "bad_version") return keys.map(() => ({ version: -1, value: "x" }));
+      if (mode === "not_a_list") return null;
+      return read(keys);
+    };
+    const f = await fx({ clock, storage });
+    await f.register();
+    mode = how;
+    await assert.rejects(f.gate.acceptResponse(SERVER, formRound(1)), (e) => e.code === "storage_failed" && e.audited);
+    assert.equal(f.gate.traps, 0);
+    mode = null;
+    assert.equal((await f.gate.acceptResponse(SERVER, formRound(1))).kind, "input_required");
+  });
+}
+
+test("a consent provider that answers nonsense denies and the round stays open", async () => {
+  let answer = { receiptId: 7 };
+  const f = await fx({ consent: { requestConsent: () => answer } });
+  await f.register();
+  await f.gate.acceptResponse(SERVER, formRound(1));
+  await denied("consent_unavailable", f.retry());
+  answer = null;
+  await denied("consent_unavailable", f.retry());
+  assert.equal(f.gate.traps, 0);
+});
+
+test("an audit sink that loses writes or answers nonsense denies", async () => {
+  const f = await fx();
+  await f.register();
+  f.audit.fault = "lose_writes";
+  await denied("audit_readback_mismatch", f.gate.acceptResponse(SERVER, formRound(1)));
+  const g = await fx({ audit: { append: () => ({ written: "yes" }) } });
+  await g.register();
+  await denied("audit_write_failed", g.gate.acceptResponse(SERVER, formRound(1)));
+});
+
+test("a trap denies as guest_trapped and the next call gets a fresh instance", async () => {
+  // The sandbox traps when the guest aborts (memory exhausted, a bug); the instance is then
+  // dead. Here the first instance's call traps as a trapped instance's does.
+  const clock = new ManualClock();
+  const services = { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() };
+  const real = await Gate.create(services, { loadCoreModule });
+  await real.register({ requestId: 1, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: PARAMS });
+  const { instantiate } = await import("../gen/gate.js");
+  const { __testImports } = await import("../src/index.js");
+  let made = 0;
+  const gate = new Gate(async () => {
+    made += 1;
+    if (made === 1) return { acceptResponse: () => { throw new WebAssembly.RuntimeError("unreachable"); } };
+    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.2.0"];
+  }, services);
+  await assert.rejects(gate.acceptResponse(SERVER, formRound(1)), (e) => e.code === "guest_trapped" && e.cause === "host" && !e.audited);
+  assert.equal(gate.traps, 1);
+  // Nothing was lost: the binding lives in storage.
+  assert.equal((await gate.acceptResponse(SERVER, formRound(1))).kind, "input_required");
+  assert.equal(made, 2);
+});
+
+test("a service whose values throw when read is a host error, not a trap", async () => {
+  const f = await fx({ consent: { requestConsent: () => ({ get receiptId() { throw new Error("getter"); } }) } });
+  await f.register();
+  await f.gate.acceptResponse(SERVER, formRound(1));
+  await denied("consent_unavailable", f.retry());
+  assert.equal(f.gate.traps, 0);
+});
+
+for (const [args, code] of [
+  [{ requestId: 2 ** 60 }, "invalid_jsonrpc_request_id"],
+  [{ requestId: 1.5 }, "invalid_jsonrpc_request_id"],
+  [{ requestId: true }, "invalid_jsonrpc_request_id"],
+  [{ server: "https://mcp.example.com/mcp" }, "invalid_server_identity"],
+  [{ user: undefined }, "invalid_argument"],
+  [{ params: ["not", "an", "object"] }, "invalid_argument"],
+  [{ requestId: 2n ** 53n }, "invalid_jsonrpc_request_id"],
+]) {
+  test(`arguments the WIT cannot carry are refused: ${JSON.stringify(Object.keys(args))} -> ${code}`, async () => {
+    const f = await fx();
+    await denied(code, f.gate.register({ requestId: 1, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: PARAMS, ...args }));
+    assert.equal(f.gate.traps, 0);
+  });
+}
+
+test("params given as text are sent byte for byte", async () => {
+  const f = await fx();
+  const text = `{"name":"book","arguments":{"n":9007199254740993},"_meta":${JSON.stringify(META)}}`;
+  const sent = await f.gate.register({ requestId: 1, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: text });
+  assert.ok(sent.requestJson.includes('"n":9007199254740993'));
+});
