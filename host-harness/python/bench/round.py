@@ -64,7 +64,7 @@ for x in xs[warmup:]:
 assert len(storage) == 0, f"the store holds {len(storage)} keys after every round ended"
 samples.sort()
 print(json.dumps({
-    "engine": f"component (python {platform.python_version()})",
+    "engine": f"component (python {platform.python_version()}, {gate.engine})",
     "workload": "form, schema seen",
     "rounds": rounds,
     "min_us": samples[0],

@@ -247,3 +247,7 @@ def test_the_file_audit_sink_fsyncs_reads_back_and_refuses_a_tampered_file(tmp_p
     path.write_text(path.read_text().replace("received", "receivad", 1))
     with pytest.raises(ValueError):
         hosts.FileAudit(path)
+
+
+def test_each_engine_is_the_one_asked_for(engine):
+    assert Fx().gate.engine == engine

@@ -19,11 +19,13 @@ care; each is handled here, in one place, and tested in tests/test_wasmtime_py.p
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 from wasmtime import Config, Engine, Store, WasmtimeError
 from wasmtime.component import Component, Linker, Record, Variant
 
+from . import _fast
 from ._types import (
     AuditEntry,
     ConsentPrompt,
@@ -173,23 +175,35 @@ class Compiled:
 EXPORTS = ("register", "accept-response", "build-retry", "finish", "expire-stale")
 
 
+def engine_name() -> str:
+    """`fast` (the converters of `_fast`, made once per function) or `api` (wasmtime-py's
+    public component API); `MRTR_GATE_PY_ENGINE=api` chooses the latter."""
+    wanted = os.environ.get("MRTR_GATE_PY_ENGINE", "fast")
+    return "fast" if wanted != "api" and _fast.available() else "api"
+
+
 class Instance:
     """One instance of the component in its own store. A trap poisons it: the caller drops it
     and makes another (the gate keeps nothing that matters in it)."""
 
-    def __init__(self, compiled: Compiled, services: Services, max_memory_bytes: int) -> None:
+    def __init__(self, compiled: Compiled, services: Services, max_memory_bytes: int, engine: str = "fast") -> None:
+        fast = engine == "fast"
+        imports = compiled.component.type.imports(compiled.engine) if fast else {}
         linker = Linker(compiled.engine)
         with linker.root() as root:
-            with root.add_instance(_iface("clock")) as i:
-                i.add_func("now-ms", services.now_ms)
-            with root.add_instance(_iface("storage")) as i:
-                i.add_func("read", services.read)
-                i.add_func("write", services.write)
-                i.add_func("list-keys", services.list_keys)
-            with root.add_instance(_iface("consent")) as i:
-                i.add_func("request-consent", services.request_consent)
-            with root.add_instance(_iface("audit")) as i:
-                i.add_func("append", services.append)
+            for iface, funcs in (
+                ("clock", (("now-ms", services.now_ms),)),
+                ("storage", (("read", services.read), ("write", services.write), ("list-keys", services.list_keys))),
+                ("consent", (("request-consent", services.request_consent),)),
+                ("audit", (("append", services.append),)),
+            ):
+                with root.add_instance(_iface(iface)) as i:
+                    types = imports[_iface(iface)].ty.exports(compiled.engine) if fast else {}
+                    for name, func in funcs:
+                        if fast:
+                            _fast.add_func(i, name, types[name].ty, func)
+                        else:
+                            i.add_func(name, func)
         self.store = Store(compiled.engine)
         self.store.set_limits(memory_size=max_memory_bytes)
         instance = linker.instantiate(self.store, compiled.component)
@@ -200,12 +214,14 @@ class Instance:
             func = instance.get_func(self.store, index) if index is not None else None
             if func is None:
                 raise WasmtimeError(f"the component does not export `{name}`")
-            self._funcs[name] = func
+            self._funcs[name] = _fast.ExportFunc(func, func.type(self.store)) if fast else func
+        self._fast = fast
 
     def call(self, name: str, *args: Any) -> Any:
         func = self._funcs[name]
         result = func(self.store, *args)
-        func.post_return(self.store)
+        if not self._fast:
+            func.post_return(self.store)
         return result
 
 

@@ -112,12 +112,14 @@ class Gate:
         self._services = c.Services(clock, storage, consent, audit)
         self._max_memory = max_memory_bytes
         self._instance: Optional[c.Instance] = None
+        #: `fast` or `api`: how values cross into wasmtime (see `mrtr_gate._fast`).
+        self.engine = c.engine_name()
         #: How many calls trapped (each replaced the instance).
         self.traps = 0
 
     def _call(self, name: str, *args: Any) -> Any:
         if self._instance is None:
-            self._instance = c.Instance(self._compiled, self._services, self._max_memory)
+            self._instance = c.Instance(self._compiled, self._services, self._max_memory, self.engine)
         try:
             return self._instance.call(name, *args)
         except WasmtimeError as e:
