@@ -3,7 +3,9 @@
 
 use crate::support;
 
-use mrtr_gate_cli::corpus::{all_scenarios, run_scenario, trail_path};
+use mrtr_gate_cli::corpus::{
+    all_scenarios, run_scenario, run_scenario_with, trail_path, transcript_path,
+};
 use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::{ComponentGate, NativeGate};
 use serde_json::Value;
@@ -72,19 +74,23 @@ fn component_and_native_core_write_the_same_audit_trail() {
     for (file, scenario) in scenarios() {
         let a = ScenarioHosts::new();
         let b = ScenarioHosts::new();
-        let _ = run_scenario(
+        let (mut ta, mut tb) = (Vec::new(), Vec::new());
+        let _ = run_scenario_with(
             &scenario,
             &mut ComponentGate::new(support::runtime(), a.services()),
             &a,
+            &mut ta,
         );
-        let _ = run_scenario(&scenario, &mut NativeGate::new(b.services()), &b);
+        let _ = run_scenario_with(&scenario, &mut NativeGate::new(b.services()), &b, &mut tb);
         let la: Vec<_> = a.audit.entries().into_iter().map(|e| e.line).collect();
         let lb: Vec<_> = b.audit.entries().into_iter().map(|e| e.line).collect();
         assert_eq!(la, lb, "{file}: the two engines disagree");
+        assert_eq!(ta, tb, "{file}: the two engines' transcripts disagree");
     }
 }
 
-/// Every scenario's audit trail is byte for byte the one recorded in `tests/corpus/trails/`:
+/// Every scenario's audit trail and transcript are byte for byte the ones recorded in
+/// `tests/corpus/trails/` and `tests/corpus/transcripts/` (the other hosts are held to them too):
 /// a change that alters what the gate records shows up here, line by line. A deliberate
 /// change re-records them with `MRTR_GATE_BLESS=1 cargo test --test e2e corpus::`, and the diff
 /// of the recorded files is then part of the change.
@@ -94,34 +100,46 @@ fn every_scenario_writes_its_recorded_audit_trail() {
     let mut failures = Vec::new();
     for (file, scenario) in scenarios() {
         let hosts = ScenarioHosts::new();
-        let _ = run_scenario(&scenario, &mut NativeGate::new(hosts.services()), &hosts);
-        let mut got = String::new();
-        for e in hosts.audit.entries() {
-            got.push_str(&e.line);
-            got.push('\n');
-        }
-        let path = trail_path(&file);
-        if bless {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &got).unwrap();
-            continue;
-        }
-        match std::fs::read_to_string(&path) {
-            Ok(want) if want == got => {}
-            Ok(want) => {
-                let at = want
-                    .lines()
-                    .zip(got.lines())
-                    .position(|(a, b)| a != b)
-                    .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
-                failures.push(format!("{file}: the trail differs from line {}", at + 1));
+        let mut transcript = Vec::new();
+        let _ = run_scenario_with(
+            &scenario,
+            &mut NativeGate::new(hosts.services()),
+            &hosts,
+            &mut transcript,
+        );
+        let trail: String = hosts
+            .audit
+            .entries()
+            .into_iter()
+            .map(|e| e.line + "\n")
+            .collect();
+        let transcript: String = transcript.into_iter().map(|l| l + "\n").collect();
+        for (what, path, got) in [
+            ("trail", trail_path(&file), trail),
+            ("transcript", transcript_path(&file), transcript),
+        ] {
+            if bless {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &got).unwrap();
+                continue;
             }
-            Err(e) => failures.push(format!("{file}: no recorded trail ({e})")),
+            match std::fs::read_to_string(&path) {
+                Ok(want) if want == got => {}
+                Ok(want) => {
+                    let at = want
+                        .lines()
+                        .zip(got.lines())
+                        .position(|(a, b)| a != b)
+                        .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
+                    failures.push(format!("{file}: the {what} differs from line {}", at + 1));
+                }
+                Err(e) => failures.push(format!("{file}: no recorded {what} ({e})")),
+            }
         }
     }
     assert!(
         failures.is_empty(),
-        "{} trail(s) differ (re-record with MRTR_GATE_BLESS=1 if the change is deliberate):\n{}",
+        "{} recording(s) differ (re-record with MRTR_GATE_BLESS=1 if the change is deliberate):\n{}",
         failures.len(),
         failures.join("\n")
     );

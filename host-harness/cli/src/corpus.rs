@@ -74,6 +74,15 @@ pub fn trail_path(file: &str) -> PathBuf {
     corpus_dir().join("trails").join(format!("{stem}.jsonl"))
 }
 
+/// Where the recorded transcript of the scenario in `file` lives:
+/// `tests/corpus/transcripts/<file stem>.jsonl` (see [`run_scenario_with`]).
+pub fn transcript_path(file: &str) -> PathBuf {
+    let stem = file.strip_suffix(".json").unwrap_or(file);
+    corpus_dir()
+        .join("transcripts")
+        .join(format!("{stem}.jsonl"))
+}
+
 /// The default server of a scenario.
 pub const DEFAULT_SERVER: &str = "https://server.example/mcp";
 
@@ -200,6 +209,18 @@ pub fn run_scenario(
     scenario: &Value,
     gate: &mut dyn GateApi,
     hosts: &ScenarioHosts,
+) -> Result<(), String> {
+    run_scenario_with(scenario, gate, hosts, &mut Vec::new())
+}
+
+/// [`run_scenario`], also collecting its transcript: one line per step that calls the gate,
+/// the canonical JSON of what the call gave (`{"ok": ...}` or `{"error": code, "cause": ...}`),
+/// as every host must give it (`tests/corpus/transcripts/`).
+pub fn run_scenario_with(
+    scenario: &Value,
+    gate: &mut dyn GateApi,
+    hosts: &ScenarioHosts,
+    transcript: &mut Vec<String>,
 ) -> Result<(), String> {
     let steps = scenario
         .get("steps")
@@ -368,6 +389,7 @@ pub fn run_scenario(
             .get("expect")
             .cloned()
             .unwrap_or_else(|| json!({"ok": {}}));
+        transcript.push(mrtr_gate_core::canonical::to_canonical(&got));
         if got.pointer("/ok/view_is_canonical") == Some(&Value::Bool(false)) {
             return Err(format!(
                 "{at}: the consent view is not canonical json with its digest"

@@ -173,7 +173,7 @@ function check(expect, got, at) {
   }
 }
 
-export async function runSteps(scenario, gate, h) {
+export async function runSteps(scenario, gate, h, transcript = null) {
   if (!Array.isArray(scenario.steps)) throw new AuthoringError("a scenario needs `steps`");
   for (const [i, step] of scenario.steps.entries()) {
     const op = typeof step.op === "string" ? step.op : "?";
@@ -252,6 +252,7 @@ export async function runSteps(scenario, gate, h) {
     }
     // The gate's outputs as the JSON they are: numbers compared by their text.
     const got = parse(dumps(await outcome(call)));
+    transcript?.push(canonical(got));
     const [found, isCanonical] = pointer(got, "/ok/view_is_canonical");
     if (found && isCanonical === false) throw new Error(`${at}: the consent view is not canonical json with its digest`);
     check(has(step, "expect") ? step.expect : { ok: {} }, got, at);
@@ -279,16 +280,18 @@ export async function checkTrail(scenario, lines) {
   }
 }
 
-/** Run a scenario over fresh hosts: { failure, lines }. */
+/** Run a scenario over fresh hosts: { failure, lines, transcript } (the transcript: the
+ * canonical JSON of each call's outcome). */
 export async function run(scenario, options = {}) {
   const h = new ScenarioHosts();
   const gate = await Gate.create(h.services(), options);
+  const transcript = [];
   try {
-    await runSteps(scenario, gate, h);
+    await runSteps(scenario, gate, h, transcript);
     await checkTrail(scenario, h.audit.lines);
-    return { failure: null, lines: h.audit.lines };
+    return { failure: null, lines: h.audit.lines, transcript };
   } catch (e) {
-    return { failure: e, lines: h.audit.lines };
+    return { failure: e, lines: h.audit.lines, transcript };
   }
 }
 

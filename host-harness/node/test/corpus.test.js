@@ -1,6 +1,7 @@
 // Every corpus scenario through the JavaScript package on Node: the verdicts and codes the
-// scenario expects, and, line for line, the audit trail the Rust component and native core
-// recorded (`tests/corpus/trails/`): the host-differential check (docs/corpus.md).
+// scenario expects and, line for line, the transcript (every call's whole outcome) and the
+// audit trail the Rust component and native core recorded (`tests/corpus/transcripts/`,
+// `trails/`): the host-differential check (docs/corpus.md).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile, readdir } from "node:fs/promises";
@@ -20,15 +21,17 @@ test("the corpus is all there", () => {
 for (const file of files) {
   test(file, async () => {
     const scenario = parse(await readFile(path.join(corpus, file), "utf8"));
-    const { failure, lines } = await run(scenario, { loadCoreModule });
+    const { failure, lines, transcript } = await run(scenario, { loadCoreModule });
     if (failure) assert.fail(`${file}: ${failure.message}`);
-    const want = await readFile(path.join(corpus, "trails", file.replace(/\.json$/, ".jsonl")), "utf8");
-    const got = lines.map((l) => l + "\n").join("");
-    if (got !== want) {
-      const a = want.split("\n");
-      const b = got.split("\n");
-      const at = a.findIndex((l, i) => l !== b[i]);
-      assert.fail(`${file}: the trail differs from the recorded one at line ${at + 1}`);
+    for (const [kind, got] of [["transcripts", transcript], ["trails", lines]]) {
+      const want = await readFile(path.join(corpus, kind, file.replace(/\.json$/, ".jsonl")), "utf8");
+      const text = got.map((l) => l + "\n").join("");
+      if (text !== want) {
+        const a = want.split("\n");
+        const b = text.split("\n");
+        const at = a.findIndex((l, i) => l !== b[i]);
+        assert.fail(`${file}: the ${kind.slice(0, -1)} differs from the recorded one at line ${at + 1}`);
+      }
     }
   });
 }

@@ -344,7 +344,7 @@ def check(expect: dict, got: dict, at: str) -> None:
             fail(f"expected {ptr} absent")
 
 
-def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts) -> None:
+def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Optional[list] = None) -> None:
     steps = scenario.get("steps")
     if not isinstance(steps, list):
         raise AuthoringError("a scenario needs `steps`")
@@ -460,6 +460,8 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts) -> None:
         else:
             raise AuthoringError(f"{at}: unknown op `{op}`")
         got = _normalise(_outcome(call))
+        if transcript is not None:
+            transcript.append(_canonical(got))
         expect = step.get("expect", {"ok": {}})
         found, canonical = pointer(got, "/ok/view_is_canonical")
         if found and canonical is False:
@@ -499,17 +501,20 @@ def scenarios() -> list[tuple[str, dict]]:
     return [(p.name, loads(p.read_text(encoding="utf-8"))) for p in files]
 
 
-def recorded_trail(file: str) -> str:
-    return (CORPUS / "trails" / (file.removesuffix(".json") + ".jsonl")).read_text(encoding="utf-8")
+def recorded(kind: str, file: str) -> str:
+    """The recorded `trails` or `transcripts` file of a scenario."""
+    return (CORPUS / kind / (file.removesuffix(".json") + ".jsonl")).read_text(encoding="utf-8")
 
 
-def run(scenario: dict, component: Optional[bytes] = None) -> tuple[Optional[Exception], list[str]]:
-    """Run a scenario over fresh hosts: (the first failure or None, the audit lines)."""
+def run(scenario: dict, component: Optional[bytes] = None) -> tuple[Optional[Exception], list[str], list[str]]:
+    """Run a scenario over fresh hosts: (the first failure or None, the audit lines, the
+    transcript: the canonical JSON of each call's outcome)."""
     h = ScenarioHosts()
     gate = h.gate(component)
+    transcript: list[str] = []
     try:
-        run_steps(scenario, gate, h)
+        run_steps(scenario, gate, h, transcript)
         check_trail(scenario, h.audit.lines)
-        return None, h.audit.lines
+        return None, h.audit.lines, transcript
     except (AssertionError, AuthoringError) as e:
-        return e, h.audit.lines
+        return e, h.audit.lines, transcript

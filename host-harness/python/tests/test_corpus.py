@@ -1,6 +1,7 @@
-"""Every corpus scenario through the Python package: the same verdicts and codes as the
-scenario expects, and, line for line, the audit trail the Rust component and native core
-recorded (`tests/corpus/trails/`): the host-differential check (docs/corpus.md)."""
+"""Every corpus scenario through the Python package: the verdicts and codes the scenario
+expects and, line for line, the transcript (every call's whole outcome) and the audit trail
+the Rust component and native core recorded (`tests/corpus/transcripts/`, `trails/`): the
+host-differential check (docs/corpus.md)."""
 
 import pytest
 
@@ -13,12 +14,17 @@ def test_the_corpus_is_all_there():
     assert len(SCENARIOS) >= 75
 
 
+def _first_difference(want: str, got: str) -> int:
+    a, b = want.splitlines(), got.splitlines()
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))) + 1
+
+
 @pytest.mark.parametrize("file,scenario", SCENARIOS, ids=[f for f, _ in SCENARIOS])
 def test_scenario(file, scenario):
-    failure, lines = cr.run(scenario)
+    failure, lines, transcript = cr.run(scenario)
     assert failure is None, f"{file}: {failure}"
-    got = "".join(line + "\n" for line in lines)
-    want = cr.recorded_trail(file)
-    if got != want:
-        at = next((i for i, (a, b) in enumerate(zip(want.splitlines(), got.splitlines())) if a != b), None)
-        pytest.fail(f"{file}: the trail differs from the recorded one at line {(at or 0) + 1}")
+    for kind, got in (("transcripts", transcript), ("trails", lines)):
+        text = "".join(line + "\n" for line in got)
+        want = cr.recorded(kind, file)
+        if text != want:
+            pytest.fail(f"{file}: the {kind[:-1]} differs from the recorded one at line {_first_difference(want, text)}")
