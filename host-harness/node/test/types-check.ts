@@ -1,0 +1,29 @@
+// Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's TypeScript types
+// describe the API as a client uses it (a mistake here or in src/*.d.ts fails the test).
+import { Gate, GateError, type Services, type Verdict } from "mrtr-gate";
+import { DecidedConsent, ManualClock, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
+
+export async function example(services: Services): Promise<string> {
+  const gate = await Gate.create(services);
+  const server = { origin: "https://mcp.example.com/mcp" };
+  const sent = await gate.register({ requestId: 1, server, user: "alice", tenant: "acme", method: "tools/call", params: { name: "t" } });
+  const verdict: Verdict = await gate.acceptResponse(server, sent.requestJson);
+  if (verdict.kind === "input_required") {
+    const retry = await gate.buildRetry({ server, requestId: 1, retryId: 2n, user: "alice", tenant: "acme", responses: {} });
+    return retry.requestJson + String(verdict.round) + verdict.inputKeys.join(",");
+  }
+  if (verdict.kind === "error") return String(verdict.code);
+  try {
+    await gate.finish({ server: { endpoint: "stdio:x" }, requestId: "r", user: "alice", tenant: "acme", error: "transport_closed" });
+  } catch (e) {
+    if (e instanceof GateError) return `${e.code} ${e.cause} ${e.audited}`;
+  }
+  return String(await gate.expireStale());
+}
+
+const clock = new ManualClock();
+const storage = new MemoryStorage(clock);
+const audit = new MemoryAudit(1024);
+const consent = new DecidedConsent();
+consent.decide("a".repeat(64), "b".repeat(64), true);
+void example({ clock: new SystemClock(), storage, consent, audit });
