@@ -4,7 +4,9 @@
 
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
 use crate::services::HostServices;
-use mrtr_gate_core::host::{AppendOutcome, AuditEntry, ConsentDecision, ConsentPrompt, Write};
+use mrtr_gate_core::host::{
+    AppendOutcome, AuditEntry, ConsentDecision, ConsentPrompt, ReadKey, Write,
+};
 use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
 
@@ -106,8 +108,14 @@ impl clock::Host for HostState {
 }
 
 impl storage::Host for HostState {
-    fn read(&mut self, keys: Vec<String>) -> Result<Vec<storage::Entry>, String> {
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    fn read(&mut self, keys: Vec<storage::ReadKey>) -> Result<Vec<storage::Entry>, String> {
+        let keys: Vec<ReadKey<'_>> = keys
+            .iter()
+            .map(|k| ReadKey {
+                key: &k.key,
+                have: (k.have != 0).then_some(k.have),
+            })
+            .collect();
         self.services
             .storage
             .read(&keys)

@@ -125,7 +125,12 @@ fn seed_changed_arguments() {
         .unwrap()
         .pop()
         .unwrap();
-    let stored = hosts.storage.read(&[&key]).unwrap().remove(0).unwrap();
+    let stored = hosts
+        .storage
+        .read(&[key.as_str().into()])
+        .unwrap()
+        .remove(0)
+        .unwrap();
     let text = stored.value;
     assert!(text.contains("alice"));
     let forged = text.replace("\"to\":\"alice\"", "\"to\":\"mallory\"");

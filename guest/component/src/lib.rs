@@ -24,7 +24,7 @@ use bindings::mrtr::gate::{audit, clock, consent, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
     AppendOutcome, AuditEntry, ChainHead, ConsentDecision, ConsentPrompt, ConsentReceipt,
-    HostError, Versioned, Write,
+    HostError, ReadKey, Versioned, Write,
 };
 use std::cell::RefCell;
 
@@ -38,8 +38,15 @@ impl core::host::Clock for Imports {
 }
 
 impl core::host::Storage for Imports {
-    fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError> {
-        storage::read(keys)
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+        let keys: Vec<storage::ReadKey<'_>> = keys
+            .iter()
+            .map(|k| storage::ReadKey {
+                key: k.key,
+                have: k.have.unwrap_or(0),
+            })
+            .collect();
+        storage::read(&keys)
             .map(|entries| {
                 entries
                     .into_iter()

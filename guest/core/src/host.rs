@@ -46,6 +46,23 @@ pub struct Versioned {
     pub version: u64,
 }
 
+/// One key of a read, with the version of its value the reader already holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadKey<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// The version the reader holds the value of (`None`: none). When the key is still at that
+    /// version the store returns the version with an empty value: the value does not cross
+    /// the boundary again (most reads of a round find the record the gate wrote last).
+    pub have: Option<u64>,
+}
+
+impl<'a> From<&'a str> for ReadKey<'a> {
+    fn from(key: &'a str) -> Self {
+        Self { key, have: None }
+    }
+}
+
 /// One compare-and-swap of a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Write<'a> {
@@ -62,8 +79,9 @@ pub struct Write<'a> {
 /// Short-lived protected storage, possibly shared between instances and processes.
 /// Calls are batched: each costs a host a boundary crossing (docs/hosts.md).
 pub trait Storage {
-    /// The live entry of each key, in order (`None`: absent or past its TTL).
-    fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError>;
+    /// The live entry of each key, in order (`None`: absent or past its TTL); the value is
+    /// empty when the key is at the version the reader said it has.
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError>;
     /// The writes in order, each an atomic compare-and-swap, stopping at the first whose
     /// key is not at its expected version. Returns the new version of each write applied
     /// (0 for a delete): a shorter list than `writes` means the write at its length lost
@@ -172,7 +190,7 @@ macro_rules! forward {
             fn now_ms(&self) -> u64 { (**self).now_ms() }
         }
         impl<T: Storage + ?Sized> Storage for $ptr<T> {
-            fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError> { (**self).read(keys) }
+            fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> { (**self).read(keys) }
             fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> { (**self).write(writes) }
             fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> { (**self).list_keys(prefix) }
         }

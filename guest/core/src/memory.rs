@@ -4,7 +4,7 @@
 
 use crate::host::{
     AppendOutcome, Audit, AuditEntry, ChainHead, Clock, Consent, ConsentDecision, ConsentPrompt,
-    ConsentReceipt, HostError, Storage, Versioned, Write,
+    ConsentReceipt, HostError, ReadKey, Storage, Versioned, Write,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -191,18 +191,23 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
-    fn read(&self, keys: &[&str]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
         self.check()?;
         let now = self.clock.now_ms();
         let slots = lock(&self.slots);
         Ok(keys
             .iter()
-            .map(|key| {
+            .map(|k| {
                 slots
-                    .get(*key)
+                    .get(k.key)
                     .filter(|s| s.expires_at_ms > now)
                     .map(|s| Versioned {
-                        value: s.value.clone(),
+                        // The reader holds this version already: the value stays here.
+                        value: if k.have == Some(s.version) {
+                            String::new()
+                        } else {
+                            s.value.clone()
+                        },
                         version: s.version,
                     })
             })

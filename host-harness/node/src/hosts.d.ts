@@ -1,5 +1,5 @@
 // Types of the reference host services (src/hosts.js).
-import type { AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, Entry, WriteOp } from "./index.js";
+import type { AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, Entry, ReadKey, WriteOp } from "./index.js";
 
 export declare const GENESIS_SHA256: string;
 export declare class SystemClock { nowMs(): number; }
@@ -9,7 +9,7 @@ export declare class MemoryStorage {
   fault: "fail" | "lose_cas" | "fail_deletes" | null;
   loseCasAfter: number | null;
   readonly size: number;
-  read(keys: string[]): (Entry | null)[];
+  read(keys: ReadKey[]): (Entry | null)[];
   write(writes: WriteOp[]): bigint[];
   listKeys(prefix: string): string[];
 }

@@ -47,12 +47,15 @@ export class MemoryStorage {
     const s = this.#slots.get(key);
     return s && s.expiresAt > now ? s : undefined;
   }
+  /** `keys`: `{ key, have }`; a key still at the version `have` comes back with an empty value. */
   read(keys) {
     this.#check();
     const now = this.clock.nowMs();
-    return keys.map((k) => {
-      const s = this.#live(k, now);
-      return s ? { version: s.version, value: s.value } : null;
+    return keys.map(({ key, have }) => {
+      const s = this.#live(key, now);
+      if (!s) return null;
+      // The reader holds this version already: the value stays here.
+      return { version: s.version, value: s.version === BigInt(have ?? 0) ? "" : s.value };
     });
   }
   write(writes) {

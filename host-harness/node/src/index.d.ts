@@ -64,6 +64,12 @@ export interface Entry {
   value: string;
 }
 
+export interface ReadKey {
+  key: string;
+  /** The version of the value the gate holds (0n: none); a key still at it comes back with an empty value. */
+  have: bigint;
+}
+
 export interface WriteOp {
   key: string;
   /** 0n: the key must be absent. */
@@ -104,7 +110,7 @@ export interface AppendOutcome {
 export interface Services {
   clock: { nowMs(): number | bigint };
   storage: {
-    read(keys: string[]): (Entry | null)[];
+    read(keys: ReadKey[]): (Entry | null)[];
     write(writes: WriteOp[]): (bigint | number)[];
     listKeys(prefix: string): string[];
   };

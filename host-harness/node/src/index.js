@@ -121,7 +121,7 @@ function imports(services) {
     },
     [`mrtr:gate/storage`]: {
       read: guarded((keys) => {
-        const found = storage.read(keys);
+        const found = storage.read(keys.map(({ key, have }) => ({ key, have })));
         if (!Array.isArray(found) || found.length !== keys.length) throw "the store returned fewer or more entries than keys";
         return found.map((e) => {
           if (e === null || e === undefined) return { version: 0n, value: "" };

@@ -6,7 +6,7 @@ use super::store::{short_read, storage_failed};
 use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
 use crate::audit::{EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
-use crate::host::{Host, Versioned};
+use crate::host::{Host, ReadKey, Versioned};
 use std::rc::Rc;
 
 /// How many keys `expire-stale` reads in one storage call.
@@ -66,7 +66,7 @@ impl<H: Host> Gate<H> {
         let mut ended = 0u32;
         // Read in chunks: one call per chunk, and no call carries every record at once.
         for chunk in keys.chunks(EXPIRE_READ_CHUNK) {
-            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let refs: Vec<ReadKey<'_>> = chunk.iter().map(|k| ReadKey::from(k.as_str())).collect();
             let entries = self
                 .host
                 .storage()

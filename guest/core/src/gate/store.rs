@@ -4,7 +4,7 @@
 
 use crate::error::{GateError, HostFault};
 use crate::gate::record::{Binding, id_key, is_record};
-use crate::host::{HostError, Storage, Versioned, Write};
+use crate::host::{HostError, ReadKey, Storage, Versioned, Write};
 use crate::ids::RequestId;
 use crate::ids::ServerIdentity;
 use std::collections::VecDeque;
@@ -60,14 +60,24 @@ impl BindingStore {
             .iter()
             // The store's contract: a key's version changes on every write and is never
             // reused. Version and length are checked, not every byte (a byte compare of
-            // every record is measurable in wasm); a host that broke the contract would
-            // at worst get back the record this gate itself wrote.
+            // every record is measurable in wasm); a store that holds back a value the gate
+            // holds sends none (its length is then not checked). A host that broke the
+            // contract would at worst get back the record this gate itself wrote.
             .find(|(v, len, b)| {
                 *v == stored.version
-                    && *len == stored.value.len()
+                    && (stored.value.is_empty() || *len == stored.value.len())
                     && stored_under(b, server_key, original)
             })
             .map(|(_, _, b)| Rc::clone(b))
+    }
+
+    /// The version of the record of (`server_key`, `original`) this instance holds, if any.
+    fn held(&self, server_key: &str, original: &RequestId) -> Option<u64> {
+        self.cache
+            .iter()
+            .rev()
+            .find(|(_, _, b)| stored_under(b, server_key, original))
+            .map(|(v, _, _)| *v)
     }
 
     /// Remember `binding`, read or written at `version`: only a binding whose record lives
@@ -112,17 +122,29 @@ impl BindingStore {
             })
             .map(|b| b.fixed.original_id.clone());
         let guess_key = guess.as_ref().map(|g| id_key(server_key, g));
-        let mut keys: Vec<&str> = Vec::with_capacity(2);
-        keys.push(&key);
-        if let Some(g) = &guess_key {
-            keys.push(g);
+        // For a record this instance holds, the version it holds: a record still at that
+        // version is not sent again (the cache below has it).
+        let mut keys: Vec<ReadKey<'_>> = Vec::with_capacity(2);
+        keys.push(ReadKey {
+            key: &key,
+            have: self.held(server_key, id),
+        });
+        if let (Some(g), Some(gk)) = (&guess, &guess_key) {
+            keys.push(ReadKey {
+                key: gk,
+                have: self.held(server_key, g),
+            });
         }
+        let haves: Vec<Option<u64>> = keys.iter().map(|k| k.have).collect();
         let mut found = storage.read(&keys).map_err(storage_failed)?.into_iter();
         let Some(first) = found.next().ok_or_else(short_read)? else {
             return Ok(None);
         };
+        let is_held = |have: Option<u64>, v: &Versioned| have == Some(v.version);
         // The original id: one read. A retry id: its pointer, then the record.
-        let (original, stored) = if is_record(&first.value) {
+        let (original, stored) = if is_held(haves.first().copied().flatten(), &first)
+            || is_record(&first.value)
+        {
             (id.clone(), first)
         } else {
             let original: RequestId =
@@ -130,23 +152,25 @@ impl BindingStore {
             if original == *id {
                 return Err(corrupted());
             }
-            let record = match (guess, found.next()) {
-                (Some(g), Some(read)) if g == original => read,
+            let (record, have) = match (guess, found.next()) {
+                (Some(g), Some(read)) if g == original => (read, haves.get(1).copied().flatten()),
                 (Some(_), None) => return Err(short_read()),
                 _ => {
                     let key = id_key(server_key, &original);
-                    storage
-                        .read(&[&key])
+                    let have = self.held(server_key, &original);
+                    let read = storage
+                        .read(&[ReadKey { key: &key, have }])
                         .map_err(storage_failed)?
                         .into_iter()
                         .next()
-                        .ok_or_else(short_read)?
+                        .ok_or_else(short_read)?;
+                    (read, have)
                 }
             };
             let Some(stored) = record else {
                 return Ok(None);
             };
-            if !is_record(&stored.value) {
+            if !is_held(have, &stored) && !is_record(&stored.value) {
                 return Err(corrupted());
             }
             (original, stored)
@@ -257,7 +281,9 @@ impl BindingStore {
     ) -> Result<(), GateError> {
         let original = &binding.fixed.original_id;
         let key = binding.id_key(id);
-        let read = storage.read(&[&key]).map_err(storage_failed)?;
+        let read = storage
+            .read(&[ReadKey::from(key.as_str())])
+            .map_err(storage_failed)?;
         if let Some(Some(v)) = read.first() {
             let points_here = !is_record(&v.value)
                 && serde_json::from_str::<RequestId>(&v.value)

@@ -18,7 +18,7 @@ fn plant_at(fx: &Fx, key: &str, value: &str) {
     use mrtr_gate_core::host::{Storage, Write};
     let current = fx
         .storage
-        .read(&[key])
+        .read(&[key.into()])
         .unwrap()
         .remove(0)
         .map(|v| v.version);
@@ -39,7 +39,7 @@ fn plant(fx: &Fx, id: &str, value: &str) {
 fn stored(fx: &Fx, id: &str) -> String {
     use mrtr_gate_core::host::Storage;
     fx.storage
-        .read(&[&key(id)])
+        .read(&[key(id).as_str().into()])
         .unwrap()
         .remove(0)
         .unwrap()
@@ -218,4 +218,81 @@ fn an_open_round_without_a_confirmed_received_event_is_refused() {
     record["open"]["received_seq"] = json!(0);
     plant(&fx, "1", &record.to_string());
     assert_code(fx.retry(n(1), n(2), &json!({})), "storage_corrupted");
+}
+
+/// A store that sends every value, whatever version the gate says it holds, or one that holds
+/// back a value the gate does not hold.
+#[derive(Clone)]
+struct Have(mrtr_gate_core::memory::MemoryStorage, &'static str);
+
+impl mrtr_gate_core::host::Storage for Have {
+    fn read(
+        &self,
+        keys: &[mrtr_gate_core::host::ReadKey<'_>],
+    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+        let all: Vec<mrtr_gate_core::host::ReadKey<'_>> =
+            keys.iter().map(|k| k.key.into()).collect();
+        let mut found = self.0.read(&all)?;
+        if self.1 == "withholds" {
+            for v in found.iter_mut().flatten() {
+                v.value.clear();
+            }
+        }
+        Ok(found)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
+        self.0.write(writes)
+    }
+    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, mrtr_gate_core::host::HostError> {
+        self.0.list_keys(prefix)
+    }
+}
+
+fn gate_over_have(
+    fx: &Fx,
+    how: &'static str,
+) -> mrtr_gate_core::Gate<impl mrtr_gate_core::host::Host + use<>> {
+    mrtr_gate_core::Gate::new(mrtr_gate_core::host::Services {
+        clock: fx.clock.clone(),
+        storage: Have(fx.storage.clone(), how),
+        consent: fx.consent.clone(),
+        audit: fx.audit.clone(),
+    })
+}
+
+#[test]
+fn a_store_that_sends_values_the_gate_holds_is_read_as_well() {
+    let fx = Fx::new();
+    let mut gate = gate_over_have(&fx, "sends everything");
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    gate.accept_response(&server(), &response(1, state_only("s")))
+        .unwrap();
+    gate.build_retry(retry_request(n(1), s("r-2"), &json!({})))
+        .unwrap();
+    gate.accept_response(&server(), &response("r-2", complete()))
+        .unwrap();
+    assert_eq!(fx.storage.len(), 0);
+}
+
+#[test]
+fn a_value_held_back_that_the_gate_does_not_hold_is_refused() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    // Another instance (no cache) over a store that withholds every value.
+    let mut gate = gate_over_have(&fx, "withholds");
+    let d = assert_code(
+        gate.accept_response(&server(), &response(1, state_only("s"))),
+        "storage_corrupted",
+    );
+    assert!(d.audited);
+    // The binding is untouched for a store that behaves.
+    fx.round(1, state_only("s"));
 }

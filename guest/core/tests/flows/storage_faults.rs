@@ -238,7 +238,7 @@ struct ShortReads(mrtr_gate_core::memory::MemoryStorage);
 impl mrtr_gate_core::host::Storage for ShortReads {
     fn read(
         &self,
-        keys: &[&str],
+        keys: &[mrtr_gate_core::host::ReadKey<'_>],
     ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
         let mut found = self.0.read(keys)?;
         found.pop();

@@ -31,6 +31,7 @@ from ._types import (
     ConsentPrompt,
     ConsentReceipt,
     ConsentDecision,
+    ReadKey,
     WriteOp,
 )
 
@@ -78,7 +79,7 @@ class Services:
 
     def read(self, _store: Any, keys: list) -> object:
         try:
-            found = self.storage.read(keys)
+            found = self.storage.read([ReadKey(k.key, k.have) for k in keys])
             if len(found) != len(keys):
                 return "the store returned fewer or more entries than keys"
             out = []

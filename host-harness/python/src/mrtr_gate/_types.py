@@ -143,6 +143,15 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class ReadKey:
+    """A key to read, and the version of its value the gate already holds (0: none): a key
+    still at that version comes back with an empty value."""
+
+    key: str
+    have: int
+
+
+@dataclass(frozen=True)
 class WriteOp:
     """One compare-and-swap: if the key's version is `expected` (0: absent), write `value`
     with a TTL of `ttl_ms` (`None`: delete)."""
@@ -224,6 +233,7 @@ __all__ = [
     "InputRequired",
     "Origin",
     "Policy",
+    "ReadKey",
     "Registered",
     "RequestId",
     "Retry",

@@ -24,6 +24,7 @@ from ._types import (
     ConsentReceipt,
     Entry,
     HostError,
+    ReadKey,
     WriteOp,
 )
 
@@ -35,8 +36,9 @@ class Clock(Protocol):
 
 
 class Storage(Protocol):
-    def read(self, keys: Sequence[str]) -> list[Optional[Entry]]:
-        """The live entry of each key, in order (`None`: absent or past its TTL)."""
+    def read(self, keys: Sequence[ReadKey]) -> list[Optional[Entry]]:
+        """The live entry of each key, in order (`None`: absent or past its TTL). A key still
+        at the version the reader holds (`have`, non-zero) comes back with an empty value."""
 
     def write(self, writes: Sequence[WriteOp]) -> list[int]:
         """The writes in order, each an atomic compare-and-swap, stopping at the first whose
@@ -99,14 +101,18 @@ class MemoryStorage:
         if self.fault == "fail":
             raise HostError("storage unavailable (injected)")
 
-    def read(self, keys: Sequence[str]) -> list[Optional[Entry]]:
+    def read(self, keys: Sequence[ReadKey]) -> list[Optional[Entry]]:
         self._check()
         now = self._clock.now_ms()
         out: list[Optional[Entry]] = []
         with self._lock:
-            for key in keys:
-                slot = self._slots.get(key)
-                out.append(Entry(slot[1], slot[0]) if slot and slot[2] > now else None)
+            for k in keys:
+                slot = self._slots.get(k.key)
+                if slot is None or slot[2] <= now:
+                    out.append(None)
+                else:
+                    # The reader holds this version already: the value stays here.
+                    out.append(Entry(slot[1], "" if k.have == slot[1] else slot[0]))
         return out
 
     def write(self, writes: Sequence[WriteOp]) -> list[int]:
