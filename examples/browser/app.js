@@ -100,10 +100,17 @@ for (const b of document.querySelectorAll("button[data-tool]")) b.addEventListen
 
 // For the timing page of scripts/bench: the same form round as the other hosts' benches,
 // answered in-page (no dialog, no network).
+let benchGate = null;
+let benchNext = 0;
 window.benchRounds = async (rounds) => {
-  const { CallbackConsent } = await import("mrtr-gate/hosts");
-  const storage = new MemoryStorage(new SystemClock());
-  const g = await Gate.create({ clock: new SystemClock(), storage, consent: new CallbackConsent(() => true), audit: new MemoryAudit(1024) });
+  // One gate for every run: a new one would compile the module again, and the timed run
+  // would then measure V8 tiering it up.
+  if (!benchGate) {
+    const { CallbackConsent } = await import("mrtr-gate/hosts");
+    benchGate = Gate.create({ clock: new SystemClock(), storage: new MemoryStorage(new SystemClock()),
+      consent: new CallbackConsent(() => true), audit: new MemoryAudit(1024) });
+  }
+  const g = await benchGate;
   const s = { origin: "https://flights.example.com/mcp" };
   const p = JSON.stringify({ name: "book_flight", arguments: { from: "OSL", to: "SFO" }, _meta: meta });
   const schema = { type: "object", title: "Passenger", properties: {
@@ -120,11 +127,14 @@ window.benchRounds = async (rounds) => {
     const done = await g.acceptResponse(s, JSON.stringify({ jsonrpc: "2.0", id: rid + 1, result: { resultType: "complete", content: [] } }));
     if (done.kind !== "complete") throw new Error("the round did not complete");
   };
-  for (let n = 0; n < 200; n++) await one(n);
+  // Ids go on rising across runs: each round is a new request on the same gate.
+  const base = benchNext;
+  benchNext += 200 + rounds;
+  for (let n = base; n < base + 200; n++) await one(n);
   // Timed in batches: a page's clock is coarse (Chromium rounds performance.now() to 0.1 ms).
   const batch = 20;
   const samples = [];
-  for (let n = 200; n < 200 + rounds; n += batch) {
+  for (let n = base + 200; n < base + 200 + rounds; n += batch) {
     const t = performance.now();
     for (let i = 0; i < batch; i++) await one(n + i);
     samples.push(((performance.now() - t) * 1000) / batch);
