@@ -1,0 +1,155 @@
+"""MCP servers written with the official Python SDK (`mcp==2.3.0`), for the gate's tests: the
+rounds real servers send, encoded the way that SDK encodes them. One server, one tool per
+behaviour; run over stdio (`python server.py`) or streamable HTTP (`python server.py http PORT`).
+
+Tools:
+- `book_flight`: a form (three fields), then `complete`.
+- `pay`: a URL elicitation, then `complete`.
+- `continue_job`: a requestState-only round (no inputs), then `complete`.
+- `combined`: a form and a URL in one round, with state.
+- `survey`: three rounds, the state growing each round.
+- `forever`: a state-only round, every time (a client must stop at its round limit).
+- `sealed`: state sealed with an HMAC; a retry whose state was changed is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import sys
+from typing import Any
+
+import mcp.types as t
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("mrtr-gate-test-peer")
+KEY = b"test-peer-sealing-key"
+
+
+def form(message: str, properties: dict[str, Any], required: list[str]) -> t.ElicitRequest:
+    return t.ElicitRequest(
+        method="elicitation/create",
+        params=t.ElicitRequestFormParams(
+            mode="form", message=message, requested_schema={"type": "object", "properties": properties, "required": required}
+        ),
+    )
+
+
+def url(message: str, target: str, elicitation_id: str) -> t.ElicitRequest:
+    return t.ElicitRequest(
+        method="elicitation/create",
+        params=t.ElicitRequestURLParams(mode="url", message=message, url=target, elicitation_id=elicitation_id),
+    )
+
+
+def done(text: str) -> t.CallToolResult:
+    return t.CallToolResult(content=[t.TextContent(type="text", text=text)])
+
+
+def answers(ctx: Context) -> dict[str, Any]:
+    """The input responses as plain JSON values."""
+    out = {}
+    for k, v in (ctx.input_responses or {}).items():
+        out[k] = v.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
+    return out
+
+
+@server.tool()
+async def book_flight(origin: str, destination: str, ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Book a flight; asks who is flying."""
+    if not ctx.input_responses:
+        return t.InputRequiredResult(
+            input_requests={
+                "passenger": form(
+                    "Who is flying?",
+                    {
+                        "full_name": {"type": "string", "title": "Full name", "minLength": 1, "maxLength": 100},
+                        "seat": {"type": "string", "title": "Seat", "enum": ["aisle", "window"]},
+                        "bags": {"type": "integer", "title": "Checked bags", "minimum": 0, "maximum": 3},
+                    },
+                    ["full_name", "seat"],
+                )
+            },
+            request_state=base64.urlsafe_b64encode(json.dumps({"from": origin, "to": destination}).encode()).decode(),
+        )
+    return done(f"booked {origin}-{destination}: {json.dumps(answers(ctx), sort_keys=True)}")
+
+
+@server.tool()
+async def pay(amount: int, ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Pay; sends the user to the payment page."""
+    if not ctx.input_responses:
+        return t.InputRequiredResult(
+            input_requests={"pay": url("Authorise the payment", "https://pay.example.com/authorize?session=SECRET-SESSION", "e-1")}
+        )
+    return done(f"paid {amount}: {json.dumps(answers(ctx), sort_keys=True)}")
+
+
+@server.tool()
+async def continue_job(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """A long job the server pauses once (state only)."""
+    if ctx.request_state is None:
+        return t.InputRequiredResult(request_state="step-1")
+    return done(f"job done after {ctx.request_state}")
+
+
+@server.tool()
+async def combined(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """A form and a URL in one round, with state."""
+    if not ctx.input_responses:
+        return t.InputRequiredResult(
+            input_requests={
+                "contact": form("How can we reach you?", {"email": {"type": "string", "format": "email"}}, ["email"]),
+                "verify": url("Verify your account", "https://accounts.example.com/verify?t=SECRET-TOKEN", "e-2"),
+            },
+            request_state="combined-state",
+        )
+    return done(f"combined: {json.dumps(answers(ctx), sort_keys=True)} state={ctx.request_state}")
+
+
+@server.tool()
+async def survey(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Three rounds; the state carries every earlier answer."""
+    state = json.loads(ctx.request_state) if ctx.request_state else []
+    if ctx.input_responses:
+        state.append(answers(ctx))
+    if len(state) < 3:
+        q = f"q{len(state) + 1}"
+        return t.InputRequiredResult(
+            input_requests={q: form(f"Question {len(state) + 1}", {"answer": {"type": "string", "maxLength": 50}}, ["answer"])},
+            request_state=json.dumps(state, sort_keys=True),
+        )
+    return done(f"survey: {json.dumps(state, sort_keys=True)}")
+
+
+@server.tool()
+async def forever(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Never finishes: always another state-only round."""
+    n = int(ctx.request_state or "0")
+    return t.InputRequiredResult(request_state=str(n + 1))
+
+
+def seal(value: str) -> str:
+    mac = hmac.new(KEY, value.encode(), hashlib.sha256).hexdigest()
+    return f"{value}.{mac}"
+
+
+@server.tool()
+async def sealed(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """State sealed with an HMAC: a tampered state is refused."""
+    if ctx.request_state is None:
+        return t.InputRequiredResult(request_state=seal("balance=100"))
+    value, _, mac = ctx.request_state.rpartition(".")
+    if not hmac.compare_digest(mac, hmac.new(KEY, value.encode(), hashlib.sha256).hexdigest()):
+        return t.CallToolResult(content=[t.TextContent(type="text", text="tampered state")], is_error=True)
+    return done(f"sealed ok: {value}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        server.settings.port = int(sys.argv[2])
+        server.run("streamable-http")
+    else:
+        server.run("stdio")

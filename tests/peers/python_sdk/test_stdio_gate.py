@@ -1,0 +1,181 @@
+"""The Python SDK's server (server.py beside this file, `mcp==2.3.0`) over stdio, every round
+through the gate (the `mrtr_gate` package): the rounds a real SDK server sends, in its own
+encoding, byte for byte as it sent them (the client here reads the raw line; nothing is
+re-encoded before the gate checks it). Each case asserts what the user ends up with and the
+audit trail: every received round has one terminal event, and no secret is in any line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mrtr_gate as m
+from mrtr_gate import hosts
+
+HERE = Path(__file__).parent
+SERVER = m.Endpoint("stdio:python-sdk-peer")
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+}
+SECRETS = ["SECRET-SESSION", "SECRET-TOKEN", "Ada Lovelace"]
+
+
+class Peer:
+    """The SDK server as a child process: one JSON-RPC message per line each way."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "server.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+
+    def exchange(self, request_json: str) -> str:
+        assert "\n" not in request_json
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(request_json.encode() + b"\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the server closed the stream"
+        return line.decode("utf-8").rstrip("\n")
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def peer():
+    p = Peer()
+    yield p
+    p.close()
+
+
+class Client:
+    """A client's round loop: register, send, gate the raw answer, ask, retry."""
+
+    def __init__(self, peer: Peer, answer) -> None:
+        self.peer = peer
+        clock = hosts.SystemClock()
+        self.audit = hosts.MemoryAudit()
+        self.shown: list[dict] = []
+        self.gate = m.Gate(clock=clock, storage=hosts.MemoryStorage(clock),
+                           consent=hosts.CallbackConsent(lambda p: True), audit=self.audit)
+        self.answer = answer
+        self.next_id = 1
+
+    def call(self, tool: str, arguments: dict, policy: m.Policy = m.Policy()):
+        rid = self.next_id
+        self.next_id += 1
+        params = {"name": tool, "arguments": arguments, "_meta": META}
+        sent = self.gate.register(request_id=rid, server=SERVER, user="alice", tenant="acme",
+                                  method="tools/call", params=params, policy=policy)
+        raw = self.peer.exchange(sent.request_json)
+        verdict = self.gate.accept_response(SERVER, raw)
+        while isinstance(verdict, m.InputRequired):
+            self.shown.append(verdict.view)
+            retry_id = self.next_id
+            self.next_id += 1
+            retry = self.gate.build_retry(server=SERVER, request_id=rid, retry_id=retry_id, user="alice",
+                                          tenant="acme", responses=self.answer(verdict.view))
+            rid = retry_id
+            raw = self.peer.exchange(retry.request_json)
+            verdict = self.gate.accept_response(SERVER, raw)
+        return verdict, json.loads(raw)
+
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in self.audit.lines]
+
+    def check_trail(self) -> None:
+        events = self.events()
+        received = {e["request_id"] for e in events if e["event"] == "received"}
+        for original in received:
+            terminal = [e for e in events if e["event"] == "terminal" and e["request_id"] == original]
+            assert len(terminal) == 1, f"binding {original}: {len(terminal)} terminal events"
+        for line in self.audit.lines:
+            for secret in SECRETS:
+                assert secret not in line
+
+
+def accept_all(content_for):
+    def answer(view):
+        out = {}
+        for i in view["inputs"]:
+            if i["kind"] == "form":
+                out[i["key"]] = {"action": "accept", "content": content_for(i)}
+            else:
+                out[i["key"]] = {"action": "accept"}
+        return out
+    return answer
+
+
+def text_of(reply: dict) -> str:
+    return reply["result"]["content"][0]["text"]
+
+
+def test_a_form_round_from_the_python_sdk(peer):
+    c = Client(peer, accept_all(lambda i: {"full_name": "Ada Lovelace", "seat": "window", "bags": 1}))
+    verdict, reply = c.call("book_flight", {"origin": "OSL", "destination": "SFO"})
+    assert verdict == m.Complete()
+    assert text_of(reply) == 'booked OSL-SFO: {"passenger": {"action": "accept", "content": {"bags": 1, "full_name": "Ada Lovelace", "seat": "window"}}}'
+    fields = {f["name"]: f for f in c.shown[0]["inputs"][0]["fields"]}
+    assert fields["full_name"]["max_length"] == 100 and fields["seat"]["type"] == "single_select"
+    assert [e["event"] for e in c.events()] == ["received", "consented", "submitted", "terminal"]
+    c.check_trail()
+
+
+def test_a_url_round_from_the_python_sdk(peer):
+    c = Client(peer, accept_all(lambda i: {}))
+    verdict, reply = c.call("pay", {"amount": 42})
+    assert verdict == m.Complete()
+    assert c.shown[0]["inputs"][0]["url"]["full"] == "https://pay.example.com/authorize?session=SECRET-SESSION"
+    assert text_of(reply) == 'paid 42: {"pay": {"action": "accept"}}'
+    c.check_trail()
+
+
+def test_a_state_only_round_needs_no_consent(peer):
+    c = Client(peer, lambda view: {})
+    verdict, reply = c.call("continue_job", {})
+    assert verdict == m.Complete()
+    assert text_of(reply) == "job done after step-1"
+    assert [e["event"] for e in c.events()] == ["received", "submitted", "terminal"]
+    c.check_trail()
+
+
+def test_a_form_and_a_url_in_one_round(peer):
+    c = Client(peer, accept_all(lambda i: {"email": "ada@example.com"}))
+    verdict, reply = c.call("combined", {})
+    assert verdict == m.Complete()
+    assert '"contact": {"action": "accept", "content": {"email": "ada@example.com"}}' in text_of(reply)
+    assert text_of(reply).endswith("state=combined-state")
+    c.check_trail()
+
+
+def test_three_rounds_with_evolving_state(peer):
+    c = Client(peer, accept_all(lambda i: {"answer": f"for {i['key']}"}))
+    verdict, reply = c.call("survey", {})
+    assert verdict == m.Complete()
+    assert [v["round"] for v in c.shown] == [1, 2, 3]
+    assert "for q3" in text_of(reply)
+    c.check_trail()
+
+
+def test_a_server_that_never_finishes_meets_the_round_limit(peer):
+    c = Client(peer, lambda view: {})
+    with pytest.raises(m.GateError) as e:
+        c.call("forever", {}, policy=m.Policy(max_rounds=3))
+    assert e.value.code == "round_limit_exceeded" and e.value.cause is m.ErrorCause.PEER
+    c.check_trail()
+
+
+def test_sealed_state_comes_back_exactly(peer):
+    c = Client(peer, lambda view: {})
+    verdict, reply = c.call("sealed", {})
+    assert verdict == m.Complete()
+    assert text_of(reply) == "sealed ok: balance=100"
+    c.check_trail()
