@@ -149,7 +149,6 @@ async def sealed(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
-        server.settings.port = int(sys.argv[2])
-        server.run("streamable-http")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")

@@ -1,14 +1,18 @@
-"""The Python SDK's server (server.py beside this file, `mcp==2.3.0`) over stdio, every round
-through the gate (the `mrtr_gate` package): the rounds a real SDK server sends, in its own
-encoding, byte for byte as it sent them (the client here reads the raw line; nothing is
-re-encoded before the gate checks it). Each case asserts what the user ends up with and the
-audit trail: every received round has one terminal event, and no secret is in any line."""
+"""The Python SDK's server (server.py beside this file, `mcp==2.3.0`) over stdio and over
+streamable HTTP, every round through the gate (the `mrtr_gate` package): the rounds a real
+SDK server sends, in its own encoding, byte for byte as it sent them (the client here reads
+the raw line or body; nothing is re-encoded before the gate checks it). Each case asserts
+what the user ends up with and the audit trail: every received round has one terminal event,
+and no secret is in any line."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,7 +21,6 @@ import mrtr_gate as m
 from mrtr_gate import hosts
 
 HERE = Path(__file__).parent
-SERVER = m.Endpoint("stdio:python-sdk-peer")
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
@@ -26,7 +29,10 @@ SECRETS = ["SECRET-SESSION", "SECRET-TOKEN", "Ada Lovelace"]
 
 
 class Peer:
-    """The SDK server as a child process: one JSON-RPC message per line each way."""
+    """The SDK server as a child process over stdio: one JSON-RPC message per line each way.
+    The server the gate binds to is the command (an endpoint id), never `serverInfo`."""
+
+    server = m.Endpoint("stdio:python-sdk-peer")
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
@@ -49,9 +55,58 @@ class Peer:
         self.proc.wait(timeout=10)
 
 
-@pytest.fixture
-def peer():
-    p = Peer()
+class HttpPeer:
+    """The SDK server over streamable HTTP on a free loopback port: each request a POST with
+    the MCP headers; the answer is a JSON body, or an SSE stream whose last event carries it.
+    The server the gate binds to is the URL the client connects to."""
+
+    def __init__(self) -> None:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "server.py"), "http", str(port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.server = m.Origin(self.url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("the HTTP peer did not start")
+                time.sleep(0.05)
+
+    def exchange(self, request_json: str) -> str:
+        request = json.loads(request_json)
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": request["method"],
+        }
+        if "name" in request.get("params", {}):
+            headers["mcp-name"] = request["params"]["name"]
+        req = urllib.request.Request(self.url, data=request_json.encode(), method="POST", headers=headers)
+        with urllib.request.urlopen(req, timeout=20) as r:
+            body = r.read().decode("utf-8")
+            if (r.headers.get("content-type") or "").startswith("text/event-stream"):
+                data = [line[5:].lstrip() for line in body.splitlines() if line.startswith("data:")]
+                return data[-1]
+            return body
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def peer(request):
+    p = Peer() if request.param == "stdio" else HttpPeer()
     yield p
     p.close()
 
@@ -73,19 +128,20 @@ class Client:
         rid = self.next_id
         self.next_id += 1
         params = {"name": tool, "arguments": arguments, "_meta": META}
-        sent = self.gate.register(request_id=rid, server=SERVER, user="alice", tenant="acme",
+        server = self.peer.server
+        sent = self.gate.register(request_id=rid, server=server, user="alice", tenant="acme",
                                   method="tools/call", params=params, policy=policy)
         raw = self.peer.exchange(sent.request_json)
-        verdict = self.gate.accept_response(SERVER, raw)
+        verdict = self.gate.accept_response(server, raw)
         while isinstance(verdict, m.InputRequired):
             self.shown.append(verdict.view)
             retry_id = self.next_id
             self.next_id += 1
-            retry = self.gate.build_retry(server=SERVER, request_id=rid, retry_id=retry_id, user="alice",
+            retry = self.gate.build_retry(server=server, request_id=rid, retry_id=retry_id, user="alice",
                                           tenant="acme", responses=self.answer(verdict.view))
             rid = retry_id
             raw = self.peer.exchange(retry.request_json)
-            verdict = self.gate.accept_response(SERVER, raw)
+            verdict = self.gate.accept_response(server, raw)
         return verdict, json.loads(raw)
 
     def events(self) -> list[dict]:
