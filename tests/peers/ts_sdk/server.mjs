@@ -1,0 +1,50 @@
+// An MCP server written with the official TypeScript SDK (@modelcontextprotocol/server 2.4.0),
+// for the gate's tests: a second SDK's encoding of the same rounds as ../python_sdk/server.py.
+// stdio only (`node server.mjs`). Tools: `book_flight` (a form), `pay` (a URL elicitation),
+// `continue_job` (a state-only round).
+import { McpServer, fromJsonSchema, inputRequired } from "@modelcontextprotocol/server";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
+
+function makeServer() {
+const server = new McpServer({ name: "mrtr-gate-ts-peer", version: "1.0.0" }, { capabilities: { tools: {} } });
+const text = (t) => ({ content: [{ type: "text", text: t }] });
+
+server.registerTool("book_flight", {
+  inputSchema: fromJsonSchema({ type: "object", properties: { origin: { type: "string" }, destination: { type: "string" } }, required: ["origin", "destination"] }),
+}, async ({ origin, destination }, ctx) => {
+  const responses = ctx.mcpReq.inputResponses;
+  if (!responses) {
+    return inputRequired({
+      inputRequests: {
+        passenger: inputRequired.elicit({
+          message: "Who is flying?",
+          requestedSchema: { type: "object", properties: {
+            full_name: { type: "string", title: "Full name", minLength: 1, maxLength: 100 },
+            seat: { type: "string", title: "Seat", enum: ["aisle", "window"] },
+          }, required: ["full_name", "seat"] },
+        }),
+      },
+      requestState: `${origin}-${destination}`,
+    });
+  }
+  return text(`booked ${ctx.mcpReq.requestState()}: ${JSON.stringify(responses)}`);
+});
+
+server.registerTool("pay", { inputSchema: fromJsonSchema({ type: "object", properties: { amount: { type: "integer" } } }) }, async ({ amount }, ctx) => {
+  if (!ctx.mcpReq.inputResponses) {
+    return inputRequired({ inputRequests: { pay: inputRequired.elicitUrl({ message: "Authorise the payment", url: "https://pay.example.com/authorize?session=SECRET-SESSION" }) } });
+  }
+  return text(`paid ${amount}: ${JSON.stringify(ctx.mcpReq.inputResponses)}`);
+});
+
+server.registerTool("continue_job", { inputSchema: fromJsonSchema({ type: "object", properties: {} }) }, async (_args, ctx) => {
+  if (ctx.mcpReq.requestState() === undefined) return inputRequired({ requestState: "step-1" });
+  return text(`job done after ${ctx.mcpReq.requestState()}`);
+});
+
+return server;
+}
+
+// serveStdio owns the era decision: the opening message selects 2026-07-28 (per-request
+// `_meta`) or 2025 (initialize) for the connection.
+serveStdio(makeServer);
