@@ -25,7 +25,7 @@ META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
 }
-SECRETS = ["SECRET-SESSION", "SECRET-TOKEN", "Ada Lovelace"]
+SECRETS = ["SECRET-SESSION", "SECRET-TOKEN", "Ada Lovelace", "hunter2"]
 
 
 class Peer:
@@ -34,9 +34,9 @@ class Peer:
 
     server = m.Endpoint("stdio:python-sdk-peer")
 
-    def __init__(self) -> None:
+    def __init__(self, script: str = "server.py") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "server.py")],
+            [sys.executable, str(HERE / script)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
 
@@ -124,10 +124,10 @@ class Client:
         self.answer = answer
         self.next_id = 1
 
-    def call(self, tool: str, arguments: dict, policy: m.Policy = m.Policy()):
+    def call(self, tool: str, arguments: dict, policy: m.Policy = m.Policy(), meta: dict = META):
         rid = self.next_id
         self.next_id += 1
-        params = {"name": tool, "arguments": arguments, "_meta": META}
+        params = {"name": tool, "arguments": arguments, "_meta": meta}
         server = self.peer.server
         sent = self.gate.register(request_id=rid, server=server, user="alice", tenant="acme",
                                   method="tools/call", params=params, policy=policy)
