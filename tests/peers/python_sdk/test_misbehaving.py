@@ -51,3 +51,23 @@ def test_a_ten_mib_result_passes(peer):
     assert verdict == m.Complete()
     assert len(reply["result"]["content"][0]["text"]) == 10 * 1024 * 1024
     assert c.events() == [], "a plain request leaves no trail"
+
+
+@pytest.fixture
+def raw_peer():
+    p = Peer("raw_server.py")
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize(
+    "tool,code",
+    [("duplicate_result_type", "duplicate_json_key"), ("unknown_result_type", "invalid_result_type")],
+)
+def test_what_no_sdk_sends_is_refused_too(raw_peer, tool, code):
+    c = Client(raw_peer, lambda view: pytest.fail("no round may reach the user"))
+    with pytest.raises(m.GateError) as e:
+        c.call(tool, {})
+    assert (e.value.code, e.value.cause) == (code, m.ErrorCause.PEER)
+    c.check_trail()
+    assert c.shown == []
