@@ -170,8 +170,17 @@ function imports(services) {
   };
 }
 
+/** The modules each loader compiled, by file name (promises of `WebAssembly.Module`). */
+const compiledBy = new WeakMap();
+let sharedDefaultLoader = null;
+
 /** Loads the transpiled component's core modules (Node: from `gen/`; browsers: by fetch). */
 async function defaultLoader() {
+  sharedDefaultLoader ??= makeDefaultLoader();
+  return sharedDefaultLoader;
+}
+
+async function makeDefaultLoader() {
   const base = new URL("../gen/", import.meta.url);
   if (typeof process !== "undefined" && process.versions?.node) {
     const { readFile } = await import("node:fs/promises");
@@ -225,7 +234,10 @@ export class Gate {
     }
     const { instantiate } = await import("../gen/gate.js");
     const load = options.loadCoreModule ?? await defaultLoader();
-    const compiled = new Map();
+    // Each loader's compiled modules are kept: a second Gate (another user, a fresh start)
+    // does not compile the component again.
+    if (!compiledBy.has(load)) compiledBy.set(load, new Map());
+    const compiled = compiledBy.get(load);
     const getCoreModule = (file) => {
       if (!compiled.has(file)) compiled.set(file, load(file));
       return compiled.get(file);

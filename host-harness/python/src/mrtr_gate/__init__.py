@@ -12,60 +12,8 @@ sandboxed WebAssembly component run by wasmtime.
 See README.md beside this package for the whole flow."""
 
 from . import hosts
-from ._types import (
-    AppendOutcome,
-    AuditEntry,
-    Complete,
-    ConsentDecision,
-    ConsentPrompt,
-    ConsentReceipt,
-    DeprecatedMethod,
-    Endpoint,
-    Entry,
-    ErrorCause,
-    ErrorResult,
-    GateError,
-    HostError,
-    InputRequired,
-    Origin,
-    Policy,
-    ReadKey,
-    Registered,
-    RequestId,
-    Retry,
-    ServerIdentity,
-    TerminalOutcome,
-    Verdict,
-    WriteOp,
-)
+from ._types import *  # noqa: F401,F403 - the API's values, listed once in _types.__all__
+from ._types import __all__ as _values
 from .gate import Gate, bundled_component
 
-__all__ = [
-    "AppendOutcome",
-    "AuditEntry",
-    "Complete",
-    "ConsentDecision",
-    "ConsentPrompt",
-    "ConsentReceipt",
-    "DeprecatedMethod",
-    "Endpoint",
-    "Entry",
-    "ErrorCause",
-    "ErrorResult",
-    "Gate",
-    "GateError",
-    "HostError",
-    "InputRequired",
-    "Origin",
-    "Policy",
-    "ReadKey",
-    "Registered",
-    "RequestId",
-    "Retry",
-    "ServerIdentity",
-    "TerminalOutcome",
-    "Verdict",
-    "WriteOp",
-    "bundled_component",
-    "hosts",
-]
+__all__ = [*_values, "Gate", "bundled_component", "hosts"]
