@@ -6,6 +6,8 @@
 //! run over ([`fixture`]). The end-to-end tests and the criterion benches use them too.
 
 pub mod bench;
+pub mod call;
+pub mod conformance;
 pub mod corpus;
 pub mod demo;
 pub mod fixture;

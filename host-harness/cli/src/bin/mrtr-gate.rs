@@ -1,6 +1,11 @@
-//! `mrtr-gate`: run the demo, or inspect the component.
+//! `mrtr-gate`: call an MCP server through the gate, run the demo, or inspect the component.
 //!
 //! ```text
+//! mrtr-gate call (--stdio CMD | --http URL) METHOD NAME [ARGS]
+//!                                 one request through the gate, every round answered at
+//!                                 the terminal or from --answers FILE (docs/cli.md)
+//! mrtr-gate conformance [FLAGS] URL
+//!                                 the client of the official conformance suite
 //! mrtr-gate demo [--audit FILE]   realistic rounds end to end through the component
 //! mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]
 //!                                 rounds in the component vs the native core (and results
@@ -14,23 +19,202 @@
 //! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
 //! ```
 
+use clap::{Args, Parser, Subcommand};
+use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
 use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[derive(Parser)]
+#[command(
+    name = "mrtr-gate",
+    version,
+    about = "The mrtr-gate MCP client gate: calls, demo, benchmarks, component tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Call an MCP server through the gate: every input_required round is checked, shown,
+    /// answered and consented to before the retry goes out.
+    Call {
+        #[command(flatten)]
+        server: ServerFlags,
+        #[command(flatten)]
+        flags: CallFlags,
+        /// tools/call, prompts/get or resources/read.
+        method: String,
+        /// The tool or prompt name, or the resource URI.
+        name: String,
+        /// The arguments, a JSON object (tools/call and prompts/get).
+        arguments: Option<String>,
+    },
+    /// List what the server offers (tools/list, prompts/list or resources/list). No gate
+    /// round can come of it: a server that answers input_required here is refused.
+    List {
+        #[command(flatten)]
+        server: ServerFlags,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// `tools`, `prompts` or `resources`.
+        what: String,
+    },
+    /// Be the client of the official conformance suite: run the scenario named by
+    /// MCP_CONFORMANCE_SCENARIO against URL (the runner appends it).
+    Conformance {
+        #[command(flatten)]
+        flags: CallFlags,
+        /// The scenario server's URL.
+        url: String,
+    },
+    /// Realistic rounds end to end through the component.
+    Demo {
+        /// Where the audit trail goes (default: a temporary file).
+        #[arg(long)]
+        audit: Option<PathBuf>,
+    },
+    /// Rounds in the component vs the native core (and results measured elsewhere).
+    Bench {
+        /// Rounds per measurement.
+        #[arg(long, default_value_t = 2000)]
+        rounds: usize,
+        /// A result measured by another engine (JSON), to print beside these.
+        #[arg(long = "external", alias = "seed-js")]
+        externals: Vec<PathBuf>,
+        /// How the cost grows with the input.
+        #[arg(long)]
+        scaling: bool,
+    },
+    /// N rounds and nothing else, for profilers and instruction counters.
+    Rounds {
+        /// `component` or `native`.
+        engine: String,
+        /// `form`, `form-new`, `url` or `state-only`.
+        kind: String,
+        /// How many.
+        count: usize,
+    },
+    /// The component's imports, exports and size.
+    Info,
+    /// Write the component (for jco, wasmtime-py, wasm-tools).
+    ExportComponent {
+        /// Where.
+        file: PathBuf,
+    },
+    /// Verify a JSON-lines audit log's hash chain.
+    VerifyAudit {
+        /// The log.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct ServerFlags {
+    /// Spawn this server command (split like a shell would, run without one) and talk
+    /// newline-delimited JSON-RPC over its stdin and stdout.
+    #[arg(long, value_name = "COMMAND")]
+    stdio: Option<String>,
+    /// Post to this streamable HTTP endpoint.
+    #[arg(long, value_name = "URL")]
+    http: Option<String>,
+}
+
+impl ServerFlags {
+    fn target(self) -> Target {
+        match (self.stdio, self.http) {
+            (Some(command), _) => Target::Stdio(command),
+            (None, Some(url)) => Target::Http(url),
+            // clap's group makes one of the two required.
+            (None, None) => Target::Http(String::new()),
+        }
+    }
+}
+
+#[derive(Args)]
+struct CallFlags {
+    /// The user the request is bound to (default: $USER).
+    #[arg(long)]
+    user: Option<String>,
+    /// The tenant the request is bound to.
+    #[arg(long, default_value = "default")]
+    tenant: String,
+    /// Append the hash-chained audit trail to this JSON-lines file.
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+    /// Answers for the rounds, instead of the terminal form: an object (input key to
+    /// ElicitResult, for every round) or an array of them (one per round).
+    #[arg(long, value_name = "FILE")]
+    answers: Option<PathBuf>,
+    /// Consent to the answers of --answers without asking (the consent screen is still
+    /// printed on stderr).
+    #[arg(long, requires = "answers")]
+    yes: bool,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Hand URLs the user accepted to the system opener (no shell); else they are printed.
+    #[arg(long)]
+    open: bool,
+    /// At most this many input_required rounds (1 to 64).
+    #[arg(long)]
+    max_rounds: Option<u32>,
+}
+
+impl CallFlags {
+    fn options(&self, target: Target) -> CallOptions {
+        CallOptions {
+            target,
+            user: self
+                .user
+                .clone()
+                .or_else(|| std::env::var("USER").ok())
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| "user".into()),
+            tenant: self.tenant.clone(),
+            audit: self.audit.clone(),
+            answers: self.answers.clone(),
+            yes: self.yes,
+            open: self.open,
+            max_rounds: self.max_rounds,
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("demo") => demo(args.get(1..).unwrap_or_default()),
-        Some("bench") => bench(args.get(1..).unwrap_or_default()),
-        Some("rounds") => rounds(args.get(1..).unwrap_or_default()),
-        Some("info") => info(),
-        Some("export-component") => export(args.get(1)),
-        Some("verify-audit") => verify(args.get(1)),
-        _ => Err(
-            "usage: mrtr-gate demo [--audit FILE] | bench [--rounds N] | rounds ENGINE KIND N | info | export-component FILE | verify-audit FILE"
-                .into(),
-        ),
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Call {
+            server,
+            flags,
+            method,
+            name,
+            arguments,
+        } => {
+            let target = server.target();
+            return call(&flags, target, &method, &name, arguments.as_deref());
+        }
+        Command::Conformance { flags, url } => return conformance(&flags, &url),
+        Command::List { server, json, what } => return list(server.target(), &what, json),
+        Command::Demo { audit } => demo(audit),
+        Command::Bench {
+            rounds,
+            externals,
+            scaling,
+        } => bench(rounds, &externals, scaling),
+        Command::Rounds {
+            engine,
+            kind,
+            count,
+        } => rounds(&engine, &kind, count),
+        Command::Info => info(),
+        Command::ExportComponent { file } => export(&file),
+        Command::VerifyAudit { file } => verify(&file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -41,12 +225,111 @@ fn main() -> ExitCode {
     }
 }
 
-fn demo(args: &[String]) -> Result<(), String> {
-    let audit = match args {
-        [flag, path] if flag == "--audit" => std::path::PathBuf::from(path),
-        [] => std::env::temp_dir().join(format!("mrtr-gate-demo-{}.jsonl", std::process::id())),
-        _ => return Err("usage: mrtr-gate demo [--audit FILE]".into()),
-    };
+fn watch_ctrl_c() {
+    use mrtr_gate_cli::call::CANCELLED;
+    use std::sync::atomic::Ordering;
+    // The first Ctrl-C cancels: the gate ends the binding and the server is told. A second
+    // one leaves at once.
+    let _ = ctrlc::set_handler(|| {
+        if CANCELLED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
+}
+
+fn call(
+    flags: &CallFlags,
+    target: Target,
+    method: &str,
+    name: &str,
+    arguments: Option<&str>,
+) -> ExitCode {
+    use mrtr_gate_cli::call as c;
+    watch_ctrl_c();
+    let outcome = GateRuntime::embedded()
+        .map_err(|e| {
+            mrtr_gate_client::ClientError::Usage(format!("loading the gate: {}", error_chain(&e)))
+        })
+        .and_then(|runtime| {
+            let params = c::params(method, name, arguments)?;
+            let mut client = c::connect(&flags.options(target), &runtime)?;
+            client.call(method, params)
+        });
+    if flags.json {
+        println!("{}", c::json_report(&outcome));
+    } else {
+        match &outcome {
+            Ok(done) => println!("{}", c::human_report(done)),
+            Err(e) => eprintln!("mrtr-gate: {}", c::refusal_line(e)),
+        }
+    }
+    ExitCode::from(c::exit_code(&outcome))
+}
+
+fn list(target: Target, what: &str, json: bool) -> ExitCode {
+    use mrtr_gate_cli::call as c;
+    let outcome = GateRuntime::embedded()
+        .map_err(|e| {
+            mrtr_gate_client::ClientError::Usage(format!("loading the gate: {}", error_chain(&e)))
+        })
+        .and_then(|runtime| {
+            let options = CallOptions {
+                target,
+                user: "lister".into(),
+                tenant: "default".into(),
+                audit: None,
+                answers: None,
+                yes: false,
+                open: false,
+                max_rounds: None,
+            };
+            let mut client = c::connect(&options, &runtime)?;
+            c::list(&mut client, what)
+        });
+    match outcome {
+        Ok(result) => {
+            if json {
+                println!("{result}");
+            } else {
+                println!("{}", c::list_lines(&result, what));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            if json {
+                println!("{}", c::error_json(&e));
+            } else {
+                eprintln!("mrtr-gate: {}", c::refusal_line(&e));
+            }
+            ExitCode::from(c::error_exit_code(&e))
+        }
+    }
+}
+
+fn conformance(flags: &CallFlags, url: &str) -> ExitCode {
+    use mrtr_gate_cli::call as c;
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let outcome = GateRuntime::embedded()
+        .map_err(|e| {
+            mrtr_gate_client::ClientError::Usage(format!("loading the gate: {}", error_chain(&e)))
+        })
+        .and_then(|runtime| {
+            let mut client = c::connect(&flags.options(Target::Http(url.to_owned())), &runtime)?;
+            mrtr_gate_cli::conformance::run(&scenario, &mut client)
+        });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mrtr-gate conformance {scenario}: {}", c::refusal_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(audit: Option<PathBuf>) -> Result<(), String> {
+    let audit = audit.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("mrtr-gate-demo-{}.jsonl", std::process::id()))
+    });
     let started = std::time::Instant::now();
     let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     let loaded = started.elapsed();
@@ -60,32 +343,11 @@ fn demo(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn bench(args: &[String]) -> Result<(), String> {
-    let mut rounds = 2000;
+fn bench(rounds: usize, external_files: &[PathBuf], scaling: bool) -> Result<(), String> {
     let mut externals = Vec::new();
-    let mut scaling = false;
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        if flag == "--scaling" {
-            scaling = true;
-            continue;
-        }
-        let value = it
-            .next()
-            .ok_or("usage: mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]")?;
-        match flag.as_str() {
-            "--rounds" => rounds = value.parse().map_err(|_| "--rounds takes a number")?,
-            "--external" | "--seed-js" => {
-                let text = std::fs::read_to_string(value).map_err(|e| e.to_string())?;
-                externals.push(mrtr_gate_cli::bench::External::parse(&text)?);
-            }
-            _ => {
-                return Err(
-                    "usage: mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]"
-                        .into(),
-                );
-            }
-        }
+    for path in external_files {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        externals.push(mrtr_gate_cli::bench::External::parse(&text)?);
     }
     if cfg!(debug_assertions) {
         eprintln!(
@@ -107,18 +369,14 @@ fn bench(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn rounds(args: &[String]) -> Result<(), String> {
+fn rounds(engine: &str, kind: &str, count: usize) -> Result<(), String> {
     use mrtr_gate_cli::bench::{RoundKind, plain_rounds};
     use mrtr_gate_cli::fixture::ScenarioHosts;
     use mrtr_gate_host::{ComponentGate, NativeGate};
     const USAGE: &str = "usage: mrtr-gate rounds component|native form|form-new|url|state-only N";
-    let [engine, kind, count] = args else {
-        return Err(USAGE.into());
-    };
     let kind = RoundKind::parse(kind).ok_or(USAGE)?;
-    let count: usize = count.parse().map_err(|_| USAGE)?;
     let hosts = ScenarioHosts::for_bench();
-    match engine.as_str() {
+    match engine {
         "component" => {
             let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
             plain_rounds(
@@ -140,18 +398,17 @@ fn info() -> Result<(), String> {
     Ok(())
 }
 
-fn export(path: Option<&String>) -> Result<(), String> {
-    let path = path.ok_or("usage: mrtr-gate export-component FILE")?;
-    std::fs::write(path, EMBEDDED_COMPONENT).map_err(|e| format!("writing {path}: {e}"))?;
-    println!("{path}: {} bytes", EMBEDDED_COMPONENT.len());
+fn export(path: &std::path::Path) -> Result<(), String> {
+    std::fs::write(path, EMBEDDED_COMPONENT)
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("{}: {} bytes", path.display(), EMBEDDED_COMPONENT.len());
     Ok(())
 }
 
-fn verify(path: Option<&String>) -> Result<(), String> {
-    let path = path.ok_or("usage: mrtr-gate verify-audit FILE")?;
+fn verify(path: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let n = mrtr_gate_core::audit::verify_chain(text.lines())
         .map_err(|b| format!("the chain is broken: {b:?}"))?;
-    println!("{path}: {n} events, chain intact");
+    println!("{}: {n} events, chain intact", path.display());
     Ok(())
 }

@@ -1,0 +1,363 @@
+//! `mrtr-gate call`: one MCP request to a real server through the gate, from the command
+//! line ([`mrtr_gate_client`] does the work; this module picks the services from the flags
+//! and writes what happened for people or, with `--json`, for machines).
+
+use mrtr_gate_client::{
+    Answerer, AnswersFile, Client, ClientConfig, ClientError, Completed, HttpTransport, Observer,
+    StdioTransport, Terminal, TerminalForm, Transport,
+};
+use mrtr_gate_host::consent_screen::{render_answers, render_view};
+use mrtr_gate_host::core::host::{
+    Consent, ConsentDecision, ConsentPrompt, ConsentReceipt, HostError,
+};
+use mrtr_gate_host::core::{ConsentView, Policy};
+use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage, SystemClock};
+use mrtr_gate_host::{ComponentGate, GateRuntime, HostServices};
+use serde_json::{Value, json};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Where the server is.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Spawn this command and talk over its stdin/stdout.
+    Stdio(String),
+    /// Post to this streamable HTTP endpoint.
+    Http(String),
+}
+
+/// Everything `mrtr-gate call` takes.
+#[derive(Clone, Debug)]
+pub struct CallOptions {
+    /// The server.
+    pub target: Target,
+    /// The user the request is bound to.
+    pub user: String,
+    /// The tenant.
+    pub tenant: String,
+    /// Append the audit trail to this JSON-lines file (else it is kept in memory).
+    pub audit: Option<PathBuf>,
+    /// Take answers from this file instead of the terminal form.
+    pub answers: Option<PathBuf>,
+    /// Consent to the answers from `answers` without asking (the consent screen is still
+    /// printed on stderr).
+    pub yes: bool,
+    /// Hand accepted URLs to the system opener (else they are printed).
+    pub open: bool,
+    /// The binding's round cap.
+    pub max_rounds: Option<u32>,
+}
+
+/// Set by Ctrl-C; the loop checks it while it waits and between steps.
+pub static CANCELLED: AtomicBool = AtomicBool::new(false);
+
+/// Consent given in advance on the command line (`--yes`): the screen is shown on stderr as
+/// it would be to a person, and the receipt names the flag.
+struct FlagConsent {
+    counter: AtomicU64,
+}
+
+impl Consent for FlagConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        eprintln!(
+            "{}\nAnswers to send:\n{}\n(consent given with --yes)",
+            render_view(&prompt.view_json),
+            render_answers(&prompt.responses_json)
+        );
+        let n = self.counter.fetch_add(1, Ordering::SeqCst);
+        Ok(ConsentReceipt {
+            receipt_id: format!("cli-yes-{}-{n}", std::process::id()),
+            decision: ConsentDecision::Granted,
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        })
+    }
+}
+
+/// Progress, URLs and Ctrl-C on the terminal.
+struct CliObserver {
+    open: bool,
+    interactive: bool,
+    terminal: Terminal,
+    shown_at: Option<Instant>,
+    tty: bool,
+}
+
+impl Observer for CliObserver {
+    fn waiting(&mut self, method: &str, round: u32, waited: Duration) -> bool {
+        let every = if self.tty {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(5)
+        };
+        if waited >= Duration::from_secs(1) && self.shown_at.is_none_or(|t| t.elapsed() >= every) {
+            self.shown_at = Some(Instant::now());
+            let round = if round == 0 {
+                String::new()
+            } else {
+                format!(" after round {round}")
+            };
+            if self.tty {
+                eprint!(
+                    "\r… waiting for the server: {method}{round}, {} s (Ctrl-C cancels) ",
+                    waited.as_secs()
+                );
+            } else {
+                eprintln!(
+                    "… waiting for the server: {method}{round}, {} s",
+                    waited.as_secs()
+                );
+            }
+        }
+        true
+    }
+
+    fn round(&mut self, view: &ConsentView) {
+        if self.shown_at.take().is_some() && self.tty {
+            eprintln!();
+        }
+        let what = if view.input_keys.is_empty() {
+            "state only".to_owned()
+        } else {
+            view.input_keys.join(", ")
+        };
+        eprintln!("round {} from the server ({what})", view.round);
+    }
+
+    fn open_url(&mut self, url: &str) {
+        if self.open {
+            match open_without_shell(url) {
+                Ok(()) => eprintln!("opened in your browser: {url}"),
+                Err(e) => eprintln!("could not open a browser ({e}); open it yourself: {url}"),
+            }
+        } else {
+            eprintln!("open this URL in your browser: {url}");
+        }
+        if self.interactive {
+            let _ = self.terminal.ask("press Enter when you are done there ");
+        }
+    }
+
+    fn cancelled(&mut self) -> bool {
+        CANCELLED.load(Ordering::SeqCst)
+    }
+}
+
+/// Hand `url` to the system's opener as one argument: no shell ever sees it.
+fn open_without_shell(url: &str) -> std::io::Result<()> {
+    let (program, args): (&str, &[&str]) = if cfg!(target_os = "macos") {
+        ("open", &[])
+    } else if cfg!(windows) {
+        ("rundll32", &["url.dll,FileProtocolHandler"])
+    } else {
+        ("xdg-open", &[])
+    };
+    std::process::Command::new(program)
+        .args(args)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| ())
+}
+
+/// A client with the services the options ask for, connected to the target.
+pub fn connect(
+    options: &CallOptions,
+    runtime: &GateRuntime,
+) -> Result<Client<ComponentGate>, ClientError> {
+    let transport: Box<dyn Transport> = match &options.target {
+        Target::Stdio(command) => {
+            Box::new(StdioTransport::spawn(command).map_err(ClientError::Transport)?)
+        }
+        Target::Http(url) => Box::new(HttpTransport::connect(url).map_err(ClientError::Transport)?),
+    };
+    let terminal = Terminal::stdio();
+    let clock = Arc::new(SystemClock);
+    let consent: mrtr_gate_host::services::SharedConsent = if options.yes {
+        if options.answers.is_none() {
+            return Err(ClientError::Usage("--yes consents to the answers of --answers FILE; without a file the answers are typed, and confirmed, at the terminal".into()));
+        }
+        Arc::new(FlagConsent {
+            counter: AtomicU64::new(1),
+        })
+    } else {
+        Arc::new(terminal.consent())
+    };
+    let audit: mrtr_gate_host::services::SharedAudit = match &options.audit {
+        Some(path) => Arc::new(FileAudit::open(path).map_err(|e| {
+            ClientError::Usage(format!(
+                "--audit {}: {}",
+                path.display(),
+                crate::error_chain(&e)
+            ))
+        })?),
+        None => Arc::new(MemoryAudit::new()),
+    };
+    let services = HostServices {
+        clock: clock.clone(),
+        storage: Arc::new(MemoryStorage::new(clock)),
+        consent,
+        audit,
+    };
+    let answers: Box<dyn Answerer> = match &options.answers {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ClientError::Usage(format!("--answers {}: {e}", path.display())))?;
+            Box::new(AnswersFile::parse(&text).map_err(|e| ClientError::Usage(e.0))?)
+        }
+        None => Box::new(TerminalForm::new(terminal.clone())),
+    };
+    let mut config = ClientConfig::new(options.user.clone(), options.tenant.clone());
+    if let Some(n) = options.max_rounds {
+        config.policy = Policy {
+            max_rounds: n,
+            ..Policy::default()
+        };
+    }
+    let observer = CliObserver {
+        open: options.open,
+        interactive: !options.yes && std::io::stdin().is_terminal(),
+        terminal,
+        shown_at: None,
+        tty: std::io::stderr().is_terminal(),
+    };
+    Ok(Client::new(
+        ComponentGate::new(runtime, services),
+        transport,
+        config,
+        answers,
+    )
+    .with_observer(Box::new(observer)))
+}
+
+/// The params of `method` for `name` (a tool or prompt name, or a resource URI) and the
+/// JSON `arguments`.
+pub fn params(method: &str, name: &str, arguments: Option<&str>) -> Result<Value, ClientError> {
+    let arguments: Option<Value> = arguments
+        .map(|a| {
+            serde_json::from_str(a)
+                .map_err(|e| ClientError::Usage(format!("the arguments are not json: {e}")))
+        })
+        .transpose()?;
+    if arguments.as_ref().is_some_and(|a| !a.is_object()) {
+        return Err(ClientError::Usage(
+            "the arguments must be a JSON object".into(),
+        ));
+    }
+    match method {
+        "tools/call" | "prompts/get" => {
+            Ok(json!({"name": name, "arguments": arguments.unwrap_or_else(|| json!({}))}))
+        }
+        "resources/read" if arguments.is_none() => Ok(json!({"uri": name})),
+        "resources/read" => Err(ClientError::Usage(
+            "resources/read takes a URI and no arguments".into(),
+        )),
+        other => Err(ClientError::Usage(format!(
+            "`{other}` is not tools/call, prompts/get or resources/read"
+        ))),
+    }
+}
+
+/// The process exit code for an outcome (`docs/cli.md`).
+pub fn exit_code(outcome: &Result<Completed, ClientError>) -> u8 {
+    match outcome {
+        Ok(done) if done.result.get("isError") == Some(&Value::Bool(true)) => 6,
+        Ok(_) => 0,
+        Err(e) => error_exit_code(e),
+    }
+}
+
+/// The process exit code for a failure (`docs/cli.md`).
+pub fn error_exit_code(e: &ClientError) -> u8 {
+    match e {
+        ClientError::Refused(_) | ClientError::Peer { .. } => 1,
+        ClientError::Usage(_) => 2,
+        ClientError::Server { .. } | ClientError::UnsupportedVersion(_) => 3,
+        ClientError::Transport(_) => 4,
+        ClientError::Cancelled | ClientError::NoAnswer(_) => 5,
+    }
+}
+
+/// `tools/list`, `prompts/list` or `resources/list`.
+pub fn list(client: &mut Client<ComponentGate>, what: &str) -> Result<Value, ClientError> {
+    match what {
+        "tools" | "prompts" | "resources" => client.request(&format!("{what}/list"), json!({})),
+        other => Err(ClientError::Usage(format!(
+            "`{other}`: list tools, prompts or resources"
+        ))),
+    }
+}
+
+/// One line per item of a list result: its name (or URI) and description.
+pub fn list_lines(result: &Value, what: &str) -> String {
+    let key = if what == "resources" { "uri" } else { "name" };
+    result
+        .get(what)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|item| {
+            let name = item.get(key).and_then(Value::as_str).unwrap_or("?");
+            match item.get("description").and_then(Value::as_str) {
+                Some(d) => format!("{name}  {d}"),
+                None => name.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `--json` object for a failure.
+pub fn error_json(e: &ClientError) -> Value {
+    match e {
+        ClientError::Refused(d) => json!({"ok": false, "code": d.code, "message": d.message,
+            "cause": d.cause.as_str(), "audited": d.audited}),
+        e => json!({"ok": false, "code": e.code(), "message": e.to_string()}),
+    }
+}
+
+/// What to print on stdout for `--json`: one object.
+pub fn json_report(outcome: &Result<Completed, ClientError>) -> Value {
+    match outcome {
+        Ok(done) => json!({"ok": true, "rounds": done.rounds, "result": done.result}),
+        Err(e) => error_json(e),
+    }
+}
+
+/// What to print for people: the result's text (tool content), or the result as JSON.
+pub fn human_report(done: &Completed) -> String {
+    let mut out = String::new();
+    let texts: Vec<&str> = done
+        .result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        out.push_str(&serde_json::to_string_pretty(&done.result).unwrap_or_default());
+    } else {
+        out.push_str(&texts.join("\n"));
+    }
+    out
+}
+
+/// One sentence for a refusal, after the code.
+pub fn refusal_line(e: &ClientError) -> String {
+    match e {
+        ClientError::Refused(d) => format!(
+            "refused: {}: {} (cause: {}; nothing more was sent)",
+            d.code,
+            d.message,
+            d.cause.as_str()
+        ),
+        ClientError::Transport(t) => format!("transport failed: {}: {}", t.code, t.message),
+        other => format!("{}: {other}", other.code()),
+    }
+}

@@ -1,0 +1,580 @@
+//! Where a round's answers come from: a person at a terminal form ([`TerminalForm`]), or a
+//! file written for scripts ([`AnswersFile`]). Either produces the `inputResponses` object;
+//! the gate then checks it against the round's schema and asks for consent, so nothing here
+//! is trusted to be right.
+
+// serde_json's `value["key"]` yields `null` for anything missing; it never panics.
+#![allow(clippy::indexing_slicing)]
+
+use mrtr_gate_host::consent_screen::shown_name;
+use mrtr_gate_host::core::ConsentView;
+use serde_json::{Map, Value, json};
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What the answer source decided for a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Send these `inputResponses` (a JSON object, one member per input key).
+    Send(String),
+    /// Abandon the whole request: nothing is sent.
+    Cancel,
+}
+
+/// Why no answer came.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoAnswer(pub String);
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A source of answers for rounds that ask for input.
+pub trait Answerer {
+    /// Answer the round `view` (its `view_json` says what is asked).
+    fn answer(&mut self, view: &ConsentView) -> Result<Answer, NoAnswer>;
+}
+
+/// Answers written in advance. The file holds either one object (input key to the
+/// `ElicitResult` to send, used for every round that asks that key) or an array of such
+/// objects (the first for round 1, the second for round 2, …).
+#[derive(Clone, Debug)]
+pub struct AnswersFile {
+    rounds: Vec<Map<String, Value>>,
+    every_round: bool,
+}
+
+impl AnswersFile {
+    /// Parse the file's text.
+    pub fn parse(text: &str) -> Result<Self, NoAnswer> {
+        let bad = |why: &str| NoAnswer(format!("the answers file {why}"));
+        match serde_json::from_str::<Value>(text).map_err(|e| bad(&format!("is not json: {e}")))? {
+            Value::Object(map) => Ok(Self {
+                rounds: vec![map],
+                every_round: true,
+            }),
+            Value::Array(items) => {
+                let rounds = items
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Object(m) => Ok(m),
+                        _ => Err(bad("holds an array whose items are not all objects")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok(Self {
+                    rounds,
+                    every_round: false,
+                })
+            }
+            _ => Err(bad("is neither an object nor an array of objects")),
+        }
+    }
+}
+
+impl Answerer for AnswersFile {
+    fn answer(&mut self, view: &ConsentView) -> Result<Answer, NoAnswer> {
+        let index = if self.every_round {
+            0
+        } else {
+            view.round.saturating_sub(1) as usize
+        };
+        let answers = self.rounds.get(index).ok_or_else(|| {
+            NoAnswer(format!(
+                "the answers file has no answers for round {}",
+                view.round
+            ))
+        })?;
+        let mut out = Map::new();
+        for key in &view.input_keys {
+            let answer = answers.get(key).ok_or_else(|| {
+                NoAnswer(format!(
+                    "the answers file has no answer for input {} of round {}",
+                    shown_name(key),
+                    view.round
+                ))
+            })?;
+            out.insert(key.clone(), answer.clone());
+        }
+        Ok(Answer::Send(Value::Object(out).to_string()))
+    }
+}
+
+/// The terminal both the form and the consent prompt read from: one reader, so that neither
+/// buffers lines meant for the other.
+#[derive(Clone)]
+pub struct Terminal {
+    input: Arc<Mutex<Box<dyn BufRead + Send>>>,
+    output: Arc<Mutex<Box<dyn Write + Send>>>,
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Terminal")
+    }
+}
+
+impl Terminal {
+    /// stdin and stderr (stdout is the result's).
+    pub fn stdio() -> Self {
+        Self::with_io(
+            Box::new(std::io::BufReader::new(std::io::stdin())),
+            Box::new(std::io::stderr()),
+        )
+    }
+
+    /// Any reader and writer (tests).
+    pub fn with_io(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
+        Self {
+            input: Arc::new(Mutex::new(input)),
+            output: Arc::new(Mutex::new(output)),
+        }
+    }
+
+    /// Write `text`.
+    pub fn say(&self, text: &str) {
+        let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    }
+
+    /// Show `prompt` and read one line (`None` at the end of input).
+    pub fn ask(&self, prompt: &str) -> Option<String> {
+        self.say(prompt);
+        let mut line = String::new();
+        let read = self
+            .input
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .read_line(&mut line);
+        match read {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+        }
+    }
+
+    /// The consent prompt on this terminal ([`mrtr_gate_host::reference_hosts::TerminalConsent`]).
+    pub fn consent(&self) -> mrtr_gate_host::reference_hosts::TerminalConsent {
+        mrtr_gate_host::reference_hosts::TerminalConsent::with_io(
+            Box::new(std::io::BufReader::with_capacity(
+                1,
+                SharedReader(self.clone()),
+            )),
+            Box::new(SharedWriter(self.clone())),
+        )
+    }
+}
+
+struct SharedReader(Terminal);
+
+impl std::io::Read for SharedReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut input = self.0.input.lock().unwrap_or_else(PoisonError::into_inner);
+        let available = input.fill_buf()?;
+        let n = available.len().min(buf.len());
+        if let (Some(dst), Some(src)) = (buf.get_mut(..n), available.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        input.consume(n);
+        Ok(n)
+    }
+}
+
+struct SharedWriter(Terminal);
+
+impl std::io::Write for SharedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0
+            .output
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .flush()
+    }
+}
+
+/// A form on the terminal for people: each input of the round in turn, each field with its
+/// control (text, number, yes/no, a numbered list) and its constraints; accept, decline or
+/// cancel for each input; `cancel` (or the end of input) abandons the request.
+#[derive(Debug)]
+pub struct TerminalForm {
+    terminal: Terminal,
+}
+
+impl TerminalForm {
+    /// A form on `terminal`.
+    pub fn new(terminal: Terminal) -> Self {
+        Self { terminal }
+    }
+
+    fn action(&self, what: &str) -> Option<&'static str> {
+        loop {
+            let line = self
+                .terminal
+                .ask(&format!("  {what} [a]ccept, [d]ecline, [c]ancel: "))?;
+            match line.trim().to_ascii_lowercase().as_str() {
+                "a" | "accept" => return Some("accept"),
+                "d" | "decline" => return Some("decline"),
+                "c" | "cancel" => return Some("cancel"),
+                _ => self.terminal.say("  type a, d or c\n"),
+            }
+        }
+    }
+
+    fn field(&self, field: &Value) -> Result<Option<Value>, NoAnswer> {
+        let name = field["name"].as_str().unwrap_or_default();
+        let kind = field["type"].as_str().unwrap_or_default();
+        let required = field["required"].as_bool().unwrap_or(false);
+        let mut label = shown_name(name);
+        if let Some(title) = field["title"].as_str() {
+            label = format!("{title} ({label})");
+        }
+        let mut hints = Vec::new();
+        if let Some(d) = field["description"].as_str() {
+            hints.push(d.to_owned());
+        }
+        let options: Vec<&Value> = field["options"]
+            .as_array()
+            .map(|o| o.iter().collect())
+            .unwrap_or_default();
+        match kind {
+            "string" => {
+                if let Some(f) = field["format"].as_str() {
+                    hints.push(format!("format {f}"));
+                }
+                if let (Some(a), Some(b)) =
+                    (field["min_length"].as_u64(), field["max_length"].as_u64())
+                {
+                    hints.push(format!("{a} to {b} characters"));
+                } else if let Some(a) = field["min_length"].as_u64() {
+                    hints.push(format!("at least {a} characters"));
+                } else if let Some(b) = field["max_length"].as_u64() {
+                    hints.push(format!("at most {b} characters"));
+                }
+            }
+            "number" => {
+                let what = if field["integer"].as_bool() == Some(true) {
+                    "a whole number"
+                } else {
+                    "a number"
+                };
+                let range = match (field.get("minimum"), field.get("maximum")) {
+                    (Some(a), Some(b)) => format!(" from {a} to {b}"),
+                    (Some(a), None) => format!(", at least {a}"),
+                    (None, Some(b)) => format!(", at most {b}"),
+                    (None, None) => String::new(),
+                };
+                hints.push(format!("{what}{range}"));
+            }
+            "boolean" => hints.push("y or n".into()),
+            "single_select" | "multi_select" => {
+                let mut list = String::new();
+                for (i, o) in options.iter().enumerate() {
+                    let value = o["value"].as_str().unwrap_or_default();
+                    let title = o["title"]
+                        .as_str()
+                        .map(|t| format!(" {t}"))
+                        .unwrap_or_default();
+                    list.push_str(&format!(
+                        "\n      {}) {}{}",
+                        i + 1,
+                        shown_name(value),
+                        title
+                    ));
+                }
+                hints.push(if kind == "multi_select" {
+                    format!("numbers separated by commas{list}")
+                } else {
+                    format!("one number{list}")
+                });
+            }
+            _ => {
+                return Err(NoAnswer(format!(
+                    "field {} has a type this form cannot show",
+                    shown_name(name)
+                )));
+            }
+        }
+        if let Some(d) = field.get("default") {
+            hints.push(format!("empty for the default {d}"));
+        } else if !required {
+            hints.push("empty to leave out".into());
+        }
+        loop {
+            let prompt = format!(
+                "    {label}{}: ",
+                if hints.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", hints.join("; "))
+                }
+            );
+            let Some(line) = self.terminal.ask(&prompt) else {
+                return Err(NoAnswer("the terminal closed".into()));
+            };
+            let line = line.trim();
+            if line.is_empty() {
+                if let Some(d) = field.get("default") {
+                    return Ok(Some(d.clone()));
+                }
+                if !required {
+                    return Ok(None);
+                }
+                self.terminal.say("    this field is required\n");
+                continue;
+            }
+            match parse_value(kind, field, &options, line) {
+                Some(v) => return Ok(Some(v)),
+                None => self
+                    .terminal
+                    .say("    that does not fit this field; try again\n"),
+            }
+        }
+    }
+}
+
+fn parse_value(kind: &str, field: &Value, options: &[&Value], line: &str) -> Option<Value> {
+    let pick = |token: &str| -> Option<Value> {
+        let n: usize = token.trim().parse().ok()?;
+        options.get(n.checked_sub(1)?).map(|o| o["value"].clone())
+    };
+    match kind {
+        "string" => {
+            // A first check for the person's sake; the gate's schema check is the one that counts.
+            let n = line.chars().count() as u64;
+            let fits = field["min_length"].as_u64().is_none_or(|m| n >= m)
+                && field["max_length"].as_u64().is_none_or(|m| n <= m);
+            fits.then(|| Value::String(line.to_owned()))
+        }
+        "number" => {
+            // Kept as the number text the person typed (the gate compares numbers exactly).
+            let v: Value = serde_json::from_str(line).ok()?;
+            let x = v.as_f64()?;
+            let whole = field["integer"].as_bool() != Some(true)
+                || v.as_i64().is_some()
+                || v.as_u64().is_some();
+            let fits = field["minimum"].as_f64().is_none_or(|m| x >= m)
+                && field["maximum"].as_f64().is_none_or(|m| x <= m);
+            (whole && fits).then_some(v)
+        }
+        "boolean" => match line.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" => Some(Value::Bool(true)),
+            "n" | "no" | "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        "single_select" => pick(line),
+        "multi_select" => line
+            .split(',')
+            .map(pick)
+            .collect::<Option<Vec<_>>>()
+            .map(Value::Array),
+        _ => None,
+    }
+}
+
+impl Answerer for TerminalForm {
+    fn answer(&mut self, view: &ConsentView) -> Result<Answer, NoAnswer> {
+        let parsed: Value = serde_json::from_str(&view.view_json)
+            .map_err(|_| NoAnswer("the consent view does not parse".into()))?;
+        self.terminal.say(&format!(
+            "\n{} asks for input (round {} of at most {}):\n",
+            parsed["server"].as_str().unwrap_or("?"),
+            parsed["round"],
+            parsed["max_rounds"]
+        ));
+        let mut out = Map::new();
+        for input in parsed["inputs"].as_array().into_iter().flatten() {
+            let key = input["key"].as_str().unwrap_or_default().to_owned();
+            let message = input["message"].as_str().unwrap_or_default();
+            self.terminal
+                .say(&format!("\n  input {}: {message}\n", shown_name(&key)));
+            let answer = match input["kind"].as_str() {
+                Some("form") => {
+                    let Some(action) = self.action("fill in this form?") else {
+                        return Ok(Answer::Cancel);
+                    };
+                    if action == "accept" {
+                        let mut content = Map::new();
+                        for field in input["fields"].as_array().into_iter().flatten() {
+                            if let Some(v) = self.field(field)? {
+                                content.insert(
+                                    field["name"].as_str().unwrap_or_default().to_owned(),
+                                    v,
+                                );
+                            }
+                        }
+                        json!({"action": "accept", "content": content})
+                    } else {
+                        json!({"action": action})
+                    }
+                }
+                Some("url") => {
+                    let url = &input["url"];
+                    self.terminal.say(&format!(
+                        "    opens {}\n    host  {}{}{}\n",
+                        url["full"].as_str().unwrap_or("?"),
+                        url["ascii_host"].as_str().unwrap_or("?"),
+                        match url["unicode_host"].as_str() {
+                            Some(u) if Some(u) != url["ascii_host"].as_str() =>
+                                format!(" (shown as {u})"),
+                            _ => String::new(),
+                        },
+                        match url["warnings"].as_array() {
+                            Some(w) if !w.is_empty() => format!(
+                                "\n    WARNING {}",
+                                w.iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            _ => String::new(),
+                        }
+                    ));
+                    let Some(action) = self.action("open this page in your browser?") else {
+                        return Ok(Answer::Cancel);
+                    };
+                    json!({"action": action})
+                }
+                _ => {
+                    return Err(NoAnswer(format!(
+                        "input {} is of a kind this form does not answer",
+                        shown_name(&key)
+                    )));
+                }
+            };
+            out.insert(key, answer);
+        }
+        Ok(Answer::Send(Value::Object(out).to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(round: u32, keys: &[&str], view_json: Value) -> ConsentView {
+        ConsentView {
+            view_json: view_json.to_string(),
+            view_sha256: String::new(),
+            round,
+            input_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            request_state_sha256: None,
+        }
+    }
+
+    #[test]
+    fn a_file_answers_by_key_for_every_round_or_round_by_round() {
+        let mut every =
+            AnswersFile::parse(r#"{"a":{"action":"decline"},"b":{"action":"cancel"}}"#).ok();
+        let v = view(3, &["a"], json!({}));
+        assert_eq!(
+            every.as_mut().map(|f| f.answer(&v)),
+            Some(Ok(Answer::Send(r#"{"a":{"action":"decline"}}"#.into())))
+        );
+        let mut rounds = AnswersFile::parse(
+            r#"[{"a":{"action":"accept","content":{"x":1}}},{"b":{"action":"decline"}}]"#,
+        )
+        .ok();
+        let r2 = rounds
+            .as_mut()
+            .map(|f| f.answer(&view(2, &["b"], json!({}))));
+        assert_eq!(
+            r2,
+            Some(Ok(Answer::Send(r#"{"b":{"action":"decline"}}"#.into())))
+        );
+        let r3 = rounds
+            .as_mut()
+            .map(|f| f.answer(&view(3, &["b"], json!({}))));
+        assert!(matches!(r3, Some(Err(_))), "no third round in the file");
+        let missing = rounds
+            .as_mut()
+            .map(|f| f.answer(&view(1, &["zz"], json!({}))));
+        assert!(matches!(missing, Some(Err(NoAnswer(m))) if m.contains("\"zz\"")));
+    }
+
+    #[test]
+    fn hostile_answer_files_are_refused_not_guessed() {
+        for bad in ["", "5", "[1]", "{", "\"x\"", "null", "[[]]"] {
+            assert!(AnswersFile::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_terminal_form_shows_each_control_and_takes_typed_values() {
+        let input = "a\n\n7\n2\n2\nAda\nx\ny\n1,3\n";
+        let out = Arc::new(Mutex::new(Vec::new()));
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let terminal = Terminal::with_io(
+            Box::new(std::io::Cursor::new(input)),
+            Box::new(Sink(out.clone())),
+        );
+        let fields = json!([
+            {"name": "bags", "type": "number", "integer": true, "minimum": 0, "maximum": 3, "required": true},
+            {"name": "seat", "type": "single_select", "required": true,
+             "options": [{"value": "aisle", "title": "Aisle"}, {"value": "window"}]},
+            {"name": "who", "type": "string", "required": true, "max_length": 10},
+            {"name": "ok", "type": "boolean", "required": true},
+            {"name": "meals", "type": "multi_select", "required": false,
+             "options": [{"value": "veg"}, {"value": "fish"}, {"value": "kids"}]}
+        ]);
+        let v = view(
+            1,
+            &["p"],
+            json!({"server": "https://s/mcp", "round": 1, "max_rounds": 10,
+            "inputs": [{"key": "p", "kind": "form", "message": "Who?", "fields": fields}]}),
+        );
+        let answer = TerminalForm::new(terminal).answer(&v);
+        assert_eq!(
+            answer,
+            Ok(Answer::Send(
+                json!({"p": {"action": "accept", "content": {
+                    "bags": 2, "seat": "window", "who": "Ada", "ok": true, "meals": ["veg", "kids"]}}})
+                .to_string()
+            ))
+        );
+        let shown = String::from_utf8_lossy(&out.lock().unwrap_or_else(PoisonError::into_inner))
+            .into_owned();
+        for hint in [
+            "a whole number from 0 to 3",
+            "1) \"aisle\" Aisle",
+            "at most 10 characters",
+            "y or n",
+            "this field is required",
+        ] {
+            assert!(shown.contains(hint), "{hint} in {shown}");
+        }
+    }
+
+    #[test]
+    fn the_end_of_input_cancels_the_request() {
+        let terminal = Terminal::with_io(
+            Box::new(std::io::Cursor::new("")),
+            Box::new(std::io::sink()),
+        );
+        let v = view(
+            1,
+            &["u"],
+            json!({"inputs": [{"key": "u", "kind": "url", "message": "Pay",
+            "url": {"full": "https://pay.example.com/x", "ascii_host": "pay.example.com", "unicode_host": "pay.example.com", "warnings": []}}]}),
+        );
+        assert_eq!(TerminalForm::new(terminal).answer(&v), Ok(Answer::Cancel));
+    }
+}

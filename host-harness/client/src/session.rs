@@ -1,0 +1,604 @@
+//! The round loop: register before send, gate the raw result, collect the answers, let the
+//! gate build the retry (it asks for consent), send it, repeat. Every exit ends the binding
+//! in the gate: complete, a server error, a refusal, a transport failure or a cancellation
+//! each leave exactly one terminal event in the audit trail.
+
+// serde_json's `value["key"]` yields `null` for anything missing; it never panics.
+#![allow(clippy::indexing_slicing)]
+
+use crate::PROTOCOL_VERSION;
+use crate::answers::{Answer, Answerer};
+use crate::error::ClientError;
+use crate::transport::{Outgoing, Transport, Waiting};
+use mrtr_gate_host::GateApi;
+use mrtr_gate_host::core::{
+    CallerOutcome, ConsentView, FinishRequest, Policy, Registration, RequestId, ResponseVerdict,
+    RetryRequest, ServerIdentity,
+};
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+/// The methods whose results may be `input_required`, and so go through the gate.
+pub const GATED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// Who calls, and what every request declares.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The user the gate binds every request to.
+    pub user: String,
+    /// The tenant.
+    pub tenant: String,
+    /// The policy of each binding (lifetime, round cap, state size).
+    pub policy: Policy,
+    /// `io.modelcontextprotocol/clientCapabilities` on every request: what the server may
+    /// ask for. The default declares form and URL elicitation, nothing deprecated.
+    pub capabilities: Value,
+    /// `io.modelcontextprotocol/clientInfo` on every request.
+    pub client_info: Value,
+}
+
+impl ClientConfig {
+    /// The defaults for `user` in `tenant`.
+    pub fn new(user: impl Into<String>, tenant: impl Into<String>) -> Self {
+        Self {
+            user: user.into(),
+            tenant: tenant.into(),
+            policy: Policy::default(),
+            capabilities: json!({"elicitation": {"form": {}, "url": {}}}),
+            client_info: json!({"name": "mrtr-gate", "version": env!("CARGO_PKG_VERSION")}),
+        }
+    }
+}
+
+/// What the client tells its user while it works. Every method has a default that does
+/// nothing (and never cancels).
+pub trait Observer {
+    /// Called about every quarter second while a response is awaited; `false` cancels.
+    fn waiting(&mut self, _method: &str, _round: u32, _waited: Duration) -> bool {
+        true
+    }
+    /// The gate accepted a round; its answers are about to be collected.
+    fn round(&mut self, _view: &ConsentView) {}
+    /// The user accepted a URL input and the gate built the retry on a granted receipt:
+    /// now is the moment to open `url` (the view's `url.full`) outside the client.
+    fn open_url(&mut self, _url: &str) {}
+    /// Whether the user has asked to stop (checked between steps).
+    fn cancelled(&mut self) -> bool {
+        false
+    }
+}
+
+/// An observer that shows nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// A call in progress: the binding's live id and the next text to send.
+#[derive(Clone, Debug)]
+pub struct Call {
+    method: String,
+    name: Option<String>,
+    original: RequestId,
+    live: RequestId,
+    request_json: String,
+    rounds: u32,
+    ended: bool,
+}
+
+impl Call {
+    /// The id `register` bound.
+    pub fn original_id(&self) -> &RequestId {
+        &self.original
+    }
+    /// The id the next message goes out with.
+    pub fn live_id(&self) -> &RequestId {
+        &self.live
+    }
+    /// Rounds answered so far.
+    pub fn rounds(&self) -> u32 {
+        self.rounds
+    }
+}
+
+/// A complete result.
+#[derive(Clone, Debug)]
+pub struct Completed {
+    /// The response exactly as received.
+    pub response_json: String,
+    /// Its `result` member.
+    pub result: Value,
+    /// How many `input_required` rounds it took.
+    pub rounds: u32,
+}
+
+/// What one exchange of a call brought back.
+#[derive(Clone, Debug)]
+pub enum Turn {
+    /// The call is done.
+    Complete(Completed),
+    /// The gate accepted a round: answer it with [`Client::answer`].
+    InputRequired(ConsentView),
+}
+
+/// An MCP client whose every `tools/call`, `prompts/get` and `resources/read` goes through
+/// the gate.
+pub struct Client<G: GateApi> {
+    gate: G,
+    transport: Box<dyn Transport>,
+    config: ClientConfig,
+    answers: Box<dyn Answerer>,
+    observer: Box<dyn Observer>,
+    next_id: i64,
+}
+
+struct Waiter<'a> {
+    observer: &'a mut dyn Observer,
+    method: &'a str,
+    round: u32,
+}
+
+impl Waiting for Waiter<'_> {
+    fn tick(&mut self, waited: Duration) -> bool {
+        !self.observer.cancelled() && self.observer.waiting(self.method, self.round, waited)
+    }
+}
+
+/// How long the client waits before retrying round `round` of a state-only exchange: the
+/// server asked for nothing but time, so the retry is paced (50 ms, doubling, at most 2 s).
+pub fn state_only_pause(round: u32) -> Duration {
+    let exp = round.saturating_sub(1).min(6);
+    Duration::from_millis((50u64 << exp).min(2000))
+}
+
+impl<G: GateApi> Client<G> {
+    /// A client over `gate` (built on the host services the application chose: its consent
+    /// prompt, its audit sink) talking to `transport`.
+    pub fn new(
+        gate: G,
+        transport: Box<dyn Transport>,
+        config: ClientConfig,
+        answers: Box<dyn Answerer>,
+    ) -> Self {
+        Self {
+            gate,
+            transport,
+            config,
+            answers,
+            observer: Box::new(Silent),
+            next_id: 0,
+        }
+    }
+
+    /// Tell `observer` what happens (progress, rounds, URLs to open, cancellation).
+    pub fn with_observer(mut self, observer: Box<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The server every round is bound to.
+    pub fn server(&self) -> &ServerIdentity {
+        self.transport.server()
+    }
+
+    /// The gate (for `expire_stale`, or a test's look at it).
+    pub fn gate_mut(&mut self) -> &mut G {
+        &mut self.gate
+    }
+
+    fn id(&mut self) -> RequestId {
+        self.next_id += 1;
+        RequestId::Number(self.next_id)
+    }
+
+    /// The `_meta` envelope every request carries.
+    pub fn meta(&self) -> Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": self.config.capabilities,
+            "io.modelcontextprotocol/clientInfo": self.config.client_info,
+        })
+    }
+
+    fn with_meta(&self, params: Value) -> Result<Map<String, Value>, ClientError> {
+        let mut params = match params {
+            Value::Object(m) => m,
+            Value::Null => Map::new(),
+            _ => return Err(ClientError::Usage("params must be a JSON object".into())),
+        };
+        let mut meta = match params.remove("_meta") {
+            Some(Value::Object(m)) => m,
+            None => Map::new(),
+            Some(_) => return Err(ClientError::Usage("`_meta` must be an object".into())),
+        };
+        if let Value::Object(ours) = self.meta() {
+            meta.extend(ours);
+        }
+        params.insert("_meta".into(), Value::Object(meta));
+        Ok(params)
+    }
+
+    /// Send a request the gate does not bind (`server/discover`, `tools/list`, …) and return
+    /// its `result`. A result that is not complete is refused: only the gate's three methods
+    /// may take input rounds, and those go through [`Client::call`].
+    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        if GATED_METHODS.contains(&method) {
+            return Err(ClientError::Usage(format!("{method} goes through `call`")));
+        }
+        let params = self.with_meta(params)?;
+        let id = self.id();
+        let text =
+            json!({"jsonrpc": "2.0", "id": id.to_json(), "method": method, "params": params})
+                .to_string();
+        let mut waiter = Waiter {
+            observer: &mut *self.observer,
+            method,
+            round: 0,
+        };
+        let raw = self
+            .transport
+            .request(
+                Outgoing {
+                    id: &id,
+                    method,
+                    name: None,
+                    protocol_version: PROTOCOL_VERSION,
+                    json: &text,
+                },
+                &mut waiter,
+            )
+            .map_err(|e| {
+                if e.code == "cancelled" {
+                    ClientError::Cancelled
+                } else {
+                    ClientError::Transport(e)
+                }
+            })?;
+        let response: Value = serde_json::from_str(&raw).map_err(|_| ClientError::Peer {
+            code: "malformed_response",
+            message: "the response is not json".into(),
+        })?;
+        if let Some(error) = response.get("error") {
+            return Err(server_error(error));
+        }
+        let result = response
+            .get("result")
+            .cloned()
+            .ok_or_else(|| ClientError::Peer {
+                code: "malformed_response",
+                message: "the response has neither `result` nor `error`".into(),
+            })?;
+        match result.get("resultType") {
+            None => Ok(result),
+            Some(Value::String(t)) if t == "complete" => Ok(result),
+            Some(Value::String(t)) if t == "input_required" => Err(ClientError::Peer {
+                code: "input_required_not_allowed",
+                message: format!(
+                    "the server answered `{method}` with input_required, which only tools/call, prompts/get and resources/read may"
+                ),
+            }),
+            Some(_) => Err(ClientError::Peer {
+                code: "invalid_result_type",
+                message: format!(
+                    "the server answered `{method}` with a resultType this client does not know"
+                ),
+            }),
+        }
+    }
+
+    /// `server/discover`, with the version negotiation of SEP-2575: when the server refuses
+    /// the version (`-32022`) and lists this client's among those it supports, ask once
+    /// more; when it does not, fail with the versions it named. A server that does not know
+    /// `server/discover` (`-32601`) is taken as it is (`Ok(None)`).
+    pub fn discover(&mut self) -> Result<Option<Value>, ClientError> {
+        for _ in 0..2 {
+            match self.request("server/discover", json!({})) {
+                Ok(result) => return Ok(Some(result)),
+                Err(ClientError::Server { code: -32601, .. }) => return Ok(None),
+                Err(ClientError::Server {
+                    code: -32022, data, ..
+                }) => {
+                    let supported = supported_versions(&data);
+                    if !supported.iter().any(|v| v == PROTOCOL_VERSION) {
+                        return Err(ClientError::UnsupportedVersion(supported));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(ClientError::UnsupportedVersion(vec![]))
+    }
+
+    /// Run `method` with `params` (without `_meta`: the client adds it) to the end: every
+    /// round through the gate, answers from the answer source.
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Completed, ClientError> {
+        let mut call = self.start(method, params)?;
+        loop {
+            match self.exchange(&mut call)? {
+                Turn::Complete(done) => return Ok(done),
+                Turn::InputRequired(view) => self.answer(&mut call, &view)?,
+            }
+        }
+    }
+
+    /// Register a call with the gate (nothing is sent yet).
+    pub fn start(&mut self, method: &str, params: Value) -> Result<Call, ClientError> {
+        if !GATED_METHODS.contains(&method) {
+            return Err(ClientError::Usage(format!(
+                "`{method}` is not one of tools/call, prompts/get, resources/read; use `request`"
+            )));
+        }
+        let params = self.with_meta(params)?;
+        let name = ["name", "uri"]
+            .iter()
+            .find_map(|k| params.get(*k).and_then(Value::as_str))
+            .map(str::to_owned);
+        let id = self.id();
+        let registered = self
+            .gate
+            .register(Registration {
+                request_id: id.clone(),
+                server: self.transport.server().clone(),
+                user: self.config.user.clone(),
+                tenant: self.config.tenant.clone(),
+                method: method.into(),
+                params_json: Value::Object(params).to_string(),
+                policy: self.config.policy.clone(),
+            })
+            .map_err(ClientError::Refused)?;
+        Ok(Call {
+            method: method.into(),
+            name,
+            original: id.clone(),
+            live: id,
+            request_json: registered.request_json,
+            rounds: 0,
+            ended: false,
+        })
+    }
+
+    /// Send the call's next message and judge what comes back.
+    pub fn exchange(&mut self, call: &mut Call) -> Result<Turn, ClientError> {
+        if call.ended {
+            return Err(ClientError::Usage("the call has ended".into()));
+        }
+        let mut waiter = Waiter {
+            observer: &mut *self.observer,
+            method: &call.method,
+            round: call.rounds,
+        };
+        let sent = self.transport.request(
+            Outgoing {
+                id: &call.live,
+                method: &call.method,
+                name: call.name.as_deref(),
+                protocol_version: PROTOCOL_VERSION,
+                json: &call.request_json,
+            },
+            &mut waiter,
+        );
+        let raw = match sent {
+            Ok(raw) => raw,
+            Err(e) if e.code == "cancelled" => {
+                self.end(call, CallerOutcome::Cancelled);
+                self.cancel_on_server(call);
+                return Err(ClientError::Cancelled);
+            }
+            Err(e) => {
+                self.end(call, CallerOutcome::Error(e.code.into()));
+                return Err(ClientError::Transport(e));
+            }
+        };
+        let server = self.transport.server().clone();
+        match self.gate.accept_response(&server, &raw) {
+            Ok(ResponseVerdict::InputRequired(view)) => {
+                call.rounds = view.round;
+                self.observer.round(&view);
+                Ok(Turn::InputRequired(view))
+            }
+            Ok(ResponseVerdict::Complete) => {
+                call.ended = true;
+                let result = serde_json::from_str::<Value>(&raw)
+                    .ok()
+                    .and_then(|mut v| v.get_mut("result").map(Value::take))
+                    .unwrap_or(Value::Null);
+                Ok(Turn::Complete(Completed {
+                    response_json: raw,
+                    result,
+                    rounds: call.rounds,
+                }))
+            }
+            Ok(ResponseVerdict::Error(code)) => {
+                call.ended = true;
+                let error = serde_json::from_str::<Value>(&raw)
+                    .ok()
+                    .and_then(|mut v| v.get_mut("error").map(Value::take))
+                    .unwrap_or(Value::Null);
+                let mut e = server_error(&error);
+                if let ClientError::Server { code: c, .. } = &mut e {
+                    *c = code;
+                }
+                Err(e)
+            }
+            Err(denial) => {
+                // Most refusals end the binding in the gate; the rest (a duplicate round) keep
+                // it, and the client gives it up here. Either way nothing more is sent.
+                self.end(call, CallerOutcome::Error("gate_refused".into()));
+                Err(ClientError::Refused(denial))
+            }
+        }
+    }
+
+    /// Answer the round `view` of `call`: collect the answers (none for a state-only round,
+    /// which is paced instead), let the gate validate them, ask for consent and build the
+    /// retry. Afterwards [`Client::exchange`] sends it.
+    pub fn answer(&mut self, call: &mut Call, view: &ConsentView) -> Result<(), ClientError> {
+        if self.observer.cancelled() {
+            self.end(call, CallerOutcome::Cancelled);
+            return Err(ClientError::Cancelled);
+        }
+        let responses = if view.input_keys.is_empty() {
+            let pause = state_only_pause(view.round);
+            let step = Duration::from_millis(50);
+            let mut slept = Duration::ZERO;
+            while slept < pause {
+                if self.observer.cancelled() {
+                    self.end(call, CallerOutcome::Cancelled);
+                    return Err(ClientError::Cancelled);
+                }
+                std::thread::sleep(step.min(pause.saturating_sub(slept)));
+                slept += step;
+            }
+            "{}".to_owned()
+        } else {
+            match self.answers.answer(view) {
+                Ok(Answer::Send(json)) => json,
+                Ok(Answer::Cancel) => {
+                    self.end(call, CallerOutcome::Cancelled);
+                    return Err(ClientError::Cancelled);
+                }
+                Err(why) => {
+                    self.end(call, CallerOutcome::Error("no_answer".into()));
+                    return Err(ClientError::NoAnswer(why.0));
+                }
+            }
+        };
+        let retry_id = self.id();
+        let built = self.gate.build_retry(RetryRequest {
+            server: self.transport.server().clone(),
+            request_id: call.live.clone(),
+            retry_id: retry_id.clone(),
+            user: self.config.user.clone(),
+            tenant: self.config.tenant.clone(),
+            responses_json: responses.clone(),
+        });
+        match built {
+            Ok(retry) => {
+                call.live = retry_id;
+                call.request_json = retry.request_json;
+                for url in accepted_urls(&view.view_json, &responses) {
+                    self.observer.open_url(&url);
+                }
+                Ok(())
+            }
+            Err(denial) => {
+                let outcome = if denial.code == "consent_refused" {
+                    // The user said no at the consent prompt: the request is abandoned.
+                    CallerOutcome::Cancelled
+                } else {
+                    CallerOutcome::Error("gate_refused".into())
+                };
+                self.end(call, outcome);
+                Err(ClientError::Refused(denial))
+            }
+        }
+    }
+
+    /// Abandon `call` (the user cancelled it while its round was open).
+    pub fn cancel(&mut self, call: &mut Call) {
+        self.end(call, CallerOutcome::Cancelled);
+    }
+
+    fn end(&mut self, call: &mut Call, outcome: CallerOutcome) {
+        if call.ended {
+            return;
+        }
+        call.ended = true;
+        // A binding the gate already ended answers `unknown_request`: nothing is left to end.
+        let _ = self.gate.finish(FinishRequest {
+            server: self.transport.server().clone(),
+            request_id: call.live.clone(),
+            user: self.config.user.clone(),
+            tenant: self.config.tenant.clone(),
+            outcome,
+        });
+    }
+
+    fn cancel_on_server(&mut self, call: &Call) {
+        let note = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": call.live.to_json(), "reason": "cancelled by the user", "_meta": self.meta()},
+        });
+        let _ = self
+            .transport
+            .notify("notifications/cancelled", &note.to_string());
+    }
+}
+
+fn server_error(error: &Value) -> ClientError {
+    ClientError::Server {
+        code: error["code"].as_i64().unwrap_or(0),
+        message: error["message"].as_str().unwrap_or_default().to_owned(),
+        data: error.get("data").cloned().unwrap_or(Value::Null),
+    }
+}
+
+fn supported_versions(data: &Value) -> Vec<String> {
+    data.get("supported")
+        .cloned()
+        .and_then(|s| serde_json::from_value::<Vec<String>>(s).ok())
+        .unwrap_or_default()
+}
+
+/// The URLs of the round's URL inputs that the answers accept (`url.full`, the URL the user
+/// saw and the view's digest covers; never the server's raw string).
+fn accepted_urls(view_json: &str, responses_json: &str) -> Vec<String> {
+    let (Ok(view), Ok(responses)) = (
+        serde_json::from_str::<Value>(view_json),
+        serde_json::from_str::<Value>(responses_json),
+    ) else {
+        return Vec::new();
+    };
+    view["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["kind"] == "url")
+        .filter(|i| {
+            i["key"]
+                .as_str()
+                .is_some_and(|k| responses[k]["action"] == "accept")
+        })
+        .filter_map(|i| i["url"]["full"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_only_rounds_are_paced_and_bounded() {
+        assert_eq!(state_only_pause(1), Duration::from_millis(50));
+        assert_eq!(state_only_pause(2), Duration::from_millis(100));
+        assert_eq!(state_only_pause(6), Duration::from_millis(1600));
+        assert_eq!(state_only_pause(7), Duration::from_millis(2000));
+        assert_eq!(state_only_pause(u32::MAX), Duration::from_millis(2000));
+        assert_eq!(state_only_pause(0), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn only_accepted_url_inputs_are_opened() {
+        let view = json!({"inputs": [
+            {"key": "pay", "kind": "url", "url": {"full": "https://pay.example.com/a"}},
+            {"key": "later", "kind": "url", "url": {"full": "https://x.example.com/"}},
+            {"key": "form", "kind": "form"}
+        ]})
+        .to_string();
+        let responses = json!({"pay": {"action": "accept"}, "later": {"action": "decline"},
+            "form": {"action": "accept", "content": {}}})
+        .to_string();
+        assert_eq!(
+            accepted_urls(&view, &responses),
+            vec!["https://pay.example.com/a"]
+        );
+        assert!(accepted_urls("garbage", &responses).is_empty());
+    }
+
+    #[test]
+    fn supported_versions_come_from_the_error_data() {
+        let data = json!({"supported": ["2026-07-28", "2025-11-25"]});
+        assert_eq!(supported_versions(&data), vec!["2026-07-28", "2025-11-25"]);
+        assert!(supported_versions(&json!(null)).is_empty());
+        assert!(supported_versions(&json!({"supported": [1]})).is_empty());
+    }
+}

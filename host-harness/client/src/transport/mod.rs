@@ -1,0 +1,196 @@
+//! How a request reaches a server and its response comes back, as bytes: the gate judges the
+//! text the server sent, so no transport here parses a response into values and writes it
+//! out again. Each transport also names the server the gate binds rounds to: the endpoint it
+//! actually talks to (the URL it posts to, the command it spawned), never `serverInfo`.
+
+pub mod http;
+pub mod stdio;
+
+use mrtr_gate_host::core::{RequestId, ServerIdentity};
+use serde::Deserialize;
+use std::time::Duration;
+
+pub use http::HttpTransport;
+pub use stdio::StdioTransport;
+
+/// The largest message a transport takes from a server. The gate has its own, lower limits
+/// on what it decides on; this one only stops a server from filling the client's memory.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How often a transport that waits for a response calls [`Waiting::tick`].
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// One JSON-RPC request, as the gate (or the client, for methods the gate does not bind)
+/// wrote it.
+#[derive(Clone, Copy, Debug)]
+pub struct Outgoing<'a> {
+    /// Its id: the response is the message with this id.
+    pub id: &'a RequestId,
+    /// Its method (the `Mcp-Method` header).
+    pub method: &'a str,
+    /// `params.name` or `params.uri` (the `Mcp-Name` header).
+    pub name: Option<&'a str>,
+    /// The protocol version its `_meta` names (the `MCP-Protocol-Version` header).
+    pub protocol_version: &'a str,
+    /// The exact text to send.
+    pub json: &'a str,
+}
+
+/// What a transport is told while it waits.
+pub trait Waiting {
+    /// Called about every [`TICK`] while no response has come; `false` cancels the wait.
+    fn tick(&mut self, waited: Duration) -> bool;
+}
+
+/// Wait for ever (tests, scripts that set their own deadline elsewhere).
+pub struct Patient;
+
+impl Waiting for Patient {
+    fn tick(&mut self, _: Duration) -> bool {
+        true
+    }
+}
+
+/// A transport failure: nothing (or nothing usable) came back for the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportError {
+    /// Stable snake_case code (`docs/errors.md`, "The client's own codes").
+    pub code: &'static str,
+    /// What happened, lowercase.
+    pub message: String,
+}
+
+impl TransportError {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// A way to talk to one server.
+pub trait Transport: Send {
+    /// The server the gate binds every round of this transport to.
+    fn server(&self) -> &ServerIdentity;
+
+    /// Send `request` and return the text of the response with its id, as received. Waits
+    /// calling `waiting.tick` until it comes, the server goes away, or the wait is cancelled
+    /// (`cancelled`).
+    fn request(
+        &mut self,
+        request: Outgoing<'_>,
+        waiting: &mut dyn Waiting,
+    ) -> Result<String, TransportError>;
+
+    /// Send a notification (no response is awaited).
+    fn notify(&mut self, method: &str, json: &str) -> Result<(), TransportError>;
+}
+
+/// What a transport reads of a message to route it: its id and whether it is a request or a
+/// notification. Everything else is left to the gate.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// What one incoming message is to the request waiting on `id`.
+pub(crate) enum Routed {
+    /// Its response (or a message so broken that only the gate can say what is wrong: with
+    /// one request outstanding there is nobody else it could be for).
+    Response,
+    /// A request from the server, to be answered with its `id`.
+    ServerRequest(serde_json::Value, String),
+    /// A notification, or a response to some earlier request: not this request's business.
+    Other,
+}
+
+pub(crate) fn route(text: &str, id: &RequestId) -> Routed {
+    // serde would read a struct from an array too (`[]` as all defaults): only an object is
+    // a message to route.
+    if !text.trim_start().starts_with('{') {
+        return Routed::Response;
+    }
+    let Ok(envelope) = serde_json::from_str::<Envelope>(text) else {
+        return Routed::Response;
+    };
+    match (envelope.id, envelope.method) {
+        (Some(sid), Some(method)) => Routed::ServerRequest(sid, method),
+        (None, Some(_)) => Routed::Other,
+        (Some(rid), None) if RequestId::from_json(&rid).as_ref() == Some(id) => Routed::Response,
+        // An error response without an id (`null`): the server could not read our request.
+        (Some(serde_json::Value::Null), None) => Routed::Response,
+        _ => Routed::Other,
+    }
+}
+
+/// The answer to a request the server sent on its own. 2026-07-28 servers ask for input
+/// through `input_required` results, never with requests of their own, so only `ping` is
+/// answered; anything else is refused as unknown (`-32601`), which also keeps a server from
+/// reaching the user around the gate.
+pub(crate) fn answer_server_request(id: &serde_json::Value, method: &str) -> String {
+    let id = id.to_string();
+    if method == "ping" {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
+    } else {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"this client takes input only through input_required results"}}}}"#
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routing_finds_the_response_and_nothing_else() {
+        let id = RequestId::Number(7);
+        assert!(matches!(
+            route(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &id),
+            Routed::Response
+        ));
+        assert!(matches!(
+            route(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#, &id),
+            Routed::Other
+        ));
+        assert!(matches!(
+            route(r#"{"jsonrpc":"2.0","id":6,"result":{}}"#, &id),
+            Routed::Other
+        ));
+        assert!(matches!(
+            route(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+                &id
+            ),
+            Routed::Other
+        ));
+        assert!(matches!(
+            route(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, &id),
+            Routed::ServerRequest(_, m) if m == "ping"
+        ));
+        // Broken text goes to the gate, which names the fault.
+        for broken in ["", "not json", "[]", r#"{"id":7,"id":8}"#, "5"] {
+            assert!(matches!(route(broken, &id), Routed::Response), "{broken}");
+        }
+    }
+
+    #[test]
+    fn server_requests_other_than_ping_are_refused() {
+        let ping = answer_server_request(&serde_json::json!(3), "ping");
+        assert_eq!(ping, r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+        let other = answer_server_request(&serde_json::json!("a"), "elicitation/create");
+        assert!(other.contains(r#""id":"a""#) && other.contains("-32601"));
+    }
+}
