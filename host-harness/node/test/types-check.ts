@@ -27,3 +27,20 @@ const audit = new MemoryAudit(1024);
 const consent = new DecidedConsent();
 consent.decide("a".repeat(64), "b".repeat(64), true);
 void example({ clock: new SystemClock(), storage, consent, audit });
+
+// The SDK client adapter, wired the way its README shows.
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { GatedSdkClient, SdkAdapterError } from "mrtr-gate/sdk-client";
+
+export async function gatedSdk(gate: Gate, url: string): Promise<unknown> {
+  const gated = new GatedSdkClient({ gate, url, user: "alice", tenant: "acme", answer: async () => null, openUrl: (u: string) => void u });
+  const client = new Client({ name: "app", version: "1" }, GatedSdkClient.clientOptions({ capabilities: { elicitation: { form: {} } } }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
+  gated.attach(client);
+  try {
+    return await gated.callTool({ name: "book_flight", arguments: { origin: "OSL" } });
+  } catch (e) {
+    if (e instanceof SdkAdapterError) return e.code;
+    throw e;
+  }
+}

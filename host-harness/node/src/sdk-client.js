@@ -1,0 +1,250 @@
+// The gate inside the official TypeScript SDK client (@modelcontextprotocol/client 2.4.0) over
+// streamable HTTP. The SDK's own multi-round-trip driver fulfils `input_required` rounds with
+// none of the gate's checks; GatedSdkClient turns it off (manual mode) and drives each round
+// through the gate instead:
+//
+// - the SDK keeps what it is good at: ids, the `_meta` envelope, headers, sessions, version
+//   negotiation, routing each response to its caller;
+// - the adapter sits in the transport's `fetch`, the one place the SDK lets a caller see the
+//   bytes: each gated request is registered before it goes out and the body sent is the gate's
+//   own text (a retry is built by the gate, never by the SDK); each response is judged by the
+//   gate on the text received, before the SDK parses it; a refusal fails the request.
+//
+// Over stdio the SDK parses each line before any caller sees it (duplicate keys and exact
+// numbers are gone by then), so this adapter takes HTTP only; for stdio use the gate directly
+// (tests/peers/ts_sdk/test) or `mrtr-gate call --stdio`.
+
+const GATED = new Set(["tools/call", "prompts/get", "resources/read"]);
+// Marks the SDK request a call of this adapter made; removed before the gate binds the params.
+const MARK = "mrtr-gate/call";
+
+/** An error of the adapter itself (the gate's refusals stay GateErrors). */
+export class SdkAdapterError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = "SdkAdapterError";
+    this.code = code;
+  }
+}
+
+/** The data of the SSE event in `text` that carries the response to `id` (or null). */
+export function sseMessageFor(text, id) {
+  let data = [];
+  const found = [];
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    if (line === "") {
+      if (data.length) found.push(data.join("\n"));
+      data = [];
+    } else if (line.startsWith("data:")) {
+      data.push(line.slice(line[5] === " " ? 6 : 5));
+    }
+  }
+  if (data.length) found.push(data.join("\n"));
+  for (const d of found) {
+    try {
+      const m = JSON.parse(d);
+      if (m && typeof m === "object" && !("method" in m) && m.id === id) return d;
+    } catch {
+      // Not a message for us to route: a broken event is judged only if nothing else answers.
+    }
+  }
+  return found.length ? found[found.length - 1] : null;
+}
+
+const pause = (round) => new Promise((r) => setTimeout(r, Math.min(50 * 2 ** Math.min(Math.max(round - 1, 0), 6), 2000)));
+
+function accepted(view, responses) {
+  return (view?.inputs ?? [])
+    .filter((i) => i.kind === "url" && responses?.[i.key]?.action === "accept")
+    .map((i) => i.url.full);
+}
+
+export class GatedSdkClient {
+  #gate;
+  #server;
+  #user;
+  #tenant;
+  #policy;
+  #answer;
+  #openUrl;
+  #base;
+  #client = null;
+  #calls = new Map();
+  #next = 0;
+
+  /**
+   * @param {object} o
+   * @param o.gate      a Gate (its consent service is the app's consent prompt)
+   * @param o.url       the endpoint the transport posts to: the server every round is bound to
+   * @param o.answer    async (view, verdict) => inputResponses object, or null to cancel
+   * @param o.openUrl   (url) => void: called for an accepted URL input once the gate built the
+   *                    retry on a granted receipt (never before)
+   */
+  constructor({ gate, url, user, tenant, policy, answer, openUrl = () => {}, fetch = globalThis.fetch }) {
+    this.#gate = gate;
+    this.#server = { origin: String(url) };
+    this.#user = user;
+    this.#tenant = tenant;
+    this.#policy = policy;
+    this.#answer = answer;
+    this.#openUrl = openUrl;
+    this.#base = fetch;
+    this.fetch = (input, init) => this.#fetch(input, init);
+  }
+
+  /** SDK Client options with auto-fulfilment off and the 2026-07-28 era pinned. */
+  static clientOptions(options = {}) {
+    return {
+      ...options,
+      inputRequired: { ...options.inputRequired, autoFulfill: false },
+      versionNegotiation: { mode: { pin: "2026-07-28" } },
+    };
+  }
+
+  /** Use `client` (connected over a transport whose `fetch` is this adapter's). */
+  attach(client) {
+    this.#client = client;
+    return this;
+  }
+
+  callTool(params, options) {
+    return this.#run("tools/call", params, options, (p, o) => this.#client.callTool(p, o));
+  }
+
+  getPrompt(params, options) {
+    return this.#run("prompts/get", params, options, (p, o) => this.#client.getPrompt(p, o));
+  }
+
+  readResource(params, options) {
+    return this.#run("resources/read", params, options, (p, o) => this.#client.readResource(p, o));
+  }
+
+  async #run(method, params, options, send) {
+    if (!this.#client) throw new SdkAdapterError("usage", "attach the SDK client first");
+    const token = `c${++this.#next}`;
+    const call = { method, liveId: null, responses: null, view: null, verdict: null, error: null };
+    this.#calls.set(token, call);
+    const marked = { ...params, _meta: { ...params?._meta, [MARK]: token } };
+    try {
+      for (;;) {
+        call.verdict = null;
+        let result;
+        try {
+          result = await send(marked, { ...options, allowInputRequired: true });
+        } catch (e) {
+          if (call.error) throw call.error;
+          if (call.verdict?.kind === "error") throw e; // the server's JSON-RPC error; the gate ended it
+          await this.#end(call, options?.signal?.aborted ? null : "transport_failed");
+          throw e;
+        }
+        const verdict = call.verdict;
+        if (!verdict) throw new SdkAdapterError("not_gated", "a response reached the SDK without passing the gate");
+        if (verdict.kind === "complete") return result;
+        // input_required: the gate accepted the round; the app answers it.
+        let responses;
+        if (verdict.inputKeys.length === 0) {
+          await pause(verdict.round);
+          responses = {};
+        } else {
+          responses = await this.#answer(verdict.view, verdict);
+        }
+        if (responses == null || options?.signal?.aborted) {
+          await this.#end(call, null);
+          throw new SdkAdapterError("cancelled", "cancelled; nothing more was sent");
+        }
+        call.responses = responses;
+        call.view = verdict.view;
+      }
+    } finally {
+      this.#calls.delete(token);
+    }
+  }
+
+  async #end(call, error) {
+    if (call.liveId === null) return;
+    const r = { server: this.#server, requestId: call.liveId, user: this.#user, tenant: this.#tenant };
+    try {
+      await this.#gate.finish(error ? { ...r, error } : r);
+    } catch {
+      // Already ended by the gate (unknown_request): nothing left to end.
+    }
+  }
+
+  async #fetch(input, init) {
+    let msg = null;
+    if (typeof init?.body === "string") {
+      try {
+        msg = JSON.parse(init.body);
+      } catch {
+        msg = null;
+      }
+    }
+    if (!msg || typeof msg.method !== "string" || msg.id === undefined) return this.#base(input, init);
+    if (!GATED.has(msg.method)) return this.#ungated(input, init, msg);
+    const token = msg.params?._meta?.[MARK];
+    const call = typeof token === "string" ? this.#calls.get(token) : undefined;
+    if (!call) {
+      throw new SdkAdapterError("not_gated", `${msg.method} must go through GatedSdkClient, which gates its rounds`);
+    }
+    const params = { ...msg.params, _meta: { ...msg.params._meta } };
+    delete params._meta[MARK];
+    let requestJson;
+    try {
+      if (call.liveId === null) {
+        const reg = { requestId: msg.id, server: this.#server, user: this.#user, tenant: this.#tenant, method: msg.method, params: JSON.stringify(params) };
+        requestJson = (await this.#gate.register(this.#policy ? { ...reg, policy: this.#policy } : reg)).requestJson;
+      } else {
+        const retry = await this.#gate.buildRetry({
+          server: this.#server, requestId: call.liveId, retryId: msg.id, user: this.#user, tenant: this.#tenant, responses: call.responses,
+        });
+        requestJson = retry.requestJson;
+        for (const url of accepted(call.view, call.responses)) this.#openUrl(url);
+      }
+    } catch (e) {
+      call.error = e;
+      // A refused retry leaves nothing to send: the call ends (a refused consent cancels it).
+      await this.#end(call, e?.code === "consent_refused" ? null : "gate_refused");
+      throw e;
+    }
+    call.liveId = msg.id;
+    const res = await this.#base(input, { ...init, body: requestJson });
+    const text = await res.text();
+    const sse = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
+    const raw = sse ? sseMessageFor(text, msg.id) : text;
+    if (raw === null || raw === "") {
+      call.error = new SdkAdapterError("no_response", `the server answered http ${res.status} with no json-rpc message`);
+      await this.#end(call, "no_response");
+      throw call.error;
+    }
+    try {
+      call.verdict = await this.#gate.acceptResponse(this.#server, raw);
+    } catch (e) {
+      call.error = e;
+      await this.#end(call, "gate_refused");
+      throw e;
+    }
+    return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
+  }
+
+  // Only the gate's three methods may take input rounds: anything else answered with one is
+  // refused before the SDK sees it.
+  async #ungated(input, init, msg) {
+    const res = await this.#base(input, init);
+    const text = await res.text();
+    const sse = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
+    const raw = sse ? sseMessageFor(text, msg.id) : text;
+    let type;
+    try {
+      type = JSON.parse(raw ?? "null")?.result?.resultType;
+    } catch {
+      type = undefined;
+    }
+    if (type !== undefined && type !== "complete") {
+      throw new SdkAdapterError(
+        type === "input_required" ? "input_required_not_allowed" : "invalid_result_type",
+        `the server answered ${msg.method} with resultType ${JSON.stringify(type)}`,
+      );
+    }
+    return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
+  }
+}

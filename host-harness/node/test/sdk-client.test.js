@@ -1,0 +1,193 @@
+// The gate inside the official TypeScript SDK client (src/sdk-client.js over
+// @modelcontextprotocol/client 2.4.0 in manual mode), against the official TypeScript SDK's
+// server over streamable HTTP (tests/peers/ts_sdk/server.mjs http) and against a raw HTTP
+// server that sends what no SDK sends. Each case asserts what the app ends up with, what went
+// on the wire (the gate's own text, never the SDK's re-encoding) and the audit trail.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createServer } from "node:http";
+import { connect as tcpConnect } from "node:net";
+import { fileURLToPath } from "node:url";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { Gate, GateError } from "../src/index.js";
+import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../src/hosts.js";
+import { GatedSdkClient, SdkAdapterError, sseMessageFor } from "../src/sdk-client.js";
+
+const serverPath = fileURLToPath(new URL("../../../tests/peers/ts_sdk/server.mjs", import.meta.url));
+const SECRETS = ["SECRET-SESSION", "Ada Lovelace"];
+let peer;
+let url;
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(port) {
+  for (let i = 0; i < 200; i++) {
+    const ok = await new Promise((resolve) => {
+      const c = tcpConnect(port, "127.0.0.1", () => { c.end(); resolve(true); });
+      c.on("error", () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("the peer did not start");
+}
+
+before(async () => {
+  const port = await freePort();
+  peer = spawn(process.execPath, [serverPath, "http", String(port)], { stdio: "ignore" });
+  url = `http://127.0.0.1:${port}/mcp`;
+  await waitFor(port);
+});
+
+after(() => peer.kill());
+
+async function setup(target, { answer, consent = () => true, openUrl = () => {} } = {}) {
+  const clock = new SystemClock();
+  const audit = new MemoryAudit();
+  const gate = await Gate.create({ clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(consent), audit });
+  const wire = [];
+  const recording = async (input, init) => {
+    if (typeof init?.body === "string") wire.push(JSON.parse(init.body));
+    return fetch(input, init);
+  };
+  const shown = [];
+  const gated = new GatedSdkClient({
+    gate, url: target, user: "alice", tenant: "acme",
+    answer: async (view) => { shown.push(view); return answer(view); },
+    openUrl, fetch: recording,
+  });
+  const client = new Client({ name: "gated-test", version: "1" },
+    GatedSdkClient.clientOptions({ capabilities: { elicitation: { form: {}, url: {} } } }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(target), { fetch: gated.fetch }));
+  gated.attach(client);
+  const events = () => audit.lines.map((l) => JSON.parse(l));
+  const checkTrail = () => {
+    const all = events();
+    for (const id of new Set(all.filter((e) => e.event === "received").map((e) => e.request_id))) {
+      assert.equal(all.filter((e) => e.event === "terminal" && e.request_id === id).length, 1, `binding ${id}`);
+    }
+    for (const line of audit.lines) for (const s of SECRETS) assert.ok(!line.includes(s), s);
+  };
+  return { gated, client, wire, shown, events, checkTrail };
+}
+
+const text = (result) => result.content[0].text;
+
+test("a form round: the retry on the wire is the gate's, on a new id", async () => {
+  const c = await setup(url, { answer: () => ({ passenger: { action: "accept", content: { full_name: "Ada Lovelace", seat: "window" } } }) });
+  const result = await c.gated.callTool({ name: "book_flight", arguments: { origin: "OSL", destination: "SFO" } });
+  assert.equal(text(result), 'booked OSL-SFO: {"passenger":{"action":"accept","content":{"full_name":"Ada Lovelace","seat":"window"}}}');
+  assert.equal(c.shown[0].inputs[0].fields.find((f) => f.name === "seat").type, "single_select");
+  const calls = c.wire.filter((m) => m.method === "tools/call");
+  assert.equal(calls.length, 2);
+  const [first, retry] = calls;
+  assert.notEqual(first.id, retry.id);
+  assert.equal(first.params.inputResponses, undefined);
+  assert.equal(retry.params.requestState, "OSL-SFO");
+  assert.deepEqual(Object.keys(retry.params.inputResponses), ["passenger"]);
+  for (const m of calls) assert.equal(m.params._meta["mrtr-gate/call"], undefined, "the adapter's mark never reaches the server");
+  assert.equal(retry.params._meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+  assert.deepEqual(c.events().map((e) => e.event), ["received", "consented", "submitted", "terminal"]);
+  c.checkTrail();
+  await c.client.close();
+});
+
+test("a url round: opened only after consent, and only the url the user saw", async () => {
+  const opened = [];
+  const c = await setup(url, { answer: () => ({ pay: { action: "accept" } }), openUrl: (u) => opened.push(u) });
+  const result = await c.gated.callTool({ name: "pay", arguments: { amount: 42 } });
+  assert.equal(text(result), 'paid 42: {"pay":{"action":"accept"}}');
+  assert.deepEqual(opened, ["https://pay.example.com/authorize?session=SECRET-SESSION"]);
+  c.checkTrail();
+  await c.client.close();
+});
+
+test("a refused consent sends nothing and opens nothing", async () => {
+  const opened = [];
+  const c = await setup(url, { answer: () => ({ pay: { action: "accept" } }), consent: () => false, openUrl: (u) => opened.push(u) });
+  await assert.rejects(c.gated.callTool({ name: "pay", arguments: { amount: 42 } }),
+    (e) => e instanceof GateError && e.code === "consent_refused");
+  assert.deepEqual(opened, []);
+  assert.equal(c.wire.filter((m) => m.method === "tools/call").length, 1, "no retry went out");
+  assert.deepEqual(c.events().map((e) => [e.event, e.outcome]), [["received", "accepted"], ["rejected", "denied"], ["terminal", "cancelled"]]);
+  c.checkTrail();
+  await c.client.close();
+});
+
+test("a state-only round is retried without asking the app", async () => {
+  const c = await setup(url, { answer: () => assert.fail("nothing to answer") });
+  const result = await c.gated.callTool({ name: "continue_job", arguments: {} });
+  assert.equal(text(result), "job done after step-1");
+  assert.deepEqual(c.events().map((e) => e.event), ["received", "submitted", "terminal"]);
+  c.checkTrail();
+  await c.client.close();
+});
+
+test("cancelling in the app ends the binding and sends nothing", async () => {
+  const c = await setup(url, { answer: () => null });
+  await assert.rejects(c.gated.callTool({ name: "book_flight", arguments: { origin: "A", destination: "B" } }),
+    (e) => e instanceof SdkAdapterError && e.code === "cancelled");
+  assert.deepEqual(c.events().map((e) => [e.event, e.outcome]), [["received", "accepted"], ["terminal", "cancelled"]]);
+  await c.client.close();
+});
+
+test("a gated method sent around the adapter is refused before it leaves", async () => {
+  const c = await setup(url, { answer: () => ({}) });
+  await assert.rejects(c.client.callTool({ name: "continue_job", arguments: {} }), (e) => e instanceof SdkAdapterError && e.code === "not_gated");
+  assert.equal(c.wire.filter((m) => m.method === "tools/call").length, 0);
+  await c.client.close();
+});
+
+// A server no SDK would write: raw JSON-RPC over HTTP (discover is answered so the SDK's era
+// pin is met).
+async function rawServer(answers) {
+  const port = await freePort();
+  const srv = createServer(async (req, res) => {
+    let body = "";
+    for await (const c of req) body += c;
+    const m = JSON.parse(body);
+    if (m.id === undefined) { res.writeHead(202).end(); return; }
+    const out = m.method === "server/discover"
+      ? JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { resultType: "complete", supportedVersions: ["2026-07-28"], capabilities: { tools: {} }, serverInfo: { name: "raw", version: "1" }, ttlMs: 0, cacheScope: "private" } })
+      : answers[m.method](JSON.stringify(m.id), m);
+    res.writeHead(200, { "content-type": "application/json" }).end(out);
+  });
+  await new Promise((r) => srv.listen(port, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${port}/mcp`, close: () => srv.close() };
+}
+
+test("bytes the SDK would re-encode are judged as received: a duplicate resultType is refused", async () => {
+  const raw = await rawServer({
+    "tools/call": (id) => `{"jsonrpc":"2.0","id":${id},"result":{"resultType":"input_required","requestState":"s","resultType":"complete","content":[]}}`,
+  });
+  const c = await setup(raw.url, { answer: () => ({}) });
+  await assert.rejects(c.gated.callTool({ name: "x", arguments: {} }), (e) => e instanceof GateError && e.code === "duplicate_json_key");
+  c.checkTrail();
+  await c.client.close();
+  raw.close();
+});
+
+test("input_required on tools/list is refused before the SDK sees it", async () => {
+  const raw = await rawServer({
+    "tools/list": (id) => `{"jsonrpc":"2.0","id":${id},"result":{"resultType":"input_required","requestState":"list-state"}}`,
+  });
+  const c = await setup(raw.url, { answer: () => ({}) });
+  await assert.rejects(c.client.listTools(), (e) => e instanceof SdkAdapterError && e.code === "input_required_not_allowed");
+  await c.client.close();
+  raw.close();
+});
+
+test("the SSE event carrying the response is found among others", () => {
+  const stream = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\nid: 1\ndata:\n\nevent: message\r\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\r\n\r\n';
+  assert.equal(sseMessageFor(stream, 7), '{"jsonrpc":"2.0","id":7,"result":{}}');
+  assert.equal(sseMessageFor("", 7), null);
+  assert.equal(sseMessageFor("data: not json\n\n", 7), "not json", "a broken event goes to the gate, which names it");
+});
