@@ -85,6 +85,29 @@ pub trait GateApi {
     fn expire_stale(&mut self) -> Result<u32, GateDenial>;
 }
 
+/// A boxed gate is a gate (a client that picks its engine at run time).
+impl<G: GateApi + ?Sized> GateApi for Box<G> {
+    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
+        (**self).register(r)
+    }
+    fn accept_response(
+        &mut self,
+        server: &ServerIdentity,
+        response_json: &str,
+    ) -> Result<ResponseVerdict, GateDenial> {
+        (**self).accept_response(server, response_json)
+    }
+    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
+        (**self).build_retry(r)
+    }
+    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
+        (**self).finish(r)
+    }
+    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
+        (**self).expire_stale()
+    }
+}
+
 /// The core compiled natively, over the same services.
 pub struct NativeGate {
     gate: core::Gate<HostServices>,

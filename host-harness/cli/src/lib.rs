@@ -6,6 +6,7 @@
 //! run over ([`fixture`]). The end-to-end tests and the criterion benches use them too.
 
 pub mod bench;
+pub mod bench_client;
 pub mod call;
 pub mod conformance;
 pub mod corpus;

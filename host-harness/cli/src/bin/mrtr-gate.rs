@@ -90,6 +90,32 @@ enum Command {
         #[arg(long)]
         scaling: bool,
     },
+    /// What the gate adds to a real round trip: form rounds against a streamable HTTP server
+    /// with the gate and with it off, alternating (defaults: the Python SDK peer's
+    /// `book_flight`, tests/peers/python_sdk/server.py).
+    BenchClient {
+        /// The server.
+        #[arg(long)]
+        http: String,
+        /// Timed calls of each kind.
+        #[arg(long, default_value_t = 300)]
+        calls: usize,
+        /// The tool.
+        #[arg(long, default_value = "book_flight")]
+        tool: String,
+        /// Its arguments.
+        #[arg(long, default_value = r#"{"origin":"OSL","destination":"SFO"}"#)]
+        arguments: String,
+        /// Run the gate compiled natively instead of the component.
+        #[arg(long)]
+        native: bool,
+        /// The answers to its one round.
+        #[arg(
+            long,
+            default_value = r#"{"passenger":{"action":"accept","content":{"full_name":"Ada Lovelace","seat":"window","bags":1}}}"#
+        )]
+        answers: String,
+    },
     /// N rounds and nothing else, for profilers and instruction counters.
     Rounds {
         /// `component` or `native`.
@@ -212,6 +238,25 @@ fn main() -> ExitCode {
             kind,
             count,
         } => rounds(&engine, &kind, count),
+        Command::BenchClient {
+            http,
+            calls,
+            tool,
+            arguments,
+            native,
+            answers,
+        } => serde_json::from_str(&arguments)
+            .map_err(|e| format!("--arguments: {e}"))
+            .and_then(|arguments| {
+                bench_client(&mrtr_gate_cli::bench_client::Workload {
+                    url: http,
+                    tool,
+                    arguments,
+                    answers,
+                    calls,
+                    native,
+                })
+            }),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
         Command::VerifyAudit { file } => verify(&file),
@@ -388,6 +433,12 @@ fn rounds(engine: &str, kind: &str, count: usize) -> Result<(), String> {
         "native" => plain_rounds(&mut NativeGate::new(hosts.services()), kind, count),
         _ => Err(USAGE.into()),
     }
+}
+
+fn bench_client(workload: &mrtr_gate_cli::bench_client::Workload) -> Result<(), String> {
+    let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
+    print!("{}", mrtr_gate_cli::bench_client::run(&runtime, workload)?);
+    Ok(())
 }
 
 fn info() -> Result<(), String> {

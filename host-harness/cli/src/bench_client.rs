@@ -1,0 +1,263 @@
+//! `mrtr-gate bench-client`: what the gate adds to a real round trip. The same client (the
+//! library's loop, its HTTP transport, one answers file) runs a form round against a real
+//! server with the gate, then with a stand-in that does only what any client must do
+//! (write the request, read `resultType`, echo the state back): the ratio of the two is the
+//! gate's overhead. Calls alternate between the two so both see the same server and machine.
+
+// serde_json's `value["key"]` yields `null` for anything missing; it never panics.
+#![allow(clippy::indexing_slicing)]
+
+use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
+use mrtr_gate_host::core::{
+    ConsentView, FinishRequest, Registered, Registration, RequestId, ResponseVerdict, Retry,
+    RetryRequest, ServerIdentity, TerminalOutcome,
+};
+use mrtr_gate_host::reference_hosts::{
+    MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
+};
+use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices};
+use serde_json::{Map, Value, json};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A call the stand-in keeps: its method, its params and the state of its round.
+type OpenCall = (String, Map<String, Value>, Option<Value>);
+
+/// The gate off: the request as the client would write it, the round read for its keys and
+/// state, the retry as params + answers + state. No checks, no consent, no audit.
+#[derive(Default)]
+struct GateOff {
+    calls: HashMap<String, OpenCall>,
+}
+
+fn off_denial(what: &str) -> GateDenial {
+    GateDenial::from(mrtr_gate_host::core::Denial {
+        error: mrtr_gate_host::core::GateError::Caller(
+            mrtr_gate_host::core::CallerMisuse::InvalidParams(what.into()),
+        ),
+        audited: false,
+    })
+}
+
+impl GateApi for GateOff {
+    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
+        let params: Map<String, Value> =
+            serde_json::from_str(&r.params_json).map_err(|_| off_denial("params"))?;
+        let text = json!({"jsonrpc": "2.0", "id": r.request_id.to_json(), "method": r.method, "params": params}).to_string();
+        self.calls
+            .insert(r.request_id.key_fragment(), (r.method, params, None));
+        Ok(Registered {
+            request_json: text,
+            params_sha256: String::new(),
+            expires_at_ms: 0,
+        })
+    }
+
+    fn accept_response(
+        &mut self,
+        _: &ServerIdentity,
+        response_json: &str,
+    ) -> Result<ResponseVerdict, GateDenial> {
+        let v: Value = serde_json::from_str(response_json).map_err(|_| off_denial("response"))?;
+        let id = RequestId::from_json(&v["id"]).ok_or_else(|| off_denial("id"))?;
+        let result = &v["result"];
+        if result["resultType"] != "input_required" {
+            self.calls.remove(&id.key_fragment());
+            return Ok(ResponseVerdict::Complete);
+        }
+        let keys: Vec<String> = result["inputRequests"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        if let Some(call) = self.calls.get_mut(&id.key_fragment()) {
+            call.2 = result.get("requestState").cloned();
+        }
+        Ok(ResponseVerdict::InputRequired(ConsentView {
+            view_json: "{}".into(),
+            view_sha256: String::new(),
+            round: 1,
+            input_keys: keys,
+            request_state_sha256: None,
+        }))
+    }
+
+    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
+        let (method, mut params, state) = self
+            .calls
+            .remove(&r.request_id.key_fragment())
+            .ok_or_else(|| off_denial("round"))?;
+        let responses: Value =
+            serde_json::from_str(&r.responses_json).map_err(|_| off_denial("responses"))?;
+        params.insert("inputResponses".into(), responses);
+        if let Some(state) = state.clone() {
+            params.insert("requestState".into(), state);
+        }
+        let text = json!({"jsonrpc": "2.0", "id": r.retry_id.to_json(), "method": method, "params": params}).to_string();
+        self.calls
+            .insert(r.retry_id.key_fragment(), (method, params, state));
+        Ok(Retry {
+            request_json: text,
+            round: 1,
+            consent_receipt_id: None,
+        })
+    }
+
+    fn finish(&mut self, _: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
+        Ok(TerminalOutcome::Cancelled)
+    }
+
+    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
+        Ok(0)
+    }
+}
+
+/// A gate that also counts the time spent inside it.
+struct Timed<G> {
+    gate: G,
+    spent: Rc<Cell<f64>>,
+}
+
+impl<G: GateApi> Timed<G> {
+    fn time<T>(&mut self, f: impl FnOnce(&mut G) -> T) -> T {
+        let started = Instant::now();
+        let out = f(&mut self.gate);
+        self.spent
+            .set(self.spent.get() + started.elapsed().as_secs_f64() * 1e6);
+        out
+    }
+}
+
+impl<G: GateApi> GateApi for Timed<G> {
+    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
+        self.time(|g| g.register(r))
+    }
+    fn accept_response(
+        &mut self,
+        s: &ServerIdentity,
+        t: &str,
+    ) -> Result<ResponseVerdict, GateDenial> {
+        self.time(|g| g.accept_response(s, t))
+    }
+    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
+        self.time(|g| g.build_retry(r))
+    }
+    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
+        self.time(|g| g.finish(r))
+    }
+    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
+        self.time(|g| g.expire_stale())
+    }
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// What to call, and how often.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// The streamable HTTP endpoint.
+    pub url: String,
+    /// The tool, whose call takes one form round.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// The answers file's text for that round.
+    pub answers: String,
+    /// Timed calls of each kind.
+    pub calls: usize,
+    /// The gate compiled natively instead of the component (to see the sandbox's share).
+    pub native: bool,
+}
+
+/// Run `w.calls` form rounds with the gate and as many with it off, alternating; returns
+/// the report (markdown).
+pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
+    let Workload {
+        url,
+        tool,
+        arguments,
+        answers,
+        calls,
+        native,
+    } = w;
+    let (url, calls, native) = (url.as_str(), *calls, *native);
+    let answers = AnswersFile::parse(answers).map_err(|e| e.0)?;
+    let config = ClientConfig::new("alice", "acme");
+    let clock = Arc::new(SystemClock);
+    let services = HostServices {
+        clock: clock.clone(),
+        storage: Arc::new(MemoryStorage::new(clock)),
+        consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+        audit: Arc::new(MemoryAudit::new()),
+    };
+    let transport = |url: &str| {
+        HttpTransport::connect(url)
+            .map(Box::new)
+            .map_err(|e| e.to_string())
+    };
+    let (spent_on, spent_off) = (Rc::default(), Rc::default());
+    let gate: Box<dyn GateApi> = if native {
+        Box::new(mrtr_gate_host::NativeGate::new(services))
+    } else {
+        Box::new(ComponentGate::new(runtime, services))
+    };
+    let gate = Timed {
+        gate,
+        spent: Rc::clone(&spent_on),
+    };
+    let mut on = Client::new(
+        gate,
+        transport(url)?,
+        config.clone(),
+        Box::new(answers.clone()),
+    );
+    let gate = Timed {
+        gate: GateOff::default(),
+        spent: Rc::clone(&spent_off),
+    };
+    let mut off = Client::new(gate, transport(url)?, config, Box::new(answers));
+    let params = json!({"name": tool, "arguments": arguments});
+    let timed = |client: &mut dyn FnMut() -> Result<u32, String>| -> Result<f64, String> {
+        let started = Instant::now();
+        let rounds = client()?;
+        if rounds != 1 {
+            return Err(format!("the call took {rounds} rounds, not one"));
+        }
+        Ok(started.elapsed().as_secs_f64() * 1e6)
+    };
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut inside_on, mut inside_off) = (Vec::new(), Vec::new());
+    for i in 0..calls + 20 {
+        spent_on.set(0.0);
+        spent_off.set(0.0);
+        let a = timed(&mut || {
+            on.call("tools/call", params.clone())
+                .map(|d| d.rounds)
+                .map_err(|e| e.to_string())
+        })?;
+        let b = timed(&mut || {
+            off.call("tools/call", params.clone())
+                .map(|d| d.rounds)
+                .map_err(|e| e.to_string())
+        })?;
+        // The first calls warm the connection, the server and the instance.
+        if i >= 20 {
+            with.push(a);
+            without.push(b);
+            inside_on.push(spent_on.get());
+            inside_off.push(spent_off.get());
+        }
+    }
+    let (m_on, m_off) = (median(&mut with), median(&mut without));
+    let (g_on, g_off) = (median(&mut inside_on), median(&mut inside_off));
+    Ok(format!(
+        "| a form round over loopback HTTP ({calls} calls each, alternating) | median per call | of which in the gate (or its stand-in) |\n|---|---|---|\n| client with the gate ({}) | {m_on:.0} us | {g_on:.0} us |\n| the same client, gate off | {m_off:.0} us | {g_off:.0} us |\n| **ratio (budget <= 1.10)** | **{:.3}** | |\n",
+        if native { "native core" } else { "component" },
+        m_on / m_off
+    ))
+}
