@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod corpus;
 pub mod demo;
 pub mod fixture;
+pub mod race;
 
 /// An error and its sources, one after the other: `outer: cause: root cause`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -201,7 +201,8 @@ impl std::io::Write for SharedWriter {
 
 /// A form on the terminal for people: each input of the round in turn, each field with its
 /// control (text, number, yes/no, a numbered list) and its constraints; accept, decline or
-/// cancel for each input; `cancel` (or the end of input) abandons the request.
+/// cancel for each input (each an answer the server gets); `q` (or the end of input)
+/// abandons the request and sends nothing.
 #[derive(Debug)]
 pub struct TerminalForm {
     terminal: Terminal,
@@ -213,16 +214,20 @@ impl TerminalForm {
         Self { terminal }
     }
 
+    /// The person's choice for one input: an action to send (`accept`, `decline`, `cancel`:
+    /// each an answer the server receives), or `None` to abandon the whole request (`q`, or
+    /// the end of input): then nothing is sent.
     fn action(&self, what: &str) -> Option<&'static str> {
         loop {
-            let line = self
-                .terminal
-                .ask(&format!("  {what} [a]ccept, [d]ecline, [c]ancel: "))?;
+            let line = self.terminal.ask(&format!(
+                "  {what} [a]ccept, [d]ecline, [c]ancel (sent to the server), [q]uit (send nothing): "
+            ))?;
             match line.trim().to_ascii_lowercase().as_str() {
                 "a" | "accept" => return Some("accept"),
                 "d" | "decline" => return Some("decline"),
                 "c" | "cancel" => return Some("cancel"),
-                _ => self.terminal.say("  type a, d or c\n"),
+                "q" | "quit" => return None,
+                _ => self.terminal.say("  type a, d, c or q\n"),
             }
         }
     }

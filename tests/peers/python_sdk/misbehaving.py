@@ -1,6 +1,7 @@
 """A misbehaving MCP server on the official Python SDK's low-level server (`mcp==2.3.0`): each
 tool sends an `input_required` round (or a result) the gate must refuse, or must let through,
-encoded by the SDK itself. stdio only (`python misbehaving.py`).
+encoded by the SDK itself. Over stdio (`python misbehaving.py`) or streamable HTTP
+(`python misbehaving.py http PORT`: the low-level server's own HTTP app on 127.0.0.1).
 
 Tools: `http_url` and `userinfo_url` (URL elicitations a client must never open), `ref_schema`
 and `nested_schema` (form schemas outside the primitive subset), `oversized_state` (a
@@ -10,6 +11,7 @@ that declared only form elicitation), `big_result` (a 10 MiB complete result, wh
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import anyio
@@ -56,4 +58,9 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    else:
+        anyio.run(main)

@@ -181,6 +181,35 @@ def test_a_missing_answer_cancels_the_request(tmp_path, server):
     r.check_trail()
 
 
+@pytest.fixture(scope="module")
+def misbehaving_http():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen([sys.executable, str(HERE / "misbehaving.py"), "http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "the misbehaving HTTP peer did not start"
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def misbehaving(request, misbehaving_http) -> list[str]:
+    if request.param == "stdio":
+        return ["--stdio", stdio_command("misbehaving.py")]
+    return ["--http", misbehaving_http]
+
+
 @pytest.mark.parametrize(
     "tool,code",
     [
@@ -191,8 +220,8 @@ def test_a_missing_answer_cancels_the_request(tmp_path, server):
         ("oversized_state", "invalid_requestState"),
     ],
 )
-def test_misbehaving_rounds_are_refused(tmp_path, tool, code):
-    r = call(tmp_path, ["--stdio", stdio_command("misbehaving.py")], "--json", "tools/call", tool, "{}")
+def test_misbehaving_rounds_are_refused(tmp_path, misbehaving, tool, code):
+    r = call(tmp_path, misbehaving, "--json", "tools/call", tool, "{}")
     assert r.code == 1
     assert (r.report["code"], r.report["cause"]) == (code, "peer")
     assert [(e["event"], e.get("outcome")) for e in r.events()] == [("rejected", "denied"), ("terminal", "error")]
@@ -219,8 +248,8 @@ def test_tools_are_listed(http_peer):
     assert [line.split()[0] for line in proc.stdout.splitlines()][:2] == ["book_flight", "pay"]
 
 
-def test_a_ten_mib_result_passes(tmp_path):
-    r = call(tmp_path, ["--stdio", stdio_command("misbehaving.py")], "--json", "tools/call", "big_result", "{}")
+def test_a_ten_mib_result_passes(tmp_path, misbehaving):
+    r = call(tmp_path, misbehaving, "--json", "tools/call", "big_result", "{}")
     assert r.code == 0, r.stderr
     assert len(r.report["result"]["content"][0]["text"]) == 10 * 1024 * 1024
 
@@ -249,3 +278,50 @@ def test_a_refusal_is_explained_to_people(tmp_path):
     r = call(tmp_path, ["--stdio", stdio_command("misbehaving.py")], "tools/call", "http_url", "{}")
     assert r.code == 1 and r.stdout == ""
     assert "refused: unsafe_url_elicitation:" in r.stderr and "cause: peer" in r.stderr
+
+
+def test_quit_at_the_form_sends_nothing(tmp_path, server):
+    r = call(tmp_path, server, "--json", "tools/call", "book_flight", '{"origin":"A","destination":"B"}', stdin="q\n")
+    assert r.code == 5 and r.report["code"] == "cancelled"
+    assert [(e["event"], e.get("outcome")) for e in r.events()] == [("received", "accepted"), ("terminal", "cancelled")]
+    r.check_trail()
+
+
+def test_cancel_at_the_form_is_an_answer_the_server_gets(tmp_path, server):
+    # `c` answers the input with `cancel` (sent, so it needs consent: `y`); `q` would send nothing.
+    r = call(tmp_path, server, "tools/call", "book_flight", '{"origin":"A","destination":"B"}', stdin="c\ny\n")
+    assert r.code == 0, r.stderr
+    assert r.stdout.strip() == 'booked A-B: {"passenger": {"action": "cancel"}}'
+    r.check_trail()
+
+
+def fake_opener(tmp_path: Path) -> tuple[dict, Path]:
+    """A system opener on PATH that records its arguments (the real one would start a browser)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "opened.json"
+    opener = bin_dir / "xdg-open"
+    opener.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(record)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    opener.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, record
+
+
+def test_open_hands_the_url_to_the_opener_as_one_argument_after_consent(tmp_path, server):
+    env, record = fake_opener(tmp_path)
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"pay": {"action": "accept"}}))
+    base = [BIN, "call", *server, "--answers", str(answers), "--open"]
+    proc = subprocess.run([*base, "--yes", "tools/call", "pay", '{"amount": 42}'], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for _ in range(50):
+        if record.exists():
+            break
+        time.sleep(0.1)
+    assert [json.loads(line) for line in record.read_text().splitlines()] == [
+        ["https://pay.example.com/authorize?session=SECRET-SESSION"]]
+    # Without consent (no --yes, a closed terminal) the opener is never started.
+    record.unlink()
+    proc = subprocess.run([*base, "tools/call", "pay", '{"amount": 42}'], env=env, input="", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    time.sleep(0.5)
+    assert not record.exists()

@@ -116,6 +116,32 @@ enum Command {
         )]
         answers: String,
     },
+    /// One process of a multi-process race over a shared Redis (host-harness/cli/tests/race.rs):
+    /// attack rounds FIRST..FIRST+ROUNDS as WORKER, one JSON line per attempt.
+    #[command(hide = true)]
+    RaceWorker {
+        /// The Redis URL.
+        #[arg(long)]
+        redis: String,
+        /// The shared namespace.
+        #[arg(long)]
+        namespace: String,
+        /// This process's audit file.
+        #[arg(long)]
+        audit: PathBuf,
+        /// The first round's id.
+        #[arg(long)]
+        first: i64,
+        /// How many rounds.
+        #[arg(long)]
+        rounds: i64,
+        /// This worker's number.
+        #[arg(long)]
+        worker: i64,
+        /// When to start (Unix ms), the same for every worker.
+        #[arg(long, default_value_t = 0)]
+        start_at_ms: u64,
+    },
     /// N rounds and nothing else, for profilers and instruction counters.
     Rounds {
         /// `component` or `native`.
@@ -256,6 +282,33 @@ fn main() -> ExitCode {
                     calls,
                     native,
                 })
+            }),
+        Command::RaceWorker {
+            redis,
+            namespace,
+            audit,
+            first,
+            rounds,
+            worker,
+            start_at_ms,
+        } => GateRuntime::embedded()
+            .map_err(|e| error_chain(&e))
+            .and_then(|runtime| {
+                mrtr_gate_cli::race::attack(
+                    &runtime,
+                    &redis,
+                    &namespace,
+                    &audit,
+                    first,
+                    rounds,
+                    worker,
+                    start_at_ms,
+                )
+            })
+            .map(|lines| {
+                for line in lines {
+                    println!("{line}");
+                }
             }),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),

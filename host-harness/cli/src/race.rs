@@ -1,0 +1,154 @@
+//! Many processes, one store: the rounds of a race (`mrtr-gate race-worker`, run by
+//! `host-harness/cli/tests/race.rs`). One process opens rounds in a shared Redis namespace
+//! ([`open_rounds`]); then several worker processes, each with its own component instance,
+//! its own connection and its own audit file, attack every round at once ([`attack`]): a
+//! genuine retry each (exactly one may win), a replay after a win, a retry id that collides
+//! with the original id, and a submission as another user.
+
+use mrtr_gate_host::core::{
+    Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
+};
+use mrtr_gate_host::reference_hosts::{FileAudit, ScriptedAnswer, ScriptedConsent, SystemClock};
+use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+use mrtr_gate_redis::RedisStorage;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The server every raced round belongs to.
+pub const SERVER: &str = "https://race.example.com/mcp";
+/// The binding's user and tenant.
+pub const USER: &str = "alice@example.com";
+/// The tenant.
+pub const TENANT: &str = "acme";
+
+fn gate(
+    runtime: &GateRuntime,
+    redis: &str,
+    namespace: &str,
+    audit: &Path,
+) -> Result<ComponentGate, String> {
+    let clock = Arc::new(SystemClock);
+    let storage =
+        RedisStorage::connect(redis, namespace, clock.clone()).map_err(|e| e.to_string())?;
+    let audit = FileAudit::open(audit).map_err(|e| crate::error_chain(&e))?;
+    Ok(ComponentGate::new(
+        runtime,
+        HostServices {
+            clock,
+            storage: Arc::new(storage),
+            consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+            audit: Arc::new(audit),
+        },
+    ))
+}
+
+fn server() -> Result<ServerIdentity, String> {
+    ServerIdentity::origin(SERVER).map_err(|e| e.to_string())
+}
+
+/// The answers every genuine retry sends.
+pub fn answers() -> Value {
+    json!({"who": {"action": "accept", "content": {"name": "Ada"}}})
+}
+
+/// Register rounds `1..=rounds` (lifetime `lifetime_ms`) and accept an `input_required`
+/// round for each: afterwards each is open in the store, waiting for its retry.
+pub fn open_rounds(
+    runtime: &GateRuntime,
+    redis: &str,
+    namespace: &str,
+    audit: &Path,
+    first: i64,
+    rounds: i64,
+    lifetime_ms: u64,
+) -> Result<(), String> {
+    let mut g = gate(runtime, redis, namespace, audit)?;
+    let server = server()?;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    });
+    for id in first..first + rounds {
+        g.register(Registration {
+            request_id: RequestId::Number(id),
+            server: server.clone(),
+            user: USER.into(),
+            tenant: TENANT.into(),
+            method: "tools/call".into(),
+            params_json: json!({"name": "book", "arguments": {"n": id}, "_meta": meta}).to_string(),
+            policy: Policy {
+                round_trip_lifetime_ms: lifetime_ms,
+                ..Policy::default()
+            },
+        })
+        .map_err(|d| d.to_string())?;
+        let round = json!({"jsonrpc": "2.0", "id": id, "result": {
+            "resultType": "input_required",
+            "inputRequests": {"who": {"method": "elicitation/create", "params": {
+                "mode": "form", "message": "Who?",
+                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}}},
+            "requestState": format!("state-{id}")}});
+        match g
+            .accept_response(&server, &round.to_string())
+            .map_err(|d| d.to_string())?
+        {
+            ResponseVerdict::InputRequired(_) => {}
+            other => return Err(format!("round {id}: {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Attack rounds `first..first + rounds` as worker `worker`, starting at `start_at_ms` (Unix
+/// ms; every worker gets the same, so they meet on each round); one JSON line per attempt:
+/// `{"round", "worker", "kind", "ok", "code"}`.
+#[allow(clippy::too_many_arguments)]
+pub fn attack(
+    runtime: &GateRuntime,
+    redis: &str,
+    namespace: &str,
+    audit: &Path,
+    first: i64,
+    rounds: i64,
+    worker: i64,
+    start_at_ms: u64,
+) -> Result<Vec<Value>, String> {
+    let mut g = gate(runtime, redis, namespace, audit)?;
+    let server = server()?;
+    // The instance and the connection are ready: wait for the common start.
+    g.instantiate_now().map_err(|d| d.to_string())?;
+    let now = mrtr_gate_host::core::host::Clock::now_ms(&SystemClock);
+    std::thread::sleep(std::time::Duration::from_millis(
+        start_at_ms.saturating_sub(now),
+    ));
+    let mut out = Vec::new();
+    let mut attempt = |g: &mut ComponentGate, round: i64, kind: &str, retry_id: i64, user: &str| {
+        let r = g.build_retry(RetryRequest {
+            server: server.clone(),
+            request_id: RequestId::Number(round),
+            retry_id: RequestId::Number(retry_id),
+            user: user.into(),
+            tenant: TENANT.into(),
+            responses_json: answers().to_string(),
+        });
+        let ok = r.is_ok();
+        out.push(
+            json!({"round": round, "worker": worker, "kind": kind, "ok": ok,
+            "code": r.err().map(|d| d.code)}),
+        );
+        ok
+    };
+    for round in first..first + rounds {
+        // Retry ids are unique per worker and round: 1,000,000 + round * 100 + worker.
+        let own = 1_000_000 + round * 100 + worker;
+        if worker % 2 == 1 {
+            attempt(&mut g, round, "cross_user", own + 50, "mallory@example.com");
+        }
+        attempt(&mut g, round, "id_collision", round, USER);
+        if attempt(&mut g, round, "genuine", own, USER) {
+            attempt(&mut g, round, "replay", own + 60, USER);
+        }
+    }
+    Ok(out)
+}

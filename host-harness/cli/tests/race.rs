@@ -1,0 +1,184 @@
+//! Many processes, one truth: rounds opened in one Redis namespace, then attacked at once by
+//! several `mrtr-gate race-worker` processes, each with its own component instance, its own
+//! Redis connection and its own audit file. Exactly one retry per round; every other attempt
+//! refused with the code for what it was; every audit file an intact chain; across all of
+//! them, exactly one `submitted` event per round. Needs MRTR_GATE_REDIS_URL (scripts/test
+//! starts Redis).
+
+#![cfg(test)]
+
+use mrtr_gate_cli::race;
+use mrtr_gate_host::GateRuntime;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Command;
+
+const WORKERS: i64 = 4;
+const ROUNDS: i64 = 60;
+const LATE: i64 = 5;
+
+fn redis() -> Option<String> {
+    match std::env::var("MRTR_GATE_REDIS_URL") {
+        Ok(url) => Some(url),
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "MRTR_GATE_REDIS_URL is not set (scripts/redis start)"
+            );
+            eprintln!("MRTR_GATE_REDIS_URL is not set: the race is skipped");
+            None
+        }
+    }
+}
+
+#[test]
+fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
+    let Some(url) = redis() else { return };
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-race-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let namespace = format!("race-{}", std::process::id());
+    let runtime = GateRuntime::embedded().unwrap();
+    race::open_rounds(
+        &runtime,
+        &url,
+        &namespace,
+        &dir.join("opener.jsonl"),
+        1,
+        ROUNDS,
+        300_000,
+    )
+    .unwrap();
+    // Late submissions: rounds whose lifetime has passed before anyone answers.
+    race::open_rounds(
+        &runtime,
+        &url,
+        &namespace,
+        &dir.join("opener-late.jsonl"),
+        10_001,
+        LATE,
+        200,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+
+    // Every worker loads the component and connects, then all start at once.
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 1500;
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (url, namespace, dir) = (url.clone(), namespace.clone(), dir.clone());
+            let spawn = move |first: i64, rounds: i64, tag: &str| {
+                Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+                    .args(["race-worker", "--redis", &url, "--namespace", &namespace])
+                    .arg("--audit")
+                    .arg(dir.join(format!("worker-{w}-{tag}.jsonl")))
+                    .args([
+                        "--first",
+                        &first.to_string(),
+                        "--rounds",
+                        &rounds.to_string(),
+                        "--worker",
+                        &w.to_string(),
+                        "--start-at-ms",
+                        &start.to_string(),
+                    ])
+                    .output()
+            };
+            std::thread::spawn(move || {
+                (
+                    spawn(1, ROUNDS, "live").unwrap(),
+                    spawn(10_001, LATE, "late").unwrap(),
+                )
+            })
+        })
+        .collect();
+    let mut attempts: Vec<Value> = Vec::new();
+    for w in workers {
+        let (live, late) = w.join().unwrap();
+        for out in [live, late] {
+            assert!(
+                out.status.success(),
+                "a worker failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            attempts.extend(
+                String::from_utf8(out.stdout)
+                    .unwrap()
+                    .lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
+        }
+    }
+
+    let mut wins: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut by_worker: BTreeMap<i64, usize> = BTreeMap::new();
+    for a in &attempts {
+        let (round, kind, ok, code) = (
+            a["round"].as_i64().unwrap(),
+            a["kind"].as_str().unwrap(),
+            a["ok"].as_bool().unwrap(),
+            a["code"].as_str(),
+        );
+        if round > 10_000 {
+            assert!(!ok, "a late submission went through: {a}");
+            assert_eq!(code, Some("inactive_mrtr_round"), "{a}");
+            continue;
+        }
+        match kind {
+            "genuine" if ok => {
+                *wins.entry(round).or_default() += 1;
+                *by_worker.entry(a["worker"].as_i64().unwrap()).or_default() += 1;
+            }
+            "genuine" => assert!(
+                matches!(code, Some("state_already_used" | "inactive_mrtr_round")),
+                "a losing retry: {a}"
+            ),
+            "replay" => assert_eq!((ok, code), (false, Some("inactive_mrtr_round")), "{a}"),
+            "id_collision" => assert!(
+                !ok && matches!(
+                    code,
+                    Some("retry_requires_new_jsonrpc_id" | "inactive_mrtr_round")
+                ),
+                "{a}"
+            ),
+            "cross_user" => assert!(
+                !ok && matches!(
+                    code,
+                    Some("mrtr_identity_or_argument_mismatch" | "inactive_mrtr_round")
+                ),
+                "{a}"
+            ),
+            other => panic!("unknown attempt {other}"),
+        }
+    }
+    assert_eq!(wins.len() as i64, ROUNDS, "every round was retried");
+    assert!(
+        wins.values().all(|n| *n == 1),
+        "a round was retried twice: {wins:?}"
+    );
+
+    // Every process's trail is an intact chain, and all of them together hold exactly one
+    // `submitted` event per round.
+    let mut submitted: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        mrtr_gate_host::core::audit::verify_chain(text.lines()).unwrap();
+        for line in text.lines() {
+            let e: Value = serde_json::from_str(line).unwrap();
+            if e["event"] == "submitted" {
+                *submitted.entry(e["request_id"].to_string()).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(submitted.len() as i64, ROUNDS);
+    assert!(submitted.values().all(|n| *n == 1), "{submitted:?}");
+    eprintln!(
+        "raced {ROUNDS} rounds (+{LATE} late) across {WORKERS} processes: {} attempts, 0 double uses; rounds won per worker {by_worker:?}",
+        attempts.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
