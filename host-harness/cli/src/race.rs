@@ -5,6 +5,7 @@
 //! genuine retry each (exactly one may win), a replay after a win, a retry id that collides
 //! with the original id, and a submission as another user.
 
+use mrtr_gate_host::core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError};
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
@@ -22,11 +23,44 @@ pub const USER: &str = "alice@example.com";
 /// The tenant.
 pub const TENANT: &str = "acme";
 
+/// How a worker holds still so that the test can kill it at a chosen point.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Holds {
+    /// Inside the consent prompt, before it answers: the round is not consumed yet.
+    pub consent_ms: u64,
+    /// After a retry was built (the round consumed), before the next step.
+    pub after_win_ms: u64,
+}
+
+/// Grants, after printing `{"holding":"consent"}` and waiting (a user thinking it over).
+struct HoldingConsent {
+    hold: std::time::Duration,
+    inner: ScriptedConsent,
+}
+
+impl Consent for HoldingConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        if !self.hold.is_zero() {
+            say(&json!({"holding": "consent"}));
+            std::thread::sleep(self.hold);
+        }
+        self.inner.request_consent(prompt)
+    }
+}
+
+/// One line on stdout, flushed (the test reads it while the worker runs).
+pub fn say(line: &Value) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
 fn gate(
     runtime: &GateRuntime,
     redis: &str,
     namespace: &str,
     audit: &Path,
+    consent_ms: u64,
 ) -> Result<ComponentGate, String> {
     let clock = Arc::new(SystemClock);
     let storage =
@@ -37,7 +71,10 @@ fn gate(
         HostServices {
             clock,
             storage: Arc::new(storage),
-            consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+            consent: Arc::new(HoldingConsent {
+                hold: std::time::Duration::from_millis(consent_ms),
+                inner: ScriptedConsent::new(ScriptedAnswer::Grant),
+            }),
             audit: Arc::new(audit),
         },
     ))
@@ -63,7 +100,7 @@ pub fn open_rounds(
     rounds: i64,
     lifetime_ms: u64,
 ) -> Result<(), String> {
-    let mut g = gate(runtime, redis, namespace, audit)?;
+    let mut g = gate(runtime, redis, namespace, audit, 0)?;
     let server = server()?;
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -101,8 +138,8 @@ pub fn open_rounds(
 }
 
 /// Attack rounds `first..first + rounds` as worker `worker`, starting at `start_at_ms` (Unix
-/// ms; every worker gets the same, so they meet on each round); one JSON line per attempt:
-/// `{"round", "worker", "kind", "ok", "code"}`.
+/// ms; every worker gets the same, so they meet on each round); one JSON line per attempt,
+/// `{"round", "worker", "kind", "ok", "code"}`, printed as it happens.
 #[allow(clippy::too_many_arguments)]
 pub fn attack(
     runtime: &GateRuntime,
@@ -113,8 +150,9 @@ pub fn attack(
     rounds: i64,
     worker: i64,
     start_at_ms: u64,
-) -> Result<Vec<Value>, String> {
-    let mut g = gate(runtime, redis, namespace, audit)?;
+    holds: Holds,
+) -> Result<(), String> {
+    let mut g = gate(runtime, redis, namespace, audit, holds.consent_ms)?;
     let server = server()?;
     // The instance and the connection are ready: wait for the common start.
     g.instantiate_now().map_err(|d| d.to_string())?;
@@ -122,8 +160,7 @@ pub fn attack(
     std::thread::sleep(std::time::Duration::from_millis(
         start_at_ms.saturating_sub(now),
     ));
-    let mut out = Vec::new();
-    let mut attempt = |g: &mut ComponentGate, round: i64, kind: &str, retry_id: i64, user: &str| {
+    let attempt = |g: &mut ComponentGate, round: i64, kind: &str, retry_id: i64, user: &str| {
         let r = g.build_retry(RetryRequest {
             server: server.clone(),
             request_id: RequestId::Number(round),
@@ -133,8 +170,8 @@ pub fn attack(
             responses_json: answers().to_string(),
         });
         let ok = r.is_ok();
-        out.push(
-            json!({"round": round, "worker": worker, "kind": kind, "ok": ok,
+        say(
+            &json!({"round": round, "worker": worker, "kind": kind, "ok": ok,
             "code": r.err().map(|d| d.code)}),
         );
         ok
@@ -147,8 +184,12 @@ pub fn attack(
         }
         attempt(&mut g, round, "id_collision", round, USER);
         if attempt(&mut g, round, "genuine", own, USER) {
+            if holds.after_win_ms > 0 {
+                say(&json!({"holding": "after_win"}));
+                std::thread::sleep(std::time::Duration::from_millis(holds.after_win_ms));
+            }
             attempt(&mut g, round, "replay", own + 60, USER);
         }
     }
-    Ok(out)
+    Ok(())
 }

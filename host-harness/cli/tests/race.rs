@@ -182,3 +182,160 @@ fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A worker process holding at `hold` (`--hold-consent-ms` or `--hold-after-win-ms`) on
+/// round `round`, killed (SIGKILL) as soon as it says it holds there; returns the lines it
+/// printed before.
+fn killed_at(
+    url: &str,
+    namespace: &str,
+    audit: &std::path::Path,
+    round: i64,
+    hold: &str,
+) -> Vec<Value> {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+        .args(["race-worker", "--redis", url, "--namespace", namespace])
+        .arg("--audit")
+        .arg(audit)
+        .args([
+            "--first",
+            &round.to_string(),
+            "--rounds",
+            "1",
+            "--worker",
+            "0",
+            hold,
+            "60000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let holding = v.get("holding").is_some();
+        lines.push(v);
+        if holding {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    child.wait().unwrap();
+    lines
+}
+
+fn attempt_once(url: &str, namespace: &str, audit: &std::path::Path, round: i64) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+        .args(["race-worker", "--redis", url, "--namespace", namespace])
+        .arg("--audit")
+        .arg(audit)
+        .args([
+            "--first",
+            &round.to_string(),
+            "--rounds",
+            "1",
+            "--worker",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn genuine(lines: &[Value]) -> Option<(bool, Option<String>)> {
+    lines.iter().find(|l| l["kind"] == "genuine").map(|l| {
+        (
+            l["ok"].as_bool().unwrap(),
+            l["code"].as_str().map(str::to_owned),
+        )
+    })
+}
+
+#[test]
+fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_valid() {
+    let Some(url) = redis() else { return };
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-kill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let namespace = format!("kill-{}", std::process::id());
+    let runtime = GateRuntime::embedded().unwrap();
+    race::open_rounds(
+        &runtime,
+        &url,
+        &namespace,
+        &dir.join("opener.jsonl"),
+        20_001,
+        2,
+        300_000,
+    )
+    .unwrap();
+
+    // Killed while the user is still looking at the consent prompt: nothing was consumed, so
+    // the round is still there for one retry, from whichever process asks next.
+    let before = killed_at(
+        &url,
+        &namespace,
+        &dir.join("killed-in-consent.jsonl"),
+        20_001,
+        "--hold-consent-ms",
+    );
+    assert!(
+        genuine(&before).is_none(),
+        "it died before its retry was built"
+    );
+    assert_eq!(
+        genuine(&attempt_once(
+            &url,
+            &namespace,
+            &dir.join("next-1.jsonl"),
+            20_001
+        )),
+        Some((true, None))
+    );
+
+    // Killed after its retry was built (the round consumed, the retry perhaps never sent):
+    // no second retry of that round, from any process.
+    let after = killed_at(
+        &url,
+        &namespace,
+        &dir.join("killed-after-win.jsonl"),
+        20_002,
+        "--hold-after-win-ms",
+    );
+    assert_eq!(genuine(&after), Some((true, None)));
+    assert_eq!(
+        genuine(&attempt_once(
+            &url,
+            &namespace,
+            &dir.join("next-2.jsonl"),
+            20_002
+        )),
+        Some((false, Some("inactive_mrtr_round".into())))
+    );
+
+    // Every trail, the killed processes' included, is an intact chain (each append was
+    // durable before it was acknowledged); the killed winner's trail holds its `submitted`.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        mrtr_gate_host::core::audit::verify_chain(text.lines())
+            .unwrap_or_else(|b| panic!("{}: {b:?}", path.display()));
+    }
+    let killed_winner = std::fs::read_to_string(dir.join("killed-after-win.jsonl")).unwrap();
+    assert!(
+        killed_winner
+            .lines()
+            .any(|l| l.contains("\"event\":\"submitted\""))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -24,8 +24,12 @@ use std::time::Duration;
 /// it dead at its TTL, by the host clock; the grace covers clocks that disagree).
 pub const GRACE_MS: u64 = 60_000;
 
-/// How long one Redis call may take before it fails (and the gate denies).
-pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one Redis call may take by default before it fails (and the gate denies with
+/// `storage_failed`). Well under the gate's default call deadline (1 s, which counts the time
+/// spent in storage), so a stalled store is named as such rather than as a guest that ran
+/// out of time; a remote store can be given more ([`RedisStorage::connect_with_timeout`],
+/// with the deadline raised to match).
+pub const TIMEOUT: Duration = Duration::from_millis(250);
 
 // KEYS: the Redis keys. ARGV[1]: now (host ms); ARGV[1 + i]: the version the reader holds of
 // key i ("0": none). Returns, per key, {version, value} ({0, ""}: absent or dead; a value of
@@ -94,6 +98,7 @@ return out
 /// The gate's storage on Redis.
 pub struct RedisStorage {
     client: redis::Client,
+    timeout: Duration,
     connection: Mutex<Option<Connection>>,
     namespace: String,
     clock: Arc<dyn Clock + Send + Sync>,
@@ -134,6 +139,16 @@ impl RedisStorage {
         namespace: &str,
         clock: Arc<dyn Clock + Send + Sync>,
     ) -> Result<Self, HostError> {
+        Self::connect_with_timeout(url, namespace, clock, TIMEOUT)
+    }
+
+    /// [`RedisStorage::connect`], with each call allowed `timeout`.
+    pub fn connect_with_timeout(
+        url: &str,
+        namespace: &str,
+        clock: Arc<dyn Clock + Send + Sync>,
+        timeout: Duration,
+    ) -> Result<Self, HostError> {
         if namespace.is_empty() || namespace.contains(['{', '}', ':', '*', '?', '[', ']']) {
             return Err(HostError::new(
                 "a redis namespace is non-empty, without `{}:*?[]`",
@@ -142,6 +157,7 @@ impl RedisStorage {
         let client = redis::Client::open(url).map_err(|e| host_error("open", &e))?;
         let store = Self {
             client,
+            timeout,
             connection: Mutex::new(None),
             namespace: namespace.to_owned(),
             clock,
@@ -183,10 +199,10 @@ impl RedisStorage {
         if slot.is_none() {
             let c = self
                 .client
-                .get_connection_with_timeout(TIMEOUT)
+                .get_connection_with_timeout(self.timeout)
                 .map_err(|e| host_error("connect", &e))?;
-            c.set_read_timeout(Some(TIMEOUT))
-                .and_then(|()| c.set_write_timeout(Some(TIMEOUT)))
+            c.set_read_timeout(Some(self.timeout))
+                .and_then(|()| c.set_write_timeout(Some(self.timeout)))
                 .map_err(|e| host_error("connect", &e))?;
             *slot = Some(c);
         }

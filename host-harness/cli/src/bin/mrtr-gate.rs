@@ -141,6 +141,12 @@ enum Command {
         /// When to start (Unix ms), the same for every worker.
         #[arg(long, default_value_t = 0)]
         start_at_ms: u64,
+        /// Hold this long inside the consent prompt (so the test can kill the process there).
+        #[arg(long, default_value_t = 0)]
+        hold_consent_ms: u64,
+        /// Hold this long after a retry was built (so the test can kill the process there).
+        #[arg(long, default_value_t = 0)]
+        hold_after_win_ms: u64,
     },
     /// N rounds and nothing else, for profilers and instruction counters.
     Rounds {
@@ -291,6 +297,8 @@ fn main() -> ExitCode {
             rounds,
             worker,
             start_at_ms,
+            hold_consent_ms,
+            hold_after_win_ms,
         } => GateRuntime::embedded()
             .map_err(|e| error_chain(&e))
             .and_then(|runtime| {
@@ -303,12 +311,11 @@ fn main() -> ExitCode {
                     rounds,
                     worker,
                     start_at_ms,
+                    mrtr_gate_cli::race::Holds {
+                        consent_ms: hold_consent_ms,
+                        after_win_ms: hold_after_win_ms,
+                    },
                 )
-            })
-            .map(|lines| {
-                for line in lines {
-                    println!("{line}");
-                }
             }),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
