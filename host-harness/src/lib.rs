@@ -24,6 +24,7 @@ pub mod bindings {
 
 pub mod consent_screen;
 pub mod gate;
+pub mod host_keys;
 pub mod imports;
 pub mod reference_hosts;
 pub mod runtime;
