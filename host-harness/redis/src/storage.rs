@@ -105,6 +105,7 @@ pub struct RedisStorage {
     read: Script,
     write: Script,
     live: Script,
+    round_trips: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RedisStorage {
@@ -164,9 +165,16 @@ impl RedisStorage {
             read: Script::new(READ),
             write: Script::new(WRITE),
             live: Script::new(LIVE),
+            round_trips: std::sync::atomic::AtomicU64::new(0),
         };
         store.with(|_| Ok(()))?;
         Ok(store)
+    }
+
+    /// Calls made to Redis so far (each one round trip; a script's first use on a connection
+    /// may take a second, to load it).
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The Redis key of a gate key.
@@ -209,6 +217,8 @@ impl RedisStorage {
         let Some(c) = slot.as_mut() else {
             return Err(HostError::new("redis connect failed"));
         };
+        self.round_trips
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match f(c) {
             Ok(v) => Ok(v),
             Err(e) => {

@@ -116,6 +116,31 @@ enum Command {
         )]
         answers: String,
     },
+    /// Form rounds from several processes at once against one Redis, and against the
+    /// in-memory store: rounds/s, p50, p99 and Redis calls per round.
+    BenchRedis {
+        /// The Redis URL.
+        #[arg(long)]
+        redis: String,
+        /// Processes at once.
+        #[arg(long, default_value_t = 4)]
+        processes: usize,
+        /// Timed rounds per process.
+        #[arg(long, default_value_t = 500)]
+        rounds: i64,
+        /// Run as one of the processes (internal).
+        #[arg(long, hide = true)]
+        worker: bool,
+        /// The worker's store: the in-memory one instead of Redis (internal).
+        #[arg(long, hide = true)]
+        memory: bool,
+        /// The worker's first id (internal).
+        #[arg(long, hide = true, default_value_t = 1_000_000)]
+        first: i64,
+        /// The shared namespace (internal).
+        #[arg(long, hide = true, default_value = "bench")]
+        namespace: String,
+    },
     /// One process of a multi-process race over a shared Redis (host-harness/cli/tests/race.rs):
     /// attack rounds FIRST..FIRST+ROUNDS as WORKER, one JSON line per attempt.
     #[command(hide = true)]
@@ -317,6 +342,15 @@ fn main() -> ExitCode {
                     },
                 )
             }),
+        Command::BenchRedis {
+            redis,
+            processes,
+            rounds,
+            worker,
+            memory,
+            first,
+            namespace,
+        } => bench_redis(&redis, processes, rounds, worker, memory, first, &namespace),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
         Command::VerifyAudit { file } => verify(&file),
@@ -498,6 +532,70 @@ fn rounds(engine: &str, kind: &str, count: usize) -> Result<(), String> {
 fn bench_client(workload: &mrtr_gate_cli::bench_client::Workload) -> Result<(), String> {
     let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     print!("{}", mrtr_gate_cli::bench_client::run(&runtime, workload)?);
+    Ok(())
+}
+
+fn bench_redis(
+    redis: &str,
+    processes: usize,
+    rounds: i64,
+    worker: bool,
+    memory: bool,
+    first: i64,
+    namespace: &str,
+) -> Result<(), String> {
+    use mrtr_gate_cli::bench_redis as b;
+    if worker {
+        let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
+        let store = (!memory).then_some((redis, namespace));
+        println!("{}", b::worker(&runtime, store, first, rounds)?);
+        return Ok(());
+    }
+    // Load (and cache) the component once, so the processes start from the cache.
+    GateRuntime::embedded().map_err(|e| error_chain(&e))?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let namespace = format!("bench-{}", std::process::id());
+    let mut out = String::from(b::HEAD);
+    for memory in [true, false] {
+        let children: Vec<_> = (0..processes)
+            .map(|p| {
+                let mut c = std::process::Command::new(&exe);
+                c.args([
+                    "bench-redis",
+                    "--worker",
+                    "--redis",
+                    redis,
+                    "--namespace",
+                    &namespace,
+                ])
+                .args(["--rounds", &rounds.to_string()])
+                .args(["--first", &(1_000_000 * (p as i64 + 1)).to_string()]);
+                if memory {
+                    c.arg("--memory");
+                }
+                c.stdout(std::process::Stdio::piped()).spawn()
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        let mut reports = Vec::new();
+        for child in children {
+            let o = child.wait_with_output().map_err(|e| e.to_string())?;
+            if !o.status.success() {
+                return Err("a bench process failed".into());
+            }
+            reports.push(
+                serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let label = if memory {
+            "in-memory (one per process, not shared)"
+        } else {
+            "Redis (shared)"
+        };
+        out.push_str(&b::row(label, &reports));
+    }
+    print!("{out}");
     Ok(())
 }
 
