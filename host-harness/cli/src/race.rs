@@ -65,7 +65,16 @@ fn gate(
     let clock = Arc::new(SystemClock);
     let storage =
         RedisStorage::connect(redis, namespace, clock.clone()).map_err(|e| e.to_string())?;
-    let audit = FileAudit::open(audit).map_err(|e| crate::error_chain(&e))?;
+    // `redis:<trail>` names one trail in Redis shared by every process; anything else is this
+    // process's own file.
+    let audit: Arc<dyn mrtr_gate_host::core::host::Audit + Send + Sync> =
+        match audit.to_str().and_then(|a| a.strip_prefix("redis:")) {
+            Some(trail) => Arc::new(
+                mrtr_gate_redis::RedisAudit::connect(redis, namespace, trail)
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => Arc::new(FileAudit::open(audit).map_err(|e| crate::error_chain(&e))?),
+        };
     Ok(ComponentGate::new(
         runtime,
         HostServices {
@@ -75,7 +84,7 @@ fn gate(
                 hold: std::time::Duration::from_millis(consent_ms),
                 inner: ScriptedConsent::new(ScriptedAnswer::Grant),
             }),
-            audit: Arc::new(audit),
+            audit,
         },
     ))
 }

@@ -339,3 +339,110 @@ fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_va
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round() {
+    let Some(url) = redis() else { return };
+    const SHARED_ROUNDS: i64 = 30;
+    let namespace = format!("shared-{}", std::process::id());
+    let trail = "trail";
+    let runtime = GateRuntime::embedded().unwrap();
+    let shared = std::path::PathBuf::from(format!("redis:{trail}"));
+    race::open_rounds(
+        &runtime,
+        &url,
+        &namespace,
+        &shared,
+        30_001,
+        SHARED_ROUNDS,
+        300_000,
+    )
+    .unwrap();
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 1500;
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+                .args([
+                    "race-worker",
+                    "--redis",
+                    &url,
+                    "--namespace",
+                    &namespace,
+                    "--audit",
+                    &format!("redis:{trail}"),
+                ])
+                .args([
+                    "--first",
+                    "30001",
+                    "--rounds",
+                    &SHARED_ROUNDS.to_string(),
+                    "--worker",
+                    &w.to_string(),
+                ])
+                .args(["--start-at-ms", &start.to_string()])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut attempts: Vec<Value> = Vec::new();
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        attempts.extend(
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    let mut wins: BTreeMap<i64, usize> = BTreeMap::new();
+    for a in attempts
+        .iter()
+        .filter(|a| a["kind"] == "genuine" && a["ok"] == true)
+    {
+        *wins.entry(a["round"].as_i64().unwrap()).or_default() += 1;
+    }
+    let contention = attempts
+        .iter()
+        .filter(|a| a["code"] == "audit_contention")
+        .count();
+    assert!(
+        wins.values().all(|n| *n == 1),
+        "a round was retried twice: {wins:?}"
+    );
+    // One chain, written by five processes: intact end to end, one `submitted` per round won.
+    let lines = mrtr_gate_redis::RedisAudit::connect(&url, &namespace, trail)
+        .unwrap()
+        .lines()
+        .unwrap();
+    mrtr_gate_host::core::audit::verify_chain(lines.iter().map(String::as_str)).unwrap();
+    let submitted = lines
+        .iter()
+        .filter(|l| l.contains("\"event\":\"submitted\""))
+        .count();
+    assert_eq!(
+        submitted,
+        wins.len(),
+        "every retry built is in the one trail, once"
+    );
+    assert_eq!(
+        wins.len() as i64,
+        SHARED_ROUNDS,
+        "every round was retried ({contention} attempts lost to audit contention)"
+    );
+    eprintln!(
+        "one shared trail: {} events from {} processes, {} rounds, {contention} audit_contention denials",
+        lines.len(),
+        WORKERS + 1,
+        wins.len()
+    );
+}

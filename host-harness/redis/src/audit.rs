@@ -1,0 +1,166 @@
+//! [`RedisAudit`]: one hash-chained audit trail for every process of a client, in Redis.
+//!
+//! One chain, not one per process: an append is a Lua script that adds the entry to a stream
+//! only if it extends the head (its `seq` follows the head's, its `prev_sha256` is the head's
+//! digest), moves the head, and reads the line back from the stream, all as one step on the
+//! server. A process whose gate holds an old head gets the new head back (`HeadMoved`) and
+//! the gate writes its event again on top of it. So the trail is a single total order that
+//! `verify_chain` checks end to end, with nothing to merge and no gap a merge could hide.
+//! (Per-process chains merged afterwards would need a reconciler to prove that no process's
+//! tail was dropped; one chain proves it by construction.)
+//!
+//! Stream entry ids are `<seq>-1`, so an entry is found by its position alone.
+
+use mrtr_gate_host::core::digest::sha256_hex;
+use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
+use redis::{Connection, Script};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+// KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
+// Returns {1, stored line} when written, {0, head seq, head sha256} when the head moved.
+const APPEND: &str = r"
+local head = redis.call('HMGET', KEYS[2], 'seq', 'sha')
+local seq = tonumber(head[1] or '0')
+local sha = head[2] or string.rep('0', 64)
+if tonumber(ARGV[1]) ~= seq + 1 or ARGV[2] ~= sha then
+  return {0, tostring(seq), sha}
+end
+local id = ARGV[1] .. '-1'
+redis.call('XADD', KEYS[1], id, 'line', ARGV[4])
+redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'sha', ARGV[3])
+local back = redis.call('XRANGE', KEYS[1], id, id)
+if back[1] == nil then return {1, false} end
+return {1, back[1][2][2]}
+";
+
+/// The shared trail on Redis.
+pub struct RedisAudit {
+    client: redis::Client,
+    timeout: Duration,
+    connection: Mutex<Option<Connection>>,
+    stream: String,
+    head: String,
+    append: Script,
+}
+
+impl std::fmt::Debug for RedisAudit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisAudit")
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+fn failed(what: &str, e: &redis::RedisError) -> HostError {
+    HostError::new(format!("redis audit {what} failed ({:?})", e.kind()))
+}
+
+impl RedisAudit {
+    /// The trail `trail` under `namespace` at `url`. Every process of one client names the
+    /// same trail.
+    pub fn connect(url: &str, namespace: &str, trail: &str) -> Result<Self, HostError> {
+        let bad = |s: &str| s.is_empty() || s.contains(['{', '}', ':', '*', '?', '[', ']']);
+        if bad(namespace) || bad(trail) {
+            return Err(HostError::new(
+                "a redis namespace and trail name are non-empty, without `{}:*?[]`",
+            ));
+        }
+        let client = redis::Client::open(url).map_err(|e| failed("open", &e))?;
+        // The stream and its head share a hash tag: one Cluster slot for the script.
+        let audit = Self {
+            client,
+            timeout: crate::storage::TIMEOUT,
+            connection: Mutex::new(None),
+            stream: format!("{namespace}:{{audit-{trail}}}:stream"),
+            head: format!("{namespace}:{{audit-{trail}}}:head"),
+            append: Script::new(APPEND),
+        };
+        audit.with(|_| Ok(()))?;
+        Ok(audit)
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, HostError> {
+        let mut slot = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            let c = self
+                .client
+                .get_connection_with_timeout(self.timeout)
+                .map_err(|e| failed("connect", &e))?;
+            c.set_read_timeout(Some(self.timeout))
+                .and_then(|()| c.set_write_timeout(Some(self.timeout)))
+                .map_err(|e| failed("connect", &e))?;
+            *slot = Some(c);
+        }
+        let Some(c) = slot.as_mut() else {
+            return Err(HostError::new("redis audit connect failed"));
+        };
+        f(c).inspect_err(|_| *slot = None)
+            .map_err(|e| failed("call", &e))
+    }
+
+    /// The whole trail, oldest first (for `verify_chain` and reconciliation).
+    pub fn lines(&self) -> Result<Vec<String>, HostError> {
+        let entries: Vec<(String, Vec<(String, String)>)> = self.with(|c| {
+            redis::cmd("XRANGE")
+                .arg(&self.stream)
+                .arg("-")
+                .arg("+")
+                .query(c)
+        })?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(_, fields)| {
+                fields
+                    .into_iter()
+                    .find(|(k, _)| k == "line")
+                    .map(|(_, v)| v)
+            })
+            .collect())
+    }
+}
+
+impl Audit for RedisAudit {
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        // The same rule as the file sink: an entry's digest must be its line's.
+        if sha256_hex(entry.line.as_bytes()) != entry.event_sha256 {
+            return Err(HostError::new("the entry's digest is not its line's"));
+        }
+        let mut call = self.append.prepare_invoke();
+        call.key(&self.stream)
+            .key(&self.head)
+            .arg(entry.seq)
+            .arg(&entry.prev_sha256)
+            .arg(&entry.event_sha256)
+            .arg(&entry.line);
+        let reply: Vec<redis::Value> = self.with(|c| call.invoke(c))?;
+        let text = |v: Option<&redis::Value>| -> Option<String> {
+            match v? {
+                redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+                redis::Value::SimpleString(s) => Some(s.clone()),
+                redis::Value::Int(n) => Some(n.to_string()),
+                _ => None,
+            }
+        };
+        match text(reply.first()).as_deref() {
+            Some("1") => Ok(AppendOutcome::Written {
+                stored: text(reply.get(1)),
+            }),
+            Some("0") => {
+                let seq = text(reply.get(1))
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| HostError::new("redis audit returned a bad head"))?;
+                let event_sha256 = text(reply.get(2))
+                    .ok_or_else(|| HostError::new("redis audit returned a bad head"))?;
+                Ok(AppendOutcome::HeadMoved(ChainHead { seq, event_sha256 }))
+            }
+            _ => Err(HostError::new("redis audit returned an unknown reply")),
+        }
+    }
+}
