@@ -12,7 +12,8 @@
 //! [`host`]; every denial is a [`GateError`] with a stable code and a cause.
 //!
 //! Public modules are the ones a host needs beyond the gate itself: [`host`] (the traits),
-//! [`audit`] (verifying a trail), [`canonical`] and [`digest`] (recomputing what the trail
+//! [`audit`] (verifying a trail), [`reconcile`] (what a trail proves, G002), [`canonical`] and
+//! [`digest`] (recomputing what the trail
 //! and the consent receipts bind to). Everything else is the gate's own.
 #![forbid(unsafe_code)]
 
@@ -22,6 +23,7 @@ pub mod digest;
 pub mod host;
 #[cfg(feature = "memory-hosts")]
 pub mod memory;
+pub mod reconcile;
 
 mod error;
 mod formats;

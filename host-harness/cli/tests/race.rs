@@ -439,10 +439,33 @@ fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round
         SHARED_ROUNDS,
         "every round was retried ({contention} attempts lost to audit contention)"
     );
+    // Reconciled (G002): no round used twice, no retry without consent; every binding is
+    // still open (its retry was built, its result never came); each kind of attack found.
+    let report = mrtr_gate_host::core::reconcile::reconcile(lines.iter().map(String::as_str));
+    assert!(report.clean(), "{}", report.to_json());
+    assert_eq!(report.bindings as i64, SHARED_ROUNDS);
+    assert_eq!(report.open.len() as i64, SHARED_ROUNDS);
+    for kind in [
+        "lost_race",
+        "id_collision",
+        "cross_principal",
+        "late_or_replayed",
+    ] {
+        assert!(
+            report.refused.get(kind).is_some_and(|r| !r.is_empty()),
+            "no {kind} in {}",
+            report.to_json()
+        );
+    }
     eprintln!(
-        "one shared trail: {} events from {} processes, {} rounds, {contention} audit_contention denials",
+        "one shared trail: {} events from {} processes, {} rounds, {contention} audit_contention denials; refused {:?}",
         lines.len(),
         WORKERS + 1,
-        wins.len()
+        wins.len(),
+        report
+            .refused
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.len()))
+            .collect::<Vec<_>>()
     );
 }

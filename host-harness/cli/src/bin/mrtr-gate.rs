@@ -189,6 +189,19 @@ enum Command {
         /// Where.
         file: PathBuf,
     },
+    /// Reconcile an audit trail (G002): its chain, bindings still open, expired ones, rounds
+    /// used twice, retries without consent, and every refused attempt by kind. Exits 1 when
+    /// the trail shows a violation.
+    Reconcile {
+        /// A JSON-lines trail, or `redis:<trail>` with --redis and --namespace.
+        trail: String,
+        /// The Redis URL of a `redis:` trail.
+        #[arg(long)]
+        redis: Option<String>,
+        /// The namespace of a `redis:` trail.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+    },
     /// Verify a JSON-lines audit log's hash chain.
     VerifyAudit {
         /// The log.
@@ -354,6 +367,11 @@ fn main() -> ExitCode {
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
         Command::VerifyAudit { file } => verify(&file),
+        Command::Reconcile {
+            trail,
+            redis,
+            namespace,
+        } => return reconcile(&trail, redis.as_deref(), &namespace),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -612,6 +630,34 @@ fn export(path: &std::path::Path) -> Result<(), String> {
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
     println!("{}: {} bytes", path.display(), EMBEDDED_COMPONENT.len());
     Ok(())
+}
+
+fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
+    let lines = match (trail.strip_prefix("redis:"), redis) {
+        (Some(name), Some(url)) => mrtr_gate_redis::RedisAudit::connect(url, namespace, name)
+            .and_then(|a| a.lines())
+            .map_err(|e| e.to_string()),
+        (Some(_), None) => Err("a redis: trail needs --redis URL".into()),
+        (None, _) => std::fs::read_to_string(trail)
+            .map(|t| t.lines().map(str::to_owned).collect())
+            .map_err(|e| format!("{trail}: {e}")),
+    };
+    match lines {
+        Ok(lines) => {
+            let report =
+                mrtr_gate_host::core::reconcile::reconcile(lines.iter().map(String::as_str));
+            println!("{}", report.to_json());
+            if report.clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("mrtr-gate: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn verify(path: &std::path::Path) -> Result<(), String> {
