@@ -11,11 +11,10 @@
 //!
 //! Stream entry ids are `<seq>-1`, so an entry is found by its position alone.
 
+use crate::connection::Conn;
 use mrtr_gate_host::core::digest::sha256_hex;
 use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
-use redis::{Connection, Script};
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use redis::Script;
 
 // KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
 // Returns {1, stored line} when written, {0, head seq, head sha256} when the head moved.
@@ -36,9 +35,7 @@ return {1, back[1][2][2]}
 
 /// The shared trail on Redis.
 pub struct RedisAudit {
-    client: redis::Client,
-    timeout: Duration,
-    connection: Mutex<Option<Connection>>,
+    conn: Conn,
     stream: String,
     head: String,
     append: Script,
@@ -52,10 +49,6 @@ impl std::fmt::Debug for RedisAudit {
     }
 }
 
-fn failed(what: &str, e: &redis::RedisError) -> HostError {
-    HostError::new(format!("redis audit {what} failed ({:?})", e.kind()))
-}
-
 impl RedisAudit {
     /// The trail `trail` under `namespace` at `url`. Every process of one client names the
     /// same trail.
@@ -66,48 +59,18 @@ impl RedisAudit {
                 "a redis namespace and trail name are non-empty, without `{}:*?[]`",
             ));
         }
-        let client = redis::Client::open(url).map_err(|e| failed("open", &e))?;
         // The stream and its head share a hash tag: one Cluster slot for the script.
-        let audit = Self {
-            client,
-            timeout: crate::storage::TIMEOUT,
-            connection: Mutex::new(None),
+        Ok(Self {
+            conn: Conn::open(url, crate::storage::TIMEOUT, "redis audit")?,
             stream: format!("{namespace}:{{audit-{trail}}}:stream"),
             head: format!("{namespace}:{{audit-{trail}}}:head"),
             append: Script::new(APPEND),
-        };
-        audit.with(|_| Ok(()))?;
-        Ok(audit)
-    }
-
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, HostError> {
-        let mut slot = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            let c = self
-                .client
-                .get_connection_with_timeout(self.timeout)
-                .map_err(|e| failed("connect", &e))?;
-            c.set_read_timeout(Some(self.timeout))
-                .and_then(|()| c.set_write_timeout(Some(self.timeout)))
-                .map_err(|e| failed("connect", &e))?;
-            *slot = Some(c);
-        }
-        let Some(c) = slot.as_mut() else {
-            return Err(HostError::new("redis audit connect failed"));
-        };
-        f(c).inspect_err(|_| *slot = None)
-            .map_err(|e| failed("call", &e))
+        })
     }
 
     /// The whole trail, oldest first (for `verify_chain` and reconciliation).
     pub fn lines(&self) -> Result<Vec<String>, HostError> {
-        let entries: Vec<(String, Vec<(String, String)>)> = self.with(|c| {
+        let entries: Vec<(String, Vec<(String, String)>)> = self.conn.with(|c| {
             redis::cmd("XRANGE")
                 .arg(&self.stream)
                 .arg("-")
@@ -139,7 +102,7 @@ impl Audit for RedisAudit {
             .arg(&entry.prev_sha256)
             .arg(&entry.event_sha256)
             .arg(&entry.line);
-        let reply: Vec<redis::Value> = self.with(|c| call.invoke(c))?;
+        let reply: Vec<redis::Value> = self.conn.with(|c| call.invoke(c))?;
         let text = |v: Option<&redis::Value>| -> Option<String> {
             match v? {
                 redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),

@@ -7,6 +7,7 @@
 //! and why it is built this way.
 
 pub mod audit;
+mod connection;
 pub mod storage;
 
 pub use audit::RedisAudit;

@@ -15,9 +15,10 @@
 //!   in one Redis Cluster slot with its counter. Values are opaque to Redis: hashes of
 //!   `v` (version), `e` (expiry, host ms) and `d` (the gate's text).
 
+use crate::connection::Conn;
 use mrtr_gate_host::core::host::{Clock, HostError, ReadKey, Storage, Versioned, Write};
-use redis::{Connection, Script};
-use std::sync::{Arc, Mutex, PoisonError};
+use redis::Script;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a value outlives its TTL in Redis before Redis drops it on its own (the gate sees
@@ -97,15 +98,12 @@ return out
 
 /// The gate's storage on Redis.
 pub struct RedisStorage {
-    client: redis::Client,
-    timeout: Duration,
-    connection: Mutex<Option<Connection>>,
+    conn: Conn,
     namespace: String,
     clock: Arc<dyn Clock + Send + Sync>,
     read: Script,
     write: Script,
     live: Script,
-    round_trips: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RedisStorage {
@@ -114,11 +112,6 @@ impl std::fmt::Debug for RedisStorage {
             .field("namespace", &self.namespace)
             .finish_non_exhaustive()
     }
-}
-
-fn host_error(what: &str, e: &redis::RedisError) -> HostError {
-    // The kind, not the text: a Redis error can quote the command, and so a value.
-    HostError::new(format!("redis {what} failed ({:?})", e.kind()))
 }
 
 /// The hash tag of a gate key: the server part of `mrtr-gate/v3/id/<key part>/…`, so every
@@ -155,26 +148,20 @@ impl RedisStorage {
                 "a redis namespace is non-empty, without `{}:*?[]`",
             ));
         }
-        let client = redis::Client::open(url).map_err(|e| host_error("open", &e))?;
-        let store = Self {
-            client,
-            timeout,
-            connection: Mutex::new(None),
+        Ok(Self {
+            conn: Conn::open(url, timeout, "redis")?,
             namespace: namespace.to_owned(),
             clock,
             read: Script::new(READ),
             write: Script::new(WRITE),
             live: Script::new(LIVE),
-            round_trips: std::sync::atomic::AtomicU64::new(0),
-        };
-        store.with(|_| Ok(()))?;
-        Ok(store)
+        })
     }
 
     /// Calls made to Redis so far (each one round trip; a script's first use on a connection
     /// may take a second, to load it).
     pub fn round_trips(&self) -> u64 {
-        self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
+        self.conn.calls()
     }
 
     /// The Redis key of a gate key.
@@ -192,40 +179,6 @@ impl RedisStorage {
             .strip_prefix(":{")?;
         let (_, key) = rest.split_once("}:")?;
         Some(key)
-    }
-
-    /// Run `f` on the connection, connecting first if there is none; a failed call drops the
-    /// connection so the next one starts afresh (Redis restarted, a timeout).
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, HostError> {
-        let mut slot = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            let c = self
-                .client
-                .get_connection_with_timeout(self.timeout)
-                .map_err(|e| host_error("connect", &e))?;
-            c.set_read_timeout(Some(self.timeout))
-                .and_then(|()| c.set_write_timeout(Some(self.timeout)))
-                .map_err(|e| host_error("connect", &e))?;
-            *slot = Some(c);
-        }
-        let Some(c) = slot.as_mut() else {
-            return Err(HostError::new("redis connect failed"));
-        };
-        self.round_trips
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match f(c) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                *slot = None;
-                Err(host_error("call", &e))
-            }
-        }
     }
 }
 
@@ -246,7 +199,7 @@ impl Storage for RedisStorage {
             call.key(self.redis_key(k.key));
             call.arg(k.have.unwrap_or(0));
         }
-        let flat: Vec<String> = self.with(|c| call.invoke(c))?;
+        let flat: Vec<String> = self.conn.with(|c| call.invoke(c))?;
         if flat.len() != keys.len() * 2 {
             return Err(HostError::new("redis returned a short read"));
         }
@@ -278,7 +231,7 @@ impl Storage for RedisStorage {
                 .arg(w.value.unwrap_or(""))
                 .arg(w.ttl_ms.max(1));
         }
-        let applied: Vec<String> = self.with(|c| call.invoke(c))?;
+        let applied: Vec<String> = self.conn.with(|c| call.invoke(c))?;
         if applied.len() > writes.len() {
             return Err(HostError::new("redis applied more writes than asked"));
         }
@@ -287,7 +240,7 @@ impl Storage for RedisStorage {
 
     fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
         let pattern = format!("{}:{{*}}:{}*", self.namespace, glob_escape(prefix));
-        let found: Vec<String> = self.with(|c| {
+        let found: Vec<String> = self.conn.with(|c| {
             let iter: redis::Iter<'_, String> = redis::cmd("SCAN")
                 .cursor_arg(0)
                 .arg("MATCH")
@@ -306,7 +259,7 @@ impl Storage for RedisStorage {
             for k in chunk {
                 call.key(k);
             }
-            let keys: Vec<String> = self.with(|c| call.invoke(c))?;
+            let keys: Vec<String> = self.conn.with(|c| call.invoke(c))?;
             live.extend(keys);
         }
         Ok(live
