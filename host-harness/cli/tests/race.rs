@@ -100,17 +100,7 @@ fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
     for w in workers {
         let (live, late) = w.join().unwrap();
         for out in [live, late] {
-            assert!(
-                out.status.success(),
-                "a worker failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            attempts.extend(
-                String::from_utf8(out.stdout)
-                    .unwrap()
-                    .lines()
-                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-            );
+            attempts.extend(worker_lines(out));
         }
     }
 
@@ -240,9 +230,14 @@ fn attempt_once(url: &str, namespace: &str, audit: &std::path::Path, round: i64)
         ])
         .output()
         .unwrap();
+    worker_lines(out)
+}
+
+/// The JSON lines a worker printed, one per attempt; the worker must have succeeded.
+fn worker_lines(out: std::process::Output) -> Vec<Value> {
     assert!(
         out.status.success(),
-        "{}",
+        "a worker failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)
@@ -391,18 +386,7 @@ fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round
         .collect();
     let mut attempts: Vec<Value> = Vec::new();
     for w in workers {
-        let out = w.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        attempts.extend(
-            String::from_utf8(out.stdout)
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-        );
+        attempts.extend(worker_lines(w.wait_with_output().unwrap()));
     }
     let mut wins: BTreeMap<i64, usize> = BTreeMap::new();
     for a in attempts

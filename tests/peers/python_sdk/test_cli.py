@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_sdk_server import HERE, SECRETS, HttpPeer
+from test_sdk_server import HERE, SECRETS, HttpPeer, free_port, wait_listening
 
 BIN = os.environ.get("MRTR_GATE_BIN", "")
 pytestmark = pytest.mark.skipif(not BIN, reason="MRTR_GATE_BIN is set by scripts/python")
@@ -183,21 +183,10 @@ def test_a_missing_answer_cancels_the_request(tmp_path, server):
 
 @pytest.fixture(scope="module")
 def misbehaving_http():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, str(HERE / "misbehaving.py"), "http", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "the misbehaving HTTP peer did not start"
-            time.sleep(0.05)
+    wait_listening(port, proc, "the misbehaving HTTP peer")
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)

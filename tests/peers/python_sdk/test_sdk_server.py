@@ -55,31 +55,42 @@ class Peer:
         self.proc.wait(timeout=10)
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_listening(port: int, proc: subprocess.Popen, what: str) -> None:
+    """Wait until `proc` accepts connections on `port` (20 s; it must not exit meanwhile)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{what} did not start")
+            time.sleep(0.05)
+
+
 class HttpPeer:
     """The SDK server over streamable HTTP on a free loopback port: each request a POST with
     the MCP headers; the answer is a JSON body, or an SSE stream whose last event carries it.
     The server the gate binds to is the URL the client connects to."""
 
     def __init__(self) -> None:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+        port = free_port()
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "server.py"), "http", str(port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.server = m.Origin(self.url)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("the HTTP peer did not start")
-                time.sleep(0.05)
+        wait_listening(port, self.proc, "the HTTP peer")
 
     def exchange(self, request_json: str) -> str:
         request = json.loads(request_json)
