@@ -13,3 +13,4 @@ mod large_results;
 mod seed_verification;
 mod support;
 mod terminal_consent;
+mod traceability;
