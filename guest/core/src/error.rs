@@ -243,6 +243,11 @@ gate_errors! {
         /// negative number into a `u64`, or a broken clock): no expiry can be decided.
         ClockOutOfRange(now: u64) => "clock_out_of_range",
             "the clock returned {now} ms, beyond 2^53 - 1";
+        /// The clock reads more than the skew tolerance before the binding's registration:
+        /// it jumped back (or this instance's clock lags the registering one's), and the
+        /// binding's lifetime, measured on it, cannot be judged.
+        ClockBehindBinding(now: u64) => "clock_behind_binding",
+            "the clock reads {now} ms, more than 5 s before this binding was registered";
     }
 }
 

@@ -42,8 +42,9 @@ pub use error::{
     ALL_CODES, ALL_ERRORS, CallerMisuse, Denial, ErrorCause, GateError, HostFault, PeerMisbehaved,
 };
 pub use gate::{
-    CallerOutcome, ConsentView, EXPIRY_GRACE_MS, FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS,
-    MRTR_METHODS, Registered, Registration, ResponseVerdict, Retry, RetryRequest, TerminalOutcome,
+    CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ConsentView, EXPIRY_GRACE_MS, FinishRequest, Gate,
+    ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, Registered, Registration, ResponseVerdict, Retry,
+    RetryRequest, TerminalOutcome,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 pub use policy::{DeprecatedMethod, Policy, limits};

@@ -11,81 +11,12 @@ use mrtr_gate_host::core::{
 };
 use mrtr_gate_host::reference_hosts::{MemoryAudit, ScriptedAnswer, ScriptedConsent, SystemClock};
 use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+mod support;
+
 use mrtr_gate_redis::RedisStorage;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-struct OwnRedis {
-    port: u16,
-    child: Option<Child>,
-}
-
-impl OwnRedis {
-    fn start() -> Option<Self> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "redis-server is not installed (scripts/redis start)"
-            );
-            eprintln!("redis-server is not installed: the fault tests are skipped");
-            return None;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut r = Self { port, child: None };
-        r.up();
-        Some(r)
-    }
-
-    fn up(&mut self) {
-        let child = Command::new("redis-server")
-            .args([
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &self.port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--enable-debug-command", "local"])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn down(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.down();
-    }
-}
+use support::OwnRedis;
 
 fn server() -> ServerIdentity {
     ServerIdentity::origin("https://faults.example.com/mcp").unwrap()

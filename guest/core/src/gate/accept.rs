@@ -85,6 +85,14 @@ impl<H: Host> Gate<H> {
                 .set(Field::LiveId, id.to_json());
             return Err(self.deny(e, event));
         }
+        let rejected = || {
+            binding
+                .event(EventKind::Rejected)
+                .set(Field::LiveId, id.to_json())
+        };
+        if let Some(denied) = self.clock_behind(&binding, rejected) {
+            return Err(denied);
+        }
         if self.expired(&binding) {
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
             return Err(self.fail_binding(binding, version, e, TerminalOutcome::Expired));

@@ -3,8 +3,8 @@
 
 use super::record::{Binding, ID_PREFIX, is_record};
 use super::store::{short_read, storage_failed};
-use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
-use crate::audit::{EventKind, Field};
+use super::{CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
+use crate::audit::{Event, EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
 use crate::host::{Host, ReadKey, Versioned};
 use std::rc::Rc;
@@ -30,6 +30,14 @@ impl<H: Host> Gate<H> {
                 .event(EventKind::Rejected)
                 .set(Field::LiveId, r.request_id.to_json());
             return Err(self.deny(caller(CallerMisuse::IdentityOrArgumentMismatch), event));
+        }
+        let rejected = || {
+            binding
+                .event(EventKind::Rejected)
+                .set(Field::LiveId, r.request_id.to_json())
+        };
+        if let Some(denied) = self.clock_behind(&binding, rejected) {
+            return Err(denied);
         }
         let (terminal, reason) = if self.expired(&binding) {
             (TerminalOutcome::Expired, None)
@@ -151,5 +159,18 @@ impl<H: Host> Gate<H> {
 
     pub(super) fn expired(&self, binding: &Binding) -> bool {
         self.now() >= binding.fixed.expires_at_ms
+    }
+
+    /// The denial for a clock that reads more than the skew tolerance before `binding` was
+    /// registered, if it does. The binding is left as it is (the clock, not the binding, is
+    /// wrong) and the refusal is audited with the time the clock gave.
+    pub(super) fn clock_behind(
+        &mut self,
+        binding: &Binding,
+        event: impl FnOnce() -> Event,
+    ) -> Option<Denial> {
+        let now = self.now();
+        (now.saturating_add(CLOCK_SKEW_TOLERANCE_MS) < binding.fixed.created_at_ms)
+            .then(|| self.deny(GateError::Host(HostFault::ClockBehindBinding(now)), event()))
     }
 }

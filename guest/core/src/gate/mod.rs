@@ -43,6 +43,11 @@ use store::BindingStore;
 /// every JSON parser and JavaScript host reads exactly.
 pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
 
+/// How far the clock may read before a binding's registration and still judge it: instances
+/// sharing a store on several machines differ by their clocks' skew. Beyond it the clock
+/// jumped back, which would stretch the binding's lifetime by as much: deny.
+pub const CLOCK_SKEW_TOLERANCE_MS: u64 = 5_000;
+
 /// The methods that may receive `input_required`.
 pub const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 

@@ -49,6 +49,14 @@ impl<H: Host> Gate<H> {
                     return Err(self.deny(e, event));
                 }
             };
+        let rejected = |b: &Binding| {
+            b.event(EventKind::Rejected)
+                .set(Field::LiveId, request_id.to_json())
+                .set(Field::RetryId, r.retry_id.to_json())
+        };
+        if let Some(denied) = self.clock_behind(&binding, || rejected(&binding)) {
+            return Err(denied);
+        }
         if self.expired(&binding) {
             return Err(self.fail_binding(
                 binding,
@@ -57,11 +65,6 @@ impl<H: Host> Gate<H> {
                 TerminalOutcome::Expired,
             ));
         }
-        let rejected = |b: &Binding| {
-            b.event(EventKind::Rejected)
-                .set(Field::LiveId, request_id.to_json())
-                .set(Field::RetryId, r.retry_id.to_json())
-        };
         let prepared = match self.prepare_retry(&binding, &r) {
             Ok(p) => p,
             Err(e) => {

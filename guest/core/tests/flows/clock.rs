@@ -128,3 +128,55 @@ fn a_clock_that_breaks_while_the_user_decides_denies_the_retry_and_keeps_the_rou
     gate.build_retry(retry_request(n(1), n(2), &answers))
         .unwrap();
 }
+
+#[test]
+fn a_clock_set_back_before_the_registration_denies_what_touches_the_binding_and_changes_nothing() {
+    for set_back_to in [T0 - 5_001, T0 - 3_600_000, 0] {
+        let mut fx = Fx::new();
+        fx.register_tool(1);
+        fx.round(1, input_required(json!({"a": form("A")})));
+        let before = fx.events().len();
+        fx.clock.set(set_back_to);
+        let answers = json!({"a": accept_with(form_content())});
+        for d in [
+            fx.retry(n(1), n(2), &answers).map(|_| ()),
+            fx.accept(1, complete()).map(|_| ()),
+            fx.gate
+                .finish(finish_request(
+                    n(1),
+                    mrtr_gate_core::CallerOutcome::Cancelled,
+                ))
+                .map(|_| ()),
+        ] {
+            let d = assert_code(d, "clock_behind_binding");
+            assert!(d.audited, "the refusal is on record");
+        }
+        let events = fx.events();
+        assert_eq!(events.len(), before + 3, "one rejected event per refusal");
+        for e in &events[before..] {
+            assert_eq!(
+                (&e["event"], &e["reason"], &e["at_ms"]),
+                (
+                    &json!("rejected"),
+                    &json!("clock_behind_binding"),
+                    &json!(set_back_to)
+                ),
+                "{e}"
+            );
+        }
+        assert!(fx.consent.prompts().is_empty(), "nobody was asked");
+        // Nothing was consumed or ended: with the clock right again the round goes on.
+        fx.clock.set(T0 + 1);
+        fx.retry_ok(n(1), n(2), &answers);
+    }
+}
+
+#[test]
+fn a_clock_behind_by_no_more_than_the_skew_tolerance_judges_as_usual() {
+    // Another instance whose clock lags the registering one's by up to 5 s.
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    fx.clock.set(T0 - mrtr_gate_core::CLOCK_SKEW_TOLERANCE_MS);
+    fx.retry_ok(n(1), n(2), &json!({"a": accept_with(form_content())}));
+}
