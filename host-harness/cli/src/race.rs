@@ -3,7 +3,7 @@
 //! ([`open_rounds`]); then several worker processes, each with its own component instance,
 //! its own connection and its own audit file, attack every round at once ([`attack`]): a
 //! genuine retry each (exactly one may win), a replay after a win, a retry id that collides
-//! with the original id, and a submission as another user.
+//! with the original id, and a submission as another user or under another tenant.
 
 use mrtr_gate_host::core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError};
 use mrtr_gate_host::core::{
@@ -170,12 +170,18 @@ pub fn attack(
         start_at_ms.saturating_sub(now),
     ));
     let attempt = |g: &mut ComponentGate, round: i64, kind: &str, retry_id: i64, user: &str| {
+        // The one attempt under another tenant is the rightful user's name there.
+        let tenant = if kind == "cross_tenant" {
+            "evil-corp"
+        } else {
+            TENANT
+        };
         let r = g.build_retry(RetryRequest {
             server: server.clone(),
             request_id: RequestId::Number(round),
             retry_id: RequestId::Number(retry_id),
             user: user.into(),
-            tenant: TENANT.into(),
+            tenant: tenant.into(),
             responses_json: answers().to_string(),
         });
         let ok = r.is_ok();
@@ -190,6 +196,8 @@ pub fn attack(
         let own = 1_000_000 + round * 100 + worker;
         if worker % 2 == 1 {
             attempt(&mut g, round, "cross_user", own + 50, "mallory@example.com");
+        } else {
+            attempt(&mut g, round, "cross_tenant", own + 40, USER);
         }
         attempt(&mut g, round, "id_collision", round, USER);
         if attempt(&mut g, round, "genuine", own, USER) {

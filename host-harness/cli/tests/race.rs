@@ -135,7 +135,7 @@ fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
                 ),
                 "{a}"
             ),
-            "cross_user" => assert!(
+            "cross_user" | "cross_tenant" => assert!(
                 !ok && matches!(
                     code,
                     Some("mrtr_identity_or_argument_mismatch" | "inactive_mrtr_round")
