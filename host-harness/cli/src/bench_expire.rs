@@ -4,7 +4,7 @@
 //! non-due keys are written straight through the storage API (a real gate would have written
 //! them one round at a time), so a million take seconds to set up.
 
-use mrtr_gate_host::core::host::{HostError, ReadKey, Storage, Versioned, Write};
+use mrtr_gate_host::core::host::{DuePage, HostError, ReadKey, Storage, Versioned, Write};
 use mrtr_gate_host::core::{ID_PREFIX, Policy, Registration, RequestId, ServerIdentity};
 use mrtr_gate_host::reference_hosts::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
@@ -57,9 +57,14 @@ impl<S: Storage> Storage for Counting<S> {
         self.writes.fetch_add(1, Ordering::SeqCst);
         self.inner.write(writes)
     }
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<DuePage, HostError> {
         self.lists.fetch_add(1, Ordering::SeqCst);
-        self.inner.list_keys(prefix)
+        self.inner.list_due(due_by_ms, cursor, limit)
     }
 }
 
