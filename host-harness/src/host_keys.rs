@@ -229,8 +229,14 @@ impl<S: Storage> Storage for AuthenticatedStorage<S> {
         self.inner.write(&writes)
     }
 
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
-        self.inner.list_keys(prefix)
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, HostError> {
+        // Keys are not sealed (only values are): the listing passes through.
+        self.inner.list_due(due_by_ms, cursor, limit)
     }
 }
 

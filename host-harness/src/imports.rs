@@ -150,10 +150,19 @@ impl storage::Host for HostState {
         self.services.storage.write(&writes).map_err(|e| e.message)
     }
 
-    fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, String> {
+    fn list_due(
+        &mut self,
+        due_by_ms: u64,
+        cursor: Option<String>,
+        limit: u32,
+    ) -> Result<storage::DuePage, String> {
         self.services
             .storage
-            .list_keys(&prefix)
+            .list_due(due_by_ms, cursor.as_deref(), limit)
+            .map(|p| storage::DuePage {
+                keys: p.keys,
+                next: p.next,
+            })
             .map_err(|e| e.message)
     }
 }

@@ -81,7 +81,7 @@ fn retry(g: &mut ComponentGate, user: &str, tenant: &str) -> Result<String, Stri
 /// The attack: someone who can write the store rewrites the open binding's arguments (and,
 /// wherever a digest of them is kept, the digest too), keeping the store's own version rules.
 fn rewrite_arguments(store: &MemoryStorage) -> bool {
-    let keys = store.list_keys("mrtr-gate/").unwrap();
+    let keys = store.live_keys("mrtr-gate/");
     let mut rewritten = false;
     for key in keys {
         let found = store

@@ -121,8 +121,7 @@ fn seed_changed_arguments() {
     // Rewrite the stored arguments behind the gate's back.
     let key = hosts
         .storage
-        .list_keys(mrtr_gate_host::core::ID_PREFIX)
-        .unwrap()
+        .live_keys(mrtr_gate_host::core::ID_PREFIX)
         .pop()
         .unwrap();
     let stored = hosts

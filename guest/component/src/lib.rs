@@ -75,8 +75,18 @@ impl core::host::Storage for Imports {
         storage::write(&writes).map_err(HostError::new)
     }
 
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
-        storage::list_keys(prefix).map_err(HostError::new)
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<core::host::DuePage, HostError> {
+        storage::list_due(due_by_ms, cursor, limit)
+            .map(|p| core::host::DuePage {
+                keys: p.keys,
+                next: p.next,
+            })
+            .map_err(HostError::new)
     }
 }
 

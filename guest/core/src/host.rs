@@ -76,6 +76,15 @@ pub struct Write<'a> {
     pub ttl_ms: u64,
 }
 
+/// One page of [`Storage::list_due`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DuePage {
+    /// The due keys of this page (at most the limit asked for).
+    pub keys: Vec<String>,
+    /// The cursor of the next page; `None`: the listing is complete.
+    pub next: Option<String>,
+}
+
 /// Short-lived protected storage, possibly shared between instances and processes.
 /// Calls are batched: each costs a host a boundary crossing (docs/hosts.md).
 pub trait Storage {
@@ -87,8 +96,19 @@ pub trait Storage {
     /// (0 for a delete): a shorter list than `writes` means the write at its length lost
     /// and none after it was tried.
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError>;
-    /// Live keys with this prefix.
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError>;
+    /// One page of the live keys whose TTL deadline (write time + `ttl_ms`, by the store's
+    /// clock) is at or before `due_by_ms`: at most `limit` keys, in deadline order, and the
+    /// cursor of the next page (`None`: done). `cursor` is `None` for the first page, then
+    /// the `next` of the page before, opaque and the store's own; a cursor the store did not
+    /// make is an error. Keys written or deleted during a listing may or may not appear; a
+    /// page may be shorter than `limit` without being the last. The full contract is
+    /// `storage.list-due` in `wit/gate.wit`.
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<DuePage, HostError>;
 }
 
 /// What the user is asked to approve.
@@ -192,7 +212,9 @@ macro_rules! forward {
         impl<T: Storage + ?Sized> Storage for $ptr<T> {
             fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> { (**self).read(keys) }
             fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> { (**self).write(writes) }
-            fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> { (**self).list_keys(prefix) }
+            fn list_due(&self, due_by_ms: u64, cursor: Option<&str>, limit: u32) -> Result<DuePage, HostError> {
+                (**self).list_due(due_by_ms, cursor, limit)
+            }
         }
         impl<T: Consent + ?Sized> Consent for $ptr<T> {
             fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {

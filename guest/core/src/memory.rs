@@ -4,9 +4,9 @@
 
 use crate::host::{
     AppendOutcome, Audit, AuditEntry, ChainHead, Clock, Consent, ConsentDecision, ConsentPrompt,
-    ConsentReceipt, HostError, ReadKey, Storage, Versioned, Write,
+    ConsentReceipt, DuePage, HostError, ReadKey, Storage, Versioned, Write,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -64,11 +64,59 @@ struct Slot {
     expires_at_ms: u64,
 }
 
+/// The keys and their time index, kept together under one lock.
+#[derive(Debug, Default)]
+struct Slots {
+    map: BTreeMap<String, Slot>,
+    /// Every key in `map` by its deadline (`expires_at_ms`), for `list_due`: updated on every
+    /// write and delete, so a listing visits only what is due.
+    due: BTreeSet<(u64, String)>,
+}
+
+impl Slots {
+    fn get(&self, key: &str) -> Option<&Slot> {
+        self.map.get(key)
+    }
+    fn remove(&mut self, key: &str) {
+        if let Some(old) = self.map.remove(key) {
+            self.due.remove(&(old.expires_at_ms, key.to_owned()));
+        }
+    }
+    fn insert(&mut self, key: &str, slot: Slot) {
+        self.remove(key);
+        self.due.insert((slot.expires_at_ms, key.to_owned()));
+        self.map.insert(key.to_owned(), slot);
+    }
+    /// Drop every key whose TTL ran out by `now`: the front of the index, nothing else.
+    fn prune(&mut self, now: u64) {
+        while let Some(first) = self.due.first() {
+            if first.0 > now {
+                break;
+            }
+            if let Some((_, key)) = self.due.pop_first() {
+                self.map.remove(&key);
+            }
+        }
+    }
+}
+
+/// A `list_due` cursor: the last (deadline, key) listed, as `<deadline>:<key>`.
+fn encode_cursor(deadline: u64, key: &str) -> String {
+    format!("{deadline}:{key}")
+}
+
+fn decode_cursor(cursor: &str) -> Result<(u64, String), HostError> {
+    cursor
+        .split_once(':')
+        .and_then(|(d, k)| Some((d.parse().ok()?, k.to_owned())))
+        .ok_or_else(|| HostError::new("list-due cursor not made by this store"))
+}
+
 /// Storage in one process's memory, with TTL and atomic compare-and-swap. Cloning shares it.
 #[derive(Clone)]
 pub struct MemoryStorage {
     clock: Arc<dyn Clock + Send + Sync>,
-    slots: Arc<Mutex<BTreeMap<String, Slot>>>,
+    slots: Arc<Mutex<Slots>>,
     next_version: Arc<AtomicU64>,
     fail: Arc<AtomicBool>,
     lose_cas: Arc<AtomicBool>,
@@ -80,7 +128,7 @@ pub struct MemoryStorage {
 impl std::fmt::Debug for MemoryStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStorage")
-            .field("keys", &lock(&self.slots).len())
+            .field("keys", &lock(&self.slots).map.len())
             .finish()
     }
 }
@@ -122,7 +170,18 @@ impl MemoryStorage {
     }
     /// Keys held, expired or not (for memory-flatness checks).
     pub fn len(&self) -> usize {
-        lock(&self.slots).len()
+        lock(&self.slots).map.len()
+    }
+    /// The live keys starting with `prefix`, in key order (for tests that look inside the
+    /// store; the gate itself only ever lists what is due, `Storage::list_due`).
+    pub fn live_keys(&self, prefix: &str) -> Vec<String> {
+        let now = self.clock.now_ms();
+        lock(&self.slots)
+            .map
+            .iter()
+            .filter(|(k, s)| k.starts_with(prefix) && s.expires_at_ms > now)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
     /// True when nothing is held.
     pub fn is_empty(&self) -> bool {
@@ -131,7 +190,7 @@ impl MemoryStorage {
     /// Drop expired keys now (a real store does this on its own).
     pub fn purge_expired(&self) {
         let now = self.clock.now_ms();
-        lock(&self.slots).retain(|_, s| s.expires_at_ms > now);
+        lock(&self.slots).prune(now);
     }
     fn check(&self) -> Result<(), HostError> {
         if self.fail.load(Ordering::SeqCst) {
@@ -144,12 +203,7 @@ impl MemoryStorage {
 
 impl MemoryStorage {
     /// One compare-and-swap under the lock: `Ok(Some(version))` applied, `Ok(None)` lost.
-    fn apply(
-        &self,
-        slots: &mut BTreeMap<String, Slot>,
-        now: u64,
-        w: &Write<'_>,
-    ) -> Result<Option<u64>, HostError> {
+    fn apply(&self, slots: &mut Slots, now: u64, w: &Write<'_>) -> Result<Option<u64>, HostError> {
         let current = slots
             .get(w.key)
             .filter(|s| s.expires_at_ms > now)
@@ -177,7 +231,7 @@ impl MemoryStorage {
             Some(text) => {
                 let version = self.next_version.fetch_add(1, Ordering::SeqCst);
                 slots.insert(
-                    w.key.to_owned(),
+                    w.key,
                     Slot {
                         value: text.to_owned(),
                         version,
@@ -228,14 +282,47 @@ impl Storage for MemoryStorage {
         Ok(applied)
     }
 
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<DuePage, HostError> {
         self.check()?;
         let now = self.clock.now_ms();
-        Ok(lock(&self.slots)
-            .iter()
-            .filter(|(k, s)| k.starts_with(prefix) && s.expires_at_ms > now)
-            .map(|(k, _)| k.clone())
-            .collect())
+        if limit == 0 {
+            return Err(HostError::new("list-due limit is 0"));
+        }
+        let after = cursor.map(decode_cursor).transpose()?;
+        let mut slots = lock(&self.slots);
+        slots.prune(now);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut keys = Vec::new();
+        let mut last = None;
+        let range = match &after {
+            Some(c) => slots.due.range((
+                std::ops::Bound::Excluded(c.clone()),
+                std::ops::Bound::Unbounded,
+            )),
+            None => slots.due.range(..),
+        };
+        let mut more = false;
+        for (deadline, key) in range {
+            if *deadline > due_by_ms {
+                break;
+            }
+            if keys.len() == limit {
+                more = true;
+                break;
+            }
+            keys.push(key.clone());
+            last = Some((*deadline, key));
+        }
+        let next = match last {
+            Some((d, k)) if more => Some(encode_cursor(d, k)),
+            _ => None,
+        };
+        Ok(DuePage { keys, next })
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod bench_client;
+pub mod bench_expire;
 pub mod bench_redis;
 pub mod call;
 pub mod conformance;

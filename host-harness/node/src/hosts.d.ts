@@ -1,5 +1,5 @@
 // Types of the reference host services (src/hosts.js).
-import type { AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, Entry, ReadKey, WriteOp } from "./index.js";
+import type { AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, DuePage, Entry, ReadKey, WriteOp } from "./index.js";
 
 export declare const GENESIS_SHA256: string;
 export declare class SystemClock { nowMs(): number; }
@@ -11,7 +11,9 @@ export declare class MemoryStorage {
   readonly size: number;
   read(keys: ReadKey[]): (Entry | null)[];
   write(writes: WriteOp[]): bigint[];
-  listKeys(prefix: string): string[];
+  listDue(dueByMs: bigint | number, cursor: string | null, limit: number): DuePage;
+  /** The live keys starting with `prefix` (for tests that look inside the store). */
+  liveKeys(prefix?: string): string[];
 }
 export declare class MemoryAudit {
   constructor(window?: number | null);

@@ -27,8 +27,27 @@ export class ManualClock {
   }
 }
 
+// Order of the time index: by deadline, then by key.
+const before = (a, b) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+// The first position in the sorted `index` whose entry is not before `entry`
+// (`strictly`: not before and not equal).
+function search(index, entry, strictly = false) {
+  let lo = 0;
+  let hi = index.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    const e = index[mid];
+    const left = strictly ? !before(entry, e) : before(e, entry);
+    if (left) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 export class MemoryStorage {
   #slots = new Map();
+  // Every key in #slots as [deadline, key], sorted: listDue visits only what is due.
+  #due = [];
   #next = 1n;
   constructor(clock = new SystemClock()) {
     this.clock = clock;
@@ -74,20 +93,64 @@ export class MemoryStorage {
       }
       if (w.value === null || w.value === undefined) {
         if (this.fault === "fail_deletes") throw new HostError("storage delete failed (injected)");
+        this.#unindex(w.key);
         this.#slots.delete(w.key);
         applied.push(0n);
       } else {
         const version = this.#next++;
-        this.#slots.set(w.key, { value: w.value, version, expiresAt: now + Number(w.ttlMs) });
+        const expiresAt = now + Number(w.ttlMs);
+        this.#unindex(w.key);
+        this.#slots.set(w.key, { value: w.value, version, expiresAt });
+        const entry = [expiresAt, w.key];
+        this.#due.splice(search(this.#due, entry), 0, entry);
         applied.push(version);
       }
     }
     return applied;
   }
-  listKeys(prefix) {
+  #unindex(key) {
+    const s = this.#slots.get(key);
+    if (!s) return;
+    const i = search(this.#due, [s.expiresAt, key]);
+    const e = this.#due[i];
+    if (e && e[0] === s.expiresAt && e[1] === key) this.#due.splice(i, 1);
+  }
+  /**
+   * One page of the live keys whose TTL deadline (write time + `ttlMs`, by this store's
+   * clock) is at or before `dueByMs`: at most `limit` keys, in deadline order, and the
+   * cursor of the next page (`next`: null when done). The contract: `storage.list-due` in
+   * wit/gate.wit.
+   */
+  listDue(dueByMs, cursor, limit) {
     this.#check();
+    const max = Number(limit);
+    if (!Number.isInteger(max) || max < 1) throw new HostError("list-due limit is below 1");
+    let after = null;
+    if (cursor !== null && cursor !== undefined) {
+      const m = typeof cursor === "string" ? /^([0-9]+):/.exec(cursor) : null;
+      if (!m) throw new HostError("list-due cursor not made by this store");
+      after = [Number(m[1]), cursor.slice(m[0].length)];
+    }
+    const dueBy = Number(dueByMs);
     const now = this.clock.nowMs();
-    return [...this.#slots.keys()].filter((k) => k.startsWith(prefix) && this.#live(k, now));
+    // What is past its TTL is gone: the front of the index, nothing else.
+    const dead = search(this.#due, [now + 1, ""]);
+    for (const [, key] of this.#due.slice(0, dead)) this.#slots.delete(key);
+    this.#due.splice(0, dead);
+    let i = after === null ? 0 : search(this.#due, after, true);
+    const keys = [];
+    while (i < this.#due.length && this.#due[i][0] <= dueBy && keys.length < max) {
+      keys.push(this.#due[i][1]);
+      i += 1;
+    }
+    const more = i < this.#due.length && this.#due[i][0] <= dueBy;
+    const last = this.#due[i - 1];
+    return { keys, next: more && keys.length > 0 ? `${last[0]}:${last[1]}` : null };
+  }
+  /** The live keys starting with `prefix` (for tests that look inside the store). */
+  liveKeys(prefix = "") {
+    const now = this.clock.nowMs();
+    return [...this.#slots.keys()].filter((k) => k.startsWith(prefix) && this.#live(k, now)).sort();
   }
 }
 

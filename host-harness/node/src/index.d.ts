@@ -107,12 +107,19 @@ export interface AppendOutcome {
   headSha256: string;
 }
 
+/** One page of `listDue`: the due keys and the next page's cursor (null: done). */
+export interface DuePage {
+  keys: string[];
+  next: string | null;
+}
+
 export interface Services {
   clock: { nowMs(): number | bigint };
   storage: {
     read(keys: ReadKey[]): (Entry | null)[];
     write(writes: WriteOp[]): (bigint | number)[];
-    listKeys(prefix: string): string[];
+    /** One page of the live keys due by `dueByMs` (wit/gate.wit `storage.list-due`). */
+    listDue(dueByMs: bigint, cursor: string | null, limit: number): DuePage;
   };
   consent: { requestConsent(prompt: ConsentPrompt): ConsentReceipt };
   audit: { append(entry: AuditEntry): AppendOutcome };

@@ -1,4 +1,4 @@
-// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.2.0 component, transpiled by
+// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.3.0 component, transpiled by
 // jco into core WebAssembly plus glue (`gen/`, built by the project's scripts/node), over four
 // host services written in JavaScript (see ./hosts.js for reference ones).
 //
@@ -11,7 +11,7 @@
 // ran out of memory, a bug) rejects as `guest_trapped`, and the next call gets a fresh
 // instance: every binding lives in the host's storage, so nothing is lost.
 
-const WIT = "0.2.0";
+const WIT = "0.3.0";
 const S64_MAX = (1n << 63n) - 1n;
 const U64_MAX = (1n << 64n) - 1n;
 
@@ -139,10 +139,14 @@ function imports(services) {
         // A list<u64> crosses as a BigUint64Array.
         return BigUint64Array.from(versions, u64);
       }),
-      listKeys: guarded((prefix) => {
-        const keys = storage.listKeys(prefix);
+      listDue: guarded((dueByMs, cursor, limit) => {
+        const page = storage.listDue(dueByMs, cursor ?? null, limit);
+        if (page === null || typeof page !== "object") throw "the store listed no { keys, next }";
+        const { keys, next } = page;
         if (!Array.isArray(keys) || !keys.every((k) => typeof k === "string")) throw "the store listed a key that is not a string";
-        return [...keys];
+        if (next !== null && next !== undefined && typeof next !== "string") throw "the store's next cursor is not a string";
+        // An option<string> crosses as the string or undefined.
+        return { keys: [...keys], next: next ?? undefined };
       }),
     },
     [`mrtr:gate/consent`]: {

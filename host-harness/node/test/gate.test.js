@@ -135,7 +135,7 @@ test("a trap denies as guest_trapped and the next call gets a fresh instance", a
   const gate = new Gate(async () => {
     made += 1;
     if (made === 1) return { acceptResponse: () => { throw new WebAssembly.RuntimeError("unreachable"); } };
-    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.2.0"];
+    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.3.0"];
   }, services);
   await assert.rejects(gate.acceptResponse(SERVER, formRound(1)), (e) => e.code === "guest_trapped" && e.cause === "host" && !e.audited);
   assert.equal(gate.traps, 1);

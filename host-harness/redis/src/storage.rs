@@ -14,9 +14,13 @@
 //!   (its 128-bit key part), so every key of one server, and so every key of a batch, lives
 //!   in one Redis Cluster slot with its counter. Values are opaque to Redis: hashes of
 //!   `v` (version), `e` (expiry, host ms) and `d` (the gate's text).
+//! - The time index for `list-due`: per hash tag a sorted set `<namespace>:{<tag>}#due`
+//!   (score: the key's expiry `e`, member: the gate key), changed by the write script in
+//!   the same step as the value; and the set `<namespace>:tags` of every tag written, added
+//!   to in the same round trip as the write, before it. See [`RedisStorage::list_due`].
 
 use crate::connection::Conn;
-use mrtr_gate_host::core::host::{Clock, HostError, ReadKey, Storage, Versioned, Write};
+use mrtr_gate_host::core::host::{Clock, DuePage, HostError, ReadKey, Storage, Versioned, Write};
 use redis::Script;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,45 +60,107 @@ end
 return out
 ";
 
-// KEYS: per write, its key then its tag's version counter. ARGV[1]: now; ARGV[2]: grace;
-// then per write: expected version ("0": absent), "1" to store or "0" to delete, the value,
-// the TTL. Applies in order, stopping at the first whose key is not at its expected version;
-// returns the new version of each write applied ("0" for a delete).
+// KEYS: per write, its key, its tag's version counter and its tag's due set. ARGV[1]: now;
+// ARGV[2]: grace; then per write: expected version ("0": absent), "1" to store or "0" to
+// delete, the value, the TTL, the gate key. Applies in order, stopping at the first whose key
+// is not at its expected version; returns the new version of each write applied ("0" for a
+// delete). The due set follows every applied write (the key's expiry as its score, removed
+// with the key) and sheds what is past its TTL, so it never holds more than is live.
 const WRITE: &str = r"
 local now = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
 local out = {}
-for i = 1, #KEYS / 2 do
-  local key, counter = KEYS[2 * i - 1], KEYS[2 * i]
-  local a = 2 + 4 * (i - 1)
+for i = 1, #KEYS / 3 do
+  local key, counter, due = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local a = 2 + 5 * (i - 1)
   local h = redis.call('HMGET', key, 'v', 'e')
   local current = '0'
   if h[1] and tonumber(h[2]) > now then current = h[1] end
   if current ~= ARGV[a + 1] then break end
+  redis.call('ZREMRANGEBYSCORE', due, '-inf', ARGV[1])
   if ARGV[a + 2] == '0' then
     redis.call('DEL', key)
+    redis.call('ZREM', due, ARGV[a + 5])
     out[#out + 1] = '0'
   else
     local ttl = tonumber(ARGV[a + 4])
+    local e = tostring(now + ttl)
     local version = redis.call('INCR', counter)
-    redis.call('HSET', key, 'v', tostring(version), 'e', tostring(now + ttl), 'd', ARGV[a + 3])
+    redis.call('HSET', key, 'v', tostring(version), 'e', e, 'd', ARGV[a + 3])
     redis.call('PEXPIRE', key, ttl + grace)
+    redis.call('ZADD', due, e, ARGV[a + 5])
     out[#out + 1] = tostring(version)
   end
 end
 return out
 ";
 
-// KEYS: the Redis keys. ARGV[1]: now. The keys among them still live.
-const LIVE: &str = r"
-local now = tonumber(ARGV[1])
+// KEYS[1]: one tag's due set. ARGV[1]: now; ARGV[2]: due by; ARGV[3]: the most to return
+// (n); ARGV[4], ARGV[5]: the score and member listed last ("" for none: from the start).
+// Drops the members past their TTL (score <= now: no longer live), then returns up to n + 1
+// of the rest with a score <= due by, after the one listed last, in (score, member) order, as
+// member, score pairs (n + 1: so the caller knows whether there is more). Members of the
+// cursor's own score that sort before or at its member were listed already and are skipped:
+// only those cost a step each, and they are due.
+const DUE: &str = r"
+local key = KEYS[1]
+redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[1])
+local want = tonumber(ARGV[3]) + 1
+local min, cs, cm = '-inf', nil, ARGV[5]
+if ARGV[4] ~= '' then
+  min = ARGV[4]
+  cs = tonumber(ARGV[4])
+end
 local out = {}
-for _, key in ipairs(KEYS) do
-  local e = redis.call('HGET', key, 'e')
-  if e and tonumber(e) > now then out[#out + 1] = key end
+local offset = 0
+while #out < 2 * want do
+  local got = redis.call('ZRANGEBYSCORE', key, min, ARGV[2], 'WITHSCORES', 'LIMIT', offset, want)
+  for j = 1, #got, 2 do
+    local sc = tonumber(got[j + 1])
+    if #out < 2 * want and not (cs and sc == cs and got[j] <= cm) then
+      out[#out + 1] = got[j]
+      out[#out + 1] = got[j + 1]
+    end
+  end
+  if #got < 2 * want then break end
+  offset = offset + want
 end
 return out
 ";
+
+/// A `list-due` cursor: where the listing stopped (the tag, and the score and member listed
+/// last in it), as `<score> <tag length> <tag><member>`.
+#[derive(Debug, PartialEq, Eq)]
+struct DueCursor {
+    tag: String,
+    score: u64,
+    member: String,
+}
+
+impl DueCursor {
+    fn encode(&self) -> String {
+        format!(
+            "{} {} {}{}",
+            self.score,
+            self.tag.len(),
+            self.tag,
+            self.member
+        )
+    }
+    fn decode(text: &str) -> Result<Self, HostError> {
+        let bad = || HostError::new("list-due cursor not made by this store");
+        let (score, rest) = text.split_once(' ').ok_or_else(bad)?;
+        let (len, rest) = rest.split_once(' ').ok_or_else(bad)?;
+        let len: usize = len.parse().map_err(|_| bad())?;
+        let tag = rest.get(..len).ok_or_else(bad)?;
+        let member = rest.get(len..).ok_or_else(bad)?;
+        Ok(Self {
+            tag: tag.to_owned(),
+            score: score.parse().map_err(|_| bad())?,
+            member: member.to_owned(),
+        })
+    }
+}
 
 /// The gate's storage on Redis.
 pub struct RedisStorage {
@@ -103,7 +169,7 @@ pub struct RedisStorage {
     clock: Arc<dyn Clock + Send + Sync>,
     read: Script,
     write: Script,
-    live: Script,
+    due: Script,
 }
 
 impl std::fmt::Debug for RedisStorage {
@@ -154,7 +220,7 @@ impl RedisStorage {
             clock,
             read: Script::new(READ),
             write: Script::new(WRITE),
-            live: Script::new(LIVE),
+            due: Script::new(DUE),
         })
     }
 
@@ -173,12 +239,14 @@ impl RedisStorage {
         format!("{}:{{{}}}#version", self.namespace, hash_tag(gate_key))
     }
 
-    fn gate_key<'a>(&self, redis_key: &'a str) -> Option<&'a str> {
-        let rest = redis_key
-            .strip_prefix(self.namespace.as_str())?
-            .strip_prefix(":{")?;
-        let (_, key) = rest.split_once("}:")?;
-        Some(key)
+    /// The due set of a tag: its keys by expiry.
+    fn due_key(&self, tag: &str) -> String {
+        format!("{}:{{{tag}}}#due", self.namespace)
+    }
+
+    /// The set of every tag written under the namespace.
+    fn tags_key(&self) -> String {
+        format!("{}:tags", self.namespace)
     }
 }
 
@@ -222,65 +290,133 @@ impl Storage for RedisStorage {
             return Ok(Vec::new());
         }
         let now = self.clock.now_ms();
-        let mut call = self.write.prepare_invoke();
-        call.arg(now).arg(GRACE_MS);
+        let mut keys = Vec::with_capacity(writes.len() * 3);
+        let mut args = vec![now.to_string(), GRACE_MS.to_string()];
+        let mut tags: Vec<&str> = Vec::new();
         for w in writes {
-            call.key(self.redis_key(w.key)).key(self.counter_key(w.key));
-            call.arg(w.expected.unwrap_or(0))
-                .arg(if w.value.is_some() { "1" } else { "0" })
-                .arg(w.value.unwrap_or(""))
-                .arg(w.ttl_ms.max(1));
+            let tag = hash_tag(w.key);
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+            keys.extend([
+                self.redis_key(w.key),
+                self.counter_key(w.key),
+                self.due_key(tag),
+            ]);
+            args.extend([
+                w.expected.unwrap_or(0).to_string(),
+                if w.value.is_some() { "1" } else { "0" }.to_owned(),
+                w.value.unwrap_or("").to_owned(),
+                w.ttl_ms.max(1).to_string(),
+                w.key.to_owned(),
+            ]);
         }
-        let applied: Vec<String> = self.conn.with(|c| call.invoke(c))?;
+        // One round trip: the tags first (so a sweep that lists the tags after the write can
+        // see its key's due set), then the script. Tags are never removed (list_due).
+        let applied: Vec<String> = self.conn.with(|c| {
+            let mut pipe = redis::pipe();
+            pipe.cmd("SADD").arg(self.tags_key()).arg(&tags).ignore();
+            pipe.cmd("EVALSHA")
+                .arg(self.write.get_hash())
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&args);
+            match pipe.query::<(Vec<String>,)>(c) {
+                Ok((applied,)) => Ok(applied),
+                // The script is not loaded on this server yet (or any more): EVAL it once,
+                // which loads it. The tags were added all the same.
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    let mut call = self.write.prepare_invoke();
+                    for k in &keys {
+                        call.key(k);
+                    }
+                    for a in &args {
+                        call.arg(a);
+                    }
+                    call.invoke(c)
+                }
+                Err(e) => Err(e),
+            }
+        })?;
         if applied.len() > writes.len() {
             return Err(HostError::new("redis applied more writes than asked"));
         }
         applied.iter().map(|v| version(v)).collect()
     }
 
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, HostError> {
-        let pattern = format!("{}:{{*}}:{}*", self.namespace, glob_escape(prefix));
-        let found: Vec<String> = self.conn.with(|c| {
-            let iter: redis::Iter<'_, String> = redis::cmd("SCAN")
-                .cursor_arg(0)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .clone()
-                .iter(c)?;
-            iter.collect()
-        })?;
+    /// The due keys tag by tag (tags in byte order, each tag's keys by expiry, then by key):
+    /// for each tag from the cursor's on, one script call that drops the tag's keys past
+    /// their TTL and returns its due ones after the cursor. A page costs one `SMEMBERS` of the
+    /// tags plus one call per tag it passes, and the keys it lists; never a read of every
+    /// key. Tags are never removed from `<namespace>:tags`: removing one when its due set is
+    /// empty would race with a write that has added the tag but not yet run its script (that
+    /// key would be missed by every later sweep). A tag is a server's key part, so the set
+    /// grows with the servers a client has ever used, not with its bindings.
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<DuePage, HostError> {
+        if limit == 0 {
+            return Err(HostError::new("list-due limit is 0"));
+        }
+        let after = cursor.map(DueCursor::decode).transpose()?;
         let now = self.clock.now_ms();
-        let mut live = Vec::with_capacity(found.len());
-        for chunk in found.chunks(512) {
-            let mut call = self.live.prepare_invoke();
-            call.arg(now);
-            for k in chunk {
-                call.key(k);
+        let mut tags: Vec<String> = self
+            .conn
+            .with(|c| redis::cmd("SMEMBERS").arg(self.tags_key()).query(c))?;
+        tags.sort_unstable();
+        let start = after
+            .as_ref()
+            .map_or(0, |a| tags.partition_point(|t| t.as_str() < a.tag.as_str()));
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut keys = Vec::new();
+        for (i, tag) in tags.iter().enumerate().skip(start) {
+            let want = limit - keys.len();
+            let mut call = self.due.prepare_invoke();
+            call.key(self.due_key(tag))
+                .arg(now)
+                .arg(due_by_ms)
+                .arg(want);
+            match after.as_ref().filter(|a| a.tag == *tag) {
+                Some(a) => call.arg(a.score).arg(&a.member),
+                None => call.arg("").arg(""),
+            };
+            let flat: Vec<String> = self.conn.with(|c| call.invoke(c))?;
+            if !flat.len().is_multiple_of(2) || flat.len() > 2 * (want + 1) {
+                return Err(HostError::new("redis returned a malformed due listing"));
             }
-            let keys: Vec<String> = self.conn.with(|c| call.invoke(c))?;
-            live.extend(keys);
+            let more_here = flat.len() > 2 * want;
+            let mut last = None;
+            for pair in flat.chunks(2).take(want) {
+                if let [member, score] = pair {
+                    keys.push(member.clone());
+                    last = Some((score, member));
+                }
+            }
+            if keys.len() == limit {
+                let later_tags = i + 1 < tags.len();
+                let next = match last {
+                    Some((score, member)) if more_here || later_tags => Some(
+                        DueCursor {
+                            tag: tag.clone(),
+                            score: score.parse().map_err(|_| {
+                                HostError::new("redis returned a score that is not a number")
+                            })?,
+                            member: member.clone(),
+                        }
+                        .encode(),
+                    ),
+                    _ => None,
+                };
+                return Ok(DuePage { keys, next });
+            }
         }
-        Ok(live
-            .iter()
-            .filter_map(|k| self.gate_key(k))
-            .filter(|k| k.starts_with(prefix))
-            .map(str::to_owned)
-            .collect())
+        Ok(DuePage { keys, next: None })
     }
-}
-
-/// `text` with Redis's glob characters escaped, for a `MATCH` pattern.
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '{' | '}') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -308,7 +444,15 @@ mod tests {
     }
 
     #[test]
-    fn glob_characters_are_escaped() {
-        assert_eq!(glob_escape("a*b?[c]{d}\\"), "a\\*b\\?\\[c\\]\\{d\\}\\\\");
+    fn due_cursors_round_trip_and_garbage_is_an_error() {
+        let c = DueCursor {
+            tag: "0123 {x}".into(),
+            score: 1_800_000_000_000,
+            member: "mrtr-gate/v3/id/a b/1".into(),
+        };
+        assert_eq!(DueCursor::decode(&c.encode()).unwrap(), c);
+        for bad in ["", "x", "1 2", "1 99 ab", "-1 0 k", "1 x k", "1 1 é"] {
+            assert!(DueCursor::decode(bad).is_err(), "{bad:?}");
+        }
     }
 }

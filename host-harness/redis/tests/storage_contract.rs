@@ -2,7 +2,8 @@
 //! store a gate can run over: the in-memory store and Redis (a real redis-server; the test
 //! command starts one and sets MRTR_GATE_REDIS_URL). Both must pass it identically: liveness
 //! by the host's clock, compare-and-swap batches that stop at the first loser, versions never
-//! reused by a key, the reader's version elided, opaque values.
+//! reused by a key, the reader's version elided, opaque values, and `list-due` (only what is
+//! due, by deadline, every due key exactly once over the pages of a listing).
 
 #![cfg(test)]
 
@@ -210,18 +211,10 @@ fn liveness_follows_the_host_clock() {
         s.write(&[insert(KEY, "short", 1_000)]).unwrap();
         clock.advance(999);
         assert!(get(s, KEY).is_some(), "{name}: live until its ttl");
-        assert_eq!(
-            s.list_keys("mrtr-gate/").unwrap(),
-            vec![KEY.to_owned()],
-            "{name}"
-        );
+        assert_eq!(due(s, u64::MAX, 64), vec![KEY.to_owned()], "{name}");
         clock.advance(1);
         assert_eq!(get(s, KEY), None, "{name}: dead at its ttl");
-        assert_eq!(
-            s.list_keys("mrtr-gate/").unwrap(),
-            Vec::<String>::new(),
-            "{name}"
-        );
+        assert_eq!(due(s, u64::MAX, 64), Vec::<String>::new(), "{name}");
         assert_eq!(
             s.write(&[swap(KEY, 1, Some("x"))]).unwrap(),
             Vec::<u64>::new(),
@@ -235,43 +228,174 @@ fn liveness_follows_the_host_clock() {
     });
 }
 
+/// Every key `list_due` lists by `due_by`, page after page of at most `limit`, checking that
+/// each page keeps to the limit and each cursor moves on.
+fn due(s: &dyn Storage, due_by: u64, limit: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10_000 {
+        let page = s.list_due(due_by, cursor.as_deref(), limit).unwrap();
+        assert!(page.keys.len() <= limit as usize, "a page over its limit");
+        out.extend(page.keys);
+        match page.next {
+            None => return out,
+            Some(next) => {
+                assert_ne!(Some(&next), cursor.as_ref(), "a cursor that does not move");
+                cursor = Some(next);
+            }
+        }
+    }
+    panic!("list_due never finished")
+}
+
+fn key_of(tag: &str, i: usize) -> String {
+    format!("mrtr-gate/v3/id/{tag}/{i}")
+}
+
+const TAG_A: &str = "0123456789abcdef0123456789abcdef";
+const TAG_B: &str = "fedcba9876543210fedcba9876543210";
+
 #[test]
-fn keys_are_listed_by_prefix() {
+fn an_empty_store_has_nothing_due() {
     each(|name, s, _| {
+        let page = s.list_due(u64::MAX, None, 64).unwrap();
+        assert!(page.keys.is_empty() && page.next.is_none(), "{name}");
+        assert!(due(s, 0, 1).is_empty(), "{name}");
+    });
+}
+
+#[test]
+fn only_due_keys_are_listed_in_deadline_order() {
+    each(|name, s, clock| {
+        let now = clock.now_ms();
+        // One server's keys (one tag: one shard on Redis), written out of deadline order.
+        for (i, ttl) in [3_000u64, 1_000, 2_000, 10_000, 3_001].iter().enumerate() {
+            s.write(&[insert(&key_of(TAG_A, i), "v", *ttl)]).unwrap();
+        }
+        s.write(&[insert("plain key", "v", 500)]).unwrap();
+        assert_eq!(
+            due(s, now + 3_000, 64)
+                .into_iter()
+                .filter(|k| k.contains(TAG_A))
+                .collect::<Vec<_>>(),
+            vec![key_of(TAG_A, 1), key_of(TAG_A, 2), key_of(TAG_A, 0)],
+            "{name}: due by now + 3 s, earliest first"
+        );
+        let mut all = due(s, now + 3_000, 64);
+        all.sort();
+        let mut want = vec![
+            key_of(TAG_A, 0),
+            key_of(TAG_A, 1),
+            key_of(TAG_A, 2),
+            "plain key".to_owned(),
+        ];
+        want.sort();
+        assert_eq!(all, want, "{name}: every shard, the deadline inclusive");
+        assert_eq!(
+            due(s, now + 999, 64),
+            vec!["plain key".to_owned()],
+            "{name}"
+        );
+        assert_eq!(
+            due(s, now, 64),
+            Vec::<String>::new(),
+            "{name}: nothing due yet"
+        );
+        assert_eq!(due(s, u64::MAX, 64).len(), 6, "{name}");
+    });
+}
+
+#[test]
+fn paging_visits_every_due_key_exactly_once_at_any_limit() {
+    each(|name, s, clock| {
+        let now = clock.now_ms();
+        let mut want = Vec::new();
+        for (t, tag) in [TAG_A, TAG_B, "_x"].iter().enumerate() {
+            for i in 0..12 {
+                let key = if *tag == "_x" {
+                    format!("other/{i}")
+                } else {
+                    key_of(tag, i)
+                };
+                // Deadlines shared by several keys, and some keys not due.
+                let ttl = 1_000 + (i as u64 % 4) * 1_000 + t as u64;
+                s.write(&[insert(&key, "v", ttl)]).unwrap();
+                if ttl <= 3_500 {
+                    want.push(key);
+                }
+            }
+        }
+        want.sort();
+        for limit in [1, 2, 3, 5, 64] {
+            let mut got = due(s, now + 3_500, limit);
+            got.sort();
+            assert_eq!(got, want, "{name}: limit {limit}");
+        }
+    });
+}
+
+#[test]
+fn deleted_keys_leave_the_index_and_rewritten_keys_move() {
+    each(|name, s, clock| {
+        let now = clock.now_ms();
+        let (a, b, c) = (key_of(TAG_A, 1), key_of(TAG_A, 2), key_of(TAG_A, 3));
+        let va = s.write(&[insert(&a, "a", 1_000)]).unwrap()[0];
+        let vb = s.write(&[insert(&b, "b", 1_000)]).unwrap()[0];
+        let vc = s.write(&[insert(&c, "c", 60_000)]).unwrap()[0];
+        assert_eq!(
+            due(s, now + 1_000, 64),
+            vec![a.clone(), b.clone()],
+            "{name}"
+        );
+        s.write(&[swap(&a, va, None)]).unwrap();
+        // b lives longer now, c less long.
+        s.write(&[Write {
+            ttl_ms: 60_000,
+            ..swap(&b, vb, Some("b2"))
+        }])
+        .unwrap();
+        s.write(&[Write {
+            ttl_ms: 500,
+            ..swap(&c, vc, Some("c2"))
+        }])
+        .unwrap();
+        assert_eq!(due(s, now + 1_000, 64), vec![c.clone()], "{name}");
+        assert_eq!(due(s, now + 60_000, 64), vec![c, b], "{name}");
+    });
+}
+
+#[test]
+fn keys_past_their_ttl_are_not_due_they_are_gone() {
+    each(|name, s, clock| {
         s.write(&[
-            insert(KEY, "1", 60_000),
-            insert(OTHER, "2", 60_000),
-            insert(ELSEWHERE, "3", 60_000),
-            insert("plain*key?[x]", "4", 60_000),
+            insert(&key_of(TAG_A, 1), "v", 1_000),
+            insert(&key_of(TAG_A, 2), "v", 5_000),
         ])
         .unwrap();
-        let mut all = s.list_keys("mrtr-gate/v3/id/").unwrap();
-        all.sort();
-        assert_eq!(
-            all,
-            vec![KEY.to_owned(), OTHER.to_owned(), ELSEWHERE.to_owned()]
-                .into_iter()
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect::<Vec<_>>(),
-            "{name}"
-        );
-        assert_eq!(
-            s.list_keys("mrtr-gate/v3/id/fedcba").unwrap(),
-            vec![ELSEWHERE.to_owned()],
-            "{name}"
-        );
-        assert_eq!(
-            s.list_keys("plain*key?[").unwrap(),
-            vec!["plain*key?[x]".to_owned()],
-            "{name}: glob characters are literal"
-        );
-        assert_eq!(s.list_keys("plain*").unwrap().len(), 1, "{name}");
-        assert_eq!(
-            s.list_keys("nothing").unwrap(),
-            Vec::<String>::new(),
-            "{name}"
-        );
+        clock.advance(1_000);
+        assert_eq!(due(s, u64::MAX, 1), vec![key_of(TAG_A, 2)], "{name}");
+        clock.advance(4_000);
+        assert!(due(s, u64::MAX, 1).is_empty(), "{name}");
+    });
+}
+
+#[test]
+fn a_cursor_the_store_did_not_make_or_a_zero_limit_is_an_error() {
+    each(|name, s, _| {
+        s.write(&[
+            insert(&key_of(TAG_A, 1), "v", 1_000),
+            insert(&key_of(TAG_B, 1), "v", 1_000),
+        ])
+        .unwrap();
+        for bad in ["", "garbage", "x:y z", "\u{0}", "-1 -1 "] {
+            assert!(
+                s.list_due(u64::MAX, Some(bad), 64).is_err(),
+                "{name}: {bad:?}"
+            );
+        }
+        assert!(s.list_due(u64::MAX, None, 0).is_err(), "{name}: limit 0");
+        // The store still answers afterwards.
+        assert_eq!(due(s, u64::MAX, 1).len(), 2, "{name}");
     });
 }
 

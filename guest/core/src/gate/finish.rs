@@ -2,15 +2,21 @@
 //! the steps every ending shares (remove, then the `terminal` event).
 
 use super::record::{Binding, ID_PREFIX, is_record};
-use super::store::{short_read, storage_failed};
+use super::store::{EXPIRY_GRACE_MS, short_read, storage_failed};
 use super::{CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
 use crate::audit::{Event, EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
-use crate::host::{Host, ReadKey, Versioned};
+use crate::host::{Host, HostError, ReadKey, Versioned};
 use std::rc::Rc;
 
-/// How many keys `expire-stale` reads in one storage call.
-const EXPIRE_READ_CHUNK: usize = 64;
+/// How many due keys `expire-stale` asks for in one `list-due` page (and reads in one call).
+pub const EXPIRE_PAGE: u32 = 64;
+
+/// How many `list-due` pages one `expire-stale` call goes through at most (so at most
+/// `EXPIRE_PAGE * EXPIRE_MAX_PAGES` due keys a call, records and retry pointers alike, each
+/// ending a write and an audit append: within the call's deadline on a remote store); what
+/// is still due after them is left to the next call, which starts the listing afresh.
+pub const EXPIRE_MAX_PAGES: u32 = 32;
 
 /// The longest reason code a caller may give for ending a binding.
 const MAX_REASON_BYTES: usize = 64;
@@ -65,31 +71,59 @@ impl<H: Host> Gate<H> {
         Ok(terminal)
     }
 
+    /// End every binding past its lifetime. Only what storage lists as due is read: a
+    /// binding's record lives until `expires_at + EXPIRY_GRACE_MS` (its TTL, store.rs), so
+    /// the records due by `now + EXPIRY_GRACE_MS` are exactly those whose lifetime has passed
+    /// (`expired`). The listing comes a page of at most [`EXPIRE_PAGE`] keys at a time, each
+    /// page read in one call; at most [`EXPIRE_MAX_PAGES`] pages a call, the rest left to the
+    /// next call. A store that lists more than asked, or hands back the cursor it was given
+    /// (it would page forever), is a storage fault: denied.
     pub(super) fn expire_bindings(&mut self) -> Result<u32, Denial> {
-        let keys = self
-            .host
-            .storage()
-            .list_keys(ID_PREFIX)
-            .map_err(|e| Denial::unaudited(storage_failed(e)))?;
+        let due_by = self.now().saturating_add(EXPIRY_GRACE_MS);
+        let fault = |m: &str| Denial::unaudited(storage_failed(HostError::new(m)));
         let mut ended = 0u32;
-        // Read in chunks: one call per chunk, and no call carries every record at once.
-        for chunk in keys.chunks(EXPIRE_READ_CHUNK) {
-            let refs: Vec<ReadKey<'_>> = chunk.iter().map(|k| ReadKey::from(k.as_str())).collect();
-            let entries = self
+        let mut cursor: Option<String> = None;
+        for _ in 0..EXPIRE_MAX_PAGES {
+            let page = self
                 .host
                 .storage()
-                .read(&refs)
+                .list_due(due_by, cursor.as_deref(), EXPIRE_PAGE)
                 .map_err(|e| Denial::unaudited(storage_failed(e)))?;
-            if entries.len() != chunk.len() {
-                return Err(Denial::unaudited(short_read()));
+            if page.keys.len() > EXPIRE_PAGE as usize {
+                return Err(fault("storage listed more due keys than asked for"));
             }
-            for (key, found) in chunk.iter().zip(entries) {
-                let Some(found) = found else {
-                    continue;
-                };
-                if self.expire_one(key, found)? {
-                    ended = ended.saturating_add(1);
+            if page.next.is_some() && page.next == cursor {
+                return Err(fault("storage returned the same list-due cursor twice"));
+            }
+            // Only the gate's own keys (a shared store may list others).
+            let keys: Vec<&str> = page
+                .keys
+                .iter()
+                .map(String::as_str)
+                .filter(|k| k.starts_with(ID_PREFIX))
+                .collect();
+            if !keys.is_empty() {
+                let refs: Vec<ReadKey<'_>> = keys.iter().map(|&k| ReadKey::from(k)).collect();
+                let entries = self
+                    .host
+                    .storage()
+                    .read(&refs)
+                    .map_err(|e| Denial::unaudited(storage_failed(e)))?;
+                if entries.len() != keys.len() {
+                    return Err(Denial::unaudited(short_read()));
                 }
+                for (key, found) in keys.into_iter().zip(entries) {
+                    let Some(found) = found else {
+                        continue;
+                    };
+                    if self.expire_one(key, found)? {
+                        ended = ended.saturating_add(1);
+                    }
+                }
+            }
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
             }
         }
         Ok(ended)

@@ -246,8 +246,13 @@ impl mrtr_gate_core::host::Storage for Have {
     ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
         self.0.write(writes)
     }
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, mrtr_gate_core::host::HostError> {
-        self.0.list_keys(prefix)
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
+        self.0.list_due(due_by_ms, cursor, limit)
     }
 }
 

@@ -250,8 +250,13 @@ impl mrtr_gate_core::host::Storage for ShortReads {
     ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
         self.0.write(writes)
     }
-    fn list_keys(&self, prefix: &str) -> Result<Vec<String>, mrtr_gate_core::host::HostError> {
-        self.0.list_keys(prefix)
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
+        self.0.list_due(due_by_ms, cursor, limit)
     }
 }
 
@@ -279,9 +284,182 @@ fn a_store_that_answers_fewer_entries_than_keys_denies_and_is_never_read_as_abse
         "storage_failed",
     );
     assert!(d.audited);
+    // A sweep reads only what is due: one binding that is, so that the sweep reads.
+    let brief = Policy {
+        round_trip_lifetime_ms: 1,
+        ..Policy::default()
+    };
+    gate.register(registration(n(2), &tool_params("t", json!({})), brief))
+        .unwrap();
+    fx.clock.advance(1);
     assert_code(gate.expire_stale(), "storage_failed");
     // The binding is untouched: a gate over the whole store still sees it.
     fx.second_gate()
         .accept_response(&server(), &response(1, complete()))
         .unwrap();
+}
+
+/// A store that counts what `expire-stale` asks of it: `list-due` pages and the keys read.
+#[derive(Clone)]
+struct Counted {
+    inner: mrtr_gate_core::memory::MemoryStorage,
+    pages: std::rc::Rc<std::cell::Cell<u32>>,
+    read: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+}
+
+impl mrtr_gate_core::host::Storage for Counted {
+    fn read(
+        &self,
+        keys: &[mrtr_gate_core::host::ReadKey<'_>],
+    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+        self.read
+            .borrow_mut()
+            .extend(keys.iter().map(|k| k.key.to_owned()));
+        self.inner.read(keys)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
+        self.inner.write(writes)
+    }
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
+        self.pages.set(self.pages.get() + 1);
+        self.inner.list_due(due_by_ms, cursor, limit)
+    }
+}
+
+#[test]
+fn expire_stale_reads_only_what_is_due_and_ends_exactly_that() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    let fx = Fx::new();
+    let store = Counted {
+        inner: fx.storage.clone(),
+        pages: Default::default(),
+        read: Default::default(),
+    };
+    let mut gate = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: store.clone(),
+        consent: fx.consent.clone(),
+        audit: fx.audit.clone(),
+    });
+    let short = Policy {
+        round_trip_lifetime_ms: 1_000,
+        ..Policy::default()
+    };
+    // 150 bindings that outlive the sweep, 70 that do not (more than one page of 64), five
+    // of those with a retry pointer (ended with their record).
+    for id in 0..150 {
+        gate.register(registration(
+            n(id),
+            &tool_params("t", json!({})),
+            Policy::default(),
+        ))
+        .unwrap();
+    }
+    for id in 1_000..1_070 {
+        gate.register(registration(
+            n(id),
+            &tool_params("t", json!({})),
+            short.clone(),
+        ))
+        .unwrap();
+    }
+    for id in 1_000..1_005 {
+        gate.accept_response(&server(), &response(id, state_only("s")))
+            .unwrap();
+        gate.build_retry(retry_request(n(id), n(id + 10_000), &json!({})))
+            .unwrap();
+    }
+    let live_before = fx.storage.live_keys("").len();
+    fx.clock.advance(1_000);
+    store.read.borrow_mut().clear();
+    assert_eq!(gate.expire_stale().unwrap(), 70);
+    let read = store.read.borrow().clone();
+    // Only the 70 records were read, each once; none of the 150.
+    let mut got: Vec<String> = read
+        .iter()
+        .filter_map(|k| k.rsplit('/').next().map(str::to_owned))
+        .collect();
+    got.sort();
+    let want: Vec<String> = (1_000..1_070).map(|id| id.to_string()).collect();
+    assert_eq!(got, want, "{read:?}");
+    assert_eq!(store.pages.get(), 2);
+    assert_eq!(fx.storage.live_keys("").len(), live_before - 75);
+    // A second sweep finds nothing due and reads nothing.
+    store.read.borrow_mut().clear();
+    assert_eq!(gate.expire_stale().unwrap(), 0);
+    assert!(store.read.borrow().is_empty());
+}
+
+/// A store whose `list-due` misbehaves in one of a few ways (a broken or hostile host).
+#[derive(Clone)]
+struct BadListing(mrtr_gate_core::memory::MemoryStorage, &'static str);
+
+impl mrtr_gate_core::host::Storage for BadListing {
+    fn read(
+        &self,
+        keys: &[mrtr_gate_core::host::ReadKey<'_>],
+    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+        self.0.read(keys)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
+        self.0.write(writes)
+    }
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
+        let key = "mrtr-gate/v3/id/x/1".to_owned();
+        match self.1 {
+            "too_many" => Ok(mrtr_gate_core::host::DuePage {
+                keys: vec![key; limit as usize + 1],
+                next: None,
+            }),
+            "same_cursor" => Ok(mrtr_gate_core::host::DuePage {
+                keys: Vec::new(),
+                next: Some(cursor.unwrap_or("c").to_owned()),
+            }),
+            // Always a new cursor, never done: bounded by the gate's page limit.
+            "endless" => Ok(mrtr_gate_core::host::DuePage {
+                keys: Vec::new(),
+                next: Some(format!("{}x", cursor.unwrap_or(""))),
+            }),
+            _ => self.0.list_due(due_by_ms, cursor, limit),
+        }
+    }
+}
+
+#[test]
+fn a_store_whose_due_listing_misbehaves_is_denied_and_never_loops() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    for how in ["too_many", "same_cursor", "endless"] {
+        let fx = Fx::new();
+        let mut gate = Gate::new(Services {
+            clock: fx.clock.clone(),
+            storage: BadListing(fx.storage.clone(), how),
+            consent: fx.consent.clone(),
+            audit: fx.audit.clone(),
+        });
+        match how {
+            "endless" => assert_eq!(gate.expire_stale().unwrap(), 0, "{how}"),
+            _ => {
+                let d = assert_code(gate.expire_stale(), "storage_failed");
+                assert!(!d.audited, "{how}");
+            }
+        }
+    }
 }

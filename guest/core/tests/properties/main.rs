@@ -11,7 +11,6 @@ use common::*;
 use mrtr_gate_core::ALL_CODES;
 use mrtr_gate_core::EXPIRY_GRACE_MS;
 use mrtr_gate_core::audit::verify_chain;
-use mrtr_gate_core::host::Storage;
 use mrtr_gate_core::memory::ScriptedAnswer;
 use mrtr_gate_core::{CallerOutcome, Denial, Policy, RequestId, ResponseVerdict};
 use proptest::prelude::*;

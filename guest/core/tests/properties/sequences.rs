@@ -579,7 +579,7 @@ proptest! {
         world.finish_all();
         check_audit(&world);
         // (d) storage: nothing live once every binding ended ...
-        let live = world.fx.storage.list_keys("").unwrap();
+        let live = world.fx.storage.live_keys("");
         prop_assert!(live.is_empty(), "live keys left: {:?}", live);
         // ... and nothing at all once the grace has passed and expired keys are purged.
         world.fx.clock.advance(EXPIRY_GRACE_MS + 1);

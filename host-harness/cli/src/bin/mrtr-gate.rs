@@ -141,6 +141,16 @@ enum Command {
         #[arg(long, hide = true, default_value = "bench")]
         namespace: String,
     },
+    /// One `expire-stale` sweep over N live bindings that are not due and 100 that are, with
+    /// the in-memory store and (given --redis) Redis: the sweep's time and storage calls.
+    BenchExpire {
+        /// The Redis URL (no Redis rows without it).
+        #[arg(long)]
+        redis: Option<String>,
+        /// The numbers of live, not-due bindings, comma-separated.
+        #[arg(long, default_value = "0,10000,1000000", value_delimiter = ',')]
+        sizes: Vec<u64>,
+    },
     /// One process of a multi-process race over a shared Redis (host-harness/cli/tests/race.rs):
     /// attack rounds FIRST..FIRST+ROUNDS as WORKER, one JSON line per attempt.
     #[command(hide = true)]
@@ -364,6 +374,12 @@ fn main() -> ExitCode {
             first,
             namespace,
         } => bench_redis(&redis, processes, rounds, worker, memory, first, &namespace),
+        Command::BenchExpire { redis, sizes } => GateRuntime::embedded()
+            .map_err(|e| error_chain(&e))
+            .and_then(|runtime| {
+                mrtr_gate_cli::bench_expire::run(&runtime, &sizes, redis.as_deref())
+            })
+            .map(|table| print!("{table}")),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
         Command::VerifyAudit { file } => verify(&file),

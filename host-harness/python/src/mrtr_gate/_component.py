@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from typing import Any, Optional
 
 from wasmtime import Config, Engine, Store, WasmtimeError
 from wasmtime.component import Component, Linker, Record, Variant
@@ -31,11 +31,12 @@ from ._types import (
     ConsentPrompt,
     ConsentReceipt,
     ConsentDecision,
+    DuePage,
     ReadKey,
     WriteOp,
 )
 
-WIT_VERSION = "0.2.0"
+WIT_VERSION = "0.3.0"
 U64_MAX = (1 << 64) - 1
 
 
@@ -104,12 +105,15 @@ class Services:
         except Exception as e:  # noqa: BLE001
             return _failure(e)
 
-    def list_keys(self, _store: Any, prefix: str) -> object:
+    def list_due(self, _store: Any, due_by_ms: int, cursor: Optional[str], limit: int) -> object:
         try:
-            keys = self.storage.list_keys(prefix)
-            if not all(type(k) is str for k in keys):
-                return "the store listed a key that is not a str"
-            return list(keys)
+            page = self.storage.list_due(due_by_ms, cursor, limit)
+            if not isinstance(page, DuePage):
+                return "the store listed no DuePage"
+            keys = list(page.keys)
+            if not all(type(k) is str for k in keys) or not (page.next is None or type(page.next) is str):
+                return "the store listed a key or cursor that is not a str"
+            return _record(keys=keys, next=page.next)
         except Exception as e:  # noqa: BLE001
             return _failure(e)
 
@@ -194,7 +198,7 @@ class Instance:
         with linker.root() as root:
             for iface, funcs in (
                 ("clock", (("now-ms", services.now_ms),)),
-                ("storage", (("read", services.read), ("write", services.write), ("list-keys", services.list_keys))),
+                ("storage", (("read", services.read), ("write", services.write), ("list-due", services.list_due))),
                 ("consent", (("request-consent", services.request_consent),)),
                 ("audit", (("append", services.append),)),
             ):

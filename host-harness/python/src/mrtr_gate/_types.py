@@ -143,6 +143,15 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class DuePage:
+    """One page of `Storage.list_due`: the due keys, and the cursor of the next page (None:
+    the listing is complete)."""
+
+    keys: list[str]
+    next: Optional[str]
+
+
+@dataclass(frozen=True)
 class ReadKey:
     """A key to read, and the version of its value the gate already holds (0: none): a key
     still at that version comes back with an empty value."""
@@ -223,6 +232,7 @@ __all__ = [
     "ConsentPrompt",
     "ConsentReceipt",
     "DeprecatedMethod",
+    "DuePage",
     "Endpoint",
     "Entry",
     "ErrorCause",

@@ -10,6 +10,7 @@ way: the gate denies). The in-memory services can inject the faults the shared c
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import threading
@@ -22,6 +23,7 @@ from ._types import (
     AuditEntry,
     ConsentPrompt,
     ConsentReceipt,
+    DuePage,
     Entry,
     HostError,
     ReadKey,
@@ -45,8 +47,14 @@ class Storage(Protocol):
         key is not at its expected version; the new version of each write applied (0 for a
         delete). Versions are never 0 and never reused for a key, not even after a delete."""
 
-    def list_keys(self, prefix: str) -> list[str]:
-        """The live keys starting with `prefix`."""
+    def list_due(self, due_by_ms: int, cursor: Optional[str], limit: int) -> DuePage:
+        """One page of the live keys whose TTL deadline (write time + `ttl_ms`, by this
+        store's clock) is at or before `due_by_ms`: at most `limit` keys (a `limit` below 1
+        is an error), in deadline order, and the cursor of the next page (`None`: done).
+        `cursor` is `None` for the first page, then the `next` of the page before: opaque and
+        the store's own (one it did not make is an error). Keys written or deleted during a
+        listing may or may not appear; a page may be shorter than `limit` without being the
+        last. The contract: `storage.list-due` in wit/gate.wit."""
 
 
 class Consent(Protocol):
@@ -87,6 +95,8 @@ class MemoryStorage:
     def __init__(self, clock: Optional[Clock] = None) -> None:
         self._clock = clock or SystemClock()
         self._slots: dict[str, tuple[str, int, int]] = {}
+        # Every key in _slots as (deadline, key), sorted: list_due visits only what is due.
+        self._due: list[tuple[int, str]] = []
         self._next_version = 1
         self._lock = threading.Lock()
         #: Fault injection (docs/corpus.md): `"fail"`, `"lose_cas"`, `"fail_deletes"` or None.
@@ -133,20 +143,57 @@ class MemoryStorage:
                 if w.value is None:
                     if self.fault == "fail_deletes":
                         raise HostError("storage delete failed (injected)")
+                    self._unindex(w.key)
                     self._slots.pop(w.key, None)
                     applied.append(0)
                 else:
                     version = self._next_version
                     self._next_version += 1
+                    self._unindex(w.key)
                     self._slots[w.key] = (w.value, version, now + w.ttl_ms)
+                    bisect.insort(self._due, (now + w.ttl_ms, w.key))
                     applied.append(version)
         return applied
 
-    def list_keys(self, prefix: str) -> list[str]:
+    def _unindex(self, key: str) -> None:
+        slot = self._slots.get(key)
+        if slot is not None:
+            i = bisect.bisect_left(self._due, (slot[2], key))
+            if i < len(self._due) and self._due[i] == (slot[2], key):
+                del self._due[i]
+
+    def list_due(self, due_by_ms: int, cursor: Optional[str], limit: int) -> DuePage:
         self._check()
+        if type(limit) is not int or limit < 1:
+            raise HostError("list-due limit is below 1")
+        after: Optional[tuple[int, str]] = None
+        if cursor is not None:
+            deadline, sep, key = cursor.partition(":")
+            if not sep or not deadline.isdigit() or not deadline.isascii():
+                raise HostError("list-due cursor not made by this store")
+            after = (int(deadline), key)
         now = self._clock.now_ms()
         with self._lock:
-            return [k for k, s in self._slots.items() if k.startswith(prefix) and s[2] > now]
+            # What is past its TTL is gone: the front of the index, nothing else.
+            dead = bisect.bisect_left(self._due, (now + 1, ""))
+            for _, key in self._due[:dead]:
+                self._slots.pop(key, None)
+            del self._due[:dead]
+            start = 0 if after is None else bisect.bisect_right(self._due, after)
+            keys: list[str] = []
+            i = start
+            while i < len(self._due) and self._due[i][0] <= due_by_ms and len(keys) < limit:
+                keys.append(self._due[i][1])
+                i += 1
+            more = i < len(self._due) and self._due[i][0] <= due_by_ms
+            nxt = f"{self._due[i - 1][0]}:{self._due[i - 1][1]}" if more and keys else None
+            return DuePage(keys, nxt)
+
+    def live_keys(self, prefix: str = "") -> list[str]:
+        """The live keys starting with `prefix` (for tests that look inside the store)."""
+        now = self._clock.now_ms()
+        with self._lock:
+            return sorted(k for k, s in self._slots.items() if k.startswith(prefix) and s[2] > now)
 
 
 class CallbackConsent:
