@@ -7,7 +7,10 @@ mod bodies;
 
 use std::path::{Path, PathBuf};
 
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A target body: the bytes of one input.
+type Body = fn(&[u8]);
+
+const TARGETS: &[(&str, Body)] = &[
     ("response", bodies::run_response),
     ("answers", bodies::run_answers),
     ("schema", bodies::run_schema),
