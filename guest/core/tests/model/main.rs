@@ -89,11 +89,55 @@ enum Seen {
     },
     Finished(TerminalOutcome),
     Expired(u32),
-    Denied(&'static str),
+    /// The code, and whether a `rejected` event was written and read back.
+    Denied {
+        code: &'static str,
+        audited: bool,
+    },
 }
 
+/// A denial as the model's rules give it; whether it is audited is decided per operation
+/// ([`audited`]).
 fn denied(code: &'static str) -> Seen {
-    Seen::Denied(code)
+    Seen::Denied {
+        code,
+        audited: false,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Operation {
+    Register,
+    Accept,
+    Retry,
+    Finish,
+    ExpireStale,
+}
+
+/// Which denials leave a `rejected` event, the sink working (docs/errors.md, "Which denials
+/// are audited").
+fn audited(operation: Operation, code: &str) -> bool {
+    match (operation, code) {
+        // No time to stamp an event with.
+        (_, "clock_out_of_range") => false,
+        (Operation::Register | Operation::ExpireStale, _) => false,
+        // Another principal's attempt and a clock set back are on record; an unknown id is not.
+        (Operation::Finish, code) => matches!(
+            code,
+            "mrtr_identity_or_argument_mismatch" | "clock_behind_binding"
+        ),
+        (Operation::Accept | Operation::Retry, _) => true,
+    }
+}
+
+fn with_audit(operation: Operation, seen: Seen) -> Seen {
+    match seen {
+        Seen::Denied { code, .. } => Seen::Denied {
+            code,
+            audited: audited(operation, code),
+        },
+        allowed => allowed,
+    }
 }
 
 /// The server's message, as the model reads it.
@@ -335,7 +379,14 @@ impl Model {
 
     /// Precedence: the clock; the binding (by any id it used); user and tenant (another
     /// principal cannot end it, not even as expired); the clock against it; the lifetime.
-    fn finish(&mut self, server: usize, id: &RequestId, user: usize, tenant: usize) -> Seen {
+    fn finish(
+        &mut self,
+        server: usize,
+        id: &RequestId,
+        user: usize,
+        tenant: usize,
+        transport_failed: bool,
+    ) -> Seen {
         if self.clock_out_of_range {
             return denied("clock_out_of_range");
         }
@@ -350,7 +401,9 @@ impl Model {
             return denied("clock_behind_binding");
         }
         let outcome = if self.expired(b) {
-            TerminalOutcome::Expired
+            TerminalOutcome::Expired // the lifetime passed first, whatever the caller says
+        } else if transport_failed {
+            TerminalOutcome::Error
         } else {
             TerminalOutcome::Cancelled
         };
@@ -546,6 +599,8 @@ enum Op {
         target: Target,
         other_user: bool,
         other_tenant: bool,
+        /// The transport failed (`CallerOutcome::Error`) rather than the user cancelling.
+        transport_failed: bool,
     },
     ExpireStale {
         gate: usize,
@@ -653,7 +708,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
             Just(ConsentAnswer::Fail),
             Just(ConsentAnswer::Grant),
         ].prop_map(Op::QueueConsent),
-        2 => (gate.clone(), arb_target(), who, who).prop_map(|(gate, target, other_user, other_tenant)| Op::Finish { gate, target, other_user, other_tenant }),
+        2 => (gate.clone(), arb_target(), who, who, any::<bool>()).prop_map(|(gate, target, other_user, other_tenant, transport_failed)| Op::Finish { gate, target, other_user, other_tenant, transport_failed }),
         1 => gate.prop_map(|gate| Op::ExpireStale { gate }),
         3 => arb_clock().prop_map(Op::Clock),
     ]
@@ -681,7 +736,10 @@ fn seen_of<T>(r: Result<T, Denial>, ok: impl FnOnce(T) -> Seen) -> Seen {
         Ok(v) => ok(v),
         Err(d) => {
             assert_known(&d);
-            Seen::Denied(d.error.code())
+            Seen::Denied {
+                code: d.error.code(),
+                audited: d.audited,
+            }
         }
     }
 }
@@ -803,6 +861,7 @@ impl World {
                 let want = self
                     .model
                     .register(server, &id, user, tenant, &params, &policy);
+                let want = with_audit(Operation::Register, want);
                 (got, want)
             }
             Op::Respond {
@@ -828,7 +887,10 @@ impl World {
                         ResponseVerdict::Error(code) => Seen::ServerError(code),
                     },
                 );
-                let want = self.model.accept(server, &id, &model_reply);
+                let want = with_audit(
+                    Operation::Accept,
+                    self.model.accept(server, &id, &model_reply),
+                );
                 (got, want)
             }
             Op::Retry {
@@ -874,6 +936,7 @@ impl World {
                 let want = self
                     .model
                     .retry(server, &id, &retry_id, user, tenant, &answers);
+                let want = with_audit(Operation::Retry, want);
                 (got, want)
             }
             Op::QueueConsent(answer) => {
@@ -891,25 +954,38 @@ impl World {
                 target,
                 other_user,
                 other_tenant,
+                transport_failed,
             } => {
                 let (server, id) = self.resolve(&target);
                 let (own_user, own_tenant) = self.principals_of(server, &id);
                 let user = own_user ^ usize::from(other_user);
                 let tenant = own_tenant ^ usize::from(other_tenant);
+                let outcome = if transport_failed {
+                    CallerOutcome::Error("transport_failed".into())
+                } else {
+                    CallerOutcome::Cancelled
+                };
                 let request = mrtr_gate_core::FinishRequest {
                     server: server_identity(server),
                     request_id: id.clone(),
                     user: USERS[user].into(),
                     tenant: TENANTS[tenant].into(),
-                    outcome: CallerOutcome::Cancelled,
+                    outcome,
                 };
                 let got = seen_of(self.gate(gate).finish(request), Seen::Finished);
-                let want = self.model.finish(server, &id, user, tenant);
+                let want = with_audit(
+                    Operation::Finish,
+                    self.model
+                        .finish(server, &id, user, tenant, transport_failed),
+                );
                 (got, want)
             }
             Op::ExpireStale { gate } => {
                 let got = seen_of(self.gate(gate).expire_stale(), Seen::Expired);
-                (got, self.model.expire_stale())
+                (
+                    got,
+                    with_audit(Operation::ExpireStale, self.model.expire_stale()),
+                )
             }
             Op::Clock(pick) => {
                 self.clock(&pick);
