@@ -64,6 +64,9 @@ impl<H: Host> Gate<H> {
                 return Err(self.deny(e, unbound()));
             }
         };
+        if let Some(ended) = self.end_from_cache(server, &digests.key, &id, &body) {
+            return ended;
+        }
         let unbound_id = || unbound().set(Field::LiveId, id.to_json());
         let (binding, version) =
             match self
@@ -97,7 +100,7 @@ impl<H: Host> Gate<H> {
             let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
             return Err(self.fail_binding(binding, version, e, TerminalOutcome::Expired));
         }
-        match judge(&binding, body, &mut self.schemas) {
+        match judge(&binding, &body, &mut self.schemas) {
             Ok(Judged::Complete) => self
                 .end(&binding, version, TerminalOutcome::Complete, None)
                 .map(|()| ResponseVerdict::Complete)
@@ -123,6 +126,42 @@ impl<H: Host> Gate<H> {
             Err(Refusal::End(e)) => {
                 Err(self.fail_binding(binding, version, e, TerminalOutcome::Error))
             }
+        }
+    }
+
+    /// A complete or error result for the binding this instance holds, ended with no read
+    /// first: when the record is still the one held (the removal's compare-and-swap says
+    /// so), what storage would have returned is what was judged. None when the response is
+    /// not that (a round, a refusal, a binding not held, expired or ahead of the clock) or the
+    /// record moved on: decided on what storage holds now, as every other response is.
+    fn end_from_cache(
+        &mut self,
+        server: &ServerIdentity,
+        server_key: &str,
+        id: &RequestId,
+        body: &Body,
+    ) -> Option<Result<ResponseVerdict, Denial>> {
+        // A round is judged once, after the read (its checks are the costly part).
+        if matches!(&body.result_type, Some(Value::String(t)) if t == "input_required") {
+            return None;
+        }
+        let (binding, version) = self.store.current(server, server_key, id)?;
+        if binding.live_id != *id || self.is_clock_behind(&binding) || self.expired(&binding) {
+            return None;
+        }
+        let (outcome, reason, verdict) = match judge(&binding, body, &mut self.schemas) {
+            Ok(Judged::Complete) => (TerminalOutcome::Complete, None, ResponseVerdict::Complete),
+            Ok(Judged::Error(code)) => (
+                TerminalOutcome::Error,
+                Some("server_error"),
+                ResponseVerdict::Error(code),
+            ),
+            _ => return None,
+        };
+        match self.end_if_current(&binding, version, outcome, reason) {
+            Ok(true) => Some(Ok(verdict)),
+            Ok(false) => None,
+            Err(e) => Some(Err(Denial::unaudited(e))),
         }
     }
 
@@ -333,7 +372,7 @@ fn envelope_body(m: &Members<'_>) -> Result<Body, JsonError> {
 }
 
 /// What a response from the bound server means, or why it is refused.
-fn judge(binding: &Binding, body: Body, schemas: &mut SchemaCache) -> Result<Judged, Refusal> {
+fn judge(binding: &Binding, body: &Body, schemas: &mut SchemaCache) -> Result<Judged, Refusal> {
     let end = |e| Refusal::End(peer(e));
     if body.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(
@@ -363,7 +402,7 @@ fn judge(binding: &Binding, body: Body, schemas: &mut SchemaCache) -> Result<Jud
             if body.miscased {
                 return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
             }
-            match body.result_type {
+            match &body.result_type {
                 None => Ok(Judged::Complete),
                 Some(Value::String(t)) if t == "complete" => Ok(Judged::Complete),
                 Some(Value::String(t)) if t == "input_required" => {
@@ -376,11 +415,11 @@ fn judge(binding: &Binding, body: Body, schemas: &mut SchemaCache) -> Result<Jud
                     if binding.rounds >= binding.fixed.policy.max_rounds {
                         return Err(end(PeerMisbehaved::ServerExceededRoundLimit));
                     }
-                    let Some(result) = body.round else {
+                    let Some(result) = &body.round else {
                         return Err(end(PeerMisbehaved::ServerSentInvalidResultType));
                     };
                     round::check_round(
-                        &result,
+                        result,
                         &binding.fixed.policy,
                         binding.fixed.declared,
                         schemas,

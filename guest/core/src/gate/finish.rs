@@ -24,6 +24,21 @@ const MAX_REASON_BYTES: usize = 64;
 impl<H: Host> Gate<H> {
     pub(super) fn finish_binding(&mut self, r: FinishRequest) -> Result<TerminalOutcome, Denial> {
         let server_key = self.principals.server(&r.server).key;
+        // The binding this instance holds, ended with no read first when its record is still
+        // the one held (the removal's compare-and-swap says so); anything else is decided on
+        // what storage holds now.
+        if let Some((binding, version)) = self.store.current(&r.server, &server_key, &r.request_id)
+            && binding.fixed.user == r.user
+            && binding.fixed.tenant == r.tenant
+            && !self.is_clock_behind(&binding)
+        {
+            let (terminal, reason) = self.finish_outcome(&binding, &r.outcome);
+            match self.end_if_current(&binding, version, terminal, reason.as_deref()) {
+                Ok(true) => return Ok(terminal),
+                Ok(false) => {}
+                Err(e) => return Err(Denial::unaudited(e)),
+            }
+        }
         let (binding, version) = self
             .store
             .load(self.host.storage(), &r.server, &server_key, &r.request_id)
@@ -45,30 +60,38 @@ impl<H: Host> Gate<H> {
         if let Some(denied) = self.clock_behind(&binding, rejected) {
             return Err(denied);
         }
-        let (terminal, reason) = if self.expired(&binding) {
-            (TerminalOutcome::Expired, None)
-        } else {
-            match &r.outcome {
-                CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
-                CallerOutcome::Error(code) => {
-                    // The reason goes into the audit trail: codes only, never caller text.
-                    let is_code = !code.is_empty()
-                        && code.len() <= MAX_REASON_BYTES
-                        && code
-                            .bytes()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-                    let reason = if is_code {
-                        code.clone()
-                    } else {
-                        "caller_error".to_owned()
-                    };
-                    (TerminalOutcome::Error, Some(reason))
-                }
-            }
-        };
+        let (terminal, reason) = self.finish_outcome(&binding, &r.outcome);
         self.end(&binding, version, terminal, reason.as_deref())
             .map_err(Denial::unaudited)?;
         Ok(terminal)
+    }
+
+    /// How `finish` ends `binding`, and the reason it records.
+    fn finish_outcome(
+        &self,
+        binding: &Binding,
+        outcome: &CallerOutcome,
+    ) -> (TerminalOutcome, Option<String>) {
+        if self.expired(binding) {
+            return (TerminalOutcome::Expired, None);
+        }
+        match outcome {
+            CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
+            CallerOutcome::Error(code) => {
+                // The reason goes into the audit trail: codes only, never caller text.
+                let is_code = !code.is_empty()
+                    && code.len() <= MAX_REASON_BYTES
+                    && code
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                let reason = if is_code {
+                    code.clone()
+                } else {
+                    "caller_error".to_owned()
+                };
+                (TerminalOutcome::Error, Some(reason))
+            }
+        }
     }
 
     /// End every binding past its lifetime. Only what storage lists as due is read: a
@@ -143,6 +166,16 @@ impl<H: Host> Gate<H> {
         if binding.key() != key || !self.expired(&binding) {
             return Ok(false);
         }
+        // This instance's copy at the same version may know more (its pointers' versions:
+        // deleted with no read first).
+        let (server, original) = (&binding.fixed.server, &binding.fixed.original_id);
+        let binding = match self
+            .store
+            .current(server, binding.fixed.server_key(), original)
+        {
+            Some((held, version)) if version == found.version => held,
+            _ => Rc::new(binding),
+        };
         match self.end(&binding, found.version, TerminalOutcome::Expired, None) {
             Ok(()) => Ok(true),
             // Someone else ended or changed it meanwhile: theirs is the last word.
@@ -160,7 +193,27 @@ impl<H: Host> Gate<H> {
         outcome: TerminalOutcome,
         reason: Option<&str>,
     ) -> Result<(), GateError> {
-        self.store.remove(self.host.storage(), binding, version)?;
+        match self.end_if_current(binding, version, outcome, reason)? {
+            true => Ok(()),
+            false => Err(GateError::Host(HostFault::StateAlreadyUsed)),
+        }
+    }
+
+    /// [`Self::end`]; false, with nothing removed or audited, when the record is no longer
+    /// at `version`.
+    pub(super) fn end_if_current(
+        &mut self,
+        binding: &Binding,
+        version: u64,
+        outcome: TerminalOutcome,
+        reason: Option<&str>,
+    ) -> Result<bool, GateError> {
+        if !self
+            .store
+            .remove_if_current(self.host.storage(), binding, version)?
+        {
+            return Ok(false);
+        }
         if binding.audited {
             let mut e = binding
                 .event(EventKind::Terminal)
@@ -170,7 +223,7 @@ impl<H: Host> Gate<H> {
             }
             self.audit(e)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Deny, and end the binding: the bound server misbehaved, or the binding expired
@@ -204,7 +257,12 @@ impl<H: Host> Gate<H> {
         event: impl FnOnce() -> Event,
     ) -> Option<Denial> {
         let now = self.now();
-        (now.saturating_add(CLOCK_SKEW_TOLERANCE_MS) < binding.fixed.created_at_ms)
+        self.is_clock_behind(binding)
             .then(|| self.deny(GateError::Host(HostFault::ClockBehindBinding(now)), event()))
+    }
+
+    /// Whether the clock reads more than the skew tolerance before `binding` was registered.
+    pub(super) fn is_clock_behind(&self, binding: &Binding) -> bool {
+        self.now().saturating_add(CLOCK_SKEW_TOLERANCE_MS) < binding.fixed.created_at_ms
     }
 }

@@ -300,6 +300,8 @@ pub(crate) struct Binding {
     pub(crate) used_ids: Vec<RequestId>,
     /// The storage version of each retry id's pointer, in `used_ids` order after the
     /// original: the pointers are deleted with one compare-and-swap each, no read first.
+    /// `UNKNOWN_VERSION` (0) for a pointer written in the same storage call as the record
+    /// (`BindingStore::consume`): learned when the pointer is next read, else read first.
     pub(crate) alias_versions: Vec<u64>,
     pub(crate) rounds: u32,
     /// The storage version the record had when the binding's first round arrived: what

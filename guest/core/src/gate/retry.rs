@@ -1,10 +1,10 @@
-//! `build-retry`: validate the user's answers ([`super::responses`]), reserve the new id,
-//! obtain consent for exactly the view and the answers, consume the round with one
-//! compare-and-swap, audit it, and write the retry from the registered params.
+//! `build-retry`: validate the user's answers ([`super::responses`]), check the new id is
+//! free, obtain consent for exactly the view and the answers, reserve the id and consume the
+//! round in one storage call, audit it, and write the retry from the registered params.
 
-use super::record::{Binding, OpenRound};
+use super::record::{Binding, OpenRound, id_key};
 use super::responses;
-use super::store::BindingStore;
+use super::store::{Consume, UNKNOWN_VERSION};
 use super::{Gate, Retry, RetryRequest, TerminalOutcome, caller, request_text};
 use crate::audit::{Event, EventKind, Field};
 use crate::canonical;
@@ -16,10 +16,9 @@ use crate::json::{self, JsonError};
 use crate::policy::limits;
 use serde_json::Value;
 
-/// A retry checked, its id reserved and its consent given; the round not yet consumed.
+/// A retry checked, its id free and its consent given; the round not yet consumed.
 struct Prepared {
     retry_id: RequestId,
-    alias_version: u64,
     receipt_id: Option<String>,
     /// The retry's params, canonical JSON: the registered ones with the answers (none in a
     /// state-only round) and the state (when the server sent one).
@@ -34,21 +33,31 @@ impl<H: Host> Gate<H> {
             .validated()
             .map_err(Denial::unaudited)?;
         let server_key = self.principals.server(&r.server).key;
-        let (binding, version) =
-            match self
-                .store
-                .load(self.host.storage(), &r.server, &server_key, &request_id)
-            {
-                Ok(Some(found)) => found,
-                Ok(None) => {
-                    let event = self.unbound_event(&request_id, &r);
-                    return Err(self.deny(caller(CallerMisuse::InactiveRound), event));
-                }
-                Err(e) => {
-                    let event = self.unbound_event(&request_id, &r);
-                    return Err(self.deny(e, event));
-                }
-            };
+        // Whether the retry id is live on the server is read with the binding (one storage
+        // call); the reservation itself comes with the consume, below.
+        let retry_key = r
+            .retry_id
+            .clone()
+            .validated()
+            .ok()
+            .map(|id| id_key(&server_key, &id));
+        let (binding, version, retry_id_free) = match self.store.load_and_probe(
+            self.host.storage(),
+            &r.server,
+            &server_key,
+            &request_id,
+            retry_key.as_deref(),
+        ) {
+            Ok((Some((binding, version)), probed)) => (binding, version, probed == Some(false)),
+            Ok((None, _)) => {
+                let event = self.unbound_event(&request_id, &r);
+                return Err(self.deny(caller(CallerMisuse::InactiveRound), event));
+            }
+            Err(e) => {
+                let event = self.unbound_event(&request_id, &r);
+                return Err(self.deny(e, event));
+            }
+        };
         let rejected = |b: &Binding| {
             b.event(EventKind::Rejected)
                 .set(Field::LiveId, request_id.to_json())
@@ -65,7 +74,7 @@ impl<H: Host> Gate<H> {
                 TerminalOutcome::Expired,
             ));
         }
-        let prepared = match self.prepare_retry(&binding, &r) {
+        let prepared = match self.prepare_retry(&binding, &r, retry_id_free) {
             Ok(p) => p,
             Err(e) => {
                 let event = rejected(&binding);
@@ -74,7 +83,6 @@ impl<H: Host> Gate<H> {
         };
         let Prepared {
             retry_id,
-            alias_version,
             receipt_id,
             params,
         } = prepared;
@@ -84,33 +92,34 @@ impl<H: Host> Gate<H> {
             .set(Field::ConsentReceiptId, receipt_id.clone())
             .set(Field::RetryId, retry_id.to_json());
 
-        // Single use, step 2: consume the round with one compare-and-swap on the version read.
+        // Single use: reserve the retry id against every live binding on the server and
+        // consume the round with a compare-and-swap on the version read, in one storage call.
         let mut next = self.store.take(binding);
         let Some(open) = next.open.take() else {
-            BindingStore::release_alias(self.host.storage(), &next, &retry_id, alias_version);
             return Err(self.deny(caller(CallerMisuse::InactiveRound), rejected(&next)));
         };
         next.live_id = retry_id.clone();
         next.used_ids.push(retry_id.clone());
-        next.alias_versions.push(alias_version);
+        next.alias_versions.push(UNKNOWN_VERSION);
         let now = self.now();
         let (next, new_version) =
             match self
                 .store
-                .store(self.host.storage(), now, next, Some(version))
+                .consume(self.host.storage(), now, next, version, &retry_id)
             {
                 Ok(stored) => stored,
-                Err((e, mut back)) => {
-                    BindingStore::release_alias(
-                        self.host.storage(),
-                        &back,
-                        &retry_id,
-                        alias_version,
-                    );
+                Err((why, mut back)) => {
                     // The event names the binding as it was: the round it failed to consume.
                     back.open = Some(open);
                     back.live_id = request_id.clone();
                     let event = rejected(&back);
+                    let e = match why {
+                        // Taken since it was read (the consent was audited for a retry that
+                        // does not go out; the `rejected` event after it says why).
+                        Consume::RetryIdTaken => caller(CallerMisuse::RetryIdNotNew),
+                        Consume::RecordMoved => GateError::Host(HostFault::StateAlreadyUsed),
+                        Consume::Failed(e) => e,
+                    };
                     return Err(self.deny(e, event));
                 }
             };
@@ -137,11 +146,12 @@ impl<H: Host> Gate<H> {
     }
 
     /// Everything a retry needs before the round is consumed: the checks, the answers, the
-    /// retry id reserved and the consent obtained.
+    /// retry id found free (`retry_id_free`, read with the binding) and the consent obtained.
     fn prepare_retry(
         &mut self,
         binding: &Binding,
         r: &RetryRequest,
+        retry_id_free: bool,
     ) -> Result<Prepared, GateError> {
         let open = match (&binding.open, binding.live_id == r.request_id) {
             (Some(open), true) => open,
@@ -189,14 +199,13 @@ impl<H: Host> Gate<H> {
         let params = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
             .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
 
-        // Single use, step 1: reserve the retry id against every live binding on the server. Done before
-        // consent, so the trail never shows consent for a retry whose id is taken.
-        let storage = self.host.storage();
-        let Some(alias_version) =
-            BindingStore::reserve_alias(storage, self.now(), &retry_id, binding)?
-        else {
+        // A retry id live on the server (another binding's record or pointer) is refused
+        // before consent, so the user is never asked about a retry that cannot go out. (Only
+        // an id taken between that read and the consume gets past this: the consume refuses
+        // it.)
+        if !retry_id_free {
             return Err(caller(CallerMisuse::RetryIdNotNew));
-        };
+        }
 
         // Consent: exactly this view, exactly these answers. A state-only round sends
         // nothing of the user's (the spec lets the client retry at once): no prompt.
@@ -207,24 +216,10 @@ impl<H: Host> Gate<H> {
             match self.consent(binding, open, &responses_json, &retry_id) {
                 // The binding may have expired while the user decided: no retry then.
                 Ok(_) if self.expired(binding) => {
-                    BindingStore::release_alias(
-                        self.host.storage(),
-                        binding,
-                        &retry_id,
-                        alias_version,
-                    );
                     return Err(caller(CallerMisuse::InactiveRound));
                 }
                 Ok(id) => (Some(id), Some(responses_json)),
-                Err(e) => {
-                    BindingStore::release_alias(
-                        self.host.storage(),
-                        binding,
-                        &retry_id,
-                        alias_version,
-                    );
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         };
 
@@ -244,12 +239,10 @@ impl<H: Host> Gate<H> {
         }
         let Some(params) = params.with(&added) else {
             // Registration refuses params that carry either key: only a corrupt record can.
-            BindingStore::release_alias(self.host.storage(), binding, &retry_id, alias_version);
             return Err(GateError::Host(HostFault::StorageCorrupted));
         };
         Ok(Prepared {
             retry_id,
-            alias_version,
             receipt_id,
             params,
         })

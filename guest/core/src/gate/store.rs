@@ -1,6 +1,8 @@
-//! Live bindings in the host's storage: load, store, reserve and remove, each change a
+//! Live bindings in the host's storage: load, store, consume and remove, each change a
 //! compare-and-swap on the version read, so instances sharing a store can never both consume
-//! one round. The cache here only saves parsing; it never decides anything.
+//! one round. The cache saves parsing and, where an operation's only effect is one
+//! compare-and-swap, the read before it ([`BindingStore::current`]): the swap itself then
+//! proves the cached record is the stored one. It never decides anything on its own.
 
 use crate::error::{GateError, HostFault};
 use crate::gate::record::{Binding, id_key, is_record};
@@ -29,7 +31,9 @@ fn corrupted() -> GateError {
 pub(crate) struct BindingStore {
     /// The last records read or written, with the exact version and length they had: a
     /// record whose version and length are unchanged in storage parses to the same value, so
-    /// the parse is skipped. An entry is found by its binding's original id and server key
+    /// the parse is skipped. (A cached binding may know more than its record: the version
+    /// of a retry id's pointer written in the same call as the record, see
+    /// [`BindingStore::consume`]; nothing else differs.) An entry is found by its binding's original id and server key
     /// (the parts of its storage key): comparing ids first makes a miss cost a few
     /// instructions, where comparing the long keys of one server did not (measured in wasm).
     cache: VecDeque<(u64, usize, Rc<Binding>)>,
@@ -96,6 +100,25 @@ impl BindingStore {
             .retain(|(_, _, b)| !stored_under(b, server_key, original));
     }
 
+    /// The binding on `server` this instance last read or wrote that uses `id`, with the
+    /// version it had then, without asking storage: it may be out of date. Only for an
+    /// operation whose one effect is a compare-and-swap on that version (which fails if it
+    /// is out of date, and the operation then starts again from [`Self::load`]).
+    pub(crate) fn current(
+        &self,
+        server: &ServerIdentity,
+        server_key: &str,
+        id: &RequestId,
+    ) -> Option<(Rc<Binding>, u64)> {
+        self.cache
+            .iter()
+            .rev()
+            .find(|(_, _, b)| b.fixed.server_key() == server_key && b.used_ids.contains(id))
+            // The whole server, not only its key part (a truncated digest).
+            .filter(|(_, _, b)| b.fixed.server == *server)
+            .map(|(v, _, b)| (Rc::clone(b), *v))
+    }
+
     /// The binding on `server` (whose key part is `server_key`) that uses `id` (as its
     /// original id or a retry id), with its record's version; none when no live binding on
     /// that server uses it.
@@ -106,6 +129,20 @@ impl BindingStore {
         server_key: &Rc<str>,
         id: &RequestId,
     ) -> Result<Option<(Rc<Binding>, u64)>, GateError> {
+        self.load_and_probe(storage, server, server_key, id, None)
+            .map(|(found, _)| found)
+    }
+
+    /// [`Self::load`], and in the same storage call whether `probe` (another key) is live.
+    /// `None` when the probe was not asked for or the binding was not found.
+    pub(crate) fn load_and_probe(
+        &mut self,
+        storage: &dyn Storage,
+        server: &ServerIdentity,
+        server_key: &Rc<str>,
+        id: &RequestId,
+        probe: Option<&str>,
+    ) -> Result<(Option<Found>, Option<bool>), GateError> {
         let key = id_key(server_key, id);
         // A retry id's key holds a pointer to the original id, whose key holds the record.
         // When a cached binding uses `id` as a retry id, its record is read in the same
@@ -124,7 +161,7 @@ impl BindingStore {
         let guess_key = guess.as_ref().map(|g| id_key(server_key, g));
         // For a record this instance holds, the version it holds: a record still at that
         // version is not sent again (the cache below has it).
-        let mut keys: Vec<ReadKey<'_>> = Vec::with_capacity(2);
+        let mut keys: Vec<ReadKey<'_>> = Vec::with_capacity(3);
         keys.push(ReadKey {
             key: &key,
             have: self.held(server_key, id),
@@ -135,11 +172,25 @@ impl BindingStore {
                 have: self.held(server_key, g),
             });
         }
+        if let Some(probe) = probe {
+            keys.push(ReadKey::from(probe));
+        }
         let haves: Vec<Option<u64>> = keys.iter().map(|k| k.have).collect();
-        let mut found = storage.read(&keys).map_err(storage_failed)?.into_iter();
-        let Some(first) = found.next().ok_or_else(short_read)? else {
-            return Ok(None);
+        let mut found = storage.read(&keys).map_err(storage_failed)?;
+        if found.len() != keys.len() {
+            return Err(short_read());
+        }
+        // The probe is the last key asked for: taken off first, so the rest read as before.
+        let probed = match probe {
+            Some(_) => found.pop().map(|entry| entry.is_some()),
+            None => None,
         };
+        let mut found = found.into_iter();
+        let Some(first) = found.next().ok_or_else(short_read)? else {
+            return Ok((None, None));
+        };
+        // The version of the pointer the record was found through, when it was.
+        let mut pointer_version = None;
         let is_held = |have: Option<u64>, v: &Versioned| have == Some(v.version);
         // The original id: one read. A retry id: its pointer, then the record.
         let (original, stored) = if is_held(haves.first().copied().flatten(), &first)
@@ -152,6 +203,7 @@ impl BindingStore {
             if original == *id {
                 return Err(corrupted());
             }
+            pointer_version = Some(first.version);
             let (record, have) = match (guess, found.next()) {
                 (Some(g), Some(read)) if g == original => (read, haves.get(1).copied().flatten()),
                 (Some(_), None) => return Err(short_read()),
@@ -168,7 +220,7 @@ impl BindingStore {
                 }
             };
             let Some(stored) = record else {
-                return Ok(None);
+                return Ok((None, None));
             };
             if !is_held(have, &stored) && !is_record(&stored.value) {
                 return Err(corrupted());
@@ -196,7 +248,42 @@ impl BindingStore {
         if binding.fixed.server != *server || !binding.used_ids.contains(id) {
             return Err(corrupted());
         }
-        Ok(Some((binding, stored.version)))
+        let binding = match pointer_version {
+            Some(v) => self.learn_pointer_version(binding, id, v),
+            None => binding,
+        };
+        Ok((Some((binding, stored.version)), probed))
+    }
+
+    /// Note in `binding` (and its cached copy) the version of `id`'s pointer just read,
+    /// when its record did not know it (a pointer written in the same call as the record,
+    /// [`Self::consume`], by another instance): ending the binding then deletes the pointer
+    /// with one compare-and-swap, no read first. The next record written carries it.
+    fn learn_pointer_version(
+        &mut self,
+        binding: Rc<Binding>,
+        id: &RequestId,
+        v: u64,
+    ) -> Rc<Binding> {
+        let Some(at) = alias_index(&binding, id) else {
+            return binding;
+        };
+        if binding.alias_versions.get(at) != Some(&UNKNOWN_VERSION) {
+            return binding;
+        }
+        let Some((_, _, cached)) = self
+            .cache
+            .iter_mut()
+            .find(|(_, _, b)| Rc::ptr_eq(b, &binding))
+        else {
+            return binding;
+        };
+        drop(binding);
+        // The cache's copy is now the only one: changed in place, not copied.
+        if let Some(known) = Rc::make_mut(cached).alias_versions.get_mut(at) {
+            *known = v;
+        }
+        Rc::clone(cached)
     }
 
     /// Write `binding` if its record is still at `expected` (absent when `None`). A lost
@@ -240,37 +327,70 @@ impl BindingStore {
         Rc::unwrap_or_clone(rc)
     }
 
-    /// Reserve `id` for `binding`: the pointer's version, or none when the id is live
-    /// elsewhere.
-    pub(crate) fn reserve_alias(
+    /// Consume the open round of the binding whose record is at `expected`: in one storage
+    /// call, the pointer that reserves `retry_id` for it (written only if the id is not live,
+    /// on any binding of the server) and then `next`, the binding moved on to `retry_id`
+    /// (written only if the record is still at `expected`). Both or neither: a record
+    /// that moved on gives the pointer back.
+    ///
+    /// `next` already lists `retry_id` among its ids; its pointer's version is not known
+    /// when the record is written, so the record says [`UNKNOWN_VERSION`] and the cached copy
+    /// the version the store gave.
+    pub(crate) fn consume(
+        &mut self,
         storage: &dyn Storage,
         now: u64,
-        id: &RequestId,
-        binding: &Binding,
-    ) -> Result<Option<u64>, GateError> {
-        let target = serde_json::to_string(&binding.fixed.original_id).map_err(|_| corrupted())?;
-        let key = binding.id_key(id);
-        one_write(
-            storage,
+        mut next: Binding,
+        expected: u64,
+        retry_id: &RequestId,
+    ) -> Result<(Rc<Binding>, u64), (Consume, Box<Binding>)> {
+        let fail = |e: GateError, b: Binding| (Consume::Failed(e), Box::new(b));
+        let text = match next.encode() {
+            Ok(t) => t,
+            Err(e) => return Err(fail(e, next)),
+        };
+        let target = match serde_json::to_string(&next.fixed.original_id) {
+            Ok(t) => t,
+            Err(_) => return Err(fail(corrupted(), next)),
+        };
+        let (pointer_key, record_key) = (next.id_key(retry_id), next.key());
+        let ttl_ms = ttl(&next, now);
+        let writes = [
             Write {
-                key: &key,
+                key: &pointer_key,
                 expected: None,
                 value: Some(&target),
-                ttl_ms: ttl(binding, now),
+                ttl_ms,
             },
-        )
-    }
-
-    /// Give an id reserved for `binding` back (best effort: a failure leaves a pointer that
-    /// expires).
-    pub(crate) fn release_alias(
-        storage: &dyn Storage,
-        binding: &Binding,
-        id: &RequestId,
-        version: u64,
-    ) {
-        let key = binding.id_key(id);
-        let _ = storage.write(&[delete(&key, version)]);
+            Write {
+                key: &record_key,
+                expected: Some(expected),
+                value: Some(&text),
+                ttl_ms,
+            },
+        ];
+        let applied = match storage.write(&writes) {
+            Ok(applied) => applied,
+            Err(e) => return Err(fail(storage_failed(e), next)),
+        };
+        match applied.as_slice() {
+            [] => Err((Consume::RetryIdTaken, Box::new(next))),
+            [pointer] => {
+                // Best effort: a pointer left behind names this binding and expires with it.
+                let _ = storage.write(&[delete(&pointer_key, *pointer)]);
+                Err((Consume::RecordMoved, Box::new(next)))
+            }
+            [pointer, record, ..] => {
+                if let Some(known) =
+                    alias_index(&next, retry_id).and_then(|at| next.alias_versions.get_mut(at))
+                {
+                    *known = *pointer;
+                }
+                let next = Rc::new(next);
+                self.remember(*record, text.len(), Rc::clone(&next));
+                Ok((next, *record))
+            }
+        }
     }
 
     /// Delete `binding`'s pointer for retry id `id` if it still names the binding (best effort).
@@ -298,12 +418,27 @@ impl BindingStore {
     }
 
     /// Remove a binding (record first: that is the atomic step) and its retry ids' pointers.
+    /// A record no longer at `version` is `state_already_used`.
     pub(crate) fn remove(
         &mut self,
         storage: &dyn Storage,
         binding: &Binding,
         version: u64,
     ) -> Result<(), GateError> {
+        match self.remove_if_current(storage, binding, version)? {
+            true => Ok(()),
+            false => Err(GateError::Host(HostFault::StateAlreadyUsed)),
+        }
+    }
+
+    /// [`Self::remove`], false (and nothing removed) when the record is no longer at
+    /// `version`.
+    pub(crate) fn remove_if_current(
+        &mut self,
+        storage: &dyn Storage,
+        binding: &Binding,
+        version: u64,
+    ) -> Result<bool, GateError> {
         self.forget(binding);
         // The record and every pointer whose version the binding wrote, in one call: the
         // writes stop at the first that does not apply, so a lost record leaves every
@@ -313,7 +448,10 @@ impl BindingStore {
         let pointer_keys: Vec<(String, Option<u64>)> = retry_ids
             .clone()
             .enumerate()
-            .map(|(i, id)| (binding.id_key(id), binding.alias_versions.get(i).copied()))
+            .map(|(i, id)| {
+                let known = binding.alias_versions.get(i).copied();
+                (binding.id_key(id), known.filter(|v| *v != UNKNOWN_VERSION))
+            })
             .collect();
         let mut writes = Vec::with_capacity(pointer_keys.len().saturating_add(1));
         writes.push(delete(&record_key, version));
@@ -325,7 +463,7 @@ impl BindingStore {
         let batched = writes.len();
         let applied = storage.write(&writes).map_err(storage_failed)?.len();
         if applied == 0 {
-            return Err(GateError::Host(HostFault::StateAlreadyUsed));
+            return Ok(false);
         }
         // The pointers the batch did not reach, each on its own. The one it stopped at lost
         // (it expired or was replaced: either way not ours to delete); a pointer whose
@@ -342,8 +480,30 @@ impl BindingStore {
                 None => Self::delete_alias(storage, binding, id)?,
             }
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// A binding found in storage, with its record's version.
+pub(crate) type Found = (Rc<Binding>, u64);
+
+/// Why [`BindingStore::consume`] wrote nothing.
+pub(crate) enum Consume {
+    /// The retry id is live on the server (another binding's, or being taken right now).
+    RetryIdTaken,
+    /// The record is no longer at the version read: another instance moved first.
+    RecordMoved,
+    /// The store failed, or the binding could not be written.
+    Failed(GateError),
+}
+
+/// An alias version not known yet: a store never gives a present key version 0.
+pub(crate) const UNKNOWN_VERSION: u64 = 0;
+
+/// Where `id`'s pointer version sits in `binding.alias_versions` (`used_ids` after the
+/// original, in order).
+fn alias_index(binding: &Binding, id: &RequestId) -> Option<usize> {
+    binding.used_ids.iter().skip(1).position(|used| used == id)
 }
 
 /// A delete of `key` at `version`.

@@ -21,5 +21,6 @@ mod population_and_schema;
 mod registration_refusals;
 mod rounds;
 mod spec_legal;
+mod storage_calls;
 mod storage_faults;
 mod wire_casing;
