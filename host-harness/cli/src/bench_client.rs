@@ -7,6 +7,7 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
+use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
 use mrtr_gate_host::core::{
     ConsentView, FinishRequest, Registered, Registration, RequestId, ResponseVerdict, Retry,
@@ -21,6 +22,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// A call the stand-in keeps: its method, its params and the state of its round.
@@ -152,6 +154,34 @@ impl<G: GateApi> GateApi for Timed<G> {
     }
 }
 
+/// A transport that also counts the time spent in it (sending, the server, receiving).
+struct TimedTransport {
+    inner: Box<dyn Transport>,
+    /// Microseconds, as `f64` bits (a transport must be `Send`).
+    spent: Arc<AtomicU64>,
+}
+
+impl Transport for TimedTransport {
+    fn server(&self) -> &ServerIdentity {
+        self.inner.server()
+    }
+    fn request(
+        &mut self,
+        request: Outgoing<'_>,
+        waiting: &mut dyn Waiting,
+    ) -> Result<String, TransportError> {
+        let started = Instant::now();
+        let out = self.inner.request(request, waiting);
+        let spent = f64::from_bits(self.spent.load(Ordering::Relaxed))
+            + started.elapsed().as_secs_f64() * 1e6;
+        self.spent.store(spent.to_bits(), Ordering::Relaxed);
+        out
+    }
+    fn notify(&mut self, method: &str, json: &str) -> Result<(), TransportError> {
+        self.inner.notify(method, json)
+    }
+}
+
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
@@ -196,9 +226,15 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         // As in the other benchmarks: a sink that ships its lines on keeps only the newest.
         audit: Arc::new(MemoryAudit::windowed(1024)),
     };
-    let transport = |url: &str| {
+    let (wire_on, wire_off) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let transport = |url: &str, spent: &Arc<AtomicU64>| {
         HttpTransport::connect(url)
-            .map(Box::new)
+            .map(|t| -> Box<dyn Transport> {
+                Box::new(TimedTransport {
+                    inner: Box::new(t),
+                    spent: Arc::clone(spent),
+                })
+            })
             .map_err(|e| e.to_string())
     };
     let (spent_on, spent_off) = (Rc::default(), Rc::default());
@@ -213,7 +249,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     };
     let mut on = Client::new(
         gate,
-        transport(url)?,
+        transport(url, &wire_on)?,
         config.clone(),
         Box::new(answers.clone()),
     );
@@ -221,7 +257,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         gate: GateOff::default(),
         spent: Rc::clone(&spent_off),
     };
-    let mut off = Client::new(gate, transport(url)?, config, Box::new(answers));
+    let mut off = Client::new(gate, transport(url, &wire_off)?, config, Box::new(answers));
     let params = json!({"name": tool, "arguments": arguments});
     let timed = |client: &mut dyn FnMut() -> Result<u32, String>| -> Result<f64, String> {
         let started = Instant::now();
@@ -233,9 +269,12 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     };
     let (mut with, mut without) = (Vec::new(), Vec::new());
     let (mut inside_on, mut inside_off) = (Vec::new(), Vec::new());
+    let (mut on_wire, mut off_wire) = (Vec::new(), Vec::new());
     for i in 0..calls + 20 {
         spent_on.set(0.0);
         spent_off.set(0.0);
+        wire_on.store(0f64.to_bits(), Ordering::Relaxed);
+        wire_off.store(0f64.to_bits(), Ordering::Relaxed);
         let a = timed(&mut || {
             on.call("tools/call", params.clone())
                 .map(|d| d.rounds)
@@ -252,12 +291,15 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             without.push(b);
             inside_on.push(spent_on.get());
             inside_off.push(spent_off.get());
+            on_wire.push(f64::from_bits(wire_on.load(Ordering::Relaxed)));
+            off_wire.push(f64::from_bits(wire_off.load(Ordering::Relaxed)));
         }
     }
     let (m_on, m_off) = (median(&mut with), median(&mut without));
     let (g_on, g_off) = (median(&mut inside_on), median(&mut inside_off));
+    let (w_on, w_off) = (median(&mut on_wire), median(&mut off_wire));
     Ok(format!(
-        "| a form round over loopback HTTP ({calls} calls each, alternating) | median per call | of which in the gate (or its stand-in) |\n|---|---|---|\n| client with the gate ({}) | {m_on:.0} us | {g_on:.0} us |\n| the same client, gate off | {m_off:.0} us | {g_off:.0} us |\n| **ratio (budget <= 1.10)** | **{:.3}** | |\n",
+        "| a form round over loopback HTTP ({calls} calls each, alternating) | median per call | of which in the gate (or its stand-in) | of which in the transport (two requests) |\n|---|---|---|---|\n| client with the gate ({}) | {m_on:.0} us | {g_on:.0} us | {w_on:.0} us |\n| the same client, gate off | {m_off:.0} us | {g_off:.0} us | {w_off:.0} us |\n| **ratio (budget <= 1.10)** | **{:.3}** | | |\n",
         if native { "native core" } else { "component" },
         m_on / m_off
     ))
