@@ -17,6 +17,12 @@ const WORKERS: i64 = 4;
 const ROUNDS: i64 = 60;
 const LATE: i64 = 5;
 
+/// The codes a genuine retry that lost gets: the round found mid-consume by another process
+/// (`state_already_used`), or already consumed (`inactive_mrtr_round`).
+fn is_genuine_loss(code: &str) -> bool {
+    matches!(code, "state_already_used" | "inactive_mrtr_round")
+}
+
 fn redis() -> Option<String> {
     match std::env::var("MRTR_GATE_REDIS_URL") {
         Ok(url) => Some(url),
@@ -123,10 +129,7 @@ fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
                 *wins.entry(round).or_default() += 1;
                 *by_worker.entry(a["worker"].as_i64().unwrap()).or_default() += 1;
             }
-            "genuine" => assert!(
-                matches!(code, Some("state_already_used" | "inactive_mrtr_round")),
-                "a losing retry: {a}"
-            ),
+            "genuine" => assert!(code.is_some_and(is_genuine_loss), "a losing retry: {a}"),
             "replay" => assert_eq!((ok, code), (false, Some("inactive_mrtr_round")), "{a}"),
             "id_collision" => assert!(
                 !ok && matches!(
@@ -436,15 +439,14 @@ fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round
             report.to_json()
         );
     }
-    // A genuine attempt that loses finds the round mid-consume (`state_already_used`) or
-    // already consumed (`inactive_mrtr_round`): which one is the scheduler's choice, so the
-    // count of each may be 0, but the trail must name every one the workers were told of.
+    // Which of the two codes a genuine loser gets is the scheduler's choice, so either count
+    // may be 0, but the trail must name every lost race the workers were told of.
     for a in attempts
         .iter()
         .filter(|a| a["kind"] == "genuine" && a["ok"] != true)
     {
         assert!(
-            a["code"] == "state_already_used" || a["code"] == "inactive_mrtr_round",
+            a["code"].as_str().is_some_and(is_genuine_loss),
             "a genuine loser got {a}"
         );
     }
