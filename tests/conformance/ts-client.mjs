@@ -18,7 +18,7 @@ const gated = new GatedSdkClient({
   gate, url, user: "conformance", tenant: "default",
   answer: async (view) => { await during(); during = async () => {}; return confirm(view); },
 });
-const client = new Client({ name: "mrtr-gate-ts-sdk", version: "0.2.0" },
+const client = new Client({ name: "mrtr-gate-ts-sdk", version: "0.3.0" },
   GatedSdkClient.clientOptions({ capabilities: { elicitation: { form: {}, url: {} } } }));
 await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
 gated.attach(client);

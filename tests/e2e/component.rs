@@ -70,6 +70,40 @@ fn imports_exactly_the_four_gate_interfaces_and_no_wasi() {
     assert_eq!(rt.exports(), vec!["mrtr:gate/gate@0.3.0"]);
 }
 
+/// The Node and Python packages wrap this component: their versions follow the WIT package's,
+/// so that a host author can tell from either which interface a package speaks.
+#[test]
+fn the_node_and_python_packages_carry_the_wit_package_version() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let wit = read("wit/gate.wit");
+    let wit_version = wit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("package mrtr:gate@"))
+        .and_then(|v| v.strip_suffix(';'))
+        .expect("wit/gate.wit declares `package mrtr:gate@X.Y.Z;`");
+    let node: serde_json::Value =
+        serde_json::from_str(&read("host-harness/node/package.json")).unwrap();
+    assert_eq!(
+        node["version"], wit_version,
+        "host-harness/node/package.json"
+    );
+    let lock: serde_json::Value =
+        serde_json::from_str(&read("host-harness/node/package-lock.json")).unwrap();
+    assert_eq!(lock["version"], wit_version, "package-lock.json");
+    assert_eq!(
+        lock["packages"][""]["version"], wit_version,
+        "package-lock.json"
+    );
+    let python = read("host-harness/python/pyproject.toml");
+    assert!(
+        python
+            .lines()
+            .any(|l| l.trim() == format!("version = \"{wit_version}\"")),
+        "host-harness/python/pyproject.toml says version = \"{wit_version}\""
+    );
+}
+
 #[test]
 fn the_embedded_component_is_a_component_not_a_core_module() {
     // Component binary: magic, then version 0x0d and layer 0x01.

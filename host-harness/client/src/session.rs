@@ -542,6 +542,12 @@ fn supported_versions(data: &Value) -> Vec<String> {
 /// The URLs of the round's URL inputs that the answers accept (`url.full`, the URL the user
 /// saw and the view's digest covers; never the server's raw string).
 fn accepted_urls(view_json: &str, responses_json: &str) -> Vec<String> {
+    // The view is the gate's canonical JSON, which writes a URL input's kind as exactly this
+    // (no whitespace; a quote inside a string is escaped), so a view without it has no URL
+    // input and is not parsed. Text elsewhere that matches only costs the parse below.
+    if !view_json.contains(r#""kind":"url""#) {
+        return Vec::new();
+    }
     let (Ok(view), Ok(responses)) = (
         serde_json::from_str::<Value>(view_json),
         serde_json::from_str::<Value>(responses_json),
@@ -592,6 +598,13 @@ mod tests {
             vec!["https://pay.example.com/a"]
         );
         assert!(accepted_urls("garbage", &responses).is_empty());
+        // Arguments that happen to read like a URL input are still judged by the parse.
+        let lookalike = json!({"inputs": [{"key": "form", "kind": "form"}],
+            "request": {"arguments": {"value": {"kind": "url", "url": {"full": "https://a.example/"}}}}})
+        .to_string();
+        assert!(accepted_urls(&lookalike, &responses).is_empty());
+        let form_only = json!({"inputs": [{"key": "form", "kind": "form"}]}).to_string();
+        assert!(accepted_urls(&form_only, &responses).is_empty());
     }
 
     #[test]
