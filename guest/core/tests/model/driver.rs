@@ -1,21 +1,37 @@
 //! The driver: each operation to the gate and to the model, their results compared.
 
-use super::*;
+use crate::common::*;
+use crate::ops::*;
+use crate::rules::*;
+use mrtr_gate_core::memory::ScriptedAnswer;
+use mrtr_gate_core::{
+    ALL_CODES, CallerOutcome, Denial, Policy, RequestId, ResponseVerdict, ServerIdentity,
+};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+fn assert_known(d: &Denial) {
+    assert!(
+        ALL_CODES.contains(&d.error.code()),
+        "unknown code {}",
+        d.error.code()
+    );
+}
 
 pub(crate) struct World {
-    pub(crate) fx: Fx,
+    fx: Fx,
     pub(crate) other: TestGate,
     pub(crate) model: Model,
     /// Every id an operation may name: the pool and every retry id handed out.
-    pub(crate) seen_ids: Vec<RequestId>,
-    pub(crate) next_fresh: i64,
+    seen_ids: Vec<RequestId>,
+    next_fresh: i64,
 }
 
-pub(crate) fn server_identity(s: usize) -> ServerIdentity {
+fn server_identity(s: usize) -> ServerIdentity {
     ServerIdentity::origin(SERVERS[s]).unwrap()
 }
 
-pub(crate) fn seen_of<T>(r: Result<T, Denial>, ok: impl FnOnce(T) -> Seen) -> Seen {
+fn seen_of<T>(r: Result<T, Denial>, ok: impl FnOnce(T) -> Seen) -> Seen {
     match r {
         Ok(v) => ok(v),
         Err(d) => {
@@ -50,7 +66,7 @@ impl World {
     }
 
     /// (server, id) an operation names. Falls back to the pool when the model holds nothing.
-    pub(crate) fn resolve(&self, target: &Target) -> (usize, RequestId) {
+    fn resolve(&self, target: &Target) -> (usize, RequestId) {
         let bindings = &self.model.bindings;
         let open: Vec<&ModelBinding> = bindings.iter().filter(|b| b.open.is_some()).collect();
         let idle: Vec<&ModelBinding> = bindings.iter().filter(|b| b.open.is_none()).collect();
@@ -85,7 +101,7 @@ impl World {
 
     /// The user and tenant of the binding on (server, id), if the model has one (the caller
     /// acting for it); the first of each otherwise.
-    pub(crate) fn principals_of(&self, server: usize, id: &RequestId) -> (usize, usize) {
+    fn principals_of(&self, server: usize, id: &RequestId) -> (usize, usize) {
         self.model.find(server, id).map_or((0, 0), |i| {
             (self.model.bindings[i].user, self.model.bindings[i].tenant)
         })
@@ -93,7 +109,7 @@ impl World {
 
     /// The inputs of the round open on (server, id), if the model has one there (the
     /// generator aims at it; the verdict is still the model's and the gate's to give).
-    pub(crate) fn round_inputs(&self, server: usize, id: &RequestId) -> BTreeMap<String, Input> {
+    fn round_inputs(&self, server: usize, id: &RequestId) -> BTreeMap<String, Input> {
         self.model
             .find(server, id)
             .and_then(|i| self.model.bindings[i].open.as_ref())
@@ -317,7 +333,7 @@ impl World {
     }
 }
 
-pub(crate) fn reply_text(id: &RequestId, reply: &ReplyPick) -> (String, Reply) {
+fn reply_text(id: &RequestId, reply: &ReplyPick) -> (String, Reply) {
     let forms = |n: usize| -> BTreeMap<String, Input> {
         (0..n).map(|f| (format!("f{f}"), Input::Form)).collect()
     };
@@ -364,7 +380,7 @@ pub(crate) fn reply_text(id: &RequestId, reply: &ReplyPick) -> (String, Reply) {
 }
 
 /// Answers for a round with `inputs`, right or broken in one way.
-pub(crate) fn answers_value(inputs: &BTreeMap<String, Input>, pick: &AnswersPick) -> Value {
+fn answers_value(inputs: &BTreeMap<String, Input>, pick: &AnswersPick) -> Value {
     let right = |input: Input| match input {
         Input::Form => accept_with(json!({"login": "octocat", "count": 2})),
         Input::Url => json!({"action": "accept"}),

@@ -12,26 +12,9 @@ mod driver;
 mod ops;
 mod rules;
 
-use common::*;
 use driver::*;
-use mrtr_gate_core::memory::ScriptedAnswer;
-use mrtr_gate_core::{
-    ALL_CODES, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, Denial, EXPIRY_GRACE_MS, MAX_TIME_MS,
-    Policy, RequestId, ResponseVerdict, ServerIdentity, TerminalOutcome,
-};
 use ops::*;
 use proptest::prelude::*;
-use rules::*;
-use serde_json::{Value, json};
-use std::collections::{BTreeMap, VecDeque};
-
-fn assert_known(d: &Denial) {
-    assert!(
-        ALL_CODES.contains(&d.error.code()),
-        "unknown code {}",
-        d.error.code()
-    );
-}
 
 proptest! {
     #![proptest_config(ProptestConfig {

@@ -1,6 +1,9 @@
 //! The operations and their generators. Pools are small so ids, servers and principals collide.
 
-use super::*;
+use crate::common::*;
+use crate::rules::*;
+use mrtr_gate_core::{MAX_TIME_MS, RequestId};
+use proptest::prelude::*;
 
 pub(crate) const SERVERS: [&str; 2] = [SERVER, OTHER_SERVER];
 pub(crate) const USERS: [&str; 2] = [USER, "bob@example.com"];
@@ -123,7 +126,7 @@ pub(crate) enum Op {
 }
 
 /// Targets for a server's response: mostly a binding waiting for one.
-pub(crate) fn arb_response_target() -> impl Strategy<Value = Target> {
+fn arb_response_target() -> impl Strategy<Value = Target> {
     prop_oneof![
         5 => any::<usize>().prop_map(|k| Target::Idle { k }),
         2 => (any::<usize>(), prop::bool::weighted(0.15)).prop_map(|(k, other_server)| Target::Live { k, other_server }),
@@ -133,7 +136,7 @@ pub(crate) fn arb_response_target() -> impl Strategy<Value = Target> {
 }
 
 /// Targets for a retry: mostly a binding with an open round.
-pub(crate) fn arb_retry_target() -> impl Strategy<Value = Target> {
+fn arb_retry_target() -> impl Strategy<Value = Target> {
     prop_oneof![
         6 => any::<usize>().prop_map(|k| Target::Open { k }),
         1 => (any::<usize>(), prop::bool::weighted(0.15)).prop_map(|(k, other_server)| Target::Live { k, other_server }),
@@ -143,7 +146,7 @@ pub(crate) fn arb_retry_target() -> impl Strategy<Value = Target> {
 }
 
 /// Targets for `finish`: any id a binding used, or none.
-pub(crate) fn arb_target() -> impl Strategy<Value = Target> {
+fn arb_target() -> impl Strategy<Value = Target> {
     prop_oneof![
         4 => (any::<usize>(), prop::bool::weighted(0.1)).prop_map(|(k, other_server)| Target::Live { k, other_server }),
         1 => any::<usize>().prop_map(|k| Target::Original { k }),
@@ -151,7 +154,7 @@ pub(crate) fn arb_target() -> impl Strategy<Value = Target> {
     ]
 }
 
-pub(crate) fn arb_state() -> impl Strategy<Value = String> {
+fn arb_state() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("s1".to_owned()),
         Just("é😀\"\\".to_owned()),
@@ -159,7 +162,7 @@ pub(crate) fn arb_state() -> impl Strategy<Value = String> {
     ]
 }
 
-pub(crate) fn arb_reply() -> impl Strategy<Value = ReplyPick> {
+fn arb_reply() -> impl Strategy<Value = ReplyPick> {
     prop_oneof![
         4 => (1usize..3).prop_map(ReplyPick::Forms),
         2 => Just(ReplyPick::Url),
@@ -172,7 +175,7 @@ pub(crate) fn arb_reply() -> impl Strategy<Value = ReplyPick> {
     ]
 }
 
-pub(crate) fn arb_answers() -> impl Strategy<Value = AnswersPick> {
+fn arb_answers() -> impl Strategy<Value = AnswersPick> {
     prop_oneof![
         8 => Just(AnswersPick::Right),
         2 => Just(AnswersPick::Decline),
@@ -185,7 +188,7 @@ pub(crate) fn arb_answers() -> impl Strategy<Value = AnswersPick> {
     ]
 }
 
-pub(crate) fn arb_clock() -> impl Strategy<Value = ClockPick> {
+fn arb_clock() -> impl Strategy<Value = ClockPick> {
     prop_oneof![
         6 => (0u64..4_000).prop_map(ClockPick::Small),
         1 => Just(ClockPick::PastShortLifetime),

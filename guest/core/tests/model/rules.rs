@@ -1,7 +1,11 @@
 //! The model: the gate's rules as a small executable state machine, written from the rules
 //! (docs/errors.md, the control's G001/G002, the MRTR notes), not from the gate's code.
 
-use super::*;
+use mrtr_gate_core::{
+    CLOCK_SKEW_TOLERANCE_MS, EXPIRY_GRACE_MS, Policy, RequestId, TerminalOutcome,
+};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, VecDeque};
 
 /// How an input request of an open round must be answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,9 +36,9 @@ pub(crate) struct ModelBinding {
     /// Every id it used (original first): all reserved on its server until it ends.
     pub(crate) used: Vec<RequestId>,
     pub(crate) open: Option<OpenRound>,
-    pub(crate) rounds: u32,
+    rounds: u32,
     pub(crate) max_rounds: u32,
-    pub(crate) created_at: u64,
+    created_at: u64,
     pub(crate) expires_at: u64,
 }
 
@@ -159,16 +163,16 @@ impl Model {
             .position(|b| b.server == server && b.used.contains(id))
     }
 
-    pub(crate) fn expired(&self, b: &ModelBinding) -> bool {
+    fn expired(&self, b: &ModelBinding) -> bool {
         self.now >= b.expires_at
     }
 
     /// More than the skew tolerance before the binding's registration: the clock went back.
-    pub(crate) fn clock_behind(&self, b: &ModelBinding) -> bool {
+    fn clock_behind(&self, b: &ModelBinding) -> bool {
         self.now + CLOCK_SKEW_TOLERANCE_MS < b.created_at
     }
 
-    pub(crate) fn end(&mut self, i: usize) {
+    fn end(&mut self, i: usize) {
         self.bindings.remove(i);
     }
 
@@ -396,10 +400,7 @@ impl Model {
 
 /// The answers must have exactly the round's keys; each answer is checked on its own (the
 /// generator breaks at most one answer, so the order across keys never decides).
-pub(crate) fn check_answers(
-    answers: &Value,
-    inputs: &BTreeMap<String, Input>,
-) -> Result<(), &'static str> {
+fn check_answers(answers: &Value, inputs: &BTreeMap<String, Input>) -> Result<(), &'static str> {
     let Some(answers) = answers.as_object() else {
         return Err("invalid_input_response");
     };
@@ -441,7 +442,7 @@ pub(crate) fn check_answers(
 
 /// The fixture's schema, by hand: `login` a required string of 1 to 39 characters, `count`
 /// an integer from 1 to 10, `confirm` a boolean, nothing else.
-pub(crate) fn fits_form_schema(content: Option<&Value>) -> bool {
+fn fits_form_schema(content: Option<&Value>) -> bool {
     let Some(Value::Object(c)) = content else {
         return false;
     };
