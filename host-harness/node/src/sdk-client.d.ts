@@ -1,13 +1,10 @@
 // Types of the SDK client adapter (src/sdk-client.js).
 import type { Gate, InputRequired, Policy } from "./index.js";
 
-/** An error of the adapter itself (`cancelled`, `not_gated`, `no_response`, `input_required_not_allowed`, `invalid_result_type`, `usage`); the gate's refusals stay GateErrors. */
+/** An error of the adapter itself (`cancelled`, `not_gated`, `no_response`, `input_required_not_allowed`, `invalid_result_type`, `malformed_response`, `usage`, and the answer refusals `duplicate_response`, `foreign_response`, `typed_event`, `batch_message`, `malformed_message`: docs/errors.md); the gate's refusals stay GateErrors. */
 export declare class SdkAdapterError extends Error {
   readonly code: string;
 }
-
-/** The data of the SSE event in `text` that carries the response to `id` (or the last event, or null). */
-export declare function sseMessageFor(text: string, id: string | number): string | null;
 
 type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 

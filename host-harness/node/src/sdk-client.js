@@ -7,12 +7,21 @@
 //   negotiation, routing each response to its caller;
 // - the adapter sits in the transport's `fetch`, the one place the SDK lets a caller see the
 //   bytes: each gated request is registered before it goes out and the body sent is the gate's
-//   own text (a retry is built by the gate, never by the SDK); each response is judged by the
-//   gate on the text received, before the SDK parses it; a refusal fails the request.
+//   own text (a retry is built by the gate, never by the SDK);
+// - the SDK never reads the server's answer: the adapter reads it (sdk-framing.js), the gate
+//   judges the one response in it, and the SDK gets that response re-framed by the adapter,
+//   with the requests and notifications beside it and nothing else. An answer another reader
+//   could take a different response from (a second response, one under another id, a typed
+//   event carrying a message, a batch) is refused and the binding ended with the refusal's
+//   code; a GET stream, which no request of the adapter's is waiting on, is never opened.
+//   Every path is in docs/adapters.md.
 //
 // Over stdio the SDK parses each line before any caller sees it (duplicate keys and exact
-// numbers are gone by then), so this adapter takes HTTP only; for stdio use the gate directly
-// (tests/peers/ts_sdk/test) or `mrtr-gate call --stdio`.
+// numbers are gone by then), so this adapter takes HTTP only (`attach` refuses a client it did
+// not connect); for stdio use the gate directly (tests/peers/ts_sdk/test) or
+// `mrtr-gate call --stdio`.
+
+import { StreamRefused, readAnswer, reframe } from "./sdk-framing.js";
 
 const GATED = new Set(["tools/call", "prompts/get", "resources/read"]);
 // Marks the SDK request a call of this adapter made; removed before the gate binds the params.
@@ -25,30 +34,6 @@ export class SdkAdapterError extends Error {
     this.name = "SdkAdapterError";
     this.code = code;
   }
-}
-
-/** The data of the SSE event in `text` that carries the response to `id` (or null). */
-export function sseMessageFor(text, id) {
-  let data = [];
-  const found = [];
-  for (const line of text.split(/\r\n|\r|\n/)) {
-    if (line === "") {
-      if (data.length) found.push(data.join("\n"));
-      data = [];
-    } else if (line.startsWith("data:")) {
-      data.push(line.slice(line[5] === " " ? 6 : 5));
-    }
-  }
-  if (data.length) found.push(data.join("\n"));
-  for (const d of found) {
-    try {
-      const m = JSON.parse(d);
-      if (m && typeof m === "object" && !("method" in m) && m.id === id) return d;
-    } catch {
-      // Not a message for us to route: a broken event is judged only if nothing else answers.
-    }
-  }
-  return found.length ? found[found.length - 1] : null;
 }
 
 const pause = (round) => new Promise((r) => setTimeout(r, Math.min(50 * 2 ** Math.min(Math.max(round - 1, 0), 6), 2000)));
@@ -69,6 +54,8 @@ export class GatedSdkClient {
   #openUrl;
   #base;
   #client = null;
+  // Whether the SDK's connection went through this adapter's fetch.
+  #carried = false;
   #calls = new Map();
   #next = 0;
 
@@ -101,8 +88,12 @@ export class GatedSdkClient {
     };
   }
 
-  /** Use `client` (connected over a transport whose `fetch` is this adapter's). */
+  /** Use `client` (connected over a transport whose `fetch` is this adapter's: a client on any
+   * other transport would send the gated methods, and read their answers, around the gate). */
   attach(client) {
+    if (!this.#carried) {
+      throw new SdkAdapterError("usage", "connect the SDK client with gated.fetch first: the adapter gates only what it carries");
+    }
     this.#client = client;
     return this;
   }
@@ -121,6 +112,8 @@ export class GatedSdkClient {
 
   async #run(method, params, options, send) {
     if (!this.#client) throw new SdkAdapterError("usage", "attach the SDK client first");
+    // A resumed stream is read from a GET, which answers no request the adapter sent.
+    if (options?.resumptionToken !== undefined) throw new SdkAdapterError("usage", "resuming a stream is not gated");
     const token = `c${++this.#next}`;
     const call = { method, liveId: null, responses: null, view: null, verdict: null, error: null };
     this.#calls.set(token, call);
@@ -171,6 +164,13 @@ export class GatedSdkClient {
   }
 
   async #fetch(input, init) {
+    this.#carried = true;
+    if ((init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase() === "GET") {
+      // A GET stream answers no request the adapter sent, so a response on it could not be
+      // judged: it is never opened (the SDK reads 405 as "no stream"; at 2026-07-28 it opens
+      // none, and with no `id:` in the streams it gets it never resumes one).
+      return new Response(null, { status: 405, statusText: "Method Not Allowed" });
+    }
     let msg = null;
     if (typeof init?.body === "string") {
       try {
@@ -179,6 +179,12 @@ export class GatedSdkClient {
         msg = null;
       }
     }
+    if (Array.isArray(msg) && msg.some((m) => m && typeof m.method === "string" && m.id !== undefined)) {
+      // Answers to a batch of requests come back as one body the gate cannot judge as one.
+      throw new SdkAdapterError("batch_message", "a batch of requests cannot be gated: send each on its own");
+    }
+    // Notifications and the SDK's answers to the server: the SDK reads no message from what
+    // comes back.
     if (!msg || typeof msg.method !== "string" || msg.id === undefined) return this.#base(input, init);
     if (!GATED.has(msg.method)) return this.#ungated(input, init, msg);
     const token = msg.params?._meta?.[MARK];
@@ -209,42 +215,77 @@ export class GatedSdkClient {
     call.liveId = msg.id;
     const res = await this.#base(input, { ...init, body: requestJson });
     const text = await res.text();
-    const sse = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
-    const raw = sse ? sseMessageFor(text, msg.id) : text;
-    if (raw === null || raw === "") {
+    let answer;
+    try {
+      answer = readAnswer(text, res.headers.get("content-type"), msg.id);
+    } catch (e) {
+      if (!(e instanceof StreamRefused)) throw e;
+      call.error = new SdkAdapterError(e.code, e.message);
+      await this.#end(call, e.code);
+      throw call.error;
+    }
+    if (answer.response === null || answer.response === "") {
       call.error = new SdkAdapterError("no_response", `the server answered http ${res.status} with no json-rpc message`);
       await this.#end(call, "no_response");
       throw call.error;
     }
     try {
-      call.verdict = await this.#gate.acceptResponse(this.#server, raw);
+      call.verdict = await this.#gate.acceptResponse(this.#server, answer.response);
     } catch (e) {
       call.error = e;
       await this.#end(call, "gate_refused");
       throw e;
     }
-    return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
+    return framed(res, answer);
   }
 
   // Only the gate's three methods may take input rounds: anything else answered with one is
-  // refused before the SDK sees it.
+  // refused before the SDK sees it, and the SDK gets only the one response there is.
   async #ungated(input, init, msg) {
     const res = await this.#base(input, init);
     const text = await res.text();
-    const sse = (res.headers.get("content-type") ?? "").startsWith("text/event-stream");
-    const raw = sse ? sseMessageFor(text, msg.id) : text;
-    let type;
+    let answer;
     try {
-      type = JSON.parse(raw ?? "null")?.result?.resultType;
-    } catch {
-      type = undefined;
+      answer = readAnswer(text, res.headers.get("content-type"), msg.id);
+    } catch (e) {
+      throw e instanceof StreamRefused ? new SdkAdapterError(e.code, e.message) : e;
     }
-    if (type !== undefined && type !== "complete") {
-      throw new SdkAdapterError(
-        type === "input_required" ? "input_required_not_allowed" : "invalid_result_type",
-        `the server answered ${msg.method} with resultType ${JSON.stringify(type)}`,
-      );
+    if (answer.response !== null) {
+      const p = (() => {
+        try {
+          return JSON.parse(answer.response);
+        } catch {
+          return undefined;
+        }
+      })();
+      if (p === null || typeof p !== "object" || (!("result" in p) && !("error" in p))) {
+        throw new SdkAdapterError("malformed_response", `the server's response to ${msg.method} is not JSON with a result or error`);
+      }
+      const type = p.result?.resultType;
+      if (type !== undefined && type !== "complete") {
+        throw new SdkAdapterError(
+          type === "input_required" ? "input_required_not_allowed" : "invalid_result_type",
+          `the server answered ${msg.method} with resultType ${JSON.stringify(type)}`,
+        );
+      }
     }
-    return new Response(text, { status: res.status, statusText: res.statusText, headers: res.headers });
+    return framed(res, answer);
   }
+}
+
+// The SDK reads the adapter's framing of what was judged, never the server's bytes (the
+// server's status and other headers kept).
+function framed(res, answer) {
+  const headers = new Headers(res.headers);
+  for (const h of ["content-length", "content-type", "content-encoding", "transfer-encoding"]) headers.delete(h);
+  let body = "";
+  if (answer.response !== null || answer.sse) {
+    const [type, text] = reframe(answer);
+    headers.set("content-type", type);
+    body = text;
+  } else if (res.headers.has("content-type")) {
+    headers.set("content-type", res.headers.get("content-type"));
+  }
+  const nullBody = [101, 204, 205, 304].includes(res.status);
+  return new Response(nullBody ? null : body, { status: res.status, statusText: res.statusText, headers });
 }

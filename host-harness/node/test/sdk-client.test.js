@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { Gate, GateError } from "../src/index.js";
 import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../src/hosts.js";
-import { GatedSdkClient, SdkAdapterError, sseMessageFor } from "../src/sdk-client.js";
+import { GatedSdkClient, SdkAdapterError } from "../src/sdk-client.js";
 
 const serverPath = fileURLToPath(new URL("../../../tests/peers/ts_sdk/server.mjs", import.meta.url));
 const SECRETS = ["SECRET-SESSION", "Ada Lovelace"];
@@ -183,11 +183,4 @@ test("input_required on tools/list is refused before the SDK sees it", async () 
   await assert.rejects(c.client.listTools(), (e) => e instanceof SdkAdapterError && e.code === "input_required_not_allowed");
   await c.client.close();
   raw.close();
-});
-
-test("the SSE event carrying the response is found among others", () => {
-  const stream = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\nid: 1\ndata:\n\nevent: message\r\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\r\n\r\n';
-  assert.equal(sseMessageFor(stream, 7), '{"jsonrpc":"2.0","id":7,"result":{}}');
-  assert.equal(sseMessageFor("", 7), null);
-  assert.equal(sseMessageFor("data: not json\n\n", 7), "not json", "a broken event goes to the gate, which names it");
 });

@@ -17,7 +17,7 @@ from mcp import Client
 
 import mrtr_gate as m
 from mrtr_gate import hosts
-from mrtr_gate.sdk_client import GatedSdkClient, SdkAdapterError, sse_message_for
+from mrtr_gate.sdk_client import GatedSdkClient, SdkAdapterError
 from test_sdk_server import SECRETS, HttpPeer
 
 
@@ -195,10 +195,3 @@ def test_input_required_on_tools_list_is_refused(raw_http):
 
     error, _, _, _ = run(raw_http, body, answer=lambda v: {})
     assert "refused by mrtr-gate (input_required_not_allowed)" in str(error)
-
-
-def test_the_sse_event_carrying_the_response_is_found():
-    stream = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\nid: 1\ndata:\n\nevent: message\r\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\r\n\r\n'
-    assert sse_message_for(stream, 7) == '{"jsonrpc":"2.0","id":7,"result":{}}'
-    assert sse_message_for("", 7) is None
-    assert sse_message_for("data: not json\n\n", 7) == "not json"

@@ -7,13 +7,18 @@ checks. `GatedSdkClient` drives each round through the gate instead, on the SDK'
 - the SDK keeps ids, the `_meta` envelope, headers, sessions and routing;
 - the adapter sits in the HTTP client's transport (`httpx2.AsyncBaseTransport`), the one place
   the SDK lets a caller see the bytes: each gated request is registered before it goes out and
-  the body sent is the gate's own text (a retry is built by the gate, never by the SDK); each
-  response is judged by the gate on the bytes received, before the SDK parses it (and drops a
-  duplicate key, or rounds a number); a refusal fails the request.
+  the body sent is the gate's own text (a retry is built by the gate, never by the SDK);
+- the SDK never reads the server's answer: the adapter reads it (`sdk_framing`), the gate
+  judges the one response in it, and the SDK gets that response re-framed by the adapter, with
+  the requests and notifications beside it and nothing else. An answer another reader could
+  take a different response from (a second response, one under another id, a typed event
+  carrying a message, a batch) is refused and the binding ended with the refusal's code; a GET
+  stream, which no request of the adapter's is waiting on, is never opened. Every path is in
+  docs/adapters.md.
 
 Over stdio the SDK parses each line before any caller sees it, so this adapter takes HTTP
-only; for stdio, use `Gate` directly (tests/peers/python_sdk/test_sdk_server.py) or
-`mrtr-gate call --stdio`.
+only (`attach` refuses a client it did not connect); for stdio, use `Gate` directly
+(tests/peers/python_sdk/test_sdk_server.py) or `mrtr-gate call --stdio`.
 
     gated = GatedSdkClient(gate, url, user="alice", tenant="acme", answer=ask_the_user)
     async with Client(gated.transport(), **GatedSdkClient.client_options()) as client:
@@ -34,8 +39,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ._types import Complete, ErrorResult, GateError, InputRequired, Origin, Policy, Verdict
 from .gate import Gate
+from .sdk_framing import StreamRefused, read_answer, reframe
 
-__all__ = ["GatedSdkClient", "SdkAdapterError", "sse_message_for"]
+__all__ = ["GatedSdkClient", "SdkAdapterError"]
 
 GATED = frozenset({"tools/call", "prompts/get", "resources/read"})
 # Marks the SDK request a call of this adapter made; removed before the gate binds the params.
@@ -46,36 +52,13 @@ Answer = Callable[[dict, InputRequired], Union[Awaitable[Optional[Mapping[str, A
 
 class SdkAdapterError(Exception):
     """An error of the adapter itself (`cancelled`, `not_gated`, `no_response`,
-    `input_required_not_allowed`, `invalid_result_type`, `usage`); the gate's refusals stay
-    `GateError`s."""
+    `input_required_not_allowed`, `invalid_result_type`, `malformed_response`, `usage`, and the
+    answer refusals `duplicate_response`, `foreign_response`, `typed_event`, `batch_message`,
+    `malformed_message`); the gate's refusals stay `GateError`s."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def sse_message_for(text: str, request_id: Any) -> Optional[str]:
-    """The data of the SSE event in `text` that carries the response to `request_id` (else the
-    last event's data, which the gate then judges, or None)."""
-    events: list[str] = []
-    data: list[str] = []
-    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        if line == "":
-            if data:
-                events.append("\n".join(data))
-            data = []
-        elif line.startswith("data:"):
-            data.append(line[6:] if line[5:6] == " " else line[5:])
-    if data:
-        events.append("\n".join(data))
-    for d in events:
-        try:
-            m = json.loads(d)
-        except ValueError:
-            continue
-        if isinstance(m, dict) and "method" not in m and m.get("id") == request_id:
-            return d
-    return events[-1] if events else None
 
 
 def _pause(round_: int) -> float:
@@ -123,12 +106,16 @@ class GatedSdkClient:
         self._calls: dict[str, _Call] = {}
         self._next = 0
         self._client: Any = None
+        # Whether an SDK transport was made over this adapter (the SDK connects lazily, so
+        # `attach` cannot wait for the first request).
+        self._carried = False
 
     def transport(self, **http_client_options: Any) -> Any:
         """The SDK transport to give `mcp.Client`: streamable HTTP over an HTTP client whose
         transport is this adapter's."""
         options = {"timeout": httpx2.Timeout(30.0, read=300.0), **http_client_options}
         http = httpx2.AsyncClient(transport=_GatedHttp(self), **options)
+        self._carried = True
         return streamable_http_client(self._url, http_client=http)
 
     @staticmethod
@@ -140,7 +127,10 @@ class GatedSdkClient:
         return {"mode": "2026-07-28", "elicitation_callback": _refuse_direct_requests, **options}
 
     def attach(self, client: Any) -> "GatedSdkClient":
-        """Use the connected SDK `Client`."""
+        """Use the SDK `Client` connected over `transport()` (a client on any other transport
+        would send the gated methods, and read their answers, around the gate)."""
+        if not self._carried:
+            raise SdkAdapterError("usage", "connect the SDK client over gated.transport(): the adapter gates only what it carries")
         self._client = client
         return self
 
@@ -268,12 +258,19 @@ class _GatedHttp(httpx2.AsyncBaseTransport):
             return httpx2.Response(200, headers={"content-type": "application/json"}, content=body.encode())
 
     async def _exchange(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":
+            # A GET stream answers no request the adapter sent, so a response on it could not be
+            # judged: it is never opened (the SDK reads 405 as "no stream"; at 2026-07-28 it
+            # opens none, and with no `id:` in the streams it gets it never resumes one).
+            return httpx2.Response(405, request=request)
         body = await request.aread()
         try:
             msg = json.loads(body) if body else None
         except ValueError:
             msg = None
         if not isinstance(msg, dict) or not isinstance(msg.get("method"), str) or "id" not in msg:
+            # Notifications and the SDK's answers to the server: the SDK reads no message from
+            # what comes back.
             return await self._a._inner.handle_async_request(request)
         headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in ("content-length", "accept-encoding")]
         # Identity encoding: the bytes judged are the bytes the server sent.
@@ -292,17 +289,31 @@ class _GatedHttp(httpx2.AsyncBaseTransport):
         raw = await response.aread()
         await response.aclose()
         text = raw.decode("utf-8", errors="replace")
-        sse = response.headers.get("content-type", "").startswith("text/event-stream")
-        message = sse_message_for(text, msg["id"]) if sse else text
         try:
+            try:
+                answer = read_answer(text, response.headers.get("content-type", ""), msg["id"])
+            except StreamRefused as e:
+                refusal = SdkAdapterError(e.code, str(e))
+                if call is not None:
+                    call.error = refusal
+                    self._a._end(call, e.code)
+                raise refusal from None
             if call is not None:
-                self._a._judge(call, message, response.status_code)
+                self._a._judge(call, answer.response, response.status_code)
             else:
-                _refuse_rounds_outside_the_gate(msg["method"], message)
+                _refuse_rounds_outside_the_gate(msg["method"], answer.response)
         except (GateError, SdkAdapterError) as e:
             raise _Refused(msg["id"], e) from e
-        return httpx2.Response(response.status_code, headers=response.headers, content=raw,
-                               extensions=response.extensions)
+        # The SDK reads the adapter's framing of what was judged, never the server's bytes.
+        kept = [(k, v) for k, v in response.headers.multi_items()
+                if k.lower() not in ("content-length", "content-type", "content-encoding", "transfer-encoding")]
+        content_type, framed = reframe(answer)
+        if answer.response is not None or answer.sse:
+            kept.append(("content-type", content_type))
+        else:
+            kept.extend((k, v) for k, v in response.headers.multi_items() if k.lower() == "content-type")
+            framed = b""
+        return httpx2.Response(response.status_code, headers=kept, content=framed, extensions=response.extensions)
 
     async def aclose(self) -> None:
         await self._a._inner.aclose()
@@ -315,12 +326,16 @@ async def _refuse_direct_requests(_context: Any, _params: Any) -> Any:
 
 
 def _refuse_rounds_outside_the_gate(method: str, message: Optional[str]) -> None:
-    # Only the gate's three methods may take input rounds.
+    # Only the gate's three methods may take input rounds; the response must be one.
+    if message is None:
+        return  # no response: the SDK fails the request itself
     try:
-        result = json.loads(message or "null")
-    except ValueError:
-        return
-    kind = result.get("result", {}).get("resultType") if isinstance(result, dict) and isinstance(result.get("result"), dict) else None
+        result = json.loads(message)
+    except (ValueError, RecursionError):
+        raise SdkAdapterError("malformed_response", f"the server's response to {method} is not JSON") from None
+    if not isinstance(result, dict) or ("result" not in result and "error" not in result):
+        raise SdkAdapterError("malformed_response", f"the server's response to {method} has neither result nor error")
+    kind = result["result"].get("resultType") if isinstance(result.get("result"), dict) else None
     if kind is not None and kind != "complete":
         code = "input_required_not_allowed" if kind == "input_required" else "invalid_result_type"
         raise SdkAdapterError(code, f"the server answered {method} with resultType {json.dumps(kind)}")
