@@ -5,7 +5,7 @@
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
 use crate::services::HostServices;
 use mrtr_gate_core::host::{
-    AppendOutcome, AuditEntry, ConsentDecision, ConsentPrompt, ReadKey, Write,
+    AppendOutcome, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt, ReadKey, Write,
 };
 use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
@@ -184,6 +184,12 @@ impl consent::Host for HostState {
                 decision: match r.decision {
                     ConsentDecision::Granted => consent::ConsentDecision::Granted,
                     ConsentDecision::Refused => consent::ConsentDecision::Refused,
+                },
+                method: match r.method {
+                    ConsentMethod::UserAtScreen => consent::ConsentMethod::UserAtScreen,
+                    ConsentMethod::PresetAnswers => consent::ConsentMethod::PresetAnswers,
+                    ConsentMethod::DelegatedToClient => consent::ConsentMethod::DelegatedToClient,
+                    ConsentMethod::PolicyHook => consent::ConsentMethod::PolicyHook,
                 },
                 view_sha256: r.view_sha256,
                 responses_sha256: r.responses_sha256,

@@ -3,6 +3,7 @@
 use crate::support;
 
 use mrtr_gate_cli::fixture::ScenarioHosts;
+use mrtr_gate_host::core::host::ConsentMethod;
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
@@ -26,11 +27,24 @@ impl Write for Screen {
 }
 
 fn round_with_typed_answer(typed: &str) -> (Result<(), String>, String) {
+    let (result, shown, _) = round_with(typed, None);
+    (result, shown)
+}
+
+/// One form round through the component with this terminal consent; returns the retry's
+/// outcome, the screen and the trail.
+fn round_with(
+    typed: &str,
+    method: Option<ConsentMethod>,
+) -> (Result<(), String>, String, Vec<serde_json::Value>) {
     let screen = Screen::default();
-    let consent = TerminalConsent::with_io(
+    let mut consent = TerminalConsent::with_io(
         Box::new(Cursor::new(typed.as_bytes().to_vec())),
         Box::new(screen.clone()),
     );
+    if let Some(method) = method {
+        consent = consent.with_method(method);
+    }
     let hosts = ScenarioHosts::new();
     let services = HostServices {
         consent: Arc::new(consent),
@@ -66,7 +80,31 @@ fn round_with_typed_answer(typed: &str) -> (Result<(), String>, String) {
                 .to_string(),
     });
     let shown = String::from_utf8(screen.0.lock().unwrap().clone()).unwrap();
-    (r.map(|_| ()).map_err(|d| d.code), shown)
+    let trail = hosts
+        .audit
+        .entries()
+        .iter()
+        .map(|e| serde_json::from_str(&e.line).unwrap())
+        .collect();
+    (r.map(|_| ()).map_err(|d| d.code), shown, trail)
+}
+
+/// Through the component, the receipt's method reaches the trail: a person at the terminal
+/// is `user_at_screen`; answers written ahead (`--answers`) are `preset_answers` even when
+/// confirmed here.
+#[test]
+fn the_trail_names_how_the_terminal_decision_was_made() {
+    for (method, name) in [
+        (None, "user_at_screen"),
+        (Some(ConsentMethod::PresetAnswers), "preset_answers"),
+    ] {
+        let (result, _, trail) = round_with("y\n", method);
+        assert_eq!(result, Ok(()));
+        let consented: Vec<_> = trail.iter().filter(|e| e["event"] == "consented").collect();
+        assert_eq!(consented.len(), 1, "{trail:?}");
+        assert_eq!(consented[0]["consent_method"], name);
+        assert_eq!(consented[0]["schema"], "mrtr-gate/audit/v2");
+    }
 }
 
 #[test]

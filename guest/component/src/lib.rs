@@ -23,8 +23,8 @@ use bindings::exports::mrtr::gate::gate as wit;
 use bindings::mrtr::gate::{audit, clock, consent, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
-    AppendOutcome, AuditEntry, ChainHead, ConsentDecision, ConsentPrompt, ConsentReceipt,
-    HostError, ReadKey, Versioned, Write,
+    AppendOutcome, AuditEntry, ChainHead, ConsentDecision, ConsentMethod, ConsentPrompt,
+    ConsentReceipt, HostError, ReadKey, Versioned, Write,
 };
 use std::cell::RefCell;
 
@@ -104,6 +104,12 @@ impl core::host::Consent for Imports {
                 decision: match r.decision {
                     consent::ConsentDecision::Granted => ConsentDecision::Granted,
                     consent::ConsentDecision::Refused => ConsentDecision::Refused,
+                },
+                method: match r.method {
+                    consent::ConsentMethod::UserAtScreen => ConsentMethod::UserAtScreen,
+                    consent::ConsentMethod::PresetAnswers => ConsentMethod::PresetAnswers,
+                    consent::ConsentMethod::DelegatedToClient => ConsentMethod::DelegatedToClient,
+                    consent::ConsentMethod::PolicyHook => ConsentMethod::PolicyHook,
                 },
                 view_sha256: r.view_sha256,
                 responses_sha256: r.responses_sha256,

@@ -11,7 +11,7 @@ use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use serde_json::Value;
 
 /// The version of the event format.
-pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v1";
+pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v2";
 
 /// How often an append is retried when another writer moved the head.
 const MAX_APPEND_ATTEMPTS: usize = 16;
@@ -72,7 +72,7 @@ macro_rules! event_fields {
     ($($variant:ident => $name:literal,)*) => {
         /// The fields every event carries (null when they do not apply), in canonical order.
         /// The writer adds `prev_sha256`, `schema` and `seq` (see [`LINE_KEYS`]).
-        pub const FIELDS: [&str; 21] = [$($name),*];
+        pub const FIELDS: [&str; 22] = [$($name),*];
 
         /// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +88,7 @@ macro_rules! event_fields {
 event_fields! {
     AtMs => "at_ms",
     Cause => "cause",
+    ConsentMethod => "consent_method",
     ConsentReceiptId => "consent_receipt_id",
     Event => "event",
     InputKinds => "input_kinds",
@@ -118,9 +119,10 @@ impl Field {
 }
 
 /// Every key of an audit line, in canonical (JCS) order.
-pub const LINE_KEYS: [&str; 24] = [
+pub const LINE_KEYS: [&str; 25] = [
     "at_ms",
     "cause",
+    "consent_method",
     "consent_receipt_id",
     "event",
     "input_kinds",
@@ -155,9 +157,11 @@ enum Part {
     Seq,
 }
 
-const LINE_PARTS: [Part; 24] = [
+// Sized by `LINE_KEYS`: a key added there without its part here does not compile.
+const LINE_PARTS: [Part; LINE_KEYS.len()] = [
     Part::Slot(Field::AtMs),
     Part::Slot(Field::Cause),
+    Part::Slot(Field::ConsentMethod),
     Part::Slot(Field::ConsentReceiptId),
     Part::Slot(Field::Event),
     Part::Slot(Field::InputKinds),
@@ -380,6 +384,6 @@ mod tests {
         assert_eq!(canonical::to_canonical(&parsed), line);
         assert_eq!(parsed["seq"], json!(5));
         assert_eq!(parsed["schema"], json!(AUDIT_SCHEMA));
-        assert_eq!(parsed.as_object().map(|m| m.len()), Some(24));
+        assert_eq!(parsed.as_object().map(|m| m.len()), Some(LINE_KEYS.len()));
     }
 }

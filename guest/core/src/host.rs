@@ -133,6 +133,33 @@ pub enum ConsentDecision {
     Refused,
 }
 
+/// How a decision was made (recorded as the `consented` event's `consent_method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsentMethod {
+    /// A person decided at a screen the host rendered from the prompt's view.
+    UserAtScreen,
+    /// The answers and the approval were given before the round was seen (a flag, a file,
+    /// a script).
+    PresetAnswers,
+    /// Another client's own UI collected the answers and the decision; the gate never saw the
+    /// user.
+    DelegatedToClient,
+    /// An automatic policy hook decided; no person saw the prompt.
+    PolicyHook,
+}
+
+impl ConsentMethod {
+    /// The method's name in the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UserAtScreen => "user_at_screen",
+            Self::PresetAnswers => "preset_answers",
+            Self::DelegatedToClient => "delegated_to_client",
+            Self::PolicyHook => "policy_hook",
+        }
+    }
+}
+
 /// The host's record of a decision, bound to one view and one set of answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsentReceipt {
@@ -140,6 +167,8 @@ pub struct ConsentReceipt {
     pub receipt_id: String,
     /// What the user decided.
     pub decision: ConsentDecision,
+    /// Who or what made the decision.
+    pub method: ConsentMethod,
     /// The view the decision was about.
     pub view_sha256: String,
     /// The answers the decision was about.

@@ -3,8 +3,8 @@
 //! Used by the native tests, the property tests and the wasmtime harness.
 
 use crate::host::{
-    AppendOutcome, Audit, AuditEntry, ChainHead, Clock, Consent, ConsentDecision, ConsentPrompt,
-    ConsentReceipt, DuePage, HostError, ReadKey, Storage, Versioned, Write,
+    AppendOutcome, Audit, AuditEntry, ChainHead, Clock, Consent, ConsentDecision, ConsentMethod,
+    ConsentPrompt, ConsentReceipt, DuePage, HostError, ReadKey, Storage, Versioned, Write,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -348,6 +348,7 @@ pub struct ScriptedConsent {
     default: Arc<Mutex<ScriptedAnswer>>,
     prompts: Arc<Mutex<std::collections::VecDeque<ConsentPrompt>>>,
     counter: Arc<AtomicU64>,
+    method: Arc<Mutex<ConsentMethod>>,
 }
 
 impl ScriptedConsent {
@@ -358,7 +359,14 @@ impl ScriptedConsent {
             default: Arc::new(Mutex::new(default)),
             prompts: Arc::default(),
             counter: Arc::new(AtomicU64::new(1)),
+            // A script decides before the round is seen: never a person at a screen.
+            method: Arc::new(Mutex::new(ConsentMethod::PresetAnswers)),
         }
+    }
+    /// Name another method in the receipts from now on (a host test standing in for a
+    /// person, a proxy or a policy hook).
+    pub fn set_method(&self, method: ConsentMethod) {
+        *lock(&self.method) = method;
     }
     /// Queue the next answers.
     pub fn push(&self, answer: ScriptedAnswer) {
@@ -393,6 +401,7 @@ impl Consent for ScriptedConsent {
         let mut receipt = ConsentReceipt {
             receipt_id: format!("consent-{n}"),
             decision: ConsentDecision::Granted,
+            method: *lock(&self.method),
             view_sha256: prompt.view_sha256.clone(),
             responses_sha256: prompt.responses_sha256.clone(),
         };

@@ -8,7 +8,7 @@ use mrtr_gate_client::{
 };
 use mrtr_gate_host::consent_screen::{render_answers, render_view};
 use mrtr_gate_host::core::host::{
-    Consent, ConsentDecision, ConsentPrompt, ConsentReceipt, HostError,
+    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
 use mrtr_gate_host::core::{ConsentView, Policy};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage, SystemClock};
@@ -71,6 +71,7 @@ impl Consent for FlagConsent {
         Ok(ConsentReceipt {
             receipt_id: format!("cli-yes-{}-{n}", std::process::id()),
             decision: ConsentDecision::Granted,
+            method: ConsentMethod::PresetAnswers,
             view_sha256: prompt.view_sha256.clone(),
             responses_sha256: prompt.responses_sha256.clone(),
         })
@@ -185,6 +186,10 @@ pub fn connect(
         Arc::new(FlagConsent {
             counter: AtomicU64::new(1),
         })
+    } else if options.answers.is_some() {
+        // Answers written before the round was seen: the person confirms them, but did not
+        // give them at this screen (docs/cli.md).
+        Arc::new(terminal.consent().with_method(ConsentMethod::PresetAnswers))
     } else {
         Arc::new(terminal.consent())
     };

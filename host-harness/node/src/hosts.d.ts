@@ -1,5 +1,5 @@
 // Types of the reference host services (src/hosts.js).
-import type { AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, DuePage, Entry, ReadKey, WriteOp } from "./index.js";
+import type { AppendOutcome, AuditEntry, ConsentMethod, ConsentPrompt, ConsentReceipt, DuePage, Entry, ReadKey, WriteOp } from "./index.js";
 
 export declare const GENESIS_SHA256: string;
 export declare class SystemClock { nowMs(): number; }
@@ -21,12 +21,14 @@ export declare class MemoryAudit {
   readonly lines: string[];
   append(entry: AuditEntry): AppendOutcome;
 }
+export declare const CONSENT_METHODS: readonly ConsentMethod[];
 export declare class DecidedConsent {
   /** Record the user's decision on exactly this view and these answers; returns the receipt id. */
-  decide(viewSha256: string, responsesSha256: string, granted: boolean): string;
+  decide(viewSha256: string, responsesSha256: string, granted: boolean, method?: ConsentMethod): string;
   requestConsent(prompt: ConsentPrompt): ConsentReceipt;
 }
 export declare class CallbackConsent {
-  constructor(ask: (prompt: ConsentPrompt) => boolean);
+  constructor(ask: (prompt: ConsentPrompt) => boolean, method?: ConsentMethod);
+  readonly method: ConsentMethod;
   requestConsent(prompt: ConsentPrompt): ConsentReceipt;
 }

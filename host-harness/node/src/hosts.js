@@ -187,14 +187,17 @@ export class MemoryAudit {
  * what the user chose in a dialog that showed exactly that view and those answers; the gate's
  * `request-consent` then finds it (the WIT's "find the decision the user already made"). A
  * prompt nobody decided on is a host error: the gate denies as `consent_unavailable`.
+ * `method` says how the decision was made (`"user-at-screen"` unless given: see
+ * `CONSENT_METHODS`); the trail records it.
  */
 export class DecidedConsent {
   #decisions = new Map();
   #count = 0;
-  decide(viewSha256, responsesSha256, granted) {
+  decide(viewSha256, responsesSha256, granted, method = "user-at-screen") {
+    if (!CONSENT_METHODS.includes(method)) throw new TypeError(`unknown consent method ${JSON.stringify(method)}`);
     this.#count += 1;
     const receiptId = `consent-${this.#count}`;
-    this.#decisions.set(`${viewSha256}/${responsesSha256}`, { receiptId, granted: granted === true });
+    this.#decisions.set(`${viewSha256}/${responsesSha256}`, { receiptId, granted: granted === true, method });
     return receiptId;
   }
   requestConsent(prompt) {
@@ -205,17 +208,31 @@ export class DecidedConsent {
     return {
       receiptId: d.receiptId,
       decision: d.granted ? "granted" : "refused",
+      method: d.method,
       viewSha256: prompt.viewSha256,
       responsesSha256: prompt.responsesSha256,
     };
   }
 }
 
-/** Consent from a synchronous callback `(prompt) => boolean` (a terminal, a test). */
+/**
+ * How a consent decision was made, as the WIT's `consent-method` spells it: a person at a
+ * screen the host rendered, answers preset before the round was seen, another client's UI,
+ * or an automatic policy hook.
+ */
+export const CONSENT_METHODS = Object.freeze(["user-at-screen", "preset-answers", "delegated-to-client", "policy-hook"]);
+
+/**
+ * Consent from a synchronous callback `(prompt) => boolean` (a terminal, a test). `method` says
+ * how the callback decides (`"user-at-screen"` unless given); a callback that answers without
+ * showing anyone the prompt must say so (`"preset-answers"` or `"policy-hook"`).
+ */
 export class CallbackConsent {
   #count = 0;
-  constructor(ask) {
+  constructor(ask, method = "user-at-screen") {
+    if (!CONSENT_METHODS.includes(method)) throw new TypeError(`unknown consent method ${JSON.stringify(method)}`);
     this.ask = ask;
+    this.method = method;
   }
   requestConsent(prompt) {
     const granted = this.ask(prompt) === true;
@@ -223,6 +240,7 @@ export class CallbackConsent {
     return {
       receiptId: `consent-${this.#count}`,
       decision: granted ? "granted" : "refused",
+      method: this.method,
       viewSha256: prompt.viewSha256,
       responsesSha256: prompt.responsesSha256,
     };

@@ -86,9 +86,13 @@ export interface ConsentPrompt {
   responsesSha256: string;
 }
 
+/** How a decision was made: recorded in the trail as `consent_method`. */
+export type ConsentMethod = "user-at-screen" | "preset-answers" | "delegated-to-client" | "policy-hook";
+
 export interface ConsentReceipt {
   receiptId: string;
   decision: "granted" | "refused";
+  method: ConsentMethod;
   viewSha256: string;
   responsesSha256: string;
 }

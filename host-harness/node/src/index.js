@@ -1,4 +1,4 @@
-// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.3.0 component, transpiled by
+// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.4.0 component, transpiled by
 // jco into core WebAssembly plus glue (`gen/`, built by the project's scripts/node), over four
 // host services written in JavaScript (see ./hosts.js for reference ones).
 //
@@ -11,7 +11,9 @@
 // ran out of memory, a bug) rejects as `guest_trapped`, and the next call gets a fresh
 // instance: every binding lives in the host's storage, so nothing is lost.
 
-const WIT = "0.3.0";
+const WIT = "0.4.0";
+// The WIT's `consent-method` cases (hosts.js exports them as CONSENT_METHODS).
+const CONSENT_METHOD_NAMES = new Set(["user-at-screen", "preset-answers", "delegated-to-client", "policy-hook"]);
 const S64_MAX = (1n << 63n) - 1n;
 const U64_MAX = (1n << 64n) - 1n;
 
@@ -153,11 +155,12 @@ function imports(services) {
       requestConsent: guarded((prompt) => {
         const r = consent.requestConsent(prompt);
         if (r === null || typeof r !== "object") throw "the consent provider returned no receipt";
-        const { receiptId, decision, viewSha256, responsesSha256 } = r;
+        const { receiptId, decision, method, viewSha256, responsesSha256 } = r;
         const ok = typeof receiptId === "string" && (decision === "granted" || decision === "refused")
+          && CONSENT_METHOD_NAMES.has(method)
           && typeof viewSha256 === "string" && typeof responsesSha256 === "string";
-        if (!ok) throw "the consent provider returned no { receiptId, decision, viewSha256, responsesSha256 }";
-        return { receiptId, decision, viewSha256, responsesSha256 };
+        if (!ok) throw "the consent provider returned no { receiptId, decision, method, viewSha256, responsesSha256 }";
+        return { receiptId, decision, method, viewSha256, responsesSha256 };
       }),
     },
     [`mrtr:gate/audit`]: {

@@ -36,7 +36,7 @@ class ScriptedConsent {
     else if (answer === "other_view") view = "0".repeat(64);
     else if (answer === "other_answers") answers = "0".repeat(64);
     else if (answer === "fail") throw new HostError("consent ui unavailable (injected)");
-    return { receiptId: `consent-${this.calls}`, decision, viewSha256: view, responsesSha256: answers };
+    return { receiptId: `consent-${this.calls}`, decision, method: "preset-answers", viewSha256: view, responsesSha256: answers };
   }
 }
 

@@ -69,6 +69,30 @@ test("consent decided in advance by a dialog is found for exactly what it showed
   assert.equal(r.consentReceiptId, "consent-1");
 });
 
+test("the consented event names how the decision was made", async () => {
+  for (const [method, recorded] of [[undefined, "user_at_screen"], ["preset-answers", "preset_answers"],
+    ["delegated-to-client", "delegated_to_client"], ["policy-hook", "policy_hook"]]) {
+    const f = await fx({ consent: new CallbackConsent(() => true, method) });
+    await f.register();
+    await f.gate.acceptResponse(SERVER, formRound(1));
+    await f.retry();
+    const events = f.audit.lines.map((l) => JSON.parse(l));
+    assert.deepEqual(events.map((e) => e.consent_method), [null, recorded, null]);
+  }
+});
+
+test("a receipt with no method, or one the WIT does not know, denies", async () => {
+  assert.throws(() => new CallbackConsent(() => true, "a-person-probably"), TypeError);
+  for (const method of [undefined, "user_at_screen", "USER-AT-SCREEN", 1]) {
+    const f = await fx({ consent: { requestConsent: (p) => ({ receiptId: "r-1", decision: "granted", method,
+      viewSha256: p.viewSha256, responsesSha256: p.responsesSha256 }) } });
+    await f.register();
+    await f.gate.acceptResponse(SERVER, formRound(1));
+    await denied("consent_unavailable", f.retry());
+    assert.equal(f.gate.traps, 0);
+  }
+});
+
 for (const bad of [-1, 1.5, "now", null, 2 ** 64]) {
   test(`a clock returning ${bad} denies as clock_out_of_range, never traps`, async () => {
     const f = await fx({ clock: { nowMs: () => bad } });
@@ -135,7 +159,7 @@ test("a trap denies as guest_trapped and the next call gets a fresh instance", a
   const gate = new Gate(async () => {
     made += 1;
     if (made === 1) return { acceptResponse: () => { throw new WebAssembly.RuntimeError("unreachable"); } };
-    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.3.0"];
+    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.4.0"];
   }, services);
   await assert.rejects(gate.acceptResponse(SERVER, formRound(1)), (e) => e.code === "guest_trapped" && e.cause === "host" && !e.audited);
   assert.equal(gate.traps, 1);

@@ -160,7 +160,7 @@ class ScriptedConsent:
             answers = "0" * 64
         elif answer == "fail":
             raise m.HostError("consent ui unavailable (injected)")
-        return m.ConsentReceipt(f"consent-{self.calls}", decision, view, answers)
+        return m.ConsentReceipt(f"consent-{self.calls}", decision, m.ConsentMethod.PRESET_ANSWERS, view, answers)
 
 
 class ScenarioHosts:

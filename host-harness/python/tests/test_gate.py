@@ -173,6 +173,38 @@ def test_a_consent_provider_that_fails_or_answers_nonsense_denies(answer):
     fx.retry()
 
 
+@pytest.mark.parametrize(
+    "method, recorded",
+    [
+        (None, "user_at_screen"),
+        (m.ConsentMethod.PRESET_ANSWERS, "preset_answers"),
+        ("delegated-to-client", "delegated_to_client"),
+        (m.ConsentMethod.POLICY_HOOK, "policy_hook"),
+    ],
+)
+def test_the_consented_event_names_how_the_decision_was_made(method, recorded):
+    fx = Fx(consent=hosts.CallbackConsent(lambda p: True, method))
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    fx.retry()
+    assert [json.loads(x)["consent_method"] for x in fx.audit.lines] == [None, recorded, None]
+
+
+@pytest.mark.parametrize("method", [None, "user_at_screen", "USER-AT-SCREEN", 1])
+def test_a_receipt_with_no_method_or_an_unknown_one_denies(method):
+    class Odd:
+        def request_consent(self, prompt):
+            return m.ConsentReceipt("r-1", m.ConsentDecision.GRANTED, method, prompt.view_sha256, prompt.responses_sha256)
+
+    fx = Fx(consent=Odd())
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    denied("consent_unavailable", fx.retry)
+    assert fx.gate.traps == 0
+    with pytest.raises(ValueError):
+        hosts.CallbackConsent(lambda p: True, "a-person-probably")
+
+
 def test_an_audit_sink_that_fails_or_lies_denies():
     fx = Fx()
     fx.register()

@@ -1,7 +1,9 @@
 //! The interactive consent provider: the consent screen on a terminal, `y` or nothing.
 
 use crate::consent_screen::{render_answers, render_view};
-use mrtr_gate_core::host::{Consent, ConsentDecision, ConsentPrompt, ConsentReceipt, HostError};
+use mrtr_gate_core::host::{
+    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
+};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::{Mutex, PoisonError};
 
@@ -18,6 +20,7 @@ pub struct TerminalConsent {
     input: Mutex<Box<dyn BufRead + Send>>,
     output: Mutex<Box<dyn Write + Send>>,
     counter: std::sync::atomic::AtomicU64,
+    method: ConsentMethod,
 }
 
 impl std::fmt::Debug for TerminalConsent {
@@ -42,7 +45,16 @@ impl TerminalConsent {
             input: Mutex::new(input),
             output: Mutex::new(output),
             counter: std::sync::atomic::AtomicU64::new(1),
+            method: ConsentMethod::UserAtScreen,
         }
+    }
+
+    /// The method the receipts name (a person at this screen unless told otherwise: answers
+    /// written before the round was seen are [`ConsentMethod::PresetAnswers`] even when the
+    /// person confirms them here, so the trail never claims more of a person than there was).
+    pub fn with_method(mut self, method: ConsentMethod) -> Self {
+        self.method = method;
+        self
     }
 }
 
@@ -75,6 +87,7 @@ impl Consent for TerminalConsent {
             } else {
                 ConsentDecision::Refused
             },
+            method: self.method,
             view_sha256: prompt.view_sha256.clone(),
             responses_sha256: prompt.responses_sha256.clone(),
         })

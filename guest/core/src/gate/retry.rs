@@ -294,6 +294,7 @@ impl<H: Host> Gate<H> {
         let consented = binding
             .event(EventKind::Consented)
             .set_str(Field::Outcome, "granted")
+            .set_str(Field::ConsentMethod, receipt.method.as_str())
             .set(Field::ConsentReceiptId, receipt.receipt_id.clone())
             .set(Field::RetryId, retry_id.to_json());
         self.audit(consented)?;

@@ -65,6 +65,46 @@ fn consent_receipt_is_recorded() {
     }
 }
 
+/// The `consented` event names how the decision was made, and no other event carries it:
+/// a trail tells a person's approval from a preset, a delegated or an automatic one.
+#[test]
+fn consent_method_is_recorded_on_the_consented_event() {
+    use mrtr_gate_core::host::ConsentMethod;
+    for (method, name) in [
+        (None, "preset_answers"),
+        (Some(ConsentMethod::UserAtScreen), "user_at_screen"),
+        (Some(ConsentMethod::PresetAnswers), "preset_answers"),
+        (
+            Some(ConsentMethod::DelegatedToClient),
+            "delegated_to_client",
+        ),
+        (Some(ConsentMethod::PolicyHook), "policy_hook"),
+    ] {
+        let mut fx = Fx::new();
+        if let Some(m) = method {
+            fx.consent.set_method(m);
+        }
+        fx.register_tool(1);
+        fx.round(1, input_required(json!({"a": form("A")})));
+        fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
+        for ev in fx.events() {
+            let expected = if ev["event"] == "consented" {
+                json!(name)
+            } else {
+                Value::Null
+            };
+            assert_eq!(ev["consent_method"], expected, "{name}: {ev}");
+        }
+        assert_eq!(
+            fx.events()
+                .iter()
+                .filter(|e| e["event"] == "consented")
+                .count(),
+            1
+        );
+    }
+}
+
 /// A state-only round sends nothing of the user's: the gate retries without a prompt
 /// (the spec lets the client retry at once), and records no receipt.
 #[test]

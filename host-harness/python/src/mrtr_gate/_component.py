@@ -31,12 +31,13 @@ from ._types import (
     ConsentPrompt,
     ConsentReceipt,
     ConsentDecision,
+    ConsentMethod,
     DuePage,
     ReadKey,
     WriteOp,
 )
 
-WIT_VERSION = "0.3.0"
+WIT_VERSION = "0.4.0"
 U64_MAX = (1 << 64) - 1
 
 
@@ -129,11 +130,13 @@ class Services:
             if not isinstance(r, ConsentReceipt):
                 return "the consent provider returned no ConsentReceipt"
             decision = ConsentDecision(r.decision).value
+            method = ConsentMethod(r.method).value
             if not all(type(x) is str for x in (r.receipt_id, r.view_sha256, r.responses_sha256)):
                 return "the consent receipt's fields must be str"
             return _record(
                 receipt_id=r.receipt_id,
                 decision=decision,
+                method=method,
                 view_sha256=r.view_sha256,
                 responses_sha256=r.responses_sha256,
             )

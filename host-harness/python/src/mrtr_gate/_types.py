@@ -186,12 +186,27 @@ class ConsentDecision(str, Enum):
     REFUSED = "refused"
 
 
+class ConsentMethod(str, Enum):
+    """How a decision was made; the trail records it (`consent_method`), so a preset or
+    automatic approval is never taken for a person's."""
+
+    USER_AT_SCREEN = "user-at-screen"
+    """A person decided at a screen the host rendered from the prompt's view."""
+    PRESET_ANSWERS = "preset-answers"
+    """The answers and the approval were given before the round was seen (a flag, a file, a script)."""
+    DELEGATED_TO_CLIENT = "delegated-to-client"
+    """Another client's own UI collected the answers and the decision."""
+    POLICY_HOOK = "policy-hook"
+    """An automatic policy hook decided; no person saw the prompt."""
+
+
 @dataclass(frozen=True)
 class ConsentReceipt:
     """The host's record of the user's decision, bound to one view and one set of answers."""
 
     receipt_id: str
     decision: ConsentDecision
+    method: ConsentMethod
     view_sha256: str
     responses_sha256: str
 
@@ -229,6 +244,7 @@ __all__ = [
     "AuditEntry",
     "Complete",
     "ConsentDecision",
+    "ConsentMethod",
     "ConsentPrompt",
     "ConsentReceipt",
     "DeprecatedMethod",

@@ -198,11 +198,17 @@ class MemoryStorage:
 
 class CallbackConsent:
     """Consent from a callback that shows the prompt to the user and returns True (granted)
-    or False (refused); the receipt is bound to exactly the prompt shown."""
+    or False (refused); the receipt is bound to exactly the prompt shown. `method` says how
+    the callback decides (a person at a screen by default); a callback that answers without
+    showing anyone the prompt must say so (`ConsentMethod.PRESET_ANSWERS` or
+    `ConsentMethod.POLICY_HOOK`), since the trail records it."""
 
-    def __init__(self, ask: Callable[[ConsentPrompt], bool]) -> None:
+    def __init__(self, ask: Callable[[ConsentPrompt], bool], method: "ConsentMethod | None" = None) -> None:
+        from ._types import ConsentMethod
+
         self._ask = ask
         self._count = 0
+        self._method = ConsentMethod(method) if method is not None else ConsentMethod.USER_AT_SCREEN
 
     def request_consent(self, prompt: ConsentPrompt) -> ConsentReceipt:
         from ._types import ConsentDecision
@@ -212,6 +218,7 @@ class CallbackConsent:
         return ConsentReceipt(
             receipt_id=f"consent-{self._count}",
             decision=ConsentDecision.GRANTED if granted is True else ConsentDecision.REFUSED,
+            method=self._method,
             view_sha256=prompt.view_sha256,
             responses_sha256=prompt.responses_sha256,
         )
