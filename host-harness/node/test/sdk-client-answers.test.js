@@ -62,9 +62,8 @@ test("an answer another reader reads differently is refused on the first respons
       const { outcome, events } = await call(`first:${name}`);
       assert.ok(!seen(outcome).includes("REAL-UNJUDGED"), seen(outcome));
       assert.ok(outcome instanceof SdkAdapterError && outcome.code === code, `${outcome?.code}: ${seen(outcome)}`);
-      // Nothing was judged, so nothing says the call completed. (A binding with no round yet
-      // has no trail: `finish` writes its terminal event only once a round was received.)
-      assert.deepEqual(events, []);
+      // Nothing says the call completed: the binding ended with the refusal's code on record.
+      assert.deepEqual(events.map((e) => [e.event, e.outcome, e.reason, e.round]), [["terminal", "error", code, 0]]);
     });
   }
 });

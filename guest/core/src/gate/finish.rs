@@ -21,6 +21,23 @@ pub const EXPIRE_MAX_PAGES: u32 = 32;
 /// The longest reason code a caller may give for ending a binding.
 const MAX_REASON_BYTES: usize = 64;
 
+/// The binding as `finish` ends it: one the caller ends with an error is audited even when
+/// it saw no round (a plain request otherwise leaves no trail), so the trail says why a
+/// request ended abnormally, e.g. a host adapter that refused the server's first answer
+/// (docs/adapters.md).
+fn on_record_if_error(
+    binding: &Binding,
+    terminal: TerminalOutcome,
+) -> std::borrow::Cow<'_, Binding> {
+    if terminal == TerminalOutcome::Error && !binding.audited {
+        let mut marked = binding.clone();
+        marked.audited = true;
+        std::borrow::Cow::Owned(marked)
+    } else {
+        std::borrow::Cow::Borrowed(binding)
+    }
+}
+
 impl<H: Host> Gate<H> {
     pub(super) fn finish_binding(&mut self, r: FinishRequest) -> Result<TerminalOutcome, Denial> {
         let server_key = self.principals.server(&r.server).key;
@@ -33,6 +50,7 @@ impl<H: Host> Gate<H> {
             && !self.is_clock_behind(&binding)
         {
             let (terminal, reason) = self.finish_outcome(&binding, &r.outcome);
+            let binding = on_record_if_error(&binding, terminal);
             match self.end_if_current(&binding, version, terminal, reason.as_deref()) {
                 Ok(true) => return Ok(terminal),
                 Ok(false) => {}
@@ -61,6 +79,7 @@ impl<H: Host> Gate<H> {
             return Err(denied);
         }
         let (terminal, reason) = self.finish_outcome(&binding, &r.outcome);
+        let binding = on_record_if_error(&binding, terminal);
         self.end(&binding, version, terminal, reason.as_deref())
             .map_err(Denial::unaudited)?;
         Ok(terminal)

@@ -232,6 +232,41 @@ fn finish_cancels_and_reports_expired_when_late() {
     assert_eq!(terminal_of(&fx, 3)[0]["outcome"], "expired");
 }
 
+/// A plain request that saw no round leaves no trail when it is cancelled, but one the caller
+/// ends with an error is on record with the reason: a host adapter that refused the server's
+/// first answer (a second response in the stream, say) is visible in the trail.
+#[test]
+fn finish_with_an_error_before_any_round_is_audited_and_a_cancel_is_not() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    assert_eq!(
+        fx.gate
+            .finish(finish_request(n(1), CallerOutcome::Cancelled))
+            .unwrap(),
+        TerminalOutcome::Cancelled
+    );
+    assert!(fx.events().is_empty());
+
+    fx.register_tool(2);
+    assert_eq!(
+        fx.gate
+            .finish(finish_request(
+                n(2),
+                CallerOutcome::Error("duplicate_response".into())
+            ))
+            .unwrap(),
+        TerminalOutcome::Error
+    );
+    let events = fx.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["event"], "terminal");
+    assert_eq!(events[0]["outcome"], "error");
+    assert_eq!(events[0]["reason"], "duplicate_response");
+    assert_eq!(events[0]["request_id"], 2);
+    assert_eq!(events[0]["round"], 0);
+    fx.assert_chain();
+}
+
 #[test]
 fn finish_is_refused_to_another_user_or_tenant_and_audited() {
     let mut fx = Fx::new();
