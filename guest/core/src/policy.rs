@@ -198,6 +198,32 @@ impl Policy {
 mod tests {
     use super::*;
 
+    /// The round cap is inclusive: a policy may allow exactly `MAX_ROUNDS` rounds, and one
+    /// more is the caller's error. (An off-by-one here lets a policy lift the hard cap.)
+    #[test]
+    fn max_rounds_is_accepted_at_the_cap_and_refused_one_over() {
+        let with = |max_rounds| Policy {
+            max_rounds,
+            ..Policy::default()
+        };
+        for ok in [1, limits::DEFAULT_MAX_ROUNDS, limits::MAX_ROUNDS] {
+            assert_eq!(with(ok).validate(), Ok(()), "{ok}");
+        }
+        for refused in [0, limits::MAX_ROUNDS + 1, u32::MAX] {
+            let e = with(refused).validate().err();
+            assert_eq!(
+                e.as_ref().map(GateError::code),
+                Some("invalid_policy"),
+                "{refused}"
+            );
+            assert_eq!(
+                e.as_ref().map(GateError::cause),
+                Some(crate::error::ErrorCause::Caller),
+                "{refused}"
+            );
+        }
+    }
+
     #[test]
     fn names_refuse_controls_and_invisible_characters_only() {
         for ok in [

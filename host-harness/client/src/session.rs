@@ -607,6 +607,101 @@ mod tests {
         assert!(accepted_urls(&form_only, &responses).is_empty());
     }
 
+    /// A server that answers every request with one JSON-RPC error; what was sent is kept
+    /// (the `MCP-Protocol-Version` header and the message).
+    struct Refusing {
+        server: ServerIdentity,
+        error: Value,
+        sent: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+    }
+
+    impl Transport for Refusing {
+        fn server(&self) -> &ServerIdentity {
+            &self.server
+        }
+        fn request(
+            &mut self,
+            request: Outgoing<'_>,
+            _: &mut dyn Waiting,
+        ) -> Result<String, crate::TransportError> {
+            let message: Value = serde_json::from_str(request.json).unwrap();
+            let id = message["id"].clone();
+            self.sent
+                .lock()
+                .unwrap()
+                .push((request.protocol_version.to_owned(), message));
+            Ok(json!({"jsonrpc": "2.0", "id": id, "error": self.error}).to_string())
+        }
+        fn notify(&mut self, _: &str, _: &str) -> Result<(), crate::TransportError> {
+            Ok(())
+        }
+    }
+
+    struct NoAnswers;
+
+    impl Answerer for NoAnswers {
+        fn answer(&mut self, _: &ConsentView) -> Result<Answer, crate::answers::NoAnswer> {
+            Err(crate::answers::NoAnswer("none".into()))
+        }
+    }
+
+    fn refused_with(supported: Value) -> (ClientError, Vec<(String, Value)>) {
+        use mrtr_gate_host::core::memory::{
+            ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+        };
+        let clock = std::sync::Arc::new(ManualClock::new(1_700_000_000_000));
+        let services = mrtr_gate_host::HostServices {
+            clock: clock.clone(),
+            storage: std::sync::Arc::new(MemoryStorage::new(clock)),
+            consent: std::sync::Arc::new(ScriptedConsent::new(ScriptedAnswer::Refuse)),
+            audit: std::sync::Arc::new(MemoryAudit::new()),
+        };
+        let sent = std::sync::Arc::default();
+        let transport = Refusing {
+            server: ServerIdentity::origin("https://old.example/mcp").unwrap(),
+            error: json!({"code": -32022, "message": "unsupported protocol version",
+                "data": {"supported": supported}}),
+            sent: std::sync::Arc::clone(&sent),
+        };
+        let mut client = Client::new(
+            mrtr_gate_host::NativeGate::new(services),
+            Box::new(transport),
+            ClientConfig::new("alice", "acme"),
+            Box::new(NoAnswers),
+        );
+        let e = client.discover().unwrap_err();
+        let sent = sent.lock().unwrap().clone();
+        (e, sent)
+    }
+
+    /// AISVS C10 10.3.4 (minimum protocol version, no downgrade): a server that refuses
+    /// 2026-07-28 and offers only older versions is refused, never followed down; one that
+    /// lists 2026-07-28 is asked again with it, once. Every request names 2026-07-28 in its
+    /// header and its `_meta`.
+    #[test]
+    fn a_server_offering_only_older_versions_is_refused_never_followed_down() {
+        let (e, sent) = refused_with(json!(["2025-11-25", "2025-06-18"]));
+        assert_eq!(e.code(), "unsupported_protocol_version");
+        assert!(
+            matches!(&e, ClientError::UnsupportedVersion(v) if v == &["2025-11-25", "2025-06-18"])
+        );
+        assert_eq!(sent.len(), 1, "no request on an older version: {sent:?}");
+        let (e, again) = refused_with(json!(["2025-11-25", PROTOCOL_VERSION]));
+        assert_eq!(e.code(), "unsupported_protocol_version");
+        assert_eq!(
+            again.len(),
+            2,
+            "asked once more, on the same version: {again:?}"
+        );
+        for (header, message) in sent.iter().chain(&again) {
+            assert_eq!(header, PROTOCOL_VERSION);
+            assert_eq!(
+                message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                PROTOCOL_VERSION
+            );
+        }
+    }
+
     #[test]
     fn supported_versions_come_from_the_error_data() {
         let data = json!({"supported": ["2026-07-28", "2025-11-25"]});

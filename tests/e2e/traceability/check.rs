@@ -1,6 +1,6 @@
 //! What makes the trace true: each requirement is traced (code and proof), the host's duty (an
 //! anchor in docs/hosting.md) or not applicable (a reason); every function, test, scenario,
-//! conformance scenario and code it names exists; every documented code and every corpus
+//! conformance scenario, code and alias it names exists; every documented code and every corpus
 //! scenario is traced by some requirement; every threat names requirements that exist.
 
 use serde_json::Value;
@@ -131,6 +131,18 @@ pub fn problems(data: &Value, repo: &Repo<'_>) -> Vec<String> {
             *traced_codes.entry(code).or_default() += 1;
         }
         proving.extend(strings(&r["scenarios"]));
+    }
+    // An alias is the id the same words carry elsewhere in the data (another source, an
+    // older numbering): it must name another requirement that exists.
+    for r in requirements {
+        let id = text_of(r, "id");
+        for alias in strings(&r["aliases"]) {
+            if alias == id || !ids.contains(alias) {
+                out.push(format!(
+                    "{id}: the alias `{alias}` names no other requirement"
+                ));
+            }
+        }
     }
     for code in &repo.documented_codes {
         if !traced_codes.contains_key(code.as_str()) {

@@ -120,6 +120,21 @@ fn a_requirement_with_no_proof_a_code_traced_nowhere_and_an_unproving_scenario_a
 }
 
 #[test]
+fn an_alias_that_names_no_other_requirement_is_caught() {
+    let data = planted("aisvs-1.01.10.4.21", |r| {
+        push(&mut r["aliases"], "url.open-unwatched");
+        push(&mut r["aliases"], "aisvs-1.01.10.4.21");
+    });
+    let found = problems(&data);
+    for alias in ["`url.open-unwatched`", "`aisvs-1.01.10.4.21`"] {
+        assert!(
+            found.iter().any(|p| p.contains(alias)),
+            "{alias} is not reported: {found:?}"
+        );
+    }
+}
+
+#[test]
 fn a_function_that_is_not_there_and_a_test_that_is_not_a_test_are_caught() {
     let gone = "guest/core/src/gate/retry.rs::check_the_user";
     let not_a_test = "guest/core/src/gate/retry.rs::prepare_retry";

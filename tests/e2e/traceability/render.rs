@@ -45,7 +45,14 @@ fn status_line(r: &Value) -> String {
 
 fn requirement_row(out: &mut String, r: &Value) {
     let mut what = cell(s(r, "text"));
-    for extra in [status_line(r), cell(s(r, "note"))] {
+    let aliases = strings(&r["aliases"]);
+    let aliases = if aliases.is_empty() {
+        String::new()
+    } else {
+        let ids: Vec<String> = aliases.into_iter().map(|a| format!("`{a}`")).collect();
+        format!("Also: {}", ids.join(", "))
+    };
+    for extra in [status_line(r), cell(s(r, "note")), aliases] {
         if !extra.is_empty() {
             what = format!("{what}<br>{extra}");
         }

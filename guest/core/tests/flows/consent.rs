@@ -188,3 +188,119 @@ fn large_arguments_are_shown_by_size_and_covered_by_the_params_digest() {
     assert_eq!(view["request"]["arguments"]["bytes"], 5011);
     assert_eq!(view["request"]["params_sha256"].as_str().unwrap().len(), 64);
 }
+
+/// A consent provider that grants exactly what it is shown, under the receipt id it is set
+/// to (a host's consent import, which picks the id the trail records).
+#[derive(Clone)]
+struct NamedReceipt(std::rc::Rc<std::cell::RefCell<String>>);
+
+impl mrtr_gate_core::host::Consent for NamedReceipt {
+    fn request_consent(
+        &self,
+        prompt: &mrtr_gate_core::host::ConsentPrompt,
+    ) -> Result<mrtr_gate_core::host::ConsentReceipt, mrtr_gate_core::host::HostError> {
+        Ok(mrtr_gate_core::host::ConsentReceipt {
+            receipt_id: self.0.borrow().clone(),
+            decision: mrtr_gate_core::host::ConsentDecision::Granted,
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        })
+    }
+}
+
+/// The receipt id goes into the trail, so the host's import must name it as 1 to 128 bytes
+/// of printable ASCII: an empty id, one over 128 bytes, or one with a control, space,
+/// non-ASCII or bidi character is the host's fault (`consent_unavailable`), denied and
+/// audited without the id, and the round stays open. 1 and 128 bytes pass.
+#[test]
+fn a_receipt_id_that_is_empty_too_long_or_holds_a_control_never_reaches_the_trail() {
+    use mrtr_gate_core::host::Services;
+    use mrtr_gate_core::{ErrorCause, Gate};
+    let fx = Fx::new();
+    let id = std::rc::Rc::new(std::cell::RefCell::new(String::new()));
+    let mut gate = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: fx.storage.clone(),
+        consent: NamedReceipt(id.clone()),
+        audit: fx.audit.clone(),
+    });
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    gate.accept_response(
+        &server(),
+        &response(1, input_required_state(json!({"a": form("A")}), "S")),
+    )
+    .unwrap();
+    let answers = json!({"a": accept_with(form_content())});
+    let long = "r".repeat(129);
+    let refused = [
+        String::new(),
+        long.clone(),
+        "receipt\n1".to_owned(),
+        "receipt\u{1b}[2J".to_owned(),
+        "receipt\u{7f}".to_owned(),
+        "receipt\u{85}".to_owned(),
+        "receipt 1".to_owned(),
+        "receipt-\u{e9}".to_owned(),
+        "receipt-\u{202e}1".to_owned(),
+    ];
+    for bad in &refused {
+        *id.borrow_mut() = bad.clone();
+        let d = assert_code(
+            gate.build_retry(retry_request(n(1), n(2), &answers)),
+            "consent_unavailable",
+        );
+        assert_eq!(d.error.cause(), ErrorCause::Host, "{bad:?}");
+        assert!(d.audited, "{bad:?}");
+        let ev = fx.last_event();
+        assert_eq!(ev["event"], "rejected", "{bad:?}");
+        assert_eq!(ev["cause"], "host", "{bad:?}");
+        assert_eq!(ev["consent_receipt_id"], Value::Null, "{bad:?}");
+    }
+    assert!(
+        fx.events()
+            .iter()
+            .all(|e| e["event"] != "consented" && e["event"] != "submitted"),
+        "no refused receipt reached a consented or submitted event"
+    );
+    for e in fx.audit.entries() {
+        for bad in refused.iter().filter(|b| b.len() > 1) {
+            assert!(!e.line.contains(bad.as_str()), "{bad:?} in {}", e.line);
+        }
+    }
+    // The round is still open: a receipt id at the 128-byte bound passes, and is recorded.
+    let at_bound = format!("{}~", "!".repeat(127));
+    *id.borrow_mut() = at_bound.clone();
+    let retry = gate
+        .build_retry(retry_request(n(1), n(2), &answers))
+        .unwrap();
+    assert_eq!(retry.consent_receipt_id.as_deref(), Some(at_bound.as_str()));
+    for kind in ["consented", "submitted"] {
+        let ev = fx
+            .events_of(1)
+            .into_iter()
+            .find(|e| e["event"] == kind)
+            .unwrap();
+        assert_eq!(ev["consent_receipt_id"], at_bound.as_str(), "{kind}");
+    }
+    // And a one-byte id on the next round.
+    gate.accept_response(
+        &server(),
+        &response(2, input_required(json!({"b": form("B")}))),
+    )
+    .unwrap();
+    *id.borrow_mut() = "x".to_owned();
+    let retry = gate
+        .build_retry(retry_request(
+            n(2),
+            n(3),
+            &json!({"b": {"action": "decline"}}),
+        ))
+        .unwrap();
+    assert_eq!(retry.consent_receipt_id.as_deref(), Some("x"));
+    fx.assert_chain();
+}

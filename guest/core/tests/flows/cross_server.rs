@@ -139,3 +139,80 @@ fn a_retry_or_finish_naming_another_server_finds_no_binding() {
     // The binding is untouched: its own server's retry goes out.
     fx.retry_ok(n(1), n(2), &json!({"a": {"action": "decline"}}));
 }
+
+/// A consent provider that answers every prompt with a grant for one remembered view (a UI
+/// that reuses an approval it gave before).
+#[derive(Clone)]
+struct Remembered(std::rc::Rc<std::cell::RefCell<String>>);
+
+impl mrtr_gate_core::host::Consent for Remembered {
+    fn request_consent(
+        &self,
+        prompt: &mrtr_gate_core::host::ConsentPrompt,
+    ) -> Result<mrtr_gate_core::host::ConsentReceipt, mrtr_gate_core::host::HostError> {
+        Ok(mrtr_gate_core::host::ConsentReceipt {
+            receipt_id: "remembered".into(),
+            decision: mrtr_gate_core::host::ConsentDecision::Granted,
+            view_sha256: self.0.borrow().clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        })
+    }
+}
+
+/// Consent is bound to the endpoint it was given for (AISVS C10 10.4.10): the same request
+/// to another endpoint (another host, or only another path on the same host) is another
+/// view, naming that endpoint, and an approval given for the first endpoint's view is
+/// refused there (`consent_mismatch`); it holds only where it was given.
+#[test]
+fn a_consent_given_for_one_endpoint_is_refused_for_the_same_request_at_another() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    let fx = Fx::new();
+    let remembered = std::rc::Rc::new(std::cell::RefCell::new(String::new()));
+    let mut gate = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: fx.storage.clone(),
+        consent: Remembered(remembered.clone()),
+        audit: fx.audit.clone(),
+    });
+    let params = tool_params("t", json!({"to": "ada"}));
+    let round = input_required(json!({"a": form("A")}));
+    let view_at = |gate: &mut Gate<_>, at: &ServerIdentity| {
+        let mut r = registration(n(1), &params, Policy::default());
+        r.server = at.clone();
+        gate.register(r).unwrap();
+        match gate
+            .accept_response(at, &response(1, round.clone()))
+            .unwrap()
+        {
+            ResponseVerdict::InputRequired(v) => v,
+            other => panic!("expected a round, got {other:?}"),
+        }
+    };
+    let approved = view_at(&mut gate, &server());
+    *remembered.borrow_mut() = approved.view_sha256.clone();
+    let answers = json!({"a": {"action": "decline"}});
+    for moved in [
+        other(),
+        ServerIdentity::origin("https://mcp.example.com/v2/mcp").unwrap(),
+    ] {
+        let view = view_at(&mut gate, &moved);
+        assert_ne!(view.view_sha256, approved.view_sha256);
+        assert_eq!(parse(&view.view_json)["server"], moved.display());
+        let mut r = retry_request(n(1), n(2), &answers);
+        r.server = moved.clone();
+        let d = assert_code(gate.build_retry(r), "consent_mismatch");
+        assert!(d.audited);
+    }
+    assert!(
+        fx.events()
+            .iter()
+            .all(|e| e["event"] != "consented" && e["event"] != "submitted")
+    );
+    // Where it was given, the approval holds.
+    let retry = gate
+        .build_retry(retry_request(n(1), n(2), &answers))
+        .unwrap();
+    assert_eq!(retry.consent_receipt_id.as_deref(), Some("remembered"));
+    fx.assert_chain();
+}

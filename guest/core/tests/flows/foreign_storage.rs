@@ -301,3 +301,162 @@ fn a_value_held_back_that_the_gate_does_not_hold_is_refused() {
     // The binding is untouched for a store that behaves.
     fx.round(1, state_only("s"));
 }
+
+/// A store that records the cursor of every `list-due` call and every key read.
+#[derive(Clone)]
+struct Listed {
+    inner: mrtr_gate_core::memory::MemoryStorage,
+    cursors: std::rc::Rc<std::cell::RefCell<Vec<Option<String>>>>,
+    read: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+}
+
+impl mrtr_gate_core::host::Storage for Listed {
+    fn read(
+        &self,
+        keys: &[mrtr_gate_core::host::ReadKey<'_>],
+    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+        self.read
+            .borrow_mut()
+            .extend(keys.iter().map(|k| k.key.to_owned()));
+        self.inner.read(keys)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
+        self.inner.write(writes)
+    }
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
+        self.cursors.borrow_mut().push(cursor.map(str::to_owned));
+        self.inner.list_due(due_by_ms, cursor, limit)
+    }
+}
+
+/// Keys the sweep cannot end stay due: unreadable values, records of another format, a
+/// genuine record copied under another id's key, pointers to nothing. When they fill the
+/// first pages of the due listing (they fall due before any binding), the sweep must page
+/// past them to the bindings behind, read each key once, and stop; a sweeper that lists its
+/// first page again would end nothing here.
+#[test]
+fn expire_stale_pages_past_due_keys_it_cannot_end_to_the_bindings_behind_them() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::{Services, Storage, Write};
+    let fx = Fx::new();
+    let store = Listed {
+        inner: fx.storage.clone(),
+        cursors: Default::default(),
+        read: Default::default(),
+    };
+    let mut gate = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: store.clone(),
+        consent: fx.consent.clone(),
+        audit: fx.audit.clone(),
+    });
+    // A genuine record to copy, of a binding that stays live.
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    let record = stored(&fx, "1");
+    // 200 keys (more than three pages of 64) that fall due 30 s from now, before any
+    // binding's record (its lifetime plus the 60 s grace), and that no sweep can end.
+    let junk: Vec<String> = (0..200).map(|i| key(&format!("\"junk-{i:03}\""))).collect();
+    for (i, k) in junk.iter().enumerate() {
+        let value = match i % 4 {
+            0 => "not json".to_owned(),
+            1 => "{\"format\":2}".to_owned(),
+            2 => record.clone(),
+            _ => "\"no-such-binding\"".to_owned(),
+        };
+        let write = Write {
+            key: k,
+            expected: None,
+            value: Some(&value),
+            ttl_ms: 30_000,
+        };
+        assert_eq!(fx.storage.write(&[write]).unwrap().len(), 1);
+    }
+    // 70 more that fall due with the bindings' records and list after them (same deadline,
+    // higher keys): the bindings sit in the middle of a page, not at the end of the listing.
+    let after: Vec<String> = (0..70).map(|i| key(&format!("{}", 900_000 + i))).collect();
+    for k in &after {
+        let write = Write {
+            key: k,
+            expected: None,
+            value: Some("not json"),
+            ttl_ms: 61_000,
+        };
+        assert_eq!(fx.storage.write(&[write]).unwrap().len(), 1);
+    }
+    // Five bindings whose lifetime passes, one with a round open.
+    let short = Policy {
+        round_trip_lifetime_ms: 1_000,
+        ..Policy::default()
+    };
+    for id in 10..15 {
+        gate.register(registration(
+            n(id),
+            &tool_params("t", json!({})),
+            short.clone(),
+        ))
+        .unwrap();
+    }
+    gate.accept_response(&server(), &response(10, state_only("s")))
+        .unwrap();
+    fx.clock.advance(1_000);
+    store.read.borrow_mut().clear();
+
+    assert_eq!(
+        gate.expire_stale().unwrap(),
+        5,
+        "every binding behind the junk"
+    );
+    let cursors = store.cursors.borrow().clone();
+    assert_eq!(
+        cursors.first(),
+        Some(&None),
+        "the listing starts at the front"
+    );
+    assert!(
+        cursors.iter().skip(1).all(Option::is_some),
+        "every later page goes on from the one before: {cursors:?}"
+    );
+    let mut unique = cursors.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), cursors.len(), "no page listed twice");
+    assert_eq!(cursors.len(), 275usize.div_ceil(64));
+    let read = store.read.borrow().clone();
+    let mut once = read.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), read.len(), "no key read twice");
+    assert_eq!(read.len(), 275, "exactly what was due: {read:?}");
+    assert!(junk.iter().chain(&after).all(|k| read.contains(k)));
+    // The expired bindings ended (the one with a round on the trail as expired), the
+    // junk and the live binding are as they were.
+    assert_eq!(terminal_of(&fx, 10).len(), 1);
+    assert_eq!(terminal_of(&fx, 10)[0]["outcome"], "expired");
+    for id in 10..15 {
+        assert!(
+            fx.storage.live_keys(&key(&id.to_string())).is_empty(),
+            "{id}"
+        );
+    }
+    assert_eq!(fx.storage.live_keys(&key("\"junk-")).len(), 200);
+    assert_eq!(stored(&fx, "1"), record);
+
+    // The junk is still due: the next sweep goes through it again, ends nothing, and stops.
+    store.cursors.borrow_mut().clear();
+    assert_eq!(gate.expire_stale().unwrap(), 0);
+    assert_eq!(store.cursors.borrow().len(), 270usize.div_ceil(64));
+    fx.assert_chain();
+}

@@ -302,3 +302,29 @@ fn finish_is_refused_to_another_user_or_tenant_and_audited() {
     );
     fx.assert_chain();
 }
+
+/// A URL round is completed by the user who started the request, or not at all: another
+/// user (or tenant) accepting it is refused and audited before any consent is asked, and
+/// the round stays open for its own user (AISVS C10 10.4.18, the client's half).
+#[test]
+fn a_url_round_is_completed_only_by_the_user_who_started_it() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let url = "https://auth.example.com/connect?flow=7";
+    fx.round(1, input_required(json!({"login": url_request(url)})));
+    let accept = json!({"login": {"action": "accept"}});
+    for (user, tenant) in [("mallory@example.com", TENANT), (USER, "tenant-b")] {
+        let d = assert_code(
+            retry_as(&mut fx, user, tenant, 1, 2, &accept),
+            "mrtr_identity_or_argument_mismatch",
+        );
+        assert!(d.audited);
+    }
+    assert!(fx.consent.prompts().is_empty(), "no consent was asked");
+    let retry = fx.retry_ok(n(1), n(2), &accept);
+    assert_eq!(
+        params_of(&retry.request_json)["inputResponses"],
+        json!({"login": {"action": "accept"}})
+    );
+    fx.assert_chain();
+}

@@ -119,3 +119,39 @@ fn oversized_and_deep_rounds_are_refused() {
     assert_code(fx.accept_text(&big), "limit_exceeded");
     fx.round(1, state_only("s"));
 }
+
+/// The hard cap on input requests in one round, at its boundary: `MAX_INPUT_REQUESTS` pass
+/// (each key in the view), one more is the server's `limit_exceeded` and ends the binding.
+#[test]
+fn a_round_of_exactly_the_input_request_cap_passes_and_one_more_is_refused() {
+    use mrtr_gate_core::{ErrorCause, limits::MAX_INPUT_REQUESTS};
+    let requests = |count: usize| {
+        let map: serde_json::Map<String, serde_json::Value> = (0..count)
+            .map(|i| (format!("k{i:02}"), form("A")))
+            .collect();
+        input_required(serde_json::Value::Object(map))
+    };
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let d = assert_code(
+        fx.accept(1, requests(MAX_INPUT_REQUESTS + 1)),
+        "limit_exceeded",
+    );
+    assert_eq!(d.error.cause(), ErrorCause::Peer);
+    assert!(d.audited);
+    // The round named the live binding: it is ended, and nothing later reaches it.
+    let t = terminal_of(&fx, 1);
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0]["reason"], "limit_exceeded");
+    assert_code(fx.accept(1, complete()), "no_live_request");
+
+    fx.register_tool(2);
+    let view = fx.round(2, requests(MAX_INPUT_REQUESTS));
+    let keys = &parse(&view.view_json)["inputs"];
+    assert_eq!(keys.as_array().map(Vec::len), Some(MAX_INPUT_REQUESTS));
+    let answers: serde_json::Map<String, serde_json::Value> = (0..MAX_INPUT_REQUESTS)
+        .map(|i| (format!("k{i:02}"), json!({"action": "decline"})))
+        .collect();
+    fx.retry_ok(n(2), n(3), &serde_json::Value::Object(answers));
+    fx.assert_chain();
+}

@@ -58,3 +58,44 @@ fn one_round_policy_allows_exactly_one() {
     fx.retry_ok(n(1), n(2), &json!({}));
     assert_code(fx.accept(2, state_only("b")), "round_limit_exceeded");
 }
+
+/// The hard round cap is inclusive, end to end: a policy at `MAX_ROUNDS` registers and gets
+/// exactly that many rounds; one over the cap is refused at registration, unaudited and
+/// unstored (a policy may tighten the caps, never lift them).
+#[test]
+fn a_policy_at_the_round_cap_gets_every_round_and_one_over_the_cap_is_refused() {
+    use mrtr_gate_core::{ErrorCause, limits::MAX_ROUNDS};
+    let mut fx = Fx::new();
+    let over = Policy {
+        max_rounds: MAX_ROUNDS + 1,
+        ..Policy::default()
+    };
+    let d = assert_code(
+        fx.register(n(1), &tool_params("t", json!({})), over),
+        "invalid_policy",
+    );
+    assert_eq!(d.error.cause(), ErrorCause::Caller);
+    assert!(!d.audited);
+    assert!(fx.events().is_empty());
+    assert!(fx.storage.is_empty());
+
+    let at_cap = Policy {
+        max_rounds: MAX_ROUNDS,
+        ..Policy::default()
+    };
+    fx.register(n(1), &tool_params("t", json!({})), at_cap)
+        .unwrap();
+    let last = i64::from(MAX_ROUNDS);
+    for id in 1..=last {
+        let view = fx.round(id, state_only(&format!("state-{id}")));
+        assert_eq!(i64::from(view.round), id);
+        assert_eq!(parse(&view.view_json)["max_rounds"], MAX_ROUNDS);
+        fx.retry_ok(n(id), n(id + 1), &json!({}));
+    }
+    assert_code(
+        fx.accept(last + 1, state_only("one-too-many")),
+        "round_limit_exceeded",
+    );
+    assert_eq!(terminal_of(&fx, 1).len(), 1);
+    fx.assert_chain();
+}
