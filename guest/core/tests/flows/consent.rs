@@ -202,6 +202,7 @@ impl mrtr_gate_core::host::Consent for NamedReceipt {
         Ok(mrtr_gate_core::host::ConsentReceipt {
             receipt_id: self.0.borrow().clone(),
             decision: mrtr_gate_core::host::ConsentDecision::Granted,
+            method: mrtr_gate_core::host::ConsentMethod::PresetAnswers,
             view_sha256: prompt.view_sha256.clone(),
             responses_sha256: prompt.responses_sha256.clone(),
         })

@@ -153,6 +153,7 @@ impl mrtr_gate_core::host::Consent for Remembered {
         Ok(mrtr_gate_core::host::ConsentReceipt {
             receipt_id: "remembered".into(),
             decision: mrtr_gate_core::host::ConsentDecision::Granted,
+            method: mrtr_gate_core::host::ConsentMethod::PresetAnswers,
             view_sha256: self.0.borrow().clone(),
             responses_sha256: prompt.responses_sha256.clone(),
         })
