@@ -1,8 +1,11 @@
 // The page's MCP client: every tools/call is registered with the gate before it is sent,
 // every response is judged by the gate, every retry is built by the gate from the answers the
 // user gave in the consent dialog, with a receipt the dialog issued for exactly what it showed.
-import { Gate, GateError } from "mrtr-gate";
-import { DecidedConsent, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
+// Imports by path, not through an import map: the page's Content-Security-Policy allows no
+// inline script, and an import map is one.
+import { Gate, GateError } from "/gate/src/index.js";
+import { DecidedConsent, MemoryAudit, MemoryStorage, SystemClock } from "/gate/src/hosts.js";
+import { shownJson, shownText } from "/gate/src/shown.js";
 import { askConsent } from "./consent-dialog.js";
 
 const endpoint = new URL("/mcp", location.href).href;
@@ -35,8 +38,8 @@ function status(text) {
 function showError(e) {
   const box = $("error");
   box.textContent = e instanceof GateError
-    ? `Refused by the gate: ${e.code} (${e.cause === "peer" ? "the server misbehaved" : e.cause === "caller" ? "this client's request" : "a host service"}): ${e.detail}`
-    : `Error: ${e.message ?? e}`;
+    ? `Refused by the gate: ${e.code} (${e.cause === "peer" ? "the server misbehaved" : e.cause === "caller" ? "this client's request" : "a host service"}): ${shownText(e.detail)}`
+    : `Error: ${shownText(e.message ?? e)}`;
   box.dataset.code = e.code ?? "";
   box.hidden = false;
   status("Stopped: nothing was sent back to the server.");
@@ -69,7 +72,7 @@ async function call(tool) {
     log(`registered tools/call ${tool} as id ${id}`);
     let verdict = await gate.acceptResponse(server, await send(sent.requestJson));
     while (verdict.kind === "input_required") {
-      log(`round ${verdict.round}: the server asks for ${verdict.inputKeys.map((k) => JSON.stringify(k)).join(", ") || "nothing (state only)"}`);
+      log(`round ${verdict.round}: the server asks for ${verdict.inputKeys.map((k) => shownJson(k)).join(", ") || "nothing (state only)"}`);
       const view = verdict.view;
       const retryId = nextId++;
       let retry;
@@ -80,7 +83,7 @@ async function call(tool) {
           retry = await gate.buildRetry({ server, requestId: id, retryId, ...principal, responses });
           return null;
         } catch (e) {
-          if (e instanceof GateError && e.cause === "caller") return `The gate refused these answers: ${e.code}: ${e.detail}`;
+          if (e instanceof GateError && e.cause === "caller") return `The gate refused these answers: ${e.code}: ${shownText(e.detail)}`;
           throw e;
         }
       });
@@ -88,7 +91,7 @@ async function call(tool) {
       id = retryId;
       verdict = await gate.acceptResponse(server, await send(retry.requestJson));
     }
-    log(`the server answered: ${verdict.kind}`);
+    log(`the server answered: ${shownText(verdict.kind)}`);
     status(`Done: ${tool} ${verdict.kind === "complete" ? "completed" : `failed (${verdict.code})`}.`);
   } catch (e) {
     showError(e);
@@ -106,7 +109,7 @@ window.benchRounds = async (rounds) => {
   // One gate for every run: a new one would compile the module again, and the timed run
   // would then measure V8 tiering it up.
   if (!benchGate) {
-    const { CallbackConsent } = await import("mrtr-gate/hosts");
+    const { CallbackConsent } = await import("/gate/src/hosts.js");
     benchGate = Gate.create({ clock: new SystemClock(), storage: new MemoryStorage(new SystemClock()),
       consent: new CallbackConsent(() => true), audit: new MemoryAudit(1024) });
   }

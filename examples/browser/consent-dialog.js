@@ -1,7 +1,10 @@
 // The consent dialog: shows exactly the gate's consent view (docs/consent-view.md) and the
 // answers the user gives, and says what the user decided. Everything the server wrote is set
-// as text, never as HTML, and nothing is fetched from a URL it names.
-import { getDomain } from "tldts";
+// as text, never as HTML, and passes `shownText` first: a bidi control or an invisible
+// character is shown as `\u{h}`, so it can neither reorder nor hide what is around it
+// (docs/consent-view.md, "Server text on a screen"). Nothing is fetched from a URL it names.
+import { getDomain } from "/node_modules/tldts/dist/index.esm.min.js";
+import { shownJson, shownText } from "/gate/src/shown.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -26,7 +29,7 @@ function constraints(f) {
     if (f.min_length !== undefined && f.max_length !== undefined) parts.push(`${f.min_length} to ${f.max_length} characters`);
     else if (f.min_length !== undefined) parts.push(`at least ${f.min_length} characters`);
     else if (f.max_length !== undefined) parts.push(`at most ${f.max_length} characters`);
-    if (f.format) parts.push(`format: ${f.format}`);
+    if (f.format) parts.push(`format: ${shownText(f.format)}`);
   }
   if (f.type === "number") {
     parts.push(f.integer ? "a whole number" : "a number");
@@ -37,6 +40,7 @@ function constraints(f) {
     if (f.min_items !== undefined) parts.push(`at least ${f.min_items}`);
     if (f.max_items !== undefined) parts.push(`at most ${f.max_items}`);
   }
+  if (f.default !== undefined) parts.push(`default ${shownJson(f.default)}`);
   return parts.join(", ");
 }
 
@@ -44,23 +48,23 @@ function constraints(f) {
 function fieldControl(inputKey, f, n) {
   const id = `f-${n}`;
   const wrap = el("div", null, { class: "field" });
-  const label = el("label", f.title ?? f.name, { for: id });
+  const label = el("label", shownText(f.title ?? f.name), { for: id });
   wrap.append(label);
-  const hint = el("small", [f.description, constraints(f)].filter(Boolean).join(" — "), { id: `${id}-hint` });
+  const hint = el("small", [f.description === undefined ? undefined : shownText(f.description), constraints(f)].filter(Boolean).join(" — "), { id: `${id}-hint` });
   let read;
   if (f.type === "single_select") {
     const select = el("select", null, { id, "aria-describedby": hint.id });
     if (!f.required) select.append(el("option", "(none)", { value: "" }));
-    for (const o of f.options) select.append(el("option", o.title ?? o.value, { value: o.value }));
+    for (const o of f.options) select.append(el("option", shownText(o.title ?? o.value), { value: o.value }));
     if (f.default !== undefined) select.value = f.default;
     wrap.append(select);
     read = () => (select.value === "" ? undefined : select.value);
   } else if (f.type === "multi_select") {
     const group = el("fieldset", null, { id, "aria-describedby": hint.id });
-    group.append(el("legend", f.title ?? f.name));
+    group.append(el("legend", shownText(f.title ?? f.name)));
     const boxes = f.options.map((o, i) => {
       const box = el("input", null, { type: "checkbox", id: `${id}-${i}`, value: o.value });
-      group.append(box, el("label", o.title ?? o.value, { for: `${id}-${i}` }));
+      group.append(box, el("label", shownText(o.title ?? o.value), { for: `${id}-${i}` }));
       return box;
     });
     label.remove();
@@ -91,8 +95,9 @@ function fieldControl(inputKey, f, n) {
 /** The full URL with its registrable domain marked, as text nodes only. */
 function urlLine(url) {
   const p = el("p", null, { class: "url" });
-  const full = url.full;
-  const host = url.ascii_host;
+  // The gate let only a URL without controls or white space through; shown escaped all the same.
+  const full = shownText(url.full);
+  const host = shownText(url.ascii_host);
   const domain = getDomain(host, { allowPrivateDomains: true }) ?? host;
   const at = full.indexOf(host);
   if (at < 0) {
@@ -107,9 +112,9 @@ function urlLine(url) {
 }
 
 function renderInput(input, controls) {
-  const box = el("section", null, { class: `input ${input.kind}`, "aria-label": `Input ${JSON.stringify(input.key)}` });
-  box.append(el("h3", `${JSON.stringify(input.key)} (${input.kind})`));
-  if (input.message !== undefined) box.append(el("p", input.message, { class: "message" }));
+  const box = el("section", null, { class: `input ${input.kind}`, "aria-label": `Input ${shownJson(input.key)}` });
+  box.append(el("h3", `${shownJson(input.key)} (${shownText(input.kind)})`));
+  if (input.message !== undefined) box.append(el("p", shownText(input.message), { class: "message" }));
   if (input.kind === "form") {
     for (const f of input.fields) {
       const c = fieldControl(input.key, f, controls.length);
@@ -121,11 +126,11 @@ function renderInput(input, controls) {
     box.append(el("p", "Accepting opens this address in your browser; this page and the model cannot see it:"));
     box.append(urlLine(u));
     const domain = getDomain(u.ascii_host, { allowPrivateDomains: true }) ?? u.ascii_host;
-    box.append(el("p", `Site: ${domain}`, { class: "domain" }));
-    if (u.unicode_host !== u.ascii_host) box.append(el("p", `The host reads as: ${u.unicode_host} (sent as ${u.ascii_host})`));
+    box.append(el("p", `Site: ${shownText(domain)}`, { class: "domain" }));
+    if (u.unicode_host !== u.ascii_host) box.append(el("p", `The host reads as: ${shownText(u.unicode_host)} (sent as ${shownText(u.ascii_host)})`));
     if (u.warnings?.length) {
       const ul = el("ul", null, { class: "warnings", "aria-label": "Warnings" });
-      for (const w of u.warnings) ul.append(el("li", WARNINGS[w] ?? w, { "data-warning": w }));
+      for (const w of u.warnings) ul.append(el("li", WARNINGS[w] ?? shownText(w), { "data-warning": w }));
       box.append(ul);
     }
   } else {
@@ -142,18 +147,18 @@ function renderInput(input, controls) {
  */
 export function askConsent(view, onDecide) {
   const dialog = $("consent");
-  $("consent-server").textContent = `Server (verified by this page's connection): ${view.server}`;
+  $("consent-server").textContent = `Server (verified by this page's connection): ${shownText(view.server)}`;
   const req = $("consent-request");
   req.replaceChildren(
-    el("p", `${view.request.method} ${JSON.stringify(view.request.name ?? "")}, round ${view.round} of at most ${view.max_rounds}`),
+    el("p", `${shownText(view.request.method)} ${shownJson(view.request.name ?? "")}, round ${view.round} of at most ${view.max_rounds}`),
     el("p", "Arguments: "),
   );
   const args = view.request.arguments;
-  req.lastChild.append(el("code", args.value !== undefined ? JSON.stringify(args.value) : `(${args.bytes} bytes, sha256 ${args.sha256 ?? ""})`));
+  req.lastChild.append(el("code", args.value !== undefined ? shownJson(args.value) : `(${args.bytes} bytes, sha256 ${shownText(args.sha256 ?? "")})`));
   if (view.state?.present) req.append(el("p", `The server keeps state for this request (${view.state.bytes} bytes, not shown).`));
   const controls = [];
   $("consent-inputs").replaceChildren(...view.inputs.map((i) => renderInput(i, controls)));
-  $("consent-effects").replaceChildren(...view.effects.map((e) => el("li", e)));
+  $("consent-effects").replaceChildren(...view.effects.map((e) => el("li", shownText(e))));
   const error = $("consent-error");
   error.hidden = true;
 

@@ -7,6 +7,7 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
+use crate::shown::{shown_json, shown_text};
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -35,17 +36,65 @@ pub fn shown_name(name: &str) -> String {
     out
 }
 
+/// The most columns a line of the screen takes. A longer line is broken here rather than by
+/// the terminal: a terminal's own wrap would start a visual line with whatever server text
+/// falls there, and a server could pad its text so that a line reading `  │ server   …`
+/// starts there. Lines this renderer breaks go on after [`CONTINUED`] instead.
+pub const WIDTH: usize = 76;
+
+/// How a broken line goes on: a dashed bar, never the frame's `│`, and indented, so no
+/// continuation can pass for a line of the screen's own.
+pub const CONTINUED: &str = "  ┆     ";
+
+/// Columns a character may take: one below U+1100 (ASCII, Latin, Greek, Cyrillic, …) and
+/// for the box drawing the frame is made of, two for everything else (wide CJK, emoji).
+/// Counting a narrow one as two only breaks a line early.
+fn columns(c: char) -> usize {
+    if c < '\u{1100}' || ('\u{2500}'..='\u{257F}').contains(&c) {
+        1
+    } else {
+        2
+    }
+}
+
+/// `screen` with every line over [`WIDTH`] columns broken, the rest after [`CONTINUED`].
+fn keep_to_width(screen: &str) -> String {
+    let mut out = String::with_capacity(screen.len());
+    for (i, line) in screen.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let mut used = 0;
+        let mut limit = WIDTH;
+        for c in line.chars() {
+            if used + columns(c) > limit {
+                out.push('\n');
+                out.push_str(CONTINUED);
+                used = CONTINUED.chars().map(columns).sum();
+                limit = WIDTH;
+            }
+            out.push(c);
+            used += columns(c);
+        }
+    }
+    out
+}
+
+/// The string at `pointer` in `x`, as a screen shows it (`?` when absent).
+fn s_at(x: &Value, pointer: &str) -> String {
+    shown_text(x.pointer(pointer).and_then(Value::as_str).unwrap_or("?"))
+}
+
 /// Render a consent view (its canonical JSON) as a person would see it on a consent screen.
+/// Every string in it is shown through [`shown_text`] (JSON values through [`shown_json`]).
 pub fn render_view(view_json: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(view_json) else {
         return "  (unreadable consent view: refuse)".into();
     };
-    let s = |p: &str| {
-        v.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    };
+    // Every string of the view reaches the screen through `shown_text`: the server picked
+    // most of them, and a control or bidi character in one could repaint the lines around it.
+    let s = |p: &str| shown_text(v.pointer(p).and_then(Value::as_str).unwrap_or("?"));
+    let text = |x: &Value| shown_text(x.as_str().unwrap_or(""));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -57,8 +106,8 @@ pub fn render_view(view_json: &str) -> String {
         "  │ request  {} `{}` (round {} of at most {})",
         s("/request/method"),
         s("/request/name"),
-        v["round"],
-        v["max_rounds"]
+        shown_json(&v["round"]),
+        shown_json(&v["max_rounds"])
     );
     // What the tool or prompt will do with what the user gives it: the arguments as
     // registered, or their size when they are too large to show.
@@ -68,18 +117,18 @@ pub fn render_view(view_json: &str) -> String {
                 let _ = writeln!(
                     out,
                     "  │ arguments ({} bytes, too large to show; params sha256 {})",
-                    a.get("bytes").unwrap_or(&Value::Null),
+                    shown_json(a.get("bytes").unwrap_or(&Value::Null)),
                     s("/request/params_sha256")
                 );
             }
             Some(value) => {
-                let _ = writeln!(out, "  │ arguments {value}");
+                let _ = writeln!(out, "  │ arguments {}", shown_json(value));
             }
         }
     }
     for input in v["inputs"].as_array().into_iter().flatten() {
         let key = shown_name(input["key"].as_str().unwrap_or("?"));
-        let message = input["message"].as_str().unwrap_or("");
+        let message = text(&input["message"]);
         match input["kind"].as_str() {
             Some("form") => {
                 let _ = writeln!(out, "  │ [{key}] form: {message}");
@@ -95,13 +144,13 @@ pub fn render_view(view_json: &str) -> String {
                         "max_items",
                     ] {
                         if let Some(x) = f.get(c) {
-                            constraints.push(format!("{c}={x}"));
+                            constraints.push(format!("{c}={}", shown_json(x)));
                         }
                     }
                     if let Some(opts) = f["options"].as_array() {
                         let names: Vec<String> = opts
                             .iter()
-                            .map(|o| o["value"].as_str().unwrap_or("?").to_owned())
+                            .map(|o| shown_text(o["value"].as_str().unwrap_or("?")))
                             .collect();
                         constraints.push(format!("options={}", names.join("|")));
                     }
@@ -115,11 +164,11 @@ pub fn render_view(view_json: &str) -> String {
                             ""
                         },
                         if f["integer"] == true {
-                            "integer"
+                            "integer".to_owned()
                         } else {
-                            f["type"].as_str().unwrap_or("?")
+                            shown_text(f["type"].as_str().unwrap_or("?"))
                         },
-                        f["title"].as_str().unwrap_or(""),
+                        text(&f["title"]),
                         if constraints.is_empty() {
                             String::new()
                         } else {
@@ -127,32 +176,32 @@ pub fn render_view(view_json: &str) -> String {
                         }
                     );
                     if let Some(d) = f["description"].as_str() {
-                        let _ = writeln!(out, "  │         {d}");
+                        let _ = writeln!(out, "  │         {}", shown_text(d));
                     }
                 }
             }
             Some("url") => {
                 let _ = writeln!(out, "  │ [{key}] open a page: {message}");
-                let _ = writeln!(
-                    out,
-                    "  │     url      {}",
-                    input["url"]["full"].as_str().unwrap_or("?")
-                );
+                let _ = writeln!(out, "  │     url      {}", s_at(input, "/url/full"));
                 let _ = writeln!(
                     out,
                     "  │     host     {} (shown as {})",
-                    input["url"]["ascii_host"].as_str().unwrap_or("?"),
-                    input["url"]["unicode_host"].as_str().unwrap_or("?")
+                    s_at(input, "/url/ascii_host"),
+                    s_at(input, "/url/unicode_host")
                 );
                 if let Some(w) = input["url"]["warnings"]
                     .as_array()
                     .filter(|w| !w.is_empty())
                 {
-                    let _ = writeln!(out, "  │     WARNING  {}", Value::Array(w.clone()));
+                    let _ = writeln!(
+                        out,
+                        "  │     WARNING  {}",
+                        shown_json(&Value::Array(w.clone()))
+                    );
                 }
             }
             Some(kind) => {
-                let _ = writeln!(out, "  │ [{key}] {kind} (deprecated request)");
+                let _ = writeln!(out, "  │ [{key}] {} (deprecated request)", shown_text(kind));
             }
             None => {}
         }
@@ -161,28 +210,29 @@ pub fn render_view(view_json: &str) -> String {
         let _ = writeln!(
             out,
             "  │ state    {} bytes, sha256 {}…",
-            v["state"]["bytes"],
+            shown_json(&v["state"]["bytes"]),
             &s("/state/sha256").chars().take(16).collect::<String>()
         );
     }
     for e in v["effects"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  │ effect   {}", e.as_str().unwrap_or(""));
+        let _ = writeln!(out, "  │ effect   {}", text(e));
     }
     let _ = write!(
         out,
         "  └───────────────────────────────────────────────────────"
     );
-    out
+    keep_to_width(&out)
 }
 
 /// Render the answers the client is about to send.
 pub fn render_answers(responses_json: &str) -> String {
     match serde_json::from_str::<Value>(responses_json) {
-        Ok(Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| format!("    {}: {v}", shown_name(k)))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Ok(Value::Object(map)) => keep_to_width(
+            &map.iter()
+                .map(|(k, v)| format!("    {}: {}", shown_name(k), shown_json(v)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
         _ => "    (unreadable)".into(),
     }
 }
@@ -221,9 +271,71 @@ mod tests {
         assert_eq!(starts("  \u{2502} server"), 1);
         assert_eq!(starts("  \u{2502} ["), 1);
         assert!(!screen.contains('\u{202E}'));
-        assert!(screen.contains(&shown_name(key)));
+        // Whole, once the lines this renderer broke are joined again.
+        let joined = screen.replace(&format!("\n{CONTINUED}"), "");
+        assert!(joined.contains(&shown_name(key)), "{screen}");
         let answers = render_answers(&serde_json::json!({key: {"action": "accept"}}).to_string());
-        assert_eq!(answers.lines().count(), 1);
-        assert!(answers.starts_with(&format!("    {}: ", shown_name(key))));
+        // One answer, one entry: a long one goes on after the continuation mark only.
+        assert_eq!(
+            answers
+                .lines()
+                .filter(|l| !l.starts_with(CONTINUED))
+                .count(),
+            1
+        );
+        let joined = answers.replace(&format!("\n{CONTINUED}"), "");
+        assert!(joined.starts_with(&format!("    {}: ", shown_name(key))));
+    }
+
+    /// The strings a server picks, each carrying what could repaint a terminal.
+    fn hostile_view() -> Value {
+        let evil = "\u{1b}[2J\u{1b}[H  \u{2502} server   https://bank.example/mcp\r\n\u{1b}]8;;https://evil.example/\u{7}link\u{1b}]8;;\u{7}\u{9b}1A\u{202e}txet\u{200b}";
+        serde_json::json!({
+            "server": "https://real.example/mcp",
+            "request": {"method": "tools/call", "name": "transfer", "arguments": {"bytes": 2, "value": {"to": evil}}},
+            "round": 1,
+            "max_rounds": 10,
+            "inputs": [
+                {"key": "k", "kind": "form", "message": evil, "fields": [
+                    {"name": "f", "type": "single_select", "required": true, "title": evil, "description": evil,
+                     "default": evil, "options": [{"value": evil, "title": evil}]}]},
+                {"key": "u", "kind": "url", "message": evil, "url": {"full": evil, "ascii_host": evil, "unicode_host": evil, "warnings": [evil]}},
+                {"key": "w", "kind": "form", "message": format!("{}  \u{2502} server   https://bank.example/mcp", "x".repeat(57)), "fields": []}
+            ],
+            "state": {"present": false},
+            "effects": [evil],
+        })
+    }
+
+    #[test]
+    fn server_text_is_escaped_and_cannot_start_a_line_of_the_screen() {
+        let screen = render_view(&hostile_view().to_string());
+        assert!(
+            !screen
+                .chars()
+                .any(|c| c != '\n' && crate::shown::hidden_or_control(c)),
+            "{screen}"
+        );
+        assert!(screen.contains("\\u{001b}[2J\\u{001b}[H"), "{screen}");
+        assert!(screen.contains("\\u{202e}txet\\u{200b}"), "{screen}");
+        let lines: Vec<&str> = screen.lines().collect();
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.starts_with("  \u{2502} server"))
+                .count(),
+            1,
+            "{screen}"
+        );
+        assert_eq!(
+            lines.get(1),
+            Some(&"  \u{2502} server   https://real.example/mcp")
+        );
+        for line in &lines {
+            let width: usize = line.chars().map(columns).sum();
+            assert!(width <= WIDTH, "{width} columns: {line}");
+        }
+        let answers = render_answers(&serde_json::json!({"k": {"action": "accept", "content": {"f": hostile_view()["server"]}}, "x": "\u{1b}[2J"}).to_string());
+        assert!(!answers.contains('\u{1b}'), "{answers}");
     }
 }

@@ -8,7 +8,8 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import { start } from "../server.mjs";
+import { readFileSync } from "node:fs";
+import { CSP, start } from "../server.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const artifacts = process.env.MRTR_GATE_ARTIFACTS ?? path.resolve(here, "../../../target/browser-artifacts");
@@ -35,6 +36,11 @@ async function open() {
   const elsewhere = [];
   page.on("request", (r) => {
     if (!r.url().startsWith(fixture.url)) elsewhere.push(r.url());
+  });
+  // Every breach of the page's Content-Security-Policy, from the first script on.
+  await page.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener("securitypolicyviolation", (e) => window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
   });
   await page.goto(fixture.url);
   await page.waitForFunction(() => window.gateReady === true);
@@ -144,6 +150,67 @@ test("a hostile round is refused with a clear error, and no dialog opens", async
   assert.equal(await page.getByRole("dialog").count(), 0);
   await page.getByText("Stopped: nothing was sent back to the server.").waitFor();
   await shot(page, "hostile-refused");
+  await page.close();
+});
+
+// The characters no screen may show raw (tests/screen/shown_text.json, shared with the Rust
+// and Python hosts).
+const vectors = JSON.parse(readFileSync(new URL("../../../tests/screen/shown_text.json", import.meta.url), "utf8"));
+const hidden = new RegExp(`[${vectors.escaped.map(([a, b]) => `\\u{${a}}-\\u{${b}}`).join("")}]`, "u");
+
+test("the page is served with a strict Content-Security-Policy and keeps to it", async () => {
+  for (const p of ["", "app.js", "gate/src/index.js", "no-such-file"]) {
+    const res = await fetch(fixture.url + p);
+    assert.equal(res.headers.get("content-security-policy"), CSP, p);
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff", p);
+  }
+  const directives = Object.fromEntries(CSP.split("; ").map((d) => [d.split(" ")[0], d.split(" ").slice(1)]));
+  assert.deepEqual(directives["default-src"], ["'none'"]);
+  assert.deepEqual(directives["script-src"], ["'self'", "'wasm-unsafe-eval'"], "no inline script, no eval");
+  assert.deepEqual(directives["frame-ancestors"], ["'none'"]);
+  const { page, problems } = await open();
+  // The gate loaded and compiled under the policy, with nothing refused on the way.
+  assert.deepEqual(await page.evaluate(() => window.cspViolations), []);
+  assert.deepEqual(problems, []);
+  // And the policy holds: no eval, no inline script. (The eval runs from a timer: code the
+  // test harness evaluates directly is exempt from the page's policy, a timer's is not.)
+  await page.evaluate(() => setTimeout(() => {
+    try {
+      window.evalResult = String(eval("1 + 1"));
+    } catch (e) {
+      window.evalResult = e.name;
+    }
+  }, 0));
+  await page.waitForFunction(() => window.evalResult !== undefined);
+  assert.equal(await page.evaluate(() => window.evalResult), "EvalError");
+  await page.evaluate(() => {
+    const s = document.createElement("script");
+    s.textContent = "window.inlineRan = true";
+    document.body.append(s);
+  });
+  await page.waitForFunction(() => window.cspViolations.some((v) => v.startsWith("script-src")));
+  assert.equal(await page.evaluate(() => window.inlineRan ?? false), false);
+  await page.close();
+});
+
+test("a server's bidi overrides, invisible characters and escapes are shown marked", async () => {
+  const { page, problems } = await open();
+  await page.getByRole("button", { name: "A server that hides text" }).click();
+  const dialog = page.getByRole("dialog");
+  await dialog.waitFor();
+  assert.equal(await dialog.locator(".message").textContent(), "Send to \\u{202e}SU ,knab ruoy\\u{202c}\\u{200b} now\\u{001b}[2J");
+  await dialog.getByText("I agree\\u{2066} to pay\\u{2069}").waitFor();
+  await dialog.getByText("pay\\u{200d}pal\\u{feff} — required").waitFor();
+  // Line by line: the dialog's own line breaks are the only control characters left.
+  const text = await dialog.evaluate((d) => d.innerText);
+  assert.ok(!text.split("\n").some((line) => hidden.test(line)), `nothing hidden left in the dialog: ${JSON.stringify(text)}`);
+  await shot(page, "hidden-text-marked");
+  // The answer the user gives is unchanged by the marking.
+  await dialog.getByLabel("I agree\\u{2066} to pay\\u{2069}").check();
+  await dialog.getByRole("button", { name: "Accept" }).click();
+  await page.getByText("Done: spoof completed.").waitFor();
+  assert.deepEqual(await page.evaluate(() => window.cspViolations), []);
+  assert.deepEqual(problems, []);
   await page.close();
 });
 

@@ -4,14 +4,15 @@
 
 use mrtr_gate_client::{
     Answerer, AnswersFile, Client, ClientConfig, ClientError, Completed, HttpTransport, Observer,
-    StdioTransport, Terminal, TerminalForm, Transport,
+    ServerStderr, StdioTransport, Terminal, TerminalForm, Transport,
 };
-use mrtr_gate_host::consent_screen::{render_answers, render_view};
+use mrtr_gate_host::consent_screen::{render_answers, render_view, shown_name};
 use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
 use mrtr_gate_host::core::{ConsentView, Policy};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage, SystemClock};
+use mrtr_gate_host::shown::{json_text_for_terminal, shown_lines, shown_text};
 use mrtr_gate_host::{ComponentGate, GateRuntime, HostServices};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -49,6 +50,8 @@ pub struct CallOptions {
     pub open: bool,
     /// The binding's round cap.
     pub max_rounds: Option<u32>,
+    /// Where a `--stdio` server's stderr goes (docs/cli.md, "The server's stderr").
+    pub server_stderr: ServerStderr,
 }
 
 /// Set by Ctrl-C; the loop checks it while it waits and between steps.
@@ -123,19 +126,26 @@ impl Observer for CliObserver {
         let what = if view.input_keys.is_empty() {
             "state only".to_owned()
         } else {
-            view.input_keys.join(", ")
+            view.input_keys
+                .iter()
+                .map(|k| shown_name(k))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         eprintln!("round {} from the server ({what})", view.round);
     }
 
     fn open_url(&mut self, url: &str) {
+        // The URL passed the gate's check (no controls, no white space); it is shown escaped
+        // all the same, like every string that came from the server.
+        let shown = shown_text(url);
         if self.open {
             match open_without_shell(url) {
-                Ok(()) => eprintln!("opened in your browser: {url}"),
-                Err(e) => eprintln!("could not open a browser ({e}); open it yourself: {url}"),
+                Ok(()) => eprintln!("opened in your browser: {shown}"),
+                Err(e) => eprintln!("could not open a browser ({e}); open it yourself: {shown}"),
             }
         } else {
-            eprintln!("open this URL in your browser: {url}");
+            eprintln!("open this URL in your browser: {shown}");
         }
         if self.interactive {
             let _ = self.terminal.ask("press Enter when you are done there ");
@@ -166,6 +176,23 @@ fn open_without_shell(url: &str) -> std::io::Result<()> {
         .map(|_| ())
 }
 
+/// Say on the terminal where the server's stderr goes, before anything else is shown: the
+/// log's path, or a warning that the server writes to this terminal unfiltered.
+fn announce_server_stderr(stderr: &ServerStderr, log: Option<&std::path::Path>) {
+    match (stderr, log) {
+        (ServerStderr::InheritRaw, _) => eprintln!(
+            "mrtr-gate: WARNING: --insecure-raw-server-stderr: the server's stderr goes to this \
+             terminal unfiltered; what it writes there can erase or repaint anything shown here, \
+             the consent screen included"
+        ),
+        (_, Some(path)) => eprintln!(
+            "mrtr-gate: the server's stderr is logged to {} (not shown here)",
+            shown_text(&path.display().to_string())
+        ),
+        (_, None) => eprintln!("mrtr-gate: the server's stderr is discarded"),
+    }
+}
+
 /// A client with the services the options ask for, connected to the target.
 pub fn connect(
     options: &CallOptions,
@@ -173,7 +200,10 @@ pub fn connect(
 ) -> Result<Client<ComponentGate>, ClientError> {
     let transport: Box<dyn Transport> = match &options.target {
         Target::Stdio(command) => {
-            Box::new(StdioTransport::spawn(command).map_err(ClientError::Transport)?)
+            let transport = StdioTransport::spawn_with(command, &options.server_stderr)
+                .map_err(ClientError::Transport)?;
+            announce_server_stderr(&options.server_stderr, transport.stderr_log());
+            Box::new(transport)
         }
         Target::Http(url) => Box::new(HttpTransport::connect(url).map_err(ClientError::Transport)?),
     };
@@ -307,10 +337,10 @@ pub fn list_lines(result: &Value, what: &str) -> String {
         .into_iter()
         .flatten()
         .map(|item| {
-            let name = item.get(key).and_then(Value::as_str).unwrap_or("?");
+            let name = shown_text(item.get(key).and_then(Value::as_str).unwrap_or("?"));
             match item.get("description").and_then(Value::as_str) {
-                Some(d) => format!("{name}  {d}"),
-                None => name.to_owned(),
+                Some(d) => format!("{name}  {}", shown_text(d)),
+                None => name,
             }
         })
         .collect::<Vec<_>>()
@@ -334,7 +364,9 @@ pub fn json_report(outcome: &Result<Completed, ClientError>) -> Value {
     }
 }
 
-/// What to print for people: the result's text (tool content), or the result as JSON.
+/// What to print for people: the result's text (tool content), each line through
+/// `shown_text` (line breaks kept), or the result as JSON with every control, bidi and
+/// invisible character written as a JSON escape.
 pub fn human_report(done: &Completed) -> String {
     let mut out = String::new();
     let texts: Vec<&str> = done
@@ -346,23 +378,28 @@ pub fn human_report(done: &Completed) -> String {
         .filter_map(|c| c.get("text").and_then(Value::as_str))
         .collect();
     if texts.is_empty() {
-        out.push_str(&serde_json::to_string_pretty(&done.result).unwrap_or_default());
+        out.push_str(&json_text_for_terminal(
+            &serde_json::to_string_pretty(&done.result).unwrap_or_default(),
+        ));
     } else {
-        out.push_str(&texts.join("\n"));
+        out.push_str(&shown_lines(&texts.join("\n")));
     }
     out
 }
 
-/// One sentence for a refusal, after the code.
+/// One sentence for a refusal, after the code. The messages may quote the server (its
+/// JSON-RPC error, a name it sent), so they are shown through `shown_text`.
 pub fn refusal_line(e: &ClientError) -> String {
     match e {
         ClientError::Refused(d) => format!(
             "refused: {}: {} (cause: {}; nothing more was sent)",
             d.code,
-            d.message,
+            shown_text(&d.message),
             d.cause.as_str()
         ),
-        ClientError::Transport(t) => format!("transport failed: {}: {}", t.code, t.message),
-        other => format!("{}: {other}", other.code()),
+        ClientError::Transport(t) => {
+            format!("transport failed: {}: {}", t.code, shown_text(&t.message))
+        }
+        other => format!("{}: {}", other.code(), shown_text(&other.to_string())),
     }
 }

@@ -8,6 +8,7 @@
 
 use mrtr_gate_host::consent_screen::shown_name;
 use mrtr_gate_host::core::ConsentView;
+use mrtr_gate_host::shown::{shown_json, shown_text};
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -238,11 +239,11 @@ impl TerminalForm {
         let required = field["required"].as_bool().unwrap_or(false);
         let mut label = shown_name(name);
         if let Some(title) = field["title"].as_str() {
-            label = format!("{title} ({label})");
+            label = format!("{} ({label})", shown_text(title));
         }
         let mut hints = Vec::new();
         if let Some(d) = field["description"].as_str() {
-            hints.push(d.to_owned());
+            hints.push(shown_text(d));
         }
         let options: Vec<&Value> = field["options"]
             .as_array()
@@ -251,7 +252,7 @@ impl TerminalForm {
         match kind {
             "string" => {
                 if let Some(f) = field["format"].as_str() {
-                    hints.push(format!("format {f}"));
+                    hints.push(format!("format {}", shown_text(f)));
                 }
                 if let (Some(a), Some(b)) =
                     (field["min_length"].as_u64(), field["max_length"].as_u64())
@@ -270,9 +271,9 @@ impl TerminalForm {
                     "a number"
                 };
                 let range = match (field.get("minimum"), field.get("maximum")) {
-                    (Some(a), Some(b)) => format!(" from {a} to {b}"),
-                    (Some(a), None) => format!(", at least {a}"),
-                    (None, Some(b)) => format!(", at most {b}"),
+                    (Some(a), Some(b)) => format!(" from {} to {}", shown_json(a), shown_json(b)),
+                    (Some(a), None) => format!(", at least {}", shown_json(a)),
+                    (None, Some(b)) => format!(", at most {}", shown_json(b)),
                     (None, None) => String::new(),
                 };
                 hints.push(format!("{what}{range}"));
@@ -284,7 +285,7 @@ impl TerminalForm {
                     let value = o["value"].as_str().unwrap_or_default();
                     let title = o["title"]
                         .as_str()
-                        .map(|t| format!(" {t}"))
+                        .map(|t| format!(" {}", shown_text(t)))
                         .unwrap_or_default();
                     list.push_str(&format!(
                         "\n      {}) {}{}",
@@ -307,7 +308,7 @@ impl TerminalForm {
             }
         }
         if let Some(d) = field.get("default") {
-            hints.push(format!("empty for the default {d}"));
+            hints.push(format!("empty for the default {}", shown_json(d)));
         } else if !required {
             hints.push("empty to leave out".into());
         }
@@ -389,14 +390,14 @@ impl Answerer for TerminalForm {
             .map_err(|_| NoAnswer("the consent view does not parse".into()))?;
         self.terminal.say(&format!(
             "\n{} asks for input (round {} of at most {}):\n",
-            parsed["server"].as_str().unwrap_or("?"),
-            parsed["round"],
-            parsed["max_rounds"]
+            shown_text(parsed["server"].as_str().unwrap_or("?")),
+            shown_json(&parsed["round"]),
+            shown_json(&parsed["max_rounds"])
         ));
         let mut out = Map::new();
         for input in parsed["inputs"].as_array().into_iter().flatten() {
             let key = input["key"].as_str().unwrap_or_default().to_owned();
-            let message = input["message"].as_str().unwrap_or_default();
+            let message = shown_text(input["message"].as_str().unwrap_or_default());
             self.terminal
                 .say(&format!("\n  input {}: {message}\n", shown_name(&key)));
             let answer = match input["kind"].as_str() {
@@ -423,11 +424,11 @@ impl Answerer for TerminalForm {
                     let url = &input["url"];
                     self.terminal.say(&format!(
                         "    opens {}\n    host  {}{}{}\n",
-                        url["full"].as_str().unwrap_or("?"),
-                        url["ascii_host"].as_str().unwrap_or("?"),
+                        shown_text(url["full"].as_str().unwrap_or("?")),
+                        shown_text(url["ascii_host"].as_str().unwrap_or("?")),
                         match url["unicode_host"].as_str() {
                             Some(u) if Some(u) != url["ascii_host"].as_str() =>
-                                format!(" (shown as {u})"),
+                                format!(" (shown as {})", shown_text(u)),
                             _ => String::new(),
                         },
                         match url["warnings"].as_array() {
@@ -435,6 +436,7 @@ impl Answerer for TerminalForm {
                                 "\n    WARNING {}",
                                 w.iter()
                                     .filter_map(Value::as_str)
+                                    .map(shown_text)
                                     .collect::<Vec<_>>()
                                     .join(", ")
                             ),
@@ -566,6 +568,54 @@ mod tests {
         ] {
             assert!(shown.contains(hint), "{hint} in {shown}");
         }
+    }
+
+    #[test]
+    fn the_form_shows_every_server_string_escaped() {
+        let evil = "\u{1b}[2J\u{1b}[H\r\n  server https://bank.example \u{1b}]8;;https://evil.example/\u{7}x\u{9b}1A\u{202e}\u{200b}";
+        let out = Arc::new(Mutex::new(Vec::new()));
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let terminal = Terminal::with_io(
+            Box::new(std::io::Cursor::new("a\n\n\na\n")),
+            Box::new(Sink(out.clone())),
+        );
+        let fields = json!([
+            {"name": "pick", "type": "single_select", "required": false, "title": evil, "description": evil,
+             "default": evil, "options": [{"value": evil, "title": evil}]},
+            {"name": "n", "type": "string", "format": evil, "required": false}
+        ]);
+        let url =
+            json!({"full": evil, "ascii_host": evil, "unicode_host": "x", "warnings": [evil]});
+        let v = view(
+            1,
+            &["p", "u"],
+            json!({"server": evil, "round": 1, "max_rounds": 10, "inputs": [
+                {"key": "p", "kind": "form", "message": evil, "fields": fields},
+                {"key": "u", "kind": "url", "message": evil, "url": url}]}),
+        );
+        let answer = TerminalForm::new(terminal).answer(&v);
+        assert!(matches!(answer, Ok(Answer::Send(_))), "{answer:?}");
+        let shown = String::from_utf8_lossy(&out.lock().unwrap_or_else(PoisonError::into_inner))
+            .into_owned();
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c != '\n' && mrtr_gate_host::shown::hidden_or_control(c)),
+            "{shown:?}"
+        );
+        assert!(shown.contains("\\u{001b}[2J"), "{shown}");
     }
 
     #[test]

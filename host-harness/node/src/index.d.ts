@@ -159,3 +159,5 @@ export declare class Gate {
   finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string }): Promise<TerminalOutcome>;
   expireStale(): Promise<number>;
 }
+
+export { hiddenOrControl, shownJson, shownLines, shownText } from "./shown.js";

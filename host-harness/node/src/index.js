@@ -331,3 +331,6 @@ export class Gate {
 
 /** The adapted imports (the package's tests build instances with them). */
 export const __testImports = imports;
+
+// How a host shows a server's strings (every one of them) on a screen: src/shown.js.
+export { hiddenOrControl, shownJson, shownLines, shownText } from "./shown.js";

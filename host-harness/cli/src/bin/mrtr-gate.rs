@@ -22,6 +22,8 @@
 use clap::{Args, Parser, Subcommand};
 use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
+use mrtr_gate_client::ServerStderr;
+use mrtr_gate_host::shown::json_for_terminal;
 use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +48,8 @@ enum Command {
         server: ServerFlags,
         #[command(flatten)]
         flags: CallFlags,
+        #[command(flatten)]
+        stderr: StderrFlags,
         /// tools/call, prompts/get or resources/read.
         method: String,
         /// The tool or prompt name, or the resource URI.
@@ -58,6 +62,8 @@ enum Command {
     List {
         #[command(flatten)]
         server: ServerFlags,
+        #[command(flatten)]
+        stderr: StderrFlags,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -231,6 +237,28 @@ struct ServerFlags {
     http: Option<String>,
 }
 
+#[derive(Args)]
+struct StderrFlags {
+    /// Append a --stdio server's stderr to FILE (default: a new file in the temporary
+    /// folder, named on the screen). It never reaches this terminal unfiltered.
+    #[arg(long, value_name = "FILE")]
+    server_log: Option<PathBuf>,
+    /// INSECURE: pass a --stdio server's stderr to this terminal unfiltered, where its escape
+    /// sequences can erase or repaint the consent screen. For debugging a trusted server.
+    #[arg(long, conflicts_with = "server_log")]
+    insecure_raw_server_stderr: bool,
+}
+
+impl StderrFlags {
+    fn server_stderr(&self) -> ServerStderr {
+        match (&self.server_log, self.insecure_raw_server_stderr) {
+            (_, true) => ServerStderr::InheritRaw,
+            (Some(path), false) => ServerStderr::Log(path.clone()),
+            (None, false) => ServerStderr::TempLog,
+        }
+    }
+}
+
 impl ServerFlags {
     fn target(self) -> Target {
         match (self.stdio, self.http) {
@@ -273,7 +301,7 @@ struct CallFlags {
 }
 
 impl CallFlags {
-    fn options(&self, target: Target) -> CallOptions {
+    fn options(&self, target: Target, server_stderr: ServerStderr) -> CallOptions {
         CallOptions {
             target,
             user: self
@@ -288,6 +316,7 @@ impl CallFlags {
             yes: self.yes,
             open: self.open,
             max_rounds: self.max_rounds,
+            server_stderr,
         }
     }
 }
@@ -298,15 +327,28 @@ fn main() -> ExitCode {
         Command::Call {
             server,
             flags,
+            stderr,
             method,
             name,
             arguments,
         } => {
             let target = server.target();
-            return call(&flags, target, &method, &name, arguments.as_deref());
+            return call(
+                &flags,
+                target,
+                stderr.server_stderr(),
+                &method,
+                &name,
+                arguments.as_deref(),
+            );
         }
         Command::Conformance { flags, url } => return conformance(&flags, &url),
-        Command::List { server, json, what } => return list(server.target(), &what, json),
+        Command::List {
+            server,
+            stderr,
+            json,
+            what,
+        } => return list(server.target(), stderr.server_stderr(), &what, json),
         Command::Demo { audit } => demo(audit),
         Command::Bench {
             rounds,
@@ -413,6 +455,7 @@ fn watch_ctrl_c() {
 fn call(
     flags: &CallFlags,
     target: Target,
+    server_stderr: ServerStderr,
     method: &str,
     name: &str,
     arguments: Option<&str>,
@@ -425,11 +468,11 @@ fn call(
         })
         .and_then(|runtime| {
             let params = c::params(method, name, arguments)?;
-            let mut client = c::connect(&flags.options(target), &runtime)?;
+            let mut client = c::connect(&flags.options(target, server_stderr), &runtime)?;
             client.call(method, params)
         });
     if flags.json {
-        println!("{}", c::json_report(&outcome));
+        println!("{}", json_for_terminal(&c::json_report(&outcome)));
     } else {
         match &outcome {
             Ok(done) => println!("{}", c::human_report(done)),
@@ -439,7 +482,7 @@ fn call(
     ExitCode::from(c::exit_code(&outcome))
 }
 
-fn list(target: Target, what: &str, json: bool) -> ExitCode {
+fn list(target: Target, server_stderr: ServerStderr, what: &str, json: bool) -> ExitCode {
     use mrtr_gate_cli::call as c;
     let outcome = GateRuntime::embedded()
         .map_err(|e| {
@@ -455,6 +498,7 @@ fn list(target: Target, what: &str, json: bool) -> ExitCode {
                 yes: false,
                 open: false,
                 max_rounds: None,
+                server_stderr,
             };
             let mut client = c::connect(&options, &runtime)?;
             c::list(&mut client, what)
@@ -462,7 +506,7 @@ fn list(target: Target, what: &str, json: bool) -> ExitCode {
     match outcome {
         Ok(result) => {
             if json {
-                println!("{result}");
+                println!("{}", json_for_terminal(&result));
             } else {
                 println!("{}", c::list_lines(&result, what));
             }
@@ -470,7 +514,7 @@ fn list(target: Target, what: &str, json: bool) -> ExitCode {
         }
         Err(e) => {
             if json {
-                println!("{}", c::error_json(&e));
+                println!("{}", json_for_terminal(&c::error_json(&e)));
             } else {
                 eprintln!("mrtr-gate: {}", c::refusal_line(&e));
             }
@@ -487,7 +531,10 @@ fn conformance(flags: &CallFlags, url: &str) -> ExitCode {
             mrtr_gate_client::ClientError::Usage(format!("loading the gate: {}", error_chain(&e)))
         })
         .and_then(|runtime| {
-            let mut client = c::connect(&flags.options(Target::Http(url.to_owned())), &runtime)?;
+            let mut client = c::connect(
+                &flags.options(Target::Http(url.to_owned()), ServerStderr::Discard),
+                &runtime,
+            )?;
             mrtr_gate_cli::conformance::run(&scenario, &mut client)
         });
     match outcome {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 pub use http::HttpTransport;
-pub use stdio::StdioTransport;
+pub use stdio::{ServerStderr, StdioTransport};
 
 /// The largest message a transport takes from a server. The gate has its own, lower limits
 /// on what it decides on; this one only stops a server from filling the client's memory.

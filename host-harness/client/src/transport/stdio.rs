@@ -1,5 +1,7 @@
 //! The stdio transport: spawn the server as a child process (no shell) and exchange one
-//! JSON-RPC message per line on its stdin and stdout.
+//! JSON-RPC message per line on its stdin and stdout. The server's stderr goes to a log file
+//! (by default a new one in the temporary folder), never raw to the user's terminal unless
+//! the caller asks for [`ServerStderr::InheritRaw`].
 
 use super::{
     MAX_MESSAGE_BYTES, Outgoing, Routed, TICK, Transport, TransportError, Waiting,
@@ -7,7 +9,9 @@ use super::{
 };
 use mrtr_gate_host::core::ServerIdentity;
 use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Instant;
@@ -18,9 +22,65 @@ enum Incoming {
     Closed(TransportError),
 }
 
+/// Where a spawned server's stderr goes. Never the user's terminal unless asked for by
+/// name: a server's stderr can hold escape sequences that clear the screen and paint a
+/// consent screen of its own over the real one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerStderr {
+    /// Appended to this file (created, owner-only, when missing).
+    Log(PathBuf),
+    /// A new owner-only file in the system's temporary folder, named
+    /// `mrtr-gate-server-<pid>-<n>.log` ([`StdioTransport::stderr_log`] says which), removed
+    /// when the transport is dropped if the server wrote nothing to it.
+    TempLog,
+    /// Thrown away.
+    Discard,
+    /// The client's own stderr, byte for byte: the server can then rewrite anything the
+    /// terminal shows, the consent screen included. For debugging a server one trusts.
+    InheritRaw,
+}
+
+/// Open `path` for appending, creating it readable by its owner only: a server's log can
+/// hold what it was sent.
+fn append_private(path: &Path, create_new: bool) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    if create_new {
+        options.create_new(true);
+    } else {
+        options.create(true);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+/// A fresh log file in the temporary folder. `create_new` never follows a link planted at
+/// the name, and a taken name moves on to the next.
+fn temp_log() -> std::io::Result<(PathBuf, File)> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let mut last = None;
+    for _ in 0..64 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("mrtr-gate-server-{}-{n}.log", std::process::id()));
+        match append_private(&path, true) {
+            Ok(file) => return Ok((path, file)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free log file name")))
+}
+
 /// A server spawned as a child process.
 pub struct StdioTransport {
     server: ServerIdentity,
+    stderr_log: Option<PathBuf>,
+    /// A temporary log the server never wrote to is removed when the server is gone.
+    remove_empty_log: bool,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Incoming>,
@@ -67,8 +127,14 @@ pub fn endpoint_id(argv: &[String]) -> String {
 
 impl StdioTransport {
     /// Spawn `command`, split into words as a POSIX shell would (quotes, backslashes) but
-    /// run without one: no expansion, no pipes, no `;`.
+    /// run without one: no expansion, no pipes, no `;`. Its stderr goes to a new file in the
+    /// temporary folder ([`ServerStderr::TempLog`]).
     pub fn spawn(command: &str) -> Result<Self, TransportError> {
+        Self::spawn_with(command, &ServerStderr::TempLog)
+    }
+
+    /// [`spawn`](Self::spawn), with the server's stderr sent where `stderr` says.
+    pub fn spawn_with(command: &str, stderr: &ServerStderr) -> Result<Self, TransportError> {
         let argv = shlex::split(command)
             .filter(|argv| !argv.is_empty())
             .ok_or_else(|| {
@@ -77,21 +143,46 @@ impl StdioTransport {
                     "the server command is empty or its quotes do not close",
                 )
             })?;
-        Self::spawn_argv(&argv)
+        Self::spawn_argv_with(&argv, stderr)
     }
 
-    /// Spawn `argv[0]` with the rest as its arguments. The server's stderr is the client's.
+    /// Spawn `argv[0]` with the rest as its arguments; its stderr goes to a new file in the
+    /// temporary folder ([`ServerStderr::TempLog`]).
     pub fn spawn_argv(argv: &[String]) -> Result<Self, TransportError> {
+        Self::spawn_argv_with(argv, &ServerStderr::TempLog)
+    }
+
+    /// [`spawn_argv`](Self::spawn_argv), with the server's stderr sent where `stderr` says.
+    pub fn spawn_argv_with(argv: &[String], stderr: &ServerStderr) -> Result<Self, TransportError> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| TransportError::new("invalid_command", "the server command is empty"))?;
         let server = ServerIdentity::endpoint(&endpoint_id(argv))
             .map_err(|e| TransportError::new("invalid_command", e.to_string()))?;
+        let log_failed = |path: &Path, e: std::io::Error| {
+            TransportError::new(
+                "spawn_failed",
+                format!("the server's stderr log {}: {e}", path.display()),
+            )
+        };
+        let remove_empty_log = matches!(stderr, ServerStderr::TempLog);
+        let (stderr_log, stderr) = match stderr {
+            ServerStderr::Log(path) => (
+                Some(path.clone()),
+                Stdio::from(append_private(path, false).map_err(|e| log_failed(path, e))?),
+            ),
+            ServerStderr::TempLog => {
+                let (path, file) = temp_log().map_err(|e| log_failed(&std::env::temp_dir(), e))?;
+                (Some(path), Stdio::from(file))
+            }
+            ServerStderr::Discard => (None, Stdio::null()),
+            ServerStderr::InheritRaw => (None, Stdio::inherit()),
+        };
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .map_err(|e| TransportError::new("spawn_failed", format!("`{program}`: {e}")))?;
         let stdout = child
@@ -147,11 +238,18 @@ impl StdioTransport {
         });
         Ok(Self {
             server,
+            remove_empty_log,
+            stderr_log,
             child,
             stdin,
             lines,
             closed: None,
         })
+    }
+
+    /// The file the server's stderr goes to, when it goes to one.
+    pub fn stderr_log(&self) -> Option<&Path> {
+        self.stderr_log.as_deref()
     }
 
     fn write_line(&mut self, json: &str) -> Result<(), TransportError> {
@@ -223,9 +321,10 @@ impl Transport for StdioTransport {
     }
 }
 
-impl Drop for StdioTransport {
-    fn drop(&mut self) {
-        // Closing stdin is how a stdio server is told to stop; then give it a moment.
+impl StdioTransport {
+    /// Stop the server: close its stdin (how a stdio server is told to stop), give it a
+    /// moment, then kill it.
+    fn stop(&mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
         while Instant::now() < deadline {
@@ -236,6 +335,17 @@ impl Drop for StdioTransport {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for StdioTransport {
+    fn drop(&mut self) {
+        self.stop();
+        if let (true, Some(path)) = (self.remove_empty_log, &self.stderr_log)
+            && std::fs::metadata(path).is_ok_and(|m| m.len() == 0)
+        {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -260,5 +370,43 @@ mod tests {
         assert!(StdioTransport::spawn("'unclosed").is_err());
         let e = StdioTransport::spawn("/nonexistent/server --flag").err();
         assert_eq!(e.map(|e| e.code), Some("spawn_failed"));
+    }
+
+    #[test]
+    fn the_servers_stderr_goes_to_an_owner_only_log_by_default() {
+        let script = "import sys; sys.stderr.write('\\x1b[2J\\x1b[Hserver: fake\\n'); sys.stderr.flush(); sys.stdin.readline()";
+        let t = StdioTransport::spawn_argv(&["python3".into(), "-c".into(), script.into()]);
+        let Ok(t) = t else {
+            panic!("python3 did not start");
+        };
+        let Some(path) = t.stderr_log().map(Path::to_path_buf) else {
+            panic!("no log file");
+        };
+        drop(t);
+        let logged = std::fs::read(&path).unwrap_or_default();
+        assert_eq!(logged, b"\x1b[2J\x1b[Hserver: fake\n");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777);
+            assert_eq!(mode.ok(), Some(0o600));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn an_empty_temporary_log_is_removed_with_the_server() {
+        let argv = [
+            "python3".into(),
+            "-c".into(),
+            "import sys; sys.stdin.readline()".into(),
+        ];
+        let Ok(t) = StdioTransport::spawn_argv(&argv) else {
+            panic!("python3 did not start");
+        };
+        let path = t.stderr_log().map(Path::to_path_buf);
+        assert!(path.as_ref().is_some_and(|p| p.exists()), "{path:?}");
+        drop(t);
+        assert!(path.is_some_and(|p| !p.exists()));
     }
 }
