@@ -4,7 +4,8 @@
 
 use crate::bindings::GatePlugin;
 use crate::bindings::exports::mrtr::gate::gate as wit;
-use crate::imports::{GuestDeadline, HostState};
+use crate::deadline::{GuestDeadline, on_epoch_deadline};
+use crate::imports::HostState;
 use crate::runtime::{CallBudget, GateRuntime};
 use crate::services::HostServices;
 use mrtr_gate_core as core;
@@ -206,27 +207,21 @@ impl std::fmt::Display for BudgetKindMismatch {
 
 impl std::error::Error for BudgetKindMismatch {}
 
-/// Give `store` its budget for the next call.
-fn arm(store: &mut Store<HostState>, budget: CallBudget) -> wasmtime::Result<()> {
+/// Give `store` its budget for the next call (`backstop`: the wall-clock bound of a deadline).
+fn arm(
+    store: &mut Store<HostState>,
+    budget: CallBudget,
+    backstop: std::time::Duration,
+) -> wasmtime::Result<()> {
     match budget {
         CallBudget::Fuel(fuel) => store.set_fuel(fuel),
         CallBudget::Deadline(d) => {
-            store.data_mut().deadline = Some(GuestDeadline::start(d));
-            store.set_epoch_deadline(CallBudget::deadline_ticks(d));
+            store.data_mut().deadline = Some(GuestDeadline::start(d, backstop));
+            // The guest's CPU time cannot outrun the wall clock: no budget runs out sooner.
+            store.set_epoch_deadline(CallBudget::deadline_ticks(d.min(backstop)));
             Ok(())
         }
     }
-}
-
-/// When the epoch reaches the deadline: the guest's time decides. The time a user spent at
-/// the consent prompt is given back; only a guest that used up its budget is interrupted.
-fn on_epoch_deadline(
-    ctx: wasmtime::StoreContextMut<'_, HostState>,
-) -> wasmtime::Result<wasmtime::UpdateDeadline> {
-    Ok(match ctx.data().deadline.as_ref().and_then(|d| d.left()) {
-        Some(left) => wasmtime::UpdateDeadline::Continue(CallBudget::deadline_ticks(left).max(1)),
-        None => wasmtime::UpdateDeadline::Interrupt,
-    })
 }
 
 fn from_wit(e: wit::GateError) -> GateDenial {
@@ -323,7 +318,7 @@ impl ComponentGate {
         if matches!(self.budget, CallBudget::Deadline(_)) {
             store.epoch_deadline_callback(on_epoch_deadline);
         }
-        arm(&mut store, self.budget).map_err(trapped)?;
+        arm(&mut store, self.budget, limits.wall_backstop).map_err(trapped)?;
         let plugin = self.runtime.pre.instantiate(&mut store).map_err(trapped)?;
         Ok(Live { store, plugin })
     }
@@ -341,7 +336,12 @@ impl ComponentGate {
         let Some(live) = self.live.as_mut() else {
             return Err(trapped(wasmtime::Error::msg("no instance")));
         };
-        arm(&mut live.store, self.budget).map_err(trapped)?;
+        arm(
+            &mut live.store,
+            self.budget,
+            self.runtime.limits.wall_backstop,
+        )
+        .map_err(trapped)?;
         match f(&live.plugin, &mut live.store) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(from_wit(e)),

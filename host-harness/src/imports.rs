@@ -3,11 +3,11 @@
 //! implementation of a service ([`HostServices`]) serves both the component and the native core.
 
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
+use crate::deadline::GuestDeadline;
 use crate::services::HostServices;
 use mrtr_gate_core::host::{
     AppendOutcome, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt, ReadKey, Write,
 };
-use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
 
 /// What a wasmtime store holds: the services and the memory cap.
@@ -20,50 +20,20 @@ pub struct HostState {
     pub(crate) deadline: Option<GuestDeadline>,
 }
 
-/// A deadline on the guest's time in one call. The time a user takes over the consent
-/// prompt does not count: a minute of thought is not the guest running away. Storage, audit
-/// and clock imports do count: they are expected to be quick, and timing each of them would
-/// put two clock reads on every import call (see docs/performance.md; hosts with a slow remote
-/// store can raise the budget).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct GuestDeadline {
-    budget: Duration,
-    started: Instant,
-    in_host: Duration,
-}
-
-impl GuestDeadline {
-    /// A call starts now with `budget` of guest time.
-    pub(crate) fn start(budget: Duration) -> Self {
-        Self {
-            budget,
-            started: Instant::now(),
-            in_host: Duration::ZERO,
-        }
-    }
-
-    /// Guest time left, or `None` once it is used up.
-    pub(crate) fn left(&self) -> Option<Duration> {
-        let guest = self.started.elapsed().saturating_sub(self.in_host);
-        self.budget.checked_sub(guest).filter(|d| !d.is_zero())
-    }
-}
-
 impl HostState {
     /// The largest linear memory granted to the guest, in bytes.
     pub fn limits_granted(&self) -> usize {
         self.granted
     }
 
-    /// Run a host service that may wait on a person, keeping its time off the guest's deadline.
-    fn waiting<R>(&mut self, f: impl FnOnce(&HostServices) -> R) -> R {
-        let Some(deadline) = self.deadline.as_mut() else {
-            return f(&self.services);
-        };
-        let started = Instant::now();
-        let out = f(&self.services);
-        deadline.in_host = deadline.in_host.saturating_add(started.elapsed());
-        out
+    /// Run host work off the guest's CPU budget (and, with `person`, off the wall backstop:
+    /// it waits on a user). Only the imports that can take long on this thread go through
+    /// here; why not the others: [`GuestDeadline`].
+    fn off_budget<R>(&mut self, person: bool, f: impl FnOnce(&HostServices) -> R) -> R {
+        match self.deadline.as_mut() {
+            Some(deadline) => deadline.off_budget(person, || f(&self.services)),
+            None => f(&self.services),
+        }
     }
 }
 
@@ -156,14 +126,14 @@ impl storage::Host for HostState {
         cursor: Option<String>,
         limit: u32,
     ) -> Result<storage::DuePage, String> {
-        self.services
-            .storage
-            .list_due(due_by_ms, cursor.as_deref(), limit)
-            .map(|p| storage::DuePage {
-                keys: p.keys,
-                next: p.next,
-            })
-            .map_err(|e| e.message)
+        self.off_budget(false, |s| {
+            s.storage.list_due(due_by_ms, cursor.as_deref(), limit)
+        })
+        .map(|p| storage::DuePage {
+            keys: p.keys,
+            next: p.next,
+        })
+        .map_err(|e| e.message)
     }
 }
 
@@ -178,7 +148,7 @@ impl consent::Host for HostState {
             responses_json: prompt.responses_json,
             responses_sha256: prompt.responses_sha256,
         };
-        self.waiting(|s| s.consent.request_consent(&prompt))
+        self.off_budget(true, |s| s.consent.request_consent(&prompt))
             .map(|r| consent::ConsentReceipt {
                 receipt_id: r.receipt_id,
                 decision: match r.decision {

@@ -24,6 +24,7 @@ pub mod bindings {
 }
 
 pub mod consent_screen;
+mod deadline;
 pub mod gate;
 pub mod host_keys;
 pub mod imports;

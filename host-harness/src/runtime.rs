@@ -21,10 +21,14 @@ pub const EMBEDDED_COMPONENT_SHA256: &str = env!("MRTR_GATE_COMPONENT_SHA256");
 /// How a call that runs too long is stopped (either way it traps and is denied).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallBudget {
-    /// A deadline on the guest's time per call, enforced by epoch interruption: a background
-    /// thread advances the engine's epoch every [`EPOCH_TICK`], and the guest checks it at
-    /// function entries and loop heads. The time a user spends at the consent prompt is not
-    /// counted. The cheaper of the two checks (docs/performance.md has the figures).
+    /// A budget of the guest's own CPU time per call, measured on the calling thread's CPU
+    /// clock and enforced by epoch interruption: a background thread advances the engine's
+    /// epoch every [`EPOCH_TICK`], the guest checks it at function entries and loop heads, and
+    /// at the deadline the callback reads the CPU clock and stops the call only once the
+    /// guest has used its budget. Time the thread is not running (descheduled by a loaded
+    /// machine, waiting on a socket, a lock or a page fault) does not count, nor does the
+    /// consent prompt; [`SandboxLimits::wall_backstop`] bounds the wall time as well. The
+    /// cheaper of the two checks (docs/performance.md has the figures).
     Deadline(Duration),
     /// Fuel per call (roughly, wasm instructions): deterministic whatever the machine's
     /// load, at a higher price than a deadline (every block counts its fuel).
@@ -47,6 +51,10 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub struct SandboxLimits {
     /// What one call may spend before it is stopped.
     pub budget: CallBudget,
+    /// Under [`CallBudget::Deadline`], the most wall time one call may take, the time a
+    /// person spends at the consent prompt excepted: a backstop for what the CPU clock cannot
+    /// see (a call stuck waiting in an import), far above any good call on a loaded machine.
+    pub wall_backstop: Duration,
     /// Largest linear memory, in bytes.
     pub max_memory_bytes: usize,
     /// Largest wasm stack, in bytes.
@@ -56,10 +64,13 @@ pub struct SandboxLimits {
 impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
-            // Orders of magnitude above a full form round (docs/performance.md): hostile
-            // inputs are refused long before a second, but a bug in the guest cannot spin
-            // forever.
+            // Orders of magnitude above the guest's CPU time in a full form round
+            // (docs/performance.md): hostile inputs are refused long before a second, but a
+            // bug in the guest cannot spin forever.
             budget: CallBudget::Deadline(Duration::from_secs(1)),
+            // Thirty times the CPU budget: a call that has not run its second of CPU time in
+            // half a minute is stuck, not slow.
+            wall_backstop: Duration::from_secs(30),
             max_memory_bytes: 256 << 20,
             max_wasm_stack: 1 << 20,
         }
@@ -136,12 +147,12 @@ pub struct GateRuntime {
 }
 
 /// A thread that advances an engine's epoch every [`EPOCH_TICK`] until dropped.
-struct EpochTicker {
+pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
 }
 
 impl EpochTicker {
-    fn start(engine: &Engine) -> Result<Self, LoadError> {
+    pub(crate) fn start(engine: &Engine) -> Result<Self, LoadError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (flag, engine) = (Arc::clone(&stop), engine.clone());
         std::thread::Builder::new()

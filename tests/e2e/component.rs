@@ -207,6 +207,85 @@ fn time_the_user_spends_on_the_consent_prompt_is_not_the_guests_deadline() {
     assert_eq!(gate.traps(), 0);
 }
 
+/// A store that takes `delay` over every read: a slow network, a busy Redis, or this
+/// thread kept off the cores by a loaded machine, all of which look the same to the gate.
+struct SlowStore {
+    delay: Duration,
+    inner: mrtr_gate_host::services::SharedStorage,
+}
+
+impl mrtr_gate_host::core::host::Storage for SlowStore {
+    fn read(
+        &self,
+        keys: &[mrtr_gate_host::core::host::ReadKey<'_>],
+    ) -> Result<
+        Vec<Option<mrtr_gate_host::core::host::Versioned>>,
+        mrtr_gate_host::core::host::HostError,
+    > {
+        std::thread::sleep(self.delay);
+        self.inner.read(keys)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_host::core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_host::core::host::HostError> {
+        self.inner.write(writes)
+    }
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_host::core::host::DuePage, mrtr_gate_host::core::host::HostError> {
+        self.inner.list_due(due_by_ms, cursor, limit)
+    }
+}
+
+#[test]
+fn a_call_whose_thread_waits_longer_than_its_budget_is_not_denied() {
+    // A 50 ms budget; every storage read takes 300 ms of wall time, none of it the guest's
+    // CPU time. The deadline is the guest's own CPU time, so every call goes through.
+    let hosts = ScenarioHosts::new();
+    let mut services = hosts.services();
+    services.storage = std::sync::Arc::new(SlowStore {
+        delay: Duration::from_millis(300),
+        inner: services.storage.clone(),
+    });
+    let mut gate = ComponentGate::new(support::runtime(), services);
+    gate.set_budget(CallBudget::Deadline(Duration::from_millis(50)))
+        .unwrap();
+    register(&mut gate, 1);
+    let v = gate.accept_response(&server(), &form_round(1)).unwrap();
+    assert!(matches!(v, ResponseVerdict::InputRequired(_)));
+    let r = gate.build_retry(retry(1, 2)).unwrap();
+    assert!(r.consent_receipt_id.is_some());
+    assert_eq!(gate.traps(), 0);
+}
+
+#[test]
+fn a_call_stuck_past_the_wall_backstop_is_denied_and_the_next_instance_carries_on() {
+    // What CPU time cannot see, the backstop bounds: a store that hangs for longer than it.
+    let limits = SandboxLimits {
+        wall_backstop: Duration::from_millis(200),
+        ..SandboxLimits::default()
+    };
+    let rt = GateRuntime::load_embedded(Some(&support::cache_dir()), limits).unwrap();
+    let hosts = ScenarioHosts::new();
+    let mut services = hosts.services();
+    services.storage = std::sync::Arc::new(SlowStore {
+        delay: Duration::from_millis(500),
+        inner: services.storage.clone(),
+    });
+    register(&mut ComponentGate::new(&rt, hosts.services()), 1);
+    let mut gate = ComponentGate::new(&rt, services);
+    let denied = gate.accept_response(&server(), &form_round(1)).unwrap_err();
+    assert_eq!(denied.code, "guest_deadline_exceeded");
+    assert_eq!(gate.traps(), 1);
+    let mut gate = ComponentGate::new(&rt, hosts.services());
+    let v = gate.accept_response(&server(), &form_round(1)).unwrap();
+    assert!(matches!(v, ResponseVerdict::InputRequired(_)));
+}
+
 #[test]
 fn a_memory_cap_turns_a_huge_response_into_a_denial_not_a_host_crash() {
     let limits = SandboxLimits {

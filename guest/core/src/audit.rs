@@ -13,8 +13,20 @@ use serde_json::Value;
 /// The version of the event format.
 pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v2";
 
-/// How often an append is retried when another writer moved the head.
-const MAX_APPEND_ATTEMPTS: usize = 16;
+/// How many times in all one event is offered to the sink. Every `written: false` answer
+/// that moves the head past the one tried means another writer's event went in first: the
+/// event is rebuilt on that head and offered again, so contention among processes costs
+/// round trips, not a denial. The bound is far above what any number of honest writers can
+/// cost one append (each loss is another writer's success), yet stops a sink that invents
+/// an ever-moving head in a fraction of a second.
+const MAX_APPEND_ATTEMPTS: usize = 1024;
+
+/// How many `written: false` answers that do not move the head past the one tried (a sink
+/// refusing an entry that extends the head it names, or going back) one append takes before
+/// it is denied: such a sink is refusing, not contended, so it is denied at once, not after
+/// [`MAX_APPEND_ATTEMPTS`]. More than one, so a trail reset under the writer (an emptied
+/// store handing back the genesis head) is not taken for a refusal.
+const MAX_REFUSALS: usize = 3;
 
 /// The kinds of event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,6 +285,10 @@ impl ChainWriter {
     pub fn write(&mut self, sink: &dyn Audit, event: Event, now_ms: u64) -> Result<u64, GateError> {
         let fail = |why: String| GateError::Host(HostFault::AuditWriteFailed(why));
         let mut head = self.head.take().unwrap_or_else(ChainHead::genesis);
+        // The first answer may name any head (ours is a guess: genesis or our own last
+        // append); after that, only a head beyond the one tried is another writer's progress.
+        let mut learned = false;
+        let mut refusals = 0;
         for _ in 0..MAX_APPEND_ATTEMPTS {
             let seq = head
                 .seq
@@ -287,6 +303,18 @@ impl ChainWriter {
             };
             let stored = match sink.append(&entry).map_err(|e| fail(e.message))? {
                 AppendOutcome::HeadMoved(moved) => {
+                    let progress = if learned {
+                        moved.seq > head.seq
+                    } else {
+                        moved != head
+                    };
+                    learned = true;
+                    if !progress {
+                        refusals += 1;
+                        if refusals >= MAX_REFUSALS {
+                            break;
+                        }
+                    }
                     head = moved;
                     continue;
                 }

@@ -4,6 +4,10 @@
 //! refused with the code for what it was; every audit file an intact chain; across all of
 //! them, exactly one `submitted` event per round. Needs MRTR_GATE_REDIS_URL (scripts/test
 //! starts Redis).
+//!
+//! Every test here runs under a CPU hog it starts itself (twice as many busy threads as the
+//! machine has cores, stopped when the test ends): a good round is never denied because the
+//! machine is busy, whether by the call deadline or by contention for the audit head.
 
 #![cfg(test)]
 
@@ -16,6 +20,35 @@ use std::process::Command;
 const WORKERS: i64 = 4;
 const ROUNDS: i64 = 60;
 const LATE: i64 = 5;
+
+/// Busy threads, twice as many as the machine has cores, until dropped; each stops by itself
+/// after five minutes, should the test hang.
+struct Hog(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Hog {
+    fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        for _ in 0..cores * 2 {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(300);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && std::time::Instant::now() < until
+                {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        Self(stop)
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// The codes a genuine retry that lost gets: the round found mid-consume by another process
 /// (`state_already_used`), or already consumed (`inactive_mrtr_round`).
@@ -40,6 +73,7 @@ fn redis() -> Option<String> {
 #[test]
 fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
     let Some(url) = redis() else { return };
+    let _hog = Hog::start();
     let dir = std::env::temp_dir().join(format!("mrtr-gate-race-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -262,6 +296,7 @@ fn genuine(lines: &[Value]) -> Option<(bool, Option<String>)> {
 #[test]
 fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_valid() {
     let Some(url) = redis() else { return };
+    let _hog = Hog::start();
     let dir = std::env::temp_dir().join(format!("mrtr-gate-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -341,6 +376,7 @@ fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_va
 #[test]
 fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round() {
     let Some(url) = redis() else { return };
+    let _hog = Hog::start();
     const SHARED_ROUNDS: i64 = 30;
     let namespace = format!("shared-{}", std::process::id());
     let trail = "trail";
@@ -406,6 +442,8 @@ fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round
         wins.values().all(|n| *n == 1),
         "a round was retried twice: {wins:?}"
     );
+    // Losing the head to another process costs a second try, never a denial.
+    assert_eq!(contention, 0, "attempts denied for audit contention");
     // One chain, written by five processes: intact end to end, one `submitted` per round won.
     let lines = mrtr_gate_redis::RedisAudit::connect(&url, &namespace, trail)
         .unwrap()

@@ -145,3 +145,203 @@ fn a_round_whose_received_event_failed_is_never_retriable_even_when_its_cleanup_
     );
     assert!(fx.consent.prompts().is_empty(), "the user was never asked");
 }
+
+/// A sink shared with other writers: before each of our first `others` appends, another
+/// writer's event goes in on the head, so each of those appends finds the head moved.
+struct Contended {
+    inner: MemoryAudit,
+    others: std::sync::Mutex<usize>,
+}
+
+impl Contended {
+    fn head(&self) -> mrtr_gate_core::host::ChainHead {
+        self.inner
+            .entries()
+            .last()
+            .map_or_else(mrtr_gate_core::host::ChainHead::genesis, |e| {
+                mrtr_gate_core::host::ChainHead {
+                    seq: e.seq,
+                    event_sha256: e.event_sha256.clone(),
+                }
+            })
+    }
+}
+
+impl Audit for Contended {
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        let mut others = self.others.lock().unwrap();
+        if *others > 0 {
+            *others -= 1;
+            let head = self.head();
+            let line = json!({"event": "other", "seq": head.seq + 1,
+                "prev_sha256": head.event_sha256, "n": *others})
+            .to_string();
+            let other = AuditEntry {
+                seq: head.seq + 1,
+                prev_sha256: head.event_sha256,
+                event_sha256: mrtr_gate_core::digest::sha256_hex(line.as_bytes()),
+                line,
+            };
+            assert!(matches!(
+                self.inner.append(&other)?,
+                AppendOutcome::Written { .. }
+            ));
+        }
+        self.inner.append(entry)
+    }
+}
+
+#[test]
+fn a_head_moved_by_other_writers_costs_retries_not_a_denial() {
+    // Other processes win the head 100 times in a row (far more than one loser meets in a
+    // real race, far more than the old bound of 16): every append is redone on the new head,
+    // and the retry goes out.
+    let clock = Arc::new(ManualClock::new(T0));
+    let storage = MemoryStorage::new(clock.clone());
+    let inner = MemoryAudit::new();
+    let sink = Arc::new(Contended {
+        inner: inner.clone(),
+        others: std::sync::Mutex::new(100),
+    });
+    let mut gate = Gate::new(Services {
+        clock: clock.clone(),
+        storage: storage.clone(),
+        consent: ScriptedConsent::new(ScriptedAnswer::Grant),
+        audit: sink.clone(),
+    });
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    assert!(matches!(
+        gate.accept_response(&server(), &response(1, state_only("s"))),
+        Ok(ResponseVerdict::InputRequired(_))
+    ));
+    let retry = gate
+        .build_retry(retry_request(n(1), n(2), &json!({})))
+        .unwrap_or_else(|d| panic!("contention denied a good retry: {d}"));
+    assert_eq!(parse(&retry.request_json)["id"], 2);
+    assert_eq!(
+        *sink.others.lock().unwrap(),
+        0,
+        "every other writer went first"
+    );
+    let lines: Vec<String> = inner.entries().into_iter().map(|e| e.line).collect();
+    verify_chain(lines.iter().map(String::as_str)).unwrap();
+    let ours: Vec<Value> = inner
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] != "other")
+        .collect();
+    assert_eq!(
+        kinds(&ours),
+        ["received", "submitted"],
+        "each event of ours is in the one chain, once"
+    );
+}
+
+/// A sink that never writes: it answers every append with a head it chooses.
+struct Refusing {
+    calls: std::sync::Mutex<u64>,
+    /// Whether each answer names a head one further than the last (a sink inventing
+    /// progress) or always the same head (a sink refusing outright).
+    advancing: bool,
+}
+
+impl Audit for Refusing {
+    fn append(&self, _: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        let mut calls = self.calls.lock().unwrap();
+        *calls += 1;
+        let seq = if self.advancing { 41 + *calls } else { 41 };
+        Ok(AppendOutcome::HeadMoved(mrtr_gate_core::host::ChainHead {
+            seq,
+            event_sha256: format!("{seq:064x}"),
+        }))
+    }
+}
+
+fn denied_by_a_refusing_sink(advancing: bool) -> u64 {
+    let clock = Arc::new(ManualClock::new(T0));
+    let sink = Arc::new(Refusing {
+        calls: std::sync::Mutex::new(0),
+        advancing,
+    });
+    let mut gate = Gate::new(Services {
+        clock: clock.clone(),
+        storage: MemoryStorage::new(clock.clone()),
+        consent: ScriptedConsent::new(ScriptedAnswer::Grant),
+        audit: sink.clone(),
+    });
+    gate.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    let d = assert_code(
+        gate.accept_response(&server(), &response(1, state_only("s"))),
+        "audit_contention",
+    );
+    assert!(!d.audited);
+    *sink.calls.lock().unwrap()
+}
+
+#[test]
+fn a_sink_that_keeps_refusing_an_entry_on_its_own_head_is_denied_after_a_few_tries() {
+    // Two events are tried (`received`, then the `rejected` of the denial), each denied
+    // after a handful of answers, not after the contention bound.
+    let calls = denied_by_a_refusing_sink(false);
+    assert!(calls <= 8, "{calls} appends to a sink that never writes");
+}
+
+#[test]
+fn a_sink_inventing_an_ever_moving_head_is_still_denied() {
+    let calls = denied_by_a_refusing_sink(true);
+    assert!(
+        (100..=2 * 1024).contains(&calls),
+        "{calls} appends to a sink that never writes"
+    );
+}
+
+#[test]
+fn many_gates_sharing_one_sink_in_threads_never_deny_for_contention() {
+    // Eight gates on eight threads, each with its own storage, one trail between them: each
+    // loses the head to the others again and again, and every round still goes through.
+    const THREADS: i64 = 8;
+    const ROUNDS: i64 = 40;
+    let audit = MemoryAudit::new();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let audit = audit.clone();
+            std::thread::spawn(move || {
+                let clock = Arc::new(ManualClock::new(T0));
+                let mut gate = Gate::new(Services {
+                    clock: clock.clone(),
+                    storage: MemoryStorage::new(clock.clone()),
+                    consent: ScriptedConsent::new(ScriptedAnswer::Grant),
+                    audit,
+                });
+                for r in 0..ROUNDS {
+                    let id = t * 10_000 + r * 2;
+                    let params = tool_params("t", json!({}));
+                    gate.register(registration(n(id), &params, Policy::default()))
+                        .unwrap_or_else(|d| panic!("register: {d}"));
+                    gate.accept_response(&server(), &response(id, state_only("s")))
+                        .unwrap_or_else(|d| panic!("accept: {d}"));
+                    gate.build_retry(retry_request(n(id), n(id + 1), &json!({})))
+                        .unwrap_or_else(|d| panic!("retry: {d}"));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let lines: Vec<String> = audit.entries().into_iter().map(|e| e.line).collect();
+    assert_eq!(
+        verify_chain(lines.iter().map(String::as_str)).unwrap(),
+        (THREADS * ROUNDS * 2) as u64
+    );
+}
