@@ -11,6 +11,7 @@
 
 mod support;
 
+use mrtr_gate_host::core::host::{Storage, Write};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, ResponseVerdict, RetryRequest};
 use mrtr_gate_host::core::{ServerIdentity, host::Clock};
 use mrtr_gate_host::reference_hosts::{MemoryAudit, ScriptedAnswer, ScriptedConsent, SystemClock};
@@ -196,4 +197,47 @@ fn redis_flushed_never_lets_a_used_round_be_retried_again() {
 #[test]
 fn redis_that_evicted_its_version_counter_never_lets_a_used_round_be_retried_again() {
     no_second_retry_after(Loss::CounterEvicted);
+}
+
+/// A restart from a snapshot keeps the counter as it was when the snapshot was taken, not
+/// the writes after it: counting on from there would hand out again the versions written
+/// since. The counter remembers the run of the server that last wrote it, and a new run
+/// starts a new epoch.
+#[test]
+fn redis_restarted_from_a_snapshot_never_hands_out_a_version_again() {
+    let Some(mut redis) = OwnRedis::start() else {
+        return;
+    };
+    let clock: Arc<dyn Clock + Send + Sync> = Arc::new(SystemClock);
+    let store = RedisStorage::connect(&redis.url(), NAMESPACE, clock).unwrap();
+    let key = |id: u32| format!("mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/{id}");
+    let insert = |id: u32| {
+        let k = key(id);
+        let write = Write {
+            key: &k,
+            expected: None,
+            value: Some("v"),
+            ttl_ms: 60_000,
+        };
+        // Once more after the connection a restart dropped.
+        store
+            .write(&[write])
+            .or_else(|_| store.write(&[write]))
+            .unwrap()[0]
+    };
+    let before = insert(1);
+    let () = redis::cmd("SAVE").query(&mut connection(&redis)).unwrap();
+    let since = insert(2);
+    redis.down();
+    redis.up();
+    let after = insert(3);
+    assert_ne!(
+        after, since,
+        "a version handed out after the snapshot came back"
+    );
+    assert_ne!(
+        after >> 32,
+        before >> 32,
+        "the restarted server counts on in the old epoch"
+    );
 }
