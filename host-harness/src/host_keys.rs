@@ -234,7 +234,18 @@ impl<S> AuthenticatedStorage<S> {
     }
 }
 
+/// A read that met a value older than one this process saw under its key.
+struct Older;
+
+/// Note `now` as the last seen of `key`, unless a newer version of the same life is noted
+/// already (threads of one process note what they read and wrote in any order).
 fn remember(seen: &mut HashMap<String, Seen>, key: &str, now: Seen) {
+    if let Some(old) = seen.get(key)
+        && same_life(old.version, now.version)
+        && now.version < old.version
+    {
+        return;
+    }
     if seen.len() >= SEEN_KEYS && !seen.contains_key(key) {
         seen.clear();
     }
@@ -259,6 +270,54 @@ impl<S: Storage> AuthenticatedStorage<S> {
             )
             .ok_or_else(|| HostError::new("the current host key is missing"))?;
         Ok((format!("{TAG}{id}.{prev:016x}.{}.{text}", hex(&mac)), mac))
+    }
+
+    /// One read of `keys`, every value's MAC checked; `Older` (and nothing noted) when a
+    /// value is older than one this process saw under its key.
+    fn read_checked(
+        &self,
+        keys: &[ReadKey<'_>],
+    ) -> Result<Result<Vec<Option<Versioned>>, Older>, HostError> {
+        // Every value, even one the gate holds: its MAC is checked on every read.
+        let whole: Vec<ReadKey<'_>> = keys.iter().map(|k| ReadKey::from(k.key)).collect();
+        let mut opened = Vec::with_capacity(keys.len());
+        for (k, entry) in keys.iter().zip(self.inner.read(&whole)?) {
+            opened.push(match entry {
+                Some(v) => Some((v.version, self.open(k.key, &v.value)?)),
+                None => None,
+            });
+        }
+        let mut seen = self.seen();
+        let older = keys.iter().zip(&opened).any(|(k, entry)| {
+            entry.as_ref().is_some_and(|(version, o)| {
+                seen.get(k.key)
+                    .is_some_and(|s| s.refuses(*version, o.prev, &o.mac))
+            })
+        });
+        if older {
+            return Ok(Err(Older));
+        }
+        let mut out = Vec::with_capacity(opened.len());
+        for (k, entry) in keys.iter().zip(opened) {
+            let Some((version, o)) = entry else {
+                out.push(None);
+                continue;
+            };
+            let now = Seen {
+                version,
+                mac: Some(o.mac),
+            };
+            let before = seen.get(k.key).copied();
+            remember(&mut seen, k.key, now);
+            // The gate is spared only the very value this wrapper saw at its version.
+            let value = if k.have == Some(version) && before == Some(now) {
+                String::new()
+            } else {
+                o.text
+            };
+            out.push(Some(Versioned { value, version }));
+        }
+        Ok(Ok(out))
     }
 
     fn open(&self, key: &str, stored: &str) -> Result<Opened, HostError> {
@@ -297,40 +356,14 @@ impl<S: Storage> AuthenticatedStorage<S> {
 
 impl<S: Storage> Storage for AuthenticatedStorage<S> {
     fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
-        // Every value, even one the gate holds: its MAC is checked on every read.
-        let whole: Vec<ReadKey<'_>> = keys.iter().map(|k| ReadKey::from(k.key)).collect();
-        let found = self.inner.read(&whole)?;
-        let mut seen = self.seen();
-        keys.iter()
-            .zip(found)
-            .map(|(k, entry)| {
-                let Some(v) = entry else {
-                    return Ok(None);
-                };
-                let opened = self.open(k.key, &v.value)?;
-                let before = seen.get(k.key).copied();
-                if before.is_some_and(|s| s.refuses(v.version, opened.prev, &opened.mac)) {
-                    return Err(HostError::new(
-                        "a stored value is older than one this host has seen (a rollback)",
-                    ));
-                }
-                let now = Seen {
-                    version: v.version,
-                    mac: Some(opened.mac),
-                };
-                remember(&mut seen, k.key, now);
-                // The gate is spared only the very value this wrapper saw at its version.
-                let value = if k.have == Some(v.version) && before == Some(now) {
-                    String::new()
-                } else {
-                    opened.text
-                };
-                Ok(Some(Versioned {
-                    value,
-                    version: v.version,
-                }))
-            })
-            .collect()
+        match self.read_checked(keys)? {
+            Ok(found) => Ok(found),
+            // Read before a newer write another thread of this process made and noted: read
+            // once more. A value still older than one seen is a rollback.
+            Err(Older) => self.read_checked(keys)?.map_err(|Older| {
+                HostError::new("a stored value is older than one this host has seen (a rollback)")
+            }),
+        }
     }
 
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {

@@ -185,3 +185,56 @@ fn a_round_written_back_after_its_retry_is_refused_by_a_host_that_saw_it_used() 
     let fresh = AuthenticatedStorage::new(inner.clone(), keys());
     assert!(fresh.read(&[ReadKey::from(record.as_str())]).is_ok());
 }
+
+/// A store that answers one read with a value it held before (what a read that crossed a
+/// newer write from another thread of the process looks like to the wrapper).
+struct OneStaleRead {
+    inner: MemoryStorage,
+    stale: Arc<Mutex<Option<Versioned>>>,
+}
+
+impl Storage for OneStaleRead {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+        match self.stale.lock().unwrap().take() {
+            Some(old) => Ok(vec![Some(old)]),
+            None => self.inner.read(keys),
+        }
+    }
+    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        self.inner.write(writes)
+    }
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_host::core::host::DuePage, HostError> {
+        self.inner.list_due(due_by_ms, cursor, limit)
+    }
+}
+
+#[test]
+fn a_read_that_crossed_a_newer_write_reads_again_and_is_not_taken_for_a_rollback() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let inner = MemoryStorage::new(clock);
+    let stale = Arc::new(Mutex::new(None));
+    let store = AuthenticatedStorage::new(
+        OneStaleRead {
+            inner: inner.clone(),
+            stale: stale.clone(),
+        },
+        keys(),
+    );
+    let put = |expected, value| Write {
+        key: KEY,
+        expected,
+        value: Some(value),
+        ttl_ms: 60_000,
+    };
+    let v1 = store.write(&[put(None, "first")]).unwrap()[0];
+    let old = raw(&inner, KEY);
+    store.write(&[put(Some(v1), "second")]).unwrap();
+    *stale.lock().unwrap() = Some(old);
+    let got = store.read(&[ReadKey::from(KEY)]).unwrap();
+    assert_eq!(got[0].as_ref().unwrap().value, "second");
+}
