@@ -1,8 +1,10 @@
 //! Keys the host holds and the component never sees (docs/host-keys.md):
 //!
-//! - [`AuthenticatedStorage`]: every value the gate stores carries an HMAC over its key and
-//!   text, made with a host key; a value that fails it (rewritten params with a matching
-//!   digest, a record moved to another key) is refused before the gate reads it;
+//! - [`AuthenticatedStorage`]: every value the gate stores carries an HMAC over its key, the
+//!   version it replaced and its text, made with a host key; a value that fails it
+//!   (rewritten params with a matching digest, a record moved to another key) is refused
+//!   before the gate reads it, on every read (a value the gate holds already included), and
+//!   so is one older than a value this process has seen under that key (a rollback);
 //! - [`Pseudonyms`]: the user and tenant the gate binds (and the trail digests) are keyed
 //!   pseudonyms, not the addresses themselves: a dictionary over email addresses recovers
 //!   nothing from the trail without the key;
@@ -18,8 +20,9 @@ use mrtr_gate_core::host::{
     AppendOutcome, Audit, AuditEntry, HostError, ReadKey, Storage, Versioned, Write,
 };
 use sha2::Sha256;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -148,48 +151,203 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// The prefix of an authenticated value: `mac1.<key id>.<64 hex>.`.
-const TAG: &str = "mac1.";
+/// The prefix of an authenticated value: `mac2.<key id>.<replaced version: 16 hex>.<64 hex>.`.
+const TAG: &str = "mac2.";
 
 /// A store whose every value is authenticated by a host key: what the gate writes is stored
-/// as `mac1.<key id>.<HMAC-SHA256(key; "mrtr-gate/storage/v1", gate key, text)>.<text>`, and
-/// a value read back must carry a valid MAC by a key still accepted, for that very key.
+/// as `mac2.<key id>.<prev>.<HMAC-SHA256(key; "mrtr-gate/storage/v2", gate key, prev,
+/// text)>.<text>`, `prev` the version the write replaced (0: the key was absent), and a
+/// value read back must carry a valid MAC by a key still accepted, for that very key.
+///
+/// No read trusts a value on its version alone: the inner store is always asked for the
+/// value, its MAC checked, and the gate is spared the value it holds (`have`) only when
+/// this wrapper saw that very value (same version, same MAC) under the key. And no read
+/// goes back in time past what this process saw: per key it keeps the last version it
+/// read or wrote, and refuses a value whose version, or whose `prev`, is older than it in
+/// the same store life (a value sealed earlier and written back: the rollback of
+/// docs/host-keys.md). Versions are compared as the reference stores make them: a store
+/// life's epoch in the high 32 bits, a counter rising within it in the low 32 (the
+/// `storage` contract, wit/gate.wit); versions of two lives are not ordered.
 pub struct AuthenticatedStorage<S> {
     inner: S,
     keys: HostKeys,
+    seen: Mutex<HashMap<String, Seen>>,
+}
+
+/// The last version of a key this process read or wrote, and the MAC of its value (none:
+/// this process deleted the key at that version).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    version: u64,
+    mac: Option<[u8; 32]>,
+}
+
+/// How many keys the rollback check remembers: past it, it starts again (forgetting only
+/// weakens the check for the keys forgotten, it never refuses a good value).
+const SEEN_KEYS: usize = 65_536;
+
+/// A value opened: its MAC, the version it replaced and its text.
+struct Opened {
+    mac: [u8; 32],
+    prev: u64,
+    text: String,
+}
+
+/// Two versions of one store life (the same epoch, the high 32 bits).
+fn same_life(a: u64, b: u64) -> bool {
+    a >> 32 == b >> 32
+}
+
+impl Seen {
+    /// Whether a value at `version` that replaced `prev` and has `mac` is older than this
+    /// one, or this one changed without a new version.
+    fn refuses(&self, version: u64, prev: u64, mac: &[u8; 32]) -> bool {
+        if version == self.version {
+            // The value seen, or a different one at its version (or one this process
+            // deleted, back): only the very value seen passes.
+            return self.mac.as_ref() != Some(mac);
+        }
+        if same_life(version, self.version) && version < self.version {
+            return true;
+        }
+        // A value written over a version older than the one seen was sealed before it
+        // (a delete consumed the version it deleted: nothing is written over it).
+        prev != 0
+            && same_life(prev, self.version)
+            && (prev < self.version || (prev == self.version && self.mac.is_none()))
+    }
 }
 
 impl<S> AuthenticatedStorage<S> {
     /// Authenticate everything `inner` holds with `keys`.
     pub fn new(inner: S, keys: HostKeys) -> Self {
-        Self { inner, keys }
+        Self {
+            inner,
+            keys,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
+        // A poisoned lock means a thread panicked between plain map updates: still a map.
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-const STORAGE_CONTEXT: &[u8] = b"mrtr-gate/storage/v1";
+/// A read that met a value older than one this process saw under its key.
+struct Older;
+
+/// Note `now` as the last seen of `key`, unless a newer version of the same life is noted
+/// already (threads of one process note what they read and wrote in any order).
+fn remember(seen: &mut HashMap<String, Seen>, key: &str, now: Seen) {
+    if let Some(old) = seen.get(key)
+        && same_life(old.version, now.version)
+        && now.version < old.version
+    {
+        return;
+    }
+    if seen.len() >= SEEN_KEYS && !seen.contains_key(key) {
+        seen.clear();
+    }
+    seen.insert(key.to_owned(), now);
+}
+
+const STORAGE_CONTEXT: &[u8] = b"mrtr-gate/storage/v2";
 
 impl<S: Storage> AuthenticatedStorage<S> {
-    fn seal(&self, key: &str, text: &str) -> Result<String, HostError> {
+    fn seal(&self, key: &str, prev: u64, text: &str) -> Result<(String, [u8; 32]), HostError> {
         let id = self.keys.current_id();
         let mac = self
             .keys
-            .mac(id, &[STORAGE_CONTEXT, key.as_bytes(), text.as_bytes()])
+            .mac(
+                id,
+                &[
+                    STORAGE_CONTEXT,
+                    key.as_bytes(),
+                    &prev.to_be_bytes(),
+                    text.as_bytes(),
+                ],
+            )
             .ok_or_else(|| HostError::new("the current host key is missing"))?;
-        Ok(format!("{TAG}{id}.{}.{text}", hex(&mac)))
+        Ok((format!("{TAG}{id}.{prev:016x}.{}.{text}", hex(&mac)), mac))
     }
 
-    fn open(&self, key: &str, stored: &str) -> Result<String, HostError> {
+    /// One read of `keys`, every value's MAC checked; `Older` (and nothing noted) when a
+    /// value is older than one this process saw under its key.
+    fn read_checked(
+        &self,
+        keys: &[ReadKey<'_>],
+    ) -> Result<Result<Vec<Option<Versioned>>, Older>, HostError> {
+        // Every value, even one the gate holds: its MAC is checked on every read.
+        let whole: Vec<ReadKey<'_>> = keys.iter().map(|k| ReadKey::from(k.key)).collect();
+        let mut opened = Vec::with_capacity(keys.len());
+        for (k, entry) in keys.iter().zip(self.inner.read(&whole)?) {
+            opened.push(match entry {
+                Some(v) => Some((v.version, self.open(k.key, &v.value)?)),
+                None => None,
+            });
+        }
+        let mut seen = self.seen();
+        let older = keys.iter().zip(&opened).any(|(k, entry)| {
+            entry.as_ref().is_some_and(|(version, o)| {
+                seen.get(k.key)
+                    .is_some_and(|s| s.refuses(*version, o.prev, &o.mac))
+            })
+        });
+        if older {
+            return Ok(Err(Older));
+        }
+        let mut out = Vec::with_capacity(opened.len());
+        for (k, entry) in keys.iter().zip(opened) {
+            let Some((version, o)) = entry else {
+                out.push(None);
+                continue;
+            };
+            let now = Seen {
+                version,
+                mac: Some(o.mac),
+            };
+            let before = seen.get(k.key).copied();
+            remember(&mut seen, k.key, now);
+            // The gate is spared only the very value this wrapper saw at its version.
+            let value = if k.have == Some(version) && before == Some(now) {
+                String::new()
+            } else {
+                o.text
+            };
+            out.push(Some(Versioned { value, version }));
+        }
+        Ok(Ok(out))
+    }
+
+    fn open(&self, key: &str, stored: &str) -> Result<Opened, HostError> {
         let refused = || HostError::new("a stored value failed its authentication");
         let rest = stored.strip_prefix(TAG).ok_or_else(refused)?;
         let (id, rest) = rest.split_once('.').ok_or_else(refused)?;
+        let (prev, rest) = rest.split_once('.').ok_or_else(refused)?;
         let (tag, text) = rest.split_once('.').ok_or_else(refused)?;
-        let tag = unhex(tag).filter(|t| t.len() == 32).ok_or_else(refused)?;
+        let prev = Some(prev)
+            .filter(|p| p.len() == 16)
+            .and_then(|p| u64::from_str_radix(p, 16).ok())
+            .ok_or_else(refused)?;
+        let mac: [u8; 32] = unhex(tag)
+            .and_then(|t| t.try_into().ok())
+            .ok_or_else(refused)?;
         if self.keys.verify(
             id,
-            &[STORAGE_CONTEXT, key.as_bytes(), text.as_bytes()],
-            &tag,
+            &[
+                STORAGE_CONTEXT,
+                key.as_bytes(),
+                &prev.to_be_bytes(),
+                text.as_bytes(),
+            ],
+            &mac,
         ) {
-            Ok(text.to_owned())
+            Ok(Opened {
+                mac,
+                prev,
+                text: text.to_owned(),
+            })
         } else {
             Err(refused())
         }
@@ -198,35 +356,57 @@ impl<S: Storage> AuthenticatedStorage<S> {
 
 impl<S: Storage> Storage for AuthenticatedStorage<S> {
     fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
-        let found = self.inner.read(keys)?;
-        keys.iter()
-            .zip(found)
-            .map(|(k, entry)| match entry {
-                // The reader holds this version already (checked when it first read it).
-                Some(v) if k.have == Some(v.version) && v.value.is_empty() => Ok(Some(v)),
-                Some(v) => Ok(Some(Versioned {
-                    value: self.open(k.key, &v.value)?,
-                    version: v.version,
-                })),
-                None => Ok(None),
-            })
-            .collect()
+        match self.read_checked(keys)? {
+            Ok(found) => Ok(found),
+            // Read before a newer write another thread of this process made and noted: read
+            // once more. A value still older than one seen is a rollback.
+            Err(Older) => self.read_checked(keys)?.map_err(|Older| {
+                HostError::new("a stored value is older than one this host has seen (a rollback)")
+            }),
+        }
     }
 
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
-        let sealed: Vec<Option<String>> = writes
+        let sealed: Vec<Option<(String, [u8; 32])>> = writes
             .iter()
-            .map(|w| w.value.map(|v| self.seal(w.key, v)).transpose())
+            .map(|w| {
+                w.value
+                    .map(|v| self.seal(w.key, w.expected.unwrap_or(0), v))
+                    .transpose()
+            })
             .collect::<Result<_, _>>()?;
-        let writes: Vec<Write<'_>> = writes
+        let inner: Vec<Write<'_>> = writes
             .iter()
             .zip(&sealed)
             .map(|(w, s)| Write {
-                value: s.as_deref(),
+                value: s.as_ref().map(|(text, _)| text.as_str()),
                 ..*w
             })
             .collect();
-        self.inner.write(&writes)
+        let applied = self.inner.write(&inner)?;
+        let mut seen = self.seen();
+        for ((w, s), version) in writes.iter().zip(&sealed).zip(&applied) {
+            match (s, w.expected) {
+                (Some((_, mac)), _) => remember(
+                    &mut seen,
+                    w.key,
+                    Seen {
+                        version: *version,
+                        mac: Some(*mac),
+                    },
+                ),
+                (None, Some(deleted)) => remember(
+                    &mut seen,
+                    w.key,
+                    Seen {
+                        version: deleted,
+                        mac: None,
+                    },
+                ),
+                (None, None) => {}
+            }
+        }
+        Ok(applied)
     }
 
     fn list_due(

@@ -11,6 +11,7 @@ mod file_audit;
 mod host_keys;
 mod large_results;
 mod seed_verification;
+mod storage_rollback;
 mod support;
 mod terminal_consent;
 mod traceability;

@@ -41,8 +41,11 @@ pub struct Versioned {
     /// The text stored.
     pub value: String,
     /// Never 0; changes on every write of the key and is never reused for that key, not
-    /// even after the key was deleted: the record cache and the uniqueness of every consent
-    /// view rest on it.
+    /// even after the key was deleted, nor after the store lost its data or its counter
+    /// (restarted empty, flushed, evicted, restored from a snapshot): the record cache, the
+    /// single use of a round and the uniqueness of every consent view rest on it. The
+    /// reference stores put an epoch in the high 32 bits, drawn at random anew whenever the
+    /// counter in the low 32 bits is lost or runs out (wit/gate.wit, `storage`).
     pub version: u64,
 }
 

@@ -100,6 +100,24 @@ impl Slots {
     }
 }
 
+/// The low bits of a version: the counter of the store's life (its epoch is the high bits).
+const COUNTER_MASK: u64 = 0xffff_ffff;
+
+/// The first version of a new life of a store: a random epoch (non-zero) in the high 32 bits
+/// over a counter at 1. A store that loses its counter (or everything), or runs it out,
+/// starts a new life, so it never hands out again a version some reader may still hold
+/// (`Storage`'s contract).
+pub fn first_version() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // Each call a new draw: the standard library seeds `RandomState` from the system's
+    // randomness once per thread and varies it per instance; the count tells calls apart.
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(DRAWS.fetch_add(1, Ordering::SeqCst));
+    let epoch = h.finish() >> 32;
+    (epoch.max(1) << 32) | 1
+}
+
 /// A `list_due` cursor: the last (deadline, key) listed, as `<deadline>:<key>`.
 fn encode_cursor(deadline: u64, key: &str) -> String {
     format!("{deadline}:{key}")
@@ -139,6 +157,9 @@ impl MemoryStorage {
         Self {
             clock,
             slots: Arc::default(),
+            // The first life's epoch is 0: nothing outlives the store (its readers' caches
+            // live in the same process), so its versions, and the consent views that name
+            // them, stay the same from run to run (the corpus's trails pin them).
             next_version: Arc::new(AtomicU64::new(1)),
             fail: Arc::default(),
             lose_cas: Arc::default(),
@@ -167,6 +188,19 @@ impl MemoryStorage {
     pub fn lose_cas_after(&self, applied: u64) {
         self.lose_cas_after
             .store(applied.saturating_add(1), Ordering::SeqCst);
+    }
+    /// Lose every key and the version counter, as a store restarted empty or flushed does
+    /// (fault injection): the store starts a new life under a new random epoch.
+    pub fn lose_everything(&self) {
+        let mut slots = lock(&self.slots);
+        *slots = Slots::default();
+        self.next_version.store(first_version(), Ordering::SeqCst);
+    }
+    /// Lose the version counter and keep the keys, as a store that evicted its counter does
+    /// (fault injection): the store starts a new life under a new random epoch.
+    pub fn lose_counter(&self) {
+        let _slots = lock(&self.slots);
+        self.next_version.store(first_version(), Ordering::SeqCst);
     }
     /// Keys held, expired or not (for memory-flatness checks).
     pub fn len(&self) -> usize {
@@ -229,7 +263,14 @@ impl MemoryStorage {
                 Ok(Some(0))
             }
             Some(text) => {
-                let version = self.next_version.fetch_add(1, Ordering::SeqCst);
+                // Under the lock: no other write takes a version in between.
+                let mut version = self.next_version.fetch_add(1, Ordering::SeqCst);
+                if version & COUNTER_MASK == 0 {
+                    // The counter ran out: a new life, so no version comes round again.
+                    version = first_version();
+                    self.next_version
+                        .store(version.saturating_add(1), Ordering::SeqCst);
+                }
                 slots.insert(
                     w.key,
                     Slot {

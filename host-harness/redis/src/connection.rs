@@ -1,6 +1,7 @@
 //! One Redis connection, shared by a service's calls: connected on first use, dropped on
 //! any failure (the next call connects afresh: Redis restarted, a timeout), every call
-//! bounded by the timeout, and counted.
+//! bounded by the timeout, and counted. On connecting it reads the server's run id (new on
+//! every start of a redis-server), which the storage's scripts use to tell a restart.
 
 use mrtr_gate_host::core::host::HostError;
 use redis::Connection;
@@ -11,7 +12,8 @@ use std::time::Duration;
 pub(crate) struct Conn {
     client: redis::Client,
     timeout: Duration,
-    slot: Mutex<Option<Connection>>,
+    /// The connection and the run id of the server it reached ("" when `INFO` is refused).
+    slot: Mutex<Option<(Connection, String)>>,
     calls: AtomicU64,
     what: &'static str,
 }
@@ -50,22 +52,49 @@ impl Conn {
         &self,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, HostError> {
+        self.with_run_id(|c, _| f(c))
+    }
+
+    /// [`Self::with`], also given the run id of the server the connection reached.
+    pub(crate) fn with_run_id<T>(
+        &self,
+        f: impl FnOnce(&mut Connection, &str) -> redis::RedisResult<T>,
+    ) -> Result<T, HostError> {
         let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
-            let c = self
+            let mut c = self
                 .client
                 .get_connection_with_timeout(self.timeout)
                 .map_err(|e| failed(self.what, "connect", &e))?;
             c.set_read_timeout(Some(self.timeout))
                 .and_then(|()| c.set_write_timeout(Some(self.timeout)))
                 .map_err(|e| failed(self.what, "connect", &e))?;
-            *slot = Some(c);
+            let run_id = run_id(&mut c)?;
+            *slot = Some((c, run_id));
         }
-        let Some(c) = slot.as_mut() else {
+        let Some((c, run_id)) = slot.as_mut() else {
             return Err(HostError::new(format!("{} connect failed", self.what)));
         };
         self.calls.fetch_add(1, Ordering::Relaxed);
-        f(c).inspect_err(|_| *slot = None)
+        let run_id: &str = run_id;
+        let result = f(c, run_id);
+        result
+            .inspect_err(|_| *slot = None)
             .map_err(|e| failed(self.what, "call", &e))
+    }
+}
+
+/// The run id of the server `c` reached, from `INFO server`: "" when the server refuses
+/// `INFO` (a managed Redis may rename it), then not checked; a connection that fails
+/// here fails as a connect.
+fn run_id(c: &mut Connection) -> Result<String, HostError> {
+    match redis::cmd("INFO").arg("server").query::<String>(c) {
+        Ok(info) => Ok(info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_owned())
+            .unwrap_or_default()),
+        Err(e) if e.is_io_error() || e.is_timeout() => Err(failed("redis", "connect", &e)),
+        Err(_) => Ok(String::new()),
     }
 }

@@ -8,8 +8,17 @@
 //!   milliseconds and the scripts take "now" as an argument, so every store a gate can run
 //!   over answers alike (a test clock included). Redis's own `PEXPIRE` (the TTL plus a grace)
 //!   only collects what is long dead.
-//! - Versions come from one counter per hash tag (`INCR`), so a key's version is never
-//!   reused, not even after the key was deleted and written again.
+//! - Versions come from one counter per hash tag, so a key's version is never reused, not
+//!   even after the key was deleted and written again; and carry the counter's life, so
+//!   they are not reused after Redis lost its data or the counter either (restarted empty,
+//!   `FLUSHALL`, the counter evicted, restarted from an older snapshot). The counter is a
+//!   hash `<namespace>:{<tag>}#epoch` of `e`, a random non-zero 32-bit epoch (8 hex digits),
+//!   `n`, the count, and `r`, the run id of the server that last wrote it. A version is `e`
+//!   and `n` as 16 hex digits (epoch high, count low; stored so in each value's `v`, read
+//!   back as the `u64` they spell: exact, where Lua's numbers are not). Every write script
+//!   call checks the counter: missing, run out, or last written by another server run (a
+//!   restart from a snapshot keeps the counter but not the writes after it), it starts again
+//!   at 1 under a new epoch the host drew.
 //! - Keys are `<namespace>:{<tag>}:<gate key>`; the tag is the server part of the gate's key
 //!   (its 128-bit key part), so every key of one server, and so every key of a batch, lives
 //!   in one Redis Cluster slot with its counter. Values are opaque to Redis: hashes of
@@ -37,7 +46,7 @@ pub const GRACE_MS: u64 = 60_000;
 pub const TIMEOUT: Duration = Duration::from_millis(250);
 
 // KEYS: the Redis keys. ARGV[1]: now (host ms); ARGV[1 + i]: the version the reader holds of
-// key i ("0": none). Returns, per key, {version, value} ({0, ""}: absent or dead; a value of
+// key i, 16 hex digits ("0": none). Returns, per key, {version, value} ({0, ""}: absent or dead; a value of
 // "" when the reader holds that version already).
 const READ: &str = r"
 local now = tonumber(ARGV[1])
@@ -61,18 +70,23 @@ return out
 ";
 
 // KEYS: per write, its key, its tag's version counter and its tag's due set. ARGV[1]: now;
-// ARGV[2]: grace; then per write: expected version ("0": absent), "1" to store or "0" to
-// delete, the value, the TTL, the gate key. Applies in order, stopping at the first whose key
-// is not at its expected version; returns the new version of each write applied ("0" for a
-// delete). The due set follows every applied write (the key's expiry as its score, removed
-// with the key) and sheds what is past its TTL, so it never holds more than is live.
+// ARGV[2]: grace; ARGV[3]: a fresh epoch (8 hex digits, not 0) for a counter that starts a
+// new life; ARGV[4]: the server's run id as the host last read it ("" when unknown: not
+// checked); then per write: expected version (16 hex digits; "0": absent), "1" to store or
+// "0" to delete, the value, the TTL, the gate key. Applies in order, stopping at the first
+// whose key is not at its expected version; returns the new version of each write applied
+// ("0" for a delete). The due set follows every applied write (the key's expiry as its
+// score, removed with the key) and sheds what is past its TTL, so it never holds more than
+// is live. A counter missing, run out, or last written under another run of the server
+// starts a new life: the epoch given, the count at 1.
 const WRITE: &str = r"
 local now = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
+local fresh, run = ARGV[3], ARGV[4]
 local out = {}
 for i = 1, #KEYS / 3 do
   local key, counter, due = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local a = 2 + 5 * (i - 1)
+  local a = 4 + 5 * (i - 1)
   local h = redis.call('HMGET', key, 'v', 'e')
   local current = '0'
   if h[1] and tonumber(h[2]) > now then current = h[1] end
@@ -85,11 +99,23 @@ for i = 1, #KEYS / 3 do
   else
     local ttl = tonumber(ARGV[a + 4])
     local e = tostring(now + ttl)
-    local version = redis.call('INCR', counter)
-    redis.call('HSET', key, 'v', tostring(version), 'e', e, 'd', ARGV[a + 3])
+    local c = redis.call('HMGET', counter, 'e', 'n', 'r')
+    local epoch, n = c[1], tonumber(c[2])
+    if not epoch or not n or n >= 4294967295 or (run ~= '' and c[3] ~= run) then
+      if epoch == fresh then return redis.error_reply('the fresh epoch is the current one') end
+      epoch, n = fresh, 0
+    end
+    n = n + 1
+    if run ~= '' then
+      redis.call('HSET', counter, 'e', epoch, 'n', n, 'r', run)
+    else
+      redis.call('HSET', counter, 'e', epoch, 'n', n)
+    end
+    local version = epoch .. string.format('%08x', n)
+    redis.call('HSET', key, 'v', version, 'e', e, 'd', ARGV[a + 3])
     redis.call('PEXPIRE', key, ttl + grace)
     redis.call('ZADD', due, e, ARGV[a + 5])
-    out[#out + 1] = tostring(version)
+    out[#out + 1] = version
   end
 end
 return out
@@ -236,7 +262,7 @@ impl RedisStorage {
     }
 
     fn counter_key(&self, gate_key: &str) -> String {
-        format!("{}:{{{}}}#version", self.namespace, hash_tag(gate_key))
+        format!("{}:{{{}}}#epoch", self.namespace, hash_tag(gate_key))
     }
 
     /// The due set of a tag: its keys by expiry.
@@ -250,9 +276,42 @@ impl RedisStorage {
     }
 }
 
+/// A version as Redis holds it (16 hex digits, the epoch first), read back: "0" is absent; a
+/// version of epoch 0 was not made by this store (an older one's plain counter, say) and is
+/// refused rather than compared.
 fn version(text: &str) -> Result<u64, HostError> {
-    text.parse()
-        .map_err(|_| HostError::new("redis returned a version that is not a number"))
+    if text == "0" {
+        return Ok(0);
+    }
+    let v = (text.len() == 16)
+        .then(|| u64::from_str_radix(text, 16).ok())
+        .flatten()
+        .filter(|v| v >> 32 != 0)
+        .ok_or_else(|| HostError::new("redis holds a version this store did not make"))?;
+    Ok(v)
+}
+
+/// A version as the scripts compare it ("0": none).
+fn version_text(v: Option<u64>) -> String {
+    match v {
+        Some(v) if v != 0 => format!("{v:016x}"),
+        _ => "0".to_owned(),
+    }
+}
+
+/// A fresh epoch for a counter that starts a new life: 32 random bits, not 0, as 8 hex
+/// digits. Drawn per call (a new life is rare; the draw is cheap), from the standard
+/// library's per-process random seed, varied per draw.
+fn fresh_epoch() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(DRAWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    format!("{:08x}", (h.finish() >> 32).max(1))
 }
 
 impl Storage for RedisStorage {
@@ -265,7 +324,7 @@ impl Storage for RedisStorage {
         call.arg(now);
         for k in keys {
             call.key(self.redis_key(k.key));
-            call.arg(k.have.unwrap_or(0));
+            call.arg(version_text(k.have));
         }
         let flat: Vec<String> = self.conn.with(|c| call.invoke(c))?;
         if flat.len() != keys.len() * 2 {
@@ -291,7 +350,12 @@ impl Storage for RedisStorage {
         }
         let now = self.clock.now_ms();
         let mut keys = Vec::with_capacity(writes.len() * 3);
-        let mut args = vec![now.to_string(), GRACE_MS.to_string()];
+        let mut args = vec![
+            now.to_string(),
+            GRACE_MS.to_string(),
+            fresh_epoch(),
+            String::new(),
+        ];
         let mut tags: Vec<&str> = Vec::new();
         for w in writes {
             let tag = hash_tag(w.key);
@@ -304,7 +368,7 @@ impl Storage for RedisStorage {
                 self.due_key(tag),
             ]);
             args.extend([
-                w.expected.unwrap_or(0).to_string(),
+                version_text(w.expected),
                 if w.value.is_some() { "1" } else { "0" }.to_owned(),
                 w.value.unwrap_or("").to_owned(),
                 w.ttl_ms.max(1).to_string(),
@@ -313,7 +377,11 @@ impl Storage for RedisStorage {
         }
         // One round trip: the tags first (so a sweep that lists the tags after the write can
         // see its key's due set), then the script. Tags are never removed (list_due).
-        let applied: Vec<String> = self.conn.with(|c| {
+        let applied: Vec<String> = self.conn.with_run_id(|c, run_id| {
+            // The run id of the server this connection reached (read when it connected).
+            if let Some(run) = args.get_mut(3) {
+                run_id.clone_into(run);
+            }
             let mut pipe = redis::pipe();
             pipe.cmd("SADD").arg(self.tags_key()).arg(&tags).ignore();
             pipe.cmd("EVALSHA")

@@ -29,14 +29,15 @@ fn corrupted() -> GateError {
 /// The bindings of one gate instance's storage, with the last records it read or wrote.
 #[derive(Default)]
 pub(crate) struct BindingStore {
-    /// The last records read or written, with the exact version and length they had: a
-    /// record whose version and length are unchanged in storage parses to the same value, so
-    /// the parse is skipped. (A cached binding may know more than its record: the version
+    /// The last records read or written, with the exact version they had: a record the store
+    /// reports still at that version, withholding its value (the reader said it holds it),
+    /// is the one cached, so the parse is skipped. Versions carry the store's life (the
+    /// `storage` contract), so a store that lost its data or its counter cannot repeat one. (A cached binding may know more than its record: the version
     /// of a retry id's pointer written in the same call as the record, see
     /// [`BindingStore::consume`]; nothing else differs.) An entry is found by its binding's original id and server key
     /// (the parts of its storage key): comparing ids first makes a miss cost a few
     /// instructions, where comparing the long keys of one server did not (measured in wasm).
-    cache: VecDeque<(u64, usize, Rc<Binding>)>,
+    cache: VecDeque<(u64, Rc<Binding>)>,
 }
 
 /// Whether `binding` is the one whose record lives under (`server_key`, `original`).
@@ -63,16 +64,17 @@ impl BindingStore {
         self.cache
             .iter()
             // The store's contract: a key's version changes on every write and is never
-            // reused. Version and length are checked, not every byte (a byte compare of
-            // every record is measurable in wasm); a store that holds back a value the gate
-            // holds sends none (its length is then not checked). A host that broke the
-            // contract would at worst get back the record this gate itself wrote.
-            .find(|(v, len, b)| {
+            // reused, not even by a store that lost its data or its counter (the version
+            // carries the store's life). Only a value the store withheld is taken from the
+            // cache: a value sent is judged as sent (a store that sends one at the version
+            // the gate holds broke the read contract, or a host wrapper chose to let the
+            // gate read it again), never stood in for by the copy held.
+            .find(|(v, b)| {
                 *v == stored.version
-                    && (stored.value.is_empty() || *len == stored.value.len())
+                    && stored.value.is_empty()
                     && stored_under(b, server_key, original)
             })
-            .map(|(_, _, b)| Rc::clone(b))
+            .map(|(_, b)| Rc::clone(b))
     }
 
     /// The version of the record of (`server_key`, `original`) this instance holds, if any.
@@ -80,24 +82,24 @@ impl BindingStore {
         self.cache
             .iter()
             .rev()
-            .find(|(_, _, b)| stored_under(b, server_key, original))
-            .map(|(v, _, _)| *v)
+            .find(|(_, b)| stored_under(b, server_key, original))
+            .map(|(v, _)| *v)
     }
 
     /// Remember `binding`, read or written at `version`: only a binding whose record lives
     /// under its own original id's key (checked by the caller).
-    fn remember(&mut self, version: u64, len: usize, binding: Rc<Binding>) {
+    fn remember(&mut self, version: u64, binding: Rc<Binding>) {
         self.forget(&binding);
         if self.cache.len() >= RECORD_CACHE_SIZE {
             self.cache.pop_front();
         }
-        self.cache.push_back((version, len, binding));
+        self.cache.push_back((version, binding));
     }
 
     fn forget(&mut self, binding: &Binding) {
         let (server_key, original) = (binding.fixed.server_key(), &binding.fixed.original_id);
         self.cache
-            .retain(|(_, _, b)| !stored_under(b, server_key, original));
+            .retain(|(_, b)| !stored_under(b, server_key, original));
     }
 
     /// The binding on `server` this instance last read or wrote that uses `id`, with the
@@ -113,10 +115,10 @@ impl BindingStore {
         self.cache
             .iter()
             .rev()
-            .find(|(_, _, b)| b.fixed.server_key() == server_key && b.used_ids.contains(id))
+            .find(|(_, b)| b.fixed.server_key() == server_key && b.used_ids.contains(id))
             // The whole server, not only its key part (a truncated digest).
-            .filter(|(_, _, b)| b.fixed.server == *server)
-            .map(|(v, _, b)| (Rc::clone(b), *v))
+            .filter(|(_, b)| b.fixed.server == *server)
+            .map(|(v, b)| (Rc::clone(b), *v))
     }
 
     /// The binding on `server` (whose key part is `server_key`) that uses `id` (as its
@@ -151,7 +153,7 @@ impl BindingStore {
             .cache
             .iter()
             .rev()
-            .map(|(_, _, b)| b)
+            .map(|(_, b)| b)
             .find(|b| {
                 b.fixed.original_id != *id
                     && b.fixed.server_key() == &**server_key
@@ -191,7 +193,9 @@ impl BindingStore {
         };
         // The version of the pointer the record was found through, when it was.
         let mut pointer_version = None;
-        let is_held = |have: Option<u64>, v: &Versioned| have == Some(v.version);
+        // Held: at the version this instance holds, and the store withheld the value.
+        let is_held =
+            |have: Option<u64>, v: &Versioned| have == Some(v.version) && v.value.is_empty();
         // The original id: one read. A retry id: its pointer, then the record.
         let (original, stored) = if is_held(haves.first().copied().flatten(), &first)
             || is_record(&first.value)
@@ -239,7 +243,7 @@ impl BindingStore {
                 // The key part is a pure function of the server, just checked equal.
                 let _ = b.fixed.server_key.set(Rc::clone(server_key));
                 let b = Rc::new(b);
-                self.remember(stored.version, stored.value.len(), Rc::clone(&b));
+                self.remember(stored.version, Rc::clone(&b));
                 b
             }
         };
@@ -271,11 +275,7 @@ impl BindingStore {
         if binding.alias_versions.get(at) != Some(&UNKNOWN_VERSION) {
             return binding;
         }
-        let Some((_, _, cached)) = self
-            .cache
-            .iter_mut()
-            .find(|(_, _, b)| Rc::ptr_eq(b, &binding))
-        else {
+        let Some((_, cached)) = self.cache.iter_mut().find(|(_, b)| Rc::ptr_eq(b, &binding)) else {
             return binding;
         };
         drop(binding);
@@ -309,7 +309,7 @@ impl BindingStore {
         match one_write(storage, write) {
             Ok(Some(v)) => {
                 let binding = Rc::new(binding);
-                self.remember(v, text.len(), Rc::clone(&binding));
+                self.remember(v, Rc::clone(&binding));
                 Ok((binding, v))
             }
             Ok(None) => Err((
@@ -387,7 +387,7 @@ impl BindingStore {
                     *known = *pointer;
                 }
                 let next = Rc::new(next);
-                self.remember(*record, text.len(), Rc::clone(&next));
+                self.remember(*record, Rc::clone(&next));
                 Ok((next, *record))
             }
         }

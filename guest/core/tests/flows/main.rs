@@ -23,4 +23,5 @@ mod rounds;
 mod spec_legal;
 mod storage_calls;
 mod storage_faults;
+mod storage_versions;
 mod wire_casing;

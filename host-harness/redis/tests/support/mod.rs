@@ -28,6 +28,10 @@ impl OwnRedis {
             .local_addr()
             .unwrap()
             .port();
+        // A directory of its own for a snapshot a test asks for (`SAVE`), loaded again when
+        // the server restarts; none is written otherwise (`--save ""`).
+        let _ = std::fs::remove_dir_all(dir(port));
+        std::fs::create_dir_all(dir(port)).unwrap();
         let mut r = Self { port, child: None };
         r.up();
         Some(r)
@@ -46,6 +50,8 @@ impl OwnRedis {
                 "no",
             ])
             .args(["--enable-debug-command", "local"])
+            .arg("--dir")
+            .arg(dir(self.port))
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
@@ -72,5 +78,10 @@ impl OwnRedis {
 impl Drop for OwnRedis {
     fn drop(&mut self) {
         self.down();
+        let _ = std::fs::remove_dir_all(dir(self.port));
     }
+}
+
+fn dir(port: u16) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("mrtr-gate-own-redis-{port}"))
 }
