@@ -16,12 +16,14 @@
 //!                                 or `state-only`
 //! mrtr-gate info                  the component's imports, exports and size
 //! mrtr-gate export-component FILE write the component (for jco, wasmtime-py, wasm-tools)
-//! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
+//! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain, and its keyed
+//!                                 links and anchor (docs/host-keys.md)
 //! ```
 
 use clap::{Args, Parser, Subcommand};
 use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
+use mrtr_gate_cli::keys::KeyOptions;
 use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +60,8 @@ enum Command {
     List {
         #[command(flatten)]
         server: ServerFlags,
+        #[command(flatten)]
+        keys: KeyFlags,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -212,10 +216,19 @@ enum Command {
         #[arg(long, default_value = "default")]
         namespace: String,
     },
-    /// Verify a JSON-lines audit log's hash chain.
+    /// Verify a JSON-lines audit log's hash chain, then (with the host keys) that every line
+    /// has a link made with the key and that the log ends at its anchor.
     VerifyAudit {
         /// The log.
         file: PathBuf,
+        #[command(flatten)]
+        keys: KeyFlags,
+        /// The log's links (default: FILE.links).
+        #[arg(long, value_name = "FILE")]
+        links: Option<PathBuf>,
+        /// The log's anchor (default: the one `call --audit FILE` keeps beside the key file).
+        #[arg(long, value_name = "FILE")]
+        audit_anchor: Option<PathBuf>,
     },
 }
 
@@ -238,6 +251,28 @@ impl ServerFlags {
             (None, Some(url)) => Target::Http(url),
             // clap's group makes one of the two required.
             (None, None) => Target::Http(String::new()),
+        }
+    }
+}
+
+#[derive(Args)]
+struct KeyFlags {
+    /// The host key file (default: $MRTR_GATE_HOST_KEYS, else host-keys.json in
+    /// $XDG_CONFIG_HOME/mrtr-gate or ~/.config/mrtr-gate; made on first use, mode 0600).
+    #[arg(long, value_name = "FILE")]
+    host_keys: Option<PathBuf>,
+    /// Run without host keys: stored rounds unauthenticated, the user and tenant as plain
+    /// digests in the trail, the trail neither keyed nor anchored. Warned on stderr every run.
+    #[arg(long)]
+    insecure_no_host_keys: bool,
+}
+
+impl KeyFlags {
+    fn options(&self, anchor: Option<&PathBuf>) -> KeyOptions {
+        KeyOptions {
+            key_file: self.host_keys.clone(),
+            insecure_no_host_keys: self.insecure_no_host_keys,
+            anchor: anchor.cloned(),
         }
     }
 }
@@ -270,6 +305,11 @@ struct CallFlags {
     /// At most this many input_required rounds (1 to 64).
     #[arg(long)]
     max_rounds: Option<u32>,
+    /// Where the --audit trail's anchor goes (default: anchors/ beside the key file).
+    #[arg(long, value_name = "FILE", requires = "audit")]
+    audit_anchor: Option<PathBuf>,
+    #[command(flatten)]
+    keys: KeyFlags,
 }
 
 impl CallFlags {
@@ -288,6 +328,7 @@ impl CallFlags {
             yes: self.yes,
             open: self.open,
             max_rounds: self.max_rounds,
+            keys: self.keys.options(self.audit_anchor.as_ref()),
         }
     }
 }
@@ -306,7 +347,12 @@ fn main() -> ExitCode {
             return call(&flags, target, &method, &name, arguments.as_deref());
         }
         Command::Conformance { flags, url } => return conformance(&flags, &url),
-        Command::List { server, json, what } => return list(server.target(), &what, json),
+        Command::List {
+            server,
+            keys,
+            json,
+            what,
+        } => return list(server.target(), &keys.options(None), &what, json),
         Command::Demo { audit } => demo(audit),
         Command::Bench {
             rounds,
@@ -382,7 +428,16 @@ fn main() -> ExitCode {
             .map(|table| print!("{table}")),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
-        Command::VerifyAudit { file } => verify(&file),
+        Command::VerifyAudit {
+            file,
+            keys,
+            links,
+            audit_anchor,
+        } => verify(
+            &file,
+            &keys.options(audit_anchor.as_ref()),
+            links.as_deref(),
+        ),
         Command::Reconcile {
             trail,
             redis,
@@ -439,7 +494,7 @@ fn call(
     ExitCode::from(c::exit_code(&outcome))
 }
 
-fn list(target: Target, what: &str, json: bool) -> ExitCode {
+fn list(target: Target, keys: &KeyOptions, what: &str, json: bool) -> ExitCode {
     use mrtr_gate_cli::call as c;
     let outcome = GateRuntime::embedded()
         .map_err(|e| {
@@ -455,6 +510,7 @@ fn list(target: Target, what: &str, json: bool) -> ExitCode {
                 yes: false,
                 open: false,
                 max_rounds: None,
+                keys: keys.clone(),
             };
             let mut client = c::connect(&options, &runtime)?;
             c::list(&mut client, what)
@@ -676,10 +732,58 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
     }
 }
 
-fn verify(path: &std::path::Path) -> Result<(), String> {
+fn verify(
+    path: &std::path::Path,
+    keys: &KeyOptions,
+    links: Option<&std::path::Path>,
+) -> Result<(), String> {
+    use mrtr_gate_host::host_keys::{AnchorCheck, verify_anchor};
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let n = mrtr_gate_core::audit::verify_chain(text.lines())
         .map_err(|b| format!("the chain is broken: {b:?}"))?;
-    println!("{}: {n} events, chain intact", path.display());
-    Ok(())
+    if keys.insecure_no_host_keys {
+        eprintln!("{}", mrtr_gate_cli::keys::INSECURE_WARNING);
+        println!(
+            "{}: {n} events, chain intact (links and anchor not checked)",
+            path.display()
+        );
+        return Ok(());
+    }
+    let keyed = mrtr_gate_cli::keys::load_existing(keys)?;
+    let links = links.map_or_else(|| mrtr_gate_cli::keys::links_path(path), ToOwned::to_owned);
+    let anchor = keyed.anchor_path(keys, path)?;
+    if n == 0 && !anchor.exists() {
+        // A run that wrote nothing (a binding that never opened a round) anchors nothing.
+        println!("{}: 0 events, nothing anchored", path.display());
+        return Ok(());
+    }
+    // A missing file reads as empty: every line unkeyed, or no anchor.
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    match verify_anchor(&text, &read(&links), &read(&anchor), &keyed.keys) {
+        AnchorCheck::Intact { events } => {
+            println!(
+                "{}: {events} events, chain intact, every line keyed, ends at its anchor",
+                path.display()
+            );
+            Ok(())
+        }
+        AnchorCheck::BadAnchor => Err(format!(
+            "no valid anchor for this trail at {} (missing, or not made with this key); a trail written with --insecure-no-host-keys is checked with that flag",
+            anchor.display()
+        )),
+        AnchorCheck::BrokenChain => Err("the chain is broken".into()),
+        AnchorCheck::Unkeyed { seq } => Err(format!(
+            "line {seq} has no link made with the host key ({}): it was written without the key",
+            links.display()
+        )),
+        AnchorCheck::Truncated { events, anchored } => Err(format!(
+            "the trail is cut short: {events} events, its anchor covers {anchored}"
+        )),
+        AnchorCheck::Diverged => {
+            Err("the trail's event at its anchored position is not the anchored one".into())
+        }
+        AnchorCheck::Extended { events, anchored } => Err(format!(
+            "the trail goes on past its anchor: {events} events, the anchor covers {anchored} (keyed lines its anchor does not cover: another writer, or an older anchor put back)"
+        )),
+    }
 }
