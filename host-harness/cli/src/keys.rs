@@ -133,3 +133,48 @@ pub fn links_path(trail: &Path) -> PathBuf {
     name.push(".links");
     PathBuf::from(name)
 }
+
+/// Check `text`, the trail at `path` whose chain verified with `n` events, against its links
+/// and anchor with the key file (nothing is created): the line to print, or what is wrong.
+pub fn verify_keyed(
+    path: &Path,
+    text: &str,
+    n: u64,
+    keys: &KeyOptions,
+    links: Option<&Path>,
+) -> Result<String, String> {
+    use mrtr_gate_host::host_keys::{AnchorCheck, verify_anchor};
+    let keyed = load_existing(keys)?;
+    let links = links.map_or_else(|| links_path(path), ToOwned::to_owned);
+    let anchor = keyed.anchor_path(keys, path)?;
+    if n == 0 && !anchor.exists() {
+        // A run that wrote nothing (a binding that never opened a round) anchors nothing.
+        return Ok(format!("{}: 0 events, nothing anchored", path.display()));
+    }
+    // A missing file reads as empty: every line unkeyed, or no anchor.
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    match verify_anchor(text, &read(&links), &read(&anchor), &keyed.keys) {
+        AnchorCheck::Intact { events } => Ok(format!(
+            "{}: {events} events, chain intact, every line keyed, ends at its anchor",
+            path.display()
+        )),
+        AnchorCheck::BadAnchor => Err(format!(
+            "no valid anchor for this trail at {} (missing, or not made with this key); a trail written with --insecure-no-host-keys is checked with that flag",
+            anchor.display()
+        )),
+        AnchorCheck::BrokenChain => Err("the chain is broken".into()),
+        AnchorCheck::Unkeyed { seq } => Err(format!(
+            "line {seq} has no link made with the host key ({}): it was written without the key",
+            links.display()
+        )),
+        AnchorCheck::Truncated { events, anchored } => Err(format!(
+            "the trail is cut short: {events} events, its anchor covers {anchored}"
+        )),
+        AnchorCheck::Diverged => {
+            Err("the trail's event at its anchored position is not the anchored one".into())
+        }
+        AnchorCheck::Extended { events, anchored } => Err(format!(
+            "the trail goes on past its anchor: {events} events, the anchor covers {anchored} (keyed lines its anchor does not cover: another writer, or an older anchor put back)"
+        )),
+    }
+}

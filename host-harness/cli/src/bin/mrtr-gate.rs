@@ -737,7 +737,6 @@ fn verify(
     keys: &KeyOptions,
     links: Option<&std::path::Path>,
 ) -> Result<(), String> {
-    use mrtr_gate_host::host_keys::{AnchorCheck, verify_anchor};
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let n = mrtr_gate_core::audit::verify_chain(text.lines())
         .map_err(|b| format!("the chain is broken: {b:?}"))?;
@@ -749,41 +748,9 @@ fn verify(
         );
         return Ok(());
     }
-    let keyed = mrtr_gate_cli::keys::load_existing(keys)?;
-    let links = links.map_or_else(|| mrtr_gate_cli::keys::links_path(path), ToOwned::to_owned);
-    let anchor = keyed.anchor_path(keys, path)?;
-    if n == 0 && !anchor.exists() {
-        // A run that wrote nothing (a binding that never opened a round) anchors nothing.
-        println!("{}: 0 events, nothing anchored", path.display());
-        return Ok(());
-    }
-    // A missing file reads as empty: every line unkeyed, or no anchor.
-    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
-    match verify_anchor(&text, &read(&links), &read(&anchor), &keyed.keys) {
-        AnchorCheck::Intact { events } => {
-            println!(
-                "{}: {events} events, chain intact, every line keyed, ends at its anchor",
-                path.display()
-            );
-            Ok(())
-        }
-        AnchorCheck::BadAnchor => Err(format!(
-            "no valid anchor for this trail at {} (missing, or not made with this key); a trail written with --insecure-no-host-keys is checked with that flag",
-            anchor.display()
-        )),
-        AnchorCheck::BrokenChain => Err("the chain is broken".into()),
-        AnchorCheck::Unkeyed { seq } => Err(format!(
-            "line {seq} has no link made with the host key ({}): it was written without the key",
-            links.display()
-        )),
-        AnchorCheck::Truncated { events, anchored } => Err(format!(
-            "the trail is cut short: {events} events, its anchor covers {anchored}"
-        )),
-        AnchorCheck::Diverged => {
-            Err("the trail's event at its anchored position is not the anchored one".into())
-        }
-        AnchorCheck::Extended { events, anchored } => Err(format!(
-            "the trail goes on past its anchor: {events} events, the anchor covers {anchored} (keyed lines its anchor does not cover: another writer, or an older anchor put back)"
-        )),
-    }
+    println!(
+        "{}",
+        mrtr_gate_cli::keys::verify_keyed(path, &text, n, keys, links)?
+    );
+    Ok(())
 }
