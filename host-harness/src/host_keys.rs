@@ -8,20 +8,23 @@
 //! - [`Pseudonyms`]: the user and tenant the gate binds (and the trail digests) are keyed
 //!   pseudonyms, not the addresses themselves: a dictionary over email addresses recovers
 //!   nothing from the trail without the key;
-//! - [`AnchoredAudit`]: after each append, a MAC'd checkpoint of the chain's head is kept apart
-//!   from the trail, so a trail cut short (its newest lines removed, which the chain alone
-//!   cannot show) is detected ([`verify_anchor`]).
+//! - [`AnchoredAudit`] ([`anchor`]): each line the gate appends is keyed by a link beside the
+//!   trail, and a MAC'd checkpoint of the chain's head is kept apart from it, so a line
+//!   appended without the key and a trail cut short (its newest lines removed, which the
+//!   chain alone cannot show) are both detected ([`verify_anchor`]).
 //!
 //! Keys have ids: values name the key that made them, so keys rotate without a flag day (new
 //! writes use the current key; reads accept every key still listed).
 
+pub mod anchor;
+pub mod key_file;
+
+pub use anchor::{AnchorCheck, AnchoredAudit, verify_anchor};
+
 use hmac::{Hmac, Mac};
-use mrtr_gate_core::host::{
-    AppendOutcome, Audit, AuditEntry, HostError, ReadKey, Storage, Versioned, Write,
-};
+use mrtr_gate_core::host::{HostError, ReadKey, Storage, Versioned, Write};
 use sha2::Sha256;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 type HmacSha256 = Hmac<Sha256>;
@@ -458,129 +461,4 @@ impl Pseudonyms {
     pub fn tenant(&self, tenant: &str) -> String {
         self.of("t", tenant)
     }
-}
-
-/// An audit sink whose head is anchored: after every append that is written, the sink's
-/// checkpoint file (kept apart from the trail, e.g. on another medium) is replaced by
-/// `{"seq":N,"event_sha256":H,"key_id":K,"mac":M}`, M an HMAC over seq and head. A trail
-/// whose newest lines were removed still verifies as a chain; against the checkpoint it does
-/// not ([`verify_anchor`]).
-pub struct AnchoredAudit<A> {
-    inner: A,
-    keys: HostKeys,
-    checkpoint: PathBuf,
-}
-
-const ANCHOR_CONTEXT: &[u8] = b"mrtr-gate/audit-anchor/v1";
-
-impl<A> AnchoredAudit<A> {
-    /// Anchor `inner`'s head in `checkpoint` with `keys`.
-    pub fn new(inner: A, keys: HostKeys, checkpoint: impl AsRef<Path>) -> Self {
-        Self {
-            inner,
-            keys,
-            checkpoint: checkpoint.as_ref().to_owned(),
-        }
-    }
-}
-
-impl<A: Audit> Audit for AnchoredAudit<A> {
-    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
-        let outcome = self.inner.append(entry)?;
-        if matches!(outcome, AppendOutcome::Written { stored: Some(_) }) {
-            let id = self.keys.current_id();
-            let mac = self
-                .keys
-                .mac(
-                    id,
-                    &[
-                        ANCHOR_CONTEXT,
-                        &entry.seq.to_be_bytes(),
-                        entry.event_sha256.as_bytes(),
-                    ],
-                )
-                .ok_or_else(|| HostError::new("the current host key is missing"))?;
-            let text = format!(
-                "{{\"event_sha256\":\"{}\",\"key_id\":\"{id}\",\"mac\":\"{}\",\"seq\":{}}}\n",
-                entry.event_sha256,
-                hex(&mac),
-                entry.seq
-            );
-            // Written aside and renamed over: the checkpoint is never half there. An
-            // anchor that cannot be written is a failed append (the gate then denies).
-            let tmp = self.checkpoint.with_extension("tmp");
-            std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::rename(&tmp, &self.checkpoint))
-                .map_err(|_| HostError::new("the audit anchor could not be written"))?;
-        }
-        Ok(outcome)
-    }
-}
-
-/// What checking a trail against its anchor found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AnchorCheck {
-    /// The trail ends exactly at the anchored head.
-    Intact {
-        /// Events in the trail.
-        events: u64,
-    },
-    /// The anchor is missing, unreadable or its MAC fails.
-    BadAnchor,
-    /// The trail's chain itself is broken.
-    BrokenChain,
-    /// The trail ends before the anchored head: lines were removed from its end.
-    Truncated {
-        /// Events in the trail.
-        events: u64,
-        /// Events the anchor says were written.
-        anchored: u64,
-    },
-    /// The trail's event at the anchored position is not the anchored one.
-    Diverged,
-}
-
-/// Check `trail` (JSON lines) against the `checkpoint` text with `keys`.
-pub fn verify_anchor(trail: &str, checkpoint: &str, keys: &HostKeys) -> AnchorCheck {
-    let Ok(anchor) = serde_json::from_str::<serde_json::Value>(checkpoint) else {
-        return AnchorCheck::BadAnchor;
-    };
-    let (Some(seq), Some(head), Some(id), Some(mac)) = (
-        anchor.get("seq").and_then(serde_json::Value::as_u64),
-        anchor
-            .get("event_sha256")
-            .and_then(serde_json::Value::as_str),
-        anchor.get("key_id").and_then(serde_json::Value::as_str),
-        anchor
-            .get("mac")
-            .and_then(serde_json::Value::as_str)
-            .and_then(unhex),
-    ) else {
-        return AnchorCheck::BadAnchor;
-    };
-    if !keys.verify(
-        id,
-        &[ANCHOR_CONTEXT, &seq.to_be_bytes(), head.as_bytes()],
-        &mac,
-    ) {
-        return AnchorCheck::BadAnchor;
-    }
-    let Ok(events) = mrtr_gate_core::audit::verify_chain(trail.lines()) else {
-        return AnchorCheck::BrokenChain;
-    };
-
-    if events < seq {
-        return AnchorCheck::Truncated {
-            events,
-            anchored: seq,
-        };
-    }
-    let at = trail
-        .lines()
-        .nth(usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX))
-        .map(|l| mrtr_gate_core::digest::sha256_hex(l.as_bytes()));
-    if seq > 0 && at.as_deref() != Some(head) {
-        return AnchorCheck::Diverged;
-    }
-    AnchorCheck::Intact { events }
 }

@@ -275,27 +275,72 @@ fn principals_reach_the_trail_only_as_keyed_pseudonyms() {
     assert_eq!(events[0]["user_sha256"], digest(&format!("\"{user}\"")));
 }
 
-#[test]
-fn a_trail_cut_short_is_caught_by_its_anchor() {
-    let dir = std::env::temp_dir().join(format!("mrtr-gate-anchor-{}", std::process::id()));
+/// A gate writing one round to the trail at `dir/audit.jsonl` under `k`, its links beside it
+/// and its anchor at `anchor`.
+fn anchored_round(dir: &std::path::Path, k: &HostKeys, anchor: &std::path::Path, id: i64) {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let audit = Arc::new(AnchoredAudit::new(
+        FileAudit::open(dir.join("audit.jsonl")).unwrap(),
+        k.clone(),
+        anchor,
+        dir.join("audit.jsonl.links"),
+    ));
+    let mut g = gate_over(Arc::new(MemoryStorage::new(clock.clone())), audit, clock);
+    open_round_with_id(&mut g, "alice", "acme", id);
+}
+
+fn open_round_with_id(g: &mut ComponentGate, user: &str, tenant: &str, id: i64) {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    g.register(Registration {
+        request_id: RequestId::Number(id),
+        server: server(),
+        user: user.into(),
+        tenant: tenant.into(),
+        method: "tools/call".into(),
+        params_json: json!({"name": "t", "arguments": {}, "_meta": meta}).to_string(),
+        policy: Policy::default(),
+    })
+    .unwrap();
+    let round = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "input_required",
+        "requestState": "s"}});
+    assert!(matches!(
+        g.accept_response(&server(), &round.to_string()),
+        Ok(ResponseVerdict::InputRequired(_))
+    ));
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (trail, anchor) = (dir.join("audit.jsonl"), dir.join("audit.anchor"));
+    dir
+}
+
+#[test]
+fn a_trail_cut_short_is_caught_by_its_anchor() {
+    let dir = temp_dir("anchor");
+    let (trail, anchor, links) = (
+        dir.join("audit.jsonl"),
+        dir.join("audit.anchor"),
+        dir.join("audit.jsonl.links"),
+    );
     let k = keys("k1", 7);
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let audit = Arc::new(AnchoredAudit::new(
         FileAudit::open(&trail).unwrap(),
         k.clone(),
         &anchor,
+        &links,
     ));
     let mut g = gate_over(Arc::new(MemoryStorage::new(clock.clone())), audit, clock);
     open_round(&mut g, "alice", "acme");
     retry(&mut g, "alice", "acme").unwrap();
     let text = std::fs::read_to_string(&trail).unwrap();
     let anchored = std::fs::read_to_string(&anchor).unwrap();
+    let linked = std::fs::read_to_string(&links).unwrap();
     let n = text.lines().count() as u64;
     assert_eq!(
-        verify_anchor(&text, &anchored, &k),
+        verify_anchor(&text, &linked, &anchored, &k),
         AnchorCheck::Intact { events: n }
     );
     // The newest line removed: still a valid chain, but short of its anchor.
@@ -309,21 +354,87 @@ fn a_trail_cut_short_is_caught_by_its_anchor() {
         "the chain alone cannot tell"
     );
     assert_eq!(
-        verify_anchor(&cut, &anchored, &k),
+        verify_anchor(&cut, &linked, &anchored, &k),
         AnchorCheck::Truncated {
             events: n - 1,
             anchored: n
         }
     );
     assert_eq!(
-        verify_anchor(&text, &anchored.replace("\"seq\":", "\"seq\":1"), &k),
+        verify_anchor(
+            &text,
+            &linked,
+            &anchored.replace("\"seq\":", "\"seq\":1"),
+            &k
+        ),
         AnchorCheck::BadAnchor
     );
     assert_eq!(
-        verify_anchor(&text, &anchored, &keys("k1", 8)),
+        verify_anchor(&text, &linked, &anchored, &keys("k1", 8)),
         AnchorCheck::BadAnchor,
         "another key's anchor"
     );
-    assert_eq!(verify_anchor(&text, "", &k), AnchorCheck::BadAnchor);
+    assert_eq!(
+        verify_anchor(&text, &linked, "", &k),
+        AnchorCheck::BadAnchor
+    );
+    // Without its links, no line is shown to be the key holder's.
+    assert_eq!(
+        verify_anchor(&text, "", &anchored, &k),
+        AnchorCheck::Unkeyed { seq: 1 }
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lines_past_the_anchor_are_extended_and_lines_without_the_key_are_unkeyed() {
+    let dir = temp_dir("extended");
+    let k = keys("k1", 7);
+    let (first, second) = (dir.join("first.anchor"), dir.join("second.anchor"));
+    anchored_round(&dir, &k, &first, 1);
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let trail = dir.join("audit.jsonl");
+    let links = dir.join("audit.jsonl.links");
+    let n = read(&trail).lines().count() as u64;
+    assert_eq!(
+        verify_anchor(&read(&trail), &read(&links), &read(&first), &k),
+        AnchorCheck::Intact { events: n }
+    );
+    // Another writer with the key (another process, its own anchor) goes on: the first
+    // anchor does not cover its lines, which are keyed.
+    anchored_round(&dir, &k, &second, 2);
+    let m = read(&trail).lines().count() as u64;
+    assert!(m > n);
+    assert_eq!(
+        verify_anchor(&read(&trail), &read(&links), &read(&first), &k),
+        AnchorCheck::Extended {
+            events: m,
+            anchored: n
+        },
+        "lines past the anchor are not intact"
+    );
+    assert_eq!(
+        verify_anchor(&read(&trail), &read(&links), &read(&second), &k),
+        AnchorCheck::Intact { events: m }
+    );
+    // A line appended by whoever can write the trail, chained as the core would: the chain
+    // verifies; it has no link made with the key.
+    let text = read(&trail);
+    let last = text.lines().last().unwrap();
+    let mut forged: serde_json::Value = serde_json::from_str(last).unwrap();
+    forged["event"] = json!("consented");
+    forged["seq"] = json!(m + 1);
+    forged["prev_sha256"] = json!(mrtr_gate_host::core::digest::sha256_hex(last.as_bytes()));
+    let extended = format!(
+        "{text}{}\n",
+        mrtr_gate_host::core::canonical::to_canonical(&forged)
+    );
+    assert!(mrtr_gate_host::core::audit::verify_chain(extended.lines()).is_ok());
+    for anchor in [&first, &second] {
+        assert_eq!(
+            verify_anchor(&extended, &read(&links), &read(anchor), &k),
+            AnchorCheck::Unkeyed { seq: m + 1 }
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,11 +1,70 @@
 //! Reconciliation (G002): read a trail back and report what it proves and what it does not.
 //! The rules are docs/audit.md, "Reconciliation": events are walked in `seq` order and
 //! grouped by binding (server and original id; a group ends at its `terminal` event, since an
-//! id may be registered again afterwards).
+//! id may be registered again afterwards), and each group's life is checked as a state
+//! machine: `received` (round 1) -> [`consented`] -> `submitted` -> (`received` (next round)
+//! -> [`consented`] -> `submitted`)* -> `terminal`, nothing of the binding after `terminal`.
 
 use crate::audit::{ChainBreak, verify_chain};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What is wrong with an event's place in its binding's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Finding {
+    /// A `consented`, `submitted` or `terminal` event for a round the binding never
+    /// `received` (or a `terminal` naming a round no binding of that id opened).
+    NotReceived,
+    /// An event of a binding after its `terminal` event that no new binding can explain.
+    AfterTerminal,
+    /// An event out of its place: a round received before the one before it was submitted, a
+    /// round submitted that is not the open one, a `terminal` naming another round.
+    OutOfOrder,
+    /// A `consented` or `submitted` event whose `view_sha256` is not the view of the round
+    /// the binding received.
+    OtherView,
+    /// The same event twice: a `consented` event repeated (round, retry id, view and
+    /// receipt), or a round `received` again with no refused store to explain it.
+    Duplicate,
+}
+
+impl Finding {
+    /// The finding's name in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotReceived => "not_received",
+            Self::AfterTerminal => "after_terminal",
+            Self::OutOfOrder => "out_of_order",
+            Self::OtherView => "other_view",
+            Self::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// One event out of its binding's life.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LifecycleFinding {
+    /// What is wrong.
+    pub finding: Finding,
+    /// The event's kind (`received`, `consented`, `submitted`, `terminal`).
+    pub event: String,
+    /// The binding's server, as the trail names it.
+    pub server: Value,
+    /// The binding's original id.
+    pub request_id: Value,
+    /// The round the event names.
+    pub round: u64,
+    /// The event's `seq`.
+    pub seq: Value,
+}
+
+impl LifecycleFinding {
+    /// The finding as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({"finding": self.finding.as_str(), "event": self.event, "server": self.server,
+            "request_id": self.request_id, "round": self.round, "seq": self.seq})
+    }
+}
 
 /// What a trail shows.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,6 +87,8 @@ pub struct Reconciliation {
     pub unconsented: Vec<Value>,
     /// `submitted` events without a receipt for a round that asked for input. Must be empty.
     pub consent_missing: Vec<Value>,
+    /// Events out of their binding's life (the state machine above). Must be empty.
+    pub lifecycle: Vec<LifecycleFinding>,
     /// Refused attempts by what they were (`late_or_replayed`: `inactive_mrtr_round`,
     /// `no_live_request`; `cross_principal`: `mrtr_identity_or_argument_mismatch`;
     /// `id_collision`: `retry_requires_new_jsonrpc_id`; `lost_race`: `state_already_used`;
@@ -42,6 +103,7 @@ impl Reconciliation {
             && self.double_use.is_empty()
             && self.unconsented.is_empty()
             && self.consent_missing.is_empty()
+            && self.lifecycle.is_empty()
     }
 
     /// The report as JSON.
@@ -55,19 +117,40 @@ impl Reconciliation {
             "double_use": self.double_use,
             "unconsented": self.unconsented,
             "consent_missing": self.consent_missing,
+            "lifecycle": self.lifecycle.iter().map(LifecycleFinding::to_json).collect::<Vec<_>>(),
             "refused": self.refused,
             "clean": self.clean(),
         })
     }
 }
 
+/// One binding's life so far.
 #[derive(Default)]
 struct Group {
-    received: bool,
-    rounds: u64,
+    /// The highest round received (0: none yet).
+    received: u64,
+    /// The views each received round was shown with (a round received twice, after a
+    /// refused store, may have been judged from two responses).
+    views: BTreeMap<u64, BTreeSet<String>>,
+    /// `received` events per round, and `rejected` events per round (a `received` whose
+    /// round could not be stored is followed or preceded by a `rejected` one).
+    tries: BTreeMap<u64, (u64, u64)>,
+    /// The first extra `received` of each round (reported if nothing refused explains it).
+    extra_received: BTreeMap<u64, Value>,
+    /// `submitted` events per round.
     submitted: BTreeMap<u64, u64>,
-    // (round, retry id, view, receipt) of each `consented` event.
+    /// (round, retry id, view, receipt) of each `consented` event.
     consented: Vec<(u64, String, String, String)>,
+}
+
+impl Group {
+    fn submitted_up_to(&self) -> u64 {
+        self.submitted.keys().next_back().copied().unwrap_or(0)
+    }
+
+    fn shows(&self, round: u64, view: &str) -> bool {
+        self.views.get(&round).is_some_and(|v| v.contains(view))
+    }
 }
 
 fn kind_of(reason: &str) -> &str {
@@ -84,15 +167,208 @@ fn text(v: &Value, field: &str) -> String {
     v.get(field).map(Value::to_string).unwrap_or_default()
 }
 
+type Key = (String, String);
+
+/// The walk over one trail.
+#[derive(Default)]
+struct Walk {
+    out: Reconciliation,
+    live: BTreeMap<Key, Group>,
+    /// The last ended group of each key: a late `consented` event of a racing instance (one
+    /// that read the round before another consumed it) may follow the binding's end.
+    ended: BTreeMap<Key, Group>,
+}
+
+impl Walk {
+    fn find(&mut self, finding: Finding, e: &Value, event: &str, round: u64) {
+        self.out.lifecycle.push(LifecycleFinding {
+            finding,
+            event: event.to_owned(),
+            server: e.get("server").cloned().unwrap_or(Value::Null),
+            request_id: e.get("request_id").cloned().unwrap_or(Value::Null),
+            round,
+            seq: e.get("seq").cloned().unwrap_or(Value::Null),
+        });
+    }
+
+    /// Nothing of a binding without a live group: a new one starts only with round 1.
+    fn without_group(&mut self, key: &Key, e: &Value, event: &str, round: u64) {
+        let finding = if self.ended.contains_key(key) {
+            Finding::AfterTerminal
+        } else {
+            Finding::NotReceived
+        };
+        self.find(finding, e, event, round);
+    }
+
+    fn received(&mut self, key: Key, e: &Value, round: u64) {
+        let view = text(e, "view_sha256");
+        let Some(g) = self.live.get_mut(&key) else {
+            if round == 1 {
+                let g = Group {
+                    received: 1,
+                    views: BTreeMap::from([(1, BTreeSet::from([view]))]),
+                    tries: BTreeMap::from([(1, (1, 0))]),
+                    ..Group::default()
+                };
+                self.live.insert(key, g);
+                self.out.bindings = self.out.bindings.saturating_add(1);
+            } else {
+                self.without_group(&key, e, "received", round);
+            }
+            return;
+        };
+        if round >= 1 && round <= g.received {
+            // Received again: legitimate only when that one's store was refused (two
+            // instances judged one response; a store that failed was tried again).
+            let n = g.tries.entry(round).or_default();
+            n.0 = n.0.saturating_add(1);
+            g.views.entry(round).or_default().insert(view);
+            g.extra_received.entry(round).or_insert_with(|| e.clone());
+        } else if round == g.received.saturating_add(1) && g.submitted_up_to() == g.received {
+            g.received = round;
+            g.views.entry(round).or_default().insert(view);
+            g.tries.insert(round, (1, 0));
+        } else {
+            self.find(Finding::OutOfOrder, e, "received", round);
+        }
+    }
+
+    fn consented(&mut self, key: Key, e: &Value, round: u64) {
+        let entry = (
+            round,
+            text(e, "retry_id"),
+            text(e, "view_sha256"),
+            text(e, "consent_receipt_id"),
+        );
+        let (g, late) = match (self.live.get_mut(&key), self.ended.get_mut(&key)) {
+            (Some(g), _) => (g, false),
+            (None, Some(g)) => (g, true),
+            (None, None) => return self.find(Finding::NotReceived, e, "consented", round),
+        };
+        let finding = if !g.views.contains_key(&round) {
+            Some(if late {
+                Finding::AfterTerminal
+            } else {
+                Finding::NotReceived
+            })
+        } else if !g.shows(round, &entry.2) {
+            Some(Finding::OtherView)
+        } else if g.consented.contains(&entry) {
+            Some(Finding::Duplicate)
+        } else {
+            None
+        };
+        match finding {
+            Some(f) => self.find(f, e, "consented", round),
+            None => g.consented.push(entry),
+        }
+    }
+
+    fn submitted(&mut self, key: Key, e: &Value, round: u64) {
+        let at = json!({"server": e.get("server"), "request_id": e.get("request_id"), "round": round, "seq": e.get("seq")});
+        let Some(g) = self.live.get_mut(&key) else {
+            return self.without_group(&key, e, "submitted", round);
+        };
+        if !g.views.contains_key(&round) {
+            return self.find(Finding::NotReceived, e, "submitted", round);
+        }
+        let count = g.submitted.entry(round).or_default();
+        *count = count.saturating_add(1);
+        let n = *count;
+        if n == 2 {
+            self.out.double_use.push(at.clone());
+        }
+        let in_place = n == 1 && round == g.received;
+        let view = text(e, "view_sha256");
+        let other_view = !g.shows(round, &view);
+        let receipt = e.get("consent_receipt_id").filter(|r| !r.is_null());
+        let asked_input = e
+            .get("input_kinds")
+            .and_then(Value::as_object)
+            .is_some_and(|k| !k.is_empty());
+        let wanted = (
+            round,
+            text(e, "retry_id"),
+            view,
+            text(e, "consent_receipt_id"),
+        );
+        let consented = g.consented.contains(&wanted);
+        match receipt {
+            Some(_) if !consented => self.out.unconsented.push(at),
+            None if asked_input => self.out.consent_missing.push(at),
+            _ => {}
+        }
+        if other_view {
+            self.find(Finding::OtherView, e, "submitted", round);
+        } else if !in_place && n == 1 {
+            // An earlier round, not submitted, whose next round was received already.
+            self.find(Finding::OutOfOrder, e, "submitted", round);
+        }
+    }
+
+    fn terminal(&mut self, key: Key, e: &Value, round: u64) {
+        if e.get("outcome").and_then(Value::as_str) == Some("expired") {
+            self.out
+                .expired
+                .push(json!({"server": e.get("server"), "request_id": e.get("request_id")}));
+        }
+        let Some(g) = self.live.remove(&key) else {
+            // A binding ended before any round (a denial of its first response) names
+            // round 0; any other round needs a live binding that received it.
+            if round != 0 {
+                self.without_group(&key, e, "terminal", round);
+            }
+            return;
+        };
+        // The round of the stored binding: the last received, or the one before it when
+        // that one's store was refused (then a `rejected` event names it); never before the
+        // last submitted.
+        let refused_last = g.tries.get(&g.received).is_some_and(|t| t.1 > 0);
+        let stored = round == g.received || (refused_last && round.saturating_add(1) == g.received);
+        if !stored || round < g.submitted_up_to() {
+            self.find(Finding::OutOfOrder, e, "terminal", round);
+        }
+        self.close(&g);
+        // The group ends here: the id may be registered again.
+        self.ended.insert(key, g);
+    }
+
+    fn rejected(&mut self, key: &Key, e: &Value, round: u64) {
+        let reason = e.get("reason").and_then(Value::as_str).unwrap_or("unknown");
+        self.out
+            .refused
+            .entry(kind_of(reason).to_owned())
+            .or_default()
+            .push(json!({"reason": reason, "request_id": e.get("request_id"), "retry_id": e.get("retry_id"), "seq": e.get("seq")}));
+        if let Some(n) = self.live.get_mut(key).and_then(|g| g.tries.get_mut(&round)) {
+            n.1 = n.1.saturating_add(1);
+        }
+    }
+
+    /// A group's rounds received more often than refused stores explain.
+    fn close(&mut self, g: &Group) {
+        for (round, (received, refused)) in &g.tries {
+            if *received > refused.saturating_add(1)
+                && let Some(e) = g.extra_received.get(round)
+            {
+                self.find(Finding::Duplicate, e, "received", *round);
+            }
+        }
+    }
+}
+
 /// Reconcile `lines` (one trail, in order).
 pub fn reconcile<'a>(lines: impl IntoIterator<Item = &'a str> + Clone) -> Reconciliation {
-    let mut out = Reconciliation {
-        chain_break: verify_chain(lines.clone()).err(),
-        ..Reconciliation::default()
+    let mut walk = Walk {
+        out: Reconciliation {
+            chain_break: verify_chain(lines.clone()).err(),
+            ..Reconciliation::default()
+        },
+        ..Walk::default()
     };
-    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     for line in lines {
-        out.events = out.events.saturating_add(1);
+        walk.out.events = walk.out.events.saturating_add(1);
         let Ok(e) = serde_json::from_str::<Value>(line) else {
             continue;
         };
@@ -100,75 +376,25 @@ pub fn reconcile<'a>(lines: impl IntoIterator<Item = &'a str> + Clone) -> Reconc
         let key = (text(&e, "server"), text(&e, "request_id"));
         let round = e.get("round").and_then(Value::as_u64).unwrap_or(0);
         match event {
-            "received" => {
-                let g = groups.entry(key).or_default();
-                if !g.received {
-                    out.bindings = out.bindings.saturating_add(1);
-                }
-                g.received = true;
-                g.rounds = g.rounds.max(round);
-            }
-            "consented" => groups.entry(key).or_default().consented.push((
-                round,
-                text(&e, "retry_id"),
-                text(&e, "view_sha256"),
-                text(&e, "consent_receipt_id"),
-            )),
-            "submitted" => {
-                let g = groups.entry(key.clone()).or_default();
-                let n = g.submitted.entry(round).or_default();
-                *n = n.saturating_add(1);
-                let at = json!({"server": e.get("server"), "request_id": e.get("request_id"), "round": round, "seq": e.get("seq")});
-                if *n == 2 {
-                    out.double_use.push(at.clone());
-                }
-                let receipt = e.get("consent_receipt_id").filter(|r| !r.is_null());
-                let asked_input = e
-                    .get("input_kinds")
-                    .and_then(Value::as_object)
-                    .is_some_and(|k| !k.is_empty());
-                match receipt {
-                    Some(_) => {
-                        let wanted = (
-                            round,
-                            text(&e, "retry_id"),
-                            text(&e, "view_sha256"),
-                            text(&e, "consent_receipt_id"),
-                        );
-                        if !g.consented.contains(&wanted) {
-                            out.unconsented.push(at);
-                        }
-                    }
-                    None if asked_input => out.consent_missing.push(at),
-                    None => {}
-                }
-            }
-            "rejected" => {
-                let reason = e.get("reason").and_then(Value::as_str).unwrap_or("unknown");
-                out.refused
-                    .entry(kind_of(reason).to_owned())
-                    .or_default()
-                    .push(json!({"reason": reason, "request_id": e.get("request_id"), "retry_id": e.get("retry_id"), "seq": e.get("seq")}));
-            }
-            "terminal" => {
-                if e.get("outcome").and_then(Value::as_str) == Some("expired") {
-                    out.expired.push(
-                        json!({"server": e.get("server"), "request_id": e.get("request_id")}),
-                    );
-                }
-                // The group ends here: the id may be registered again.
-                groups.remove(&key);
-            }
+            "received" => walk.received(key, &e, round),
+            "consented" => walk.consented(key, &e, round),
+            "submitted" => walk.submitted(key, &e, round),
+            "rejected" => walk.rejected(&key, &e, round),
+            "terminal" => walk.terminal(key, &e, round),
             _ => {}
         }
     }
-    let mut open: Vec<Value> = groups
+    let live = std::mem::take(&mut walk.live);
+    for g in live.values() {
+        walk.close(g);
+    }
+    let mut out = walk.out;
+    let mut open: Vec<Value> = live
         .into_iter()
-        .filter(|(_, g)| g.received)
         .map(|((server, id), g)| {
             json!({"server": serde_json::from_str::<Value>(&server).unwrap_or(Value::Null),
                 "request_id": serde_json::from_str::<Value>(&id).unwrap_or(Value::Null),
-                "rounds": g.rounds, "submitted": g.submitted.values().sum::<u64>()})
+                "rounds": g.received, "submitted": g.submitted.values().sum::<u64>()})
         })
         .collect();
     open.sort_by_key(Value::to_string);
@@ -211,7 +437,11 @@ mod tests {
     #[test]
     fn a_clean_trail_reports_its_open_and_ended_bindings() {
         let lines = chain(&[
-            ev("received", 1, json!({"input_kinds": {"a": "form"}})),
+            ev(
+                "received",
+                1,
+                json!({"input_kinds": {"a": "form"}, "view_sha256": "v"}),
+            ),
             ev(
                 "consented",
                 1,
@@ -288,5 +518,133 @@ mod tests {
             reconcile(std::iter::empty::<&str>()),
             Reconciliation::default()
         );
+    }
+
+    fn findings(r: &Reconciliation) -> Vec<(&'static str, &str, u64)> {
+        r.lifecycle
+            .iter()
+            .map(|f| (f.finding.as_str(), f.event.as_str(), f.round))
+            .collect()
+    }
+
+    #[test]
+    fn races_the_gate_allows_are_not_findings() {
+        let round = |r: u64, extra: Value| {
+            let mut e = ev(
+                "received",
+                1,
+                json!({"round": r, "view_sha256": format!("v{r}")}),
+            );
+            if let (Some(o), Some(x)) = (e.as_object_mut(), extra.as_object()) {
+                o.extend(x.clone());
+            }
+            e
+        };
+        let consent = |retry: u64, receipt: &str| {
+            ev(
+                "consented",
+                1,
+                json!({"retry_id": retry, "view_sha256": "v1", "consent_receipt_id": receipt}),
+            )
+        };
+        let lines = chain(&[
+            // Two instances judged round 1's response; the second one's store lost.
+            round(1, json!({})),
+            round(1, json!({})),
+            ev("rejected", 1, json!({"reason": "state_already_used"})),
+            // Two consents (two instances); one retry; the other instance's consent came
+            // after the round was consumed, and again after the binding ended.
+            consent(2, "a"),
+            consent(3, "b"),
+            ev(
+                "submitted",
+                1,
+                json!({"retry_id": 2, "view_sha256": "v1", "consent_receipt_id": "a", "input_kinds": {"k": "form"}}),
+            ),
+            consent(4, "c"),
+            round(2, json!({})),
+            ev("terminal", 1, json!({"round": 2, "outcome": "cancelled"})),
+            consent(5, "d"),
+            // The id registered again: a binding denied at its first response, then one
+            // with a round.
+            ev("terminal", 1, json!({"round": 0, "outcome": "error"})),
+            round(1, json!({})),
+        ]);
+        let r = reconcile(lines.iter().map(String::as_str));
+        assert!(r.clean(), "{}", r.to_json());
+        assert_eq!(r.bindings, 2);
+    }
+
+    #[test]
+    fn each_event_out_of_its_bindings_life_is_a_typed_finding() {
+        let received = |r: u64| {
+            ev(
+                "received",
+                1,
+                json!({"round": r, "view_sha256": format!("v{r}")}),
+            )
+        };
+        let submitted = |r: u64, view: &str| {
+            ev(
+                "submitted",
+                1,
+                json!({"round": r, "retry_id": 10 + r, "view_sha256": view, "consent_receipt_id": null, "input_kinds": {}}),
+            )
+        };
+        type Expected = Vec<(&'static str, &'static str, u64)>;
+        let cases: Vec<(Vec<Value>, Expected)> = vec![
+            (
+                vec![submitted(1, "v1")],
+                vec![("not_received", "submitted", 1)],
+            ),
+            (
+                vec![ev(
+                    "consented",
+                    1,
+                    json!({"retry_id": 2, "view_sha256": "v1", "consent_receipt_id": "r"}),
+                )],
+                vec![("not_received", "consented", 1)],
+            ),
+            (
+                vec![
+                    received(1),
+                    submitted(1, "v1"),
+                    ev("terminal", 1, json!({"round": 1})),
+                    submitted(1, "v1"),
+                ],
+                vec![("after_terminal", "submitted", 1)],
+            ),
+            (
+                vec![received(1), submitted(1, "v2")],
+                vec![("other_view", "submitted", 1)],
+            ),
+            (
+                vec![received(1), received(2)],
+                vec![("out_of_order", "received", 2)],
+            ),
+            (vec![received(2)], vec![("not_received", "received", 2)]),
+            (
+                vec![received(1), received(1)],
+                vec![("duplicate", "received", 1)],
+            ),
+            (
+                vec![
+                    received(1),
+                    submitted(1, "v1"),
+                    ev("terminal", 1, json!({"round": 2})),
+                ],
+                vec![("out_of_order", "terminal", 2)],
+            ),
+            (
+                vec![ev("terminal", 1, json!({"round": 1}))],
+                vec![("not_received", "terminal", 1)],
+            ),
+        ];
+        for (events, expected) in cases {
+            let lines = chain(&events);
+            let r = reconcile(lines.iter().map(String::as_str));
+            assert!(!r.clean(), "{events:?}");
+            assert_eq!(findings(&r), expected, "{}", r.to_json());
+        }
     }
 }

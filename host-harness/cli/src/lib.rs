@@ -14,6 +14,7 @@ pub mod conformance;
 pub mod corpus;
 pub mod demo;
 pub mod fixture;
+pub mod keys;
 pub mod race;
 
 /// An error and its sources, one after the other: `outer: cause: root cause`.

@@ -26,6 +26,14 @@ def stdio_command(script: str = "server.py") -> str:
     return f"{sys.executable} {HERE / script}"
 
 
+@pytest.fixture(autouse=True)
+def own_config_folder(tmp_path, monkeypatch):
+    """Every run makes (or finds) its host key in a config folder of this test's own, never
+    in the real home (the CLI's keys are on by default: docs/host-keys.md)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("MRTR_GATE_HOST_KEYS", raising=False)
+
+
 @pytest.fixture(scope="module")
 def http_peer():
     p = HttpPeer()

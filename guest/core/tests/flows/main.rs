@@ -18,6 +18,7 @@ mod form_url_state;
 mod identity_replay_expiry;
 mod parser_refusals;
 mod population_and_schema;
+mod reconcile_orderings;
 mod registration_refusals;
 mod rounds;
 mod spec_legal;

@@ -16,12 +16,14 @@
 //!                                 or `state-only`
 //! mrtr-gate info                  the component's imports, exports and size
 //! mrtr-gate export-component FILE write the component (for jco, wasmtime-py, wasm-tools)
-//! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain
+//! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain, and its keyed
+//!                                 links and anchor (docs/host-keys.md)
 //! ```
 
 use clap::{Args, Parser, Subcommand};
 use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
+use mrtr_gate_cli::keys::KeyOptions;
 use mrtr_gate_client::ServerStderr;
 use mrtr_gate_host::shown::json_for_terminal;
 use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
@@ -64,6 +66,8 @@ enum Command {
         server: ServerFlags,
         #[command(flatten)]
         stderr: StderrFlags,
+        #[command(flatten)]
+        keys: KeyFlags,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -218,10 +222,19 @@ enum Command {
         #[arg(long, default_value = "default")]
         namespace: String,
     },
-    /// Verify a JSON-lines audit log's hash chain.
+    /// Verify a JSON-lines audit log's hash chain, then (with the host keys) that every line
+    /// has a link made with the key and that the log ends at its anchor.
     VerifyAudit {
         /// The log.
         file: PathBuf,
+        #[command(flatten)]
+        keys: KeyFlags,
+        /// The log's links (default: FILE.links).
+        #[arg(long, value_name = "FILE")]
+        links: Option<PathBuf>,
+        /// The log's anchor (default: the one `call --audit FILE` keeps beside the key file).
+        #[arg(long, value_name = "FILE")]
+        audit_anchor: Option<PathBuf>,
     },
 }
 
@@ -271,6 +284,28 @@ impl ServerFlags {
 }
 
 #[derive(Args)]
+struct KeyFlags {
+    /// The host key file (default: $MRTR_GATE_HOST_KEYS, else host-keys.json in
+    /// $XDG_CONFIG_HOME/mrtr-gate or ~/.config/mrtr-gate; made on first use, mode 0600).
+    #[arg(long, value_name = "FILE")]
+    host_keys: Option<PathBuf>,
+    /// Run without host keys: stored rounds unauthenticated, the user and tenant as plain
+    /// digests in the trail, the trail neither keyed nor anchored. Warned on stderr every run.
+    #[arg(long)]
+    insecure_no_host_keys: bool,
+}
+
+impl KeyFlags {
+    fn options(&self, anchor: Option<&PathBuf>) -> KeyOptions {
+        KeyOptions {
+            key_file: self.host_keys.clone(),
+            insecure_no_host_keys: self.insecure_no_host_keys,
+            anchor: anchor.cloned(),
+        }
+    }
+}
+
+#[derive(Args)]
 struct CallFlags {
     /// The user the request is bound to (default: $USER).
     #[arg(long)]
@@ -298,6 +333,11 @@ struct CallFlags {
     /// At most this many input_required rounds (1 to 64).
     #[arg(long)]
     max_rounds: Option<u32>,
+    /// Where the --audit trail's anchor goes (default: anchors/ beside the key file).
+    #[arg(long, value_name = "FILE", requires = "audit")]
+    audit_anchor: Option<PathBuf>,
+    #[command(flatten)]
+    keys: KeyFlags,
 }
 
 impl CallFlags {
@@ -317,6 +357,7 @@ impl CallFlags {
             open: self.open,
             max_rounds: self.max_rounds,
             server_stderr,
+            keys: self.keys.options(self.audit_anchor.as_ref()),
         }
     }
 }
@@ -346,9 +387,18 @@ fn main() -> ExitCode {
         Command::List {
             server,
             stderr,
+            keys,
             json,
             what,
-        } => return list(server.target(), stderr.server_stderr(), &what, json),
+        } => {
+            return list(
+                server.target(),
+                stderr.server_stderr(),
+                &keys.options(None),
+                &what,
+                json,
+            );
+        }
         Command::Demo { audit } => demo(audit),
         Command::Bench {
             rounds,
@@ -424,7 +474,16 @@ fn main() -> ExitCode {
             .map(|table| print!("{table}")),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
-        Command::VerifyAudit { file } => verify(&file),
+        Command::VerifyAudit {
+            file,
+            keys,
+            links,
+            audit_anchor,
+        } => verify(
+            &file,
+            &keys.options(audit_anchor.as_ref()),
+            links.as_deref(),
+        ),
         Command::Reconcile {
             trail,
             redis,
@@ -482,7 +541,13 @@ fn call(
     ExitCode::from(c::exit_code(&outcome))
 }
 
-fn list(target: Target, server_stderr: ServerStderr, what: &str, json: bool) -> ExitCode {
+fn list(
+    target: Target,
+    server_stderr: ServerStderr,
+    keys: &KeyOptions,
+    what: &str,
+    json: bool,
+) -> ExitCode {
     use mrtr_gate_cli::call as c;
     let outcome = GateRuntime::embedded()
         .map_err(|e| {
@@ -499,6 +564,7 @@ fn list(target: Target, server_stderr: ServerStderr, what: &str, json: bool) -> 
                 open: false,
                 max_rounds: None,
                 server_stderr,
+                keys: keys.clone(),
             };
             let mut client = c::connect(&options, &runtime)?;
             c::list(&mut client, what)
@@ -723,10 +789,25 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
     }
 }
 
-fn verify(path: &std::path::Path) -> Result<(), String> {
+fn verify(
+    path: &std::path::Path,
+    keys: &KeyOptions,
+    links: Option<&std::path::Path>,
+) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let n = mrtr_gate_core::audit::verify_chain(text.lines())
         .map_err(|b| format!("the chain is broken: {b:?}"))?;
-    println!("{}: {n} events, chain intact", path.display());
+    if keys.insecure_no_host_keys {
+        eprintln!("{}", mrtr_gate_cli::keys::INSECURE_WARNING);
+        println!(
+            "{}: {n} events, chain intact (links and anchor not checked)",
+            path.display()
+        );
+        return Ok(());
+    }
+    println!(
+        "{}",
+        mrtr_gate_cli::keys::verify_keyed(path, &text, n, keys, links)?
+    );
     Ok(())
 }

@@ -1,0 +1,218 @@
+//! The audit trail under a host key (docs/host-keys.md, "The keyed trail"): every line the
+//! gate appends gets a keyed link, and the head the sink last confirmed is anchored apart
+//! from the trail. The trail itself is the core's, unchanged: any host verifies its chain
+//! without a key (`verify_chain`); the key holder also verifies who wrote each line and where
+//! the trail ended ([`verify_anchor`]).
+//!
+//! - A **link** is one JSON line in the links file, written (and synced) before the line it
+//!   covers is appended: `{"event_sha256":H,"key_id":K,"mac":M,"seq":N}`, M =
+//!   HMAC-SHA256(key; "mrtr-gate/audit-link/v1", N, H). H is the digest of the line, which
+//!   names the line before it (`prev_sha256`), so a link covers the chain up to its line: a
+//!   line appended without the key has no link that verifies.
+//! - The **anchor** (checkpoint) is replaced after every append that was written:
+//!   `{"event_sha256":H,"key_id":K,"mac":M,"seq":N}`, M = HMAC-SHA256(key;
+//!   "mrtr-gate/audit-anchor/v1", N, H): the head the trail had when the gate last wrote.
+//!   Lines past it are reported `Extended`, lines missing before it `Truncated`.
+//!
+//! Every MAC input is length-prefixed (`HostKeys::mac`): an 8-byte big-endian length, then
+//! the bytes; N is 8 bytes big-endian, H its 64 lowercase hex digits as ASCII.
+
+use super::{HostKeys, hex, unhex};
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, HostError};
+use serde_json::Value;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+const ANCHOR_CONTEXT: &[u8] = b"mrtr-gate/audit-anchor/v1";
+const LINK_CONTEXT: &[u8] = b"mrtr-gate/audit-link/v1";
+
+/// An audit sink under a host key: each line keyed by a link written beside the trail, the
+/// head anchored apart from it. A trail whose newest lines were removed still verifies as a
+/// chain, and so does one with lines appended by whoever can write it; against the links and
+/// the anchor neither does ([`verify_anchor`]).
+pub struct AnchoredAudit<A> {
+    inner: A,
+    keys: HostKeys,
+    checkpoint: PathBuf,
+    links: PathBuf,
+    /// Held across link, append and anchor: within a process the anchor only moves forward.
+    order: Mutex<()>,
+}
+
+impl<A> AnchoredAudit<A> {
+    /// Key `inner`'s lines in the `links` file (beside the trail: links are not secret) and
+    /// anchor its head in `checkpoint` (kept where the trail's writer cannot reach), with
+    /// `keys`' current key.
+    pub fn new(
+        inner: A,
+        keys: HostKeys,
+        checkpoint: impl AsRef<Path>,
+        links: impl AsRef<Path>,
+    ) -> Self {
+        Self {
+            inner,
+            keys,
+            checkpoint: checkpoint.as_ref().to_owned(),
+            links: links.as_ref().to_owned(),
+            order: Mutex::new(()),
+        }
+    }
+}
+
+/// `{"event_sha256":H,"key_id":K,"mac":M,"seq":N}` (keys in canonical order), MAC'd with
+/// `keys`' current key in `context`.
+fn keyed_head(
+    keys: &HostKeys,
+    context: &[u8],
+    seq: u64,
+    event_sha256: &str,
+) -> Result<String, HostError> {
+    let id = keys.current_id();
+    let mac = keys
+        .mac(id, &[context, &seq.to_be_bytes(), event_sha256.as_bytes()])
+        .ok_or_else(|| HostError::new("the current host key is missing"))?;
+    Ok(format!(
+        "{{\"event_sha256\":\"{event_sha256}\",\"key_id\":\"{id}\",\"mac\":\"{}\",\"seq\":{seq}}}",
+        hex(&mac)
+    ))
+}
+
+impl<A: Audit> AnchoredAudit<A> {
+    fn link(&self, entry: &AuditEntry) -> Result<(), HostError> {
+        let mut line = keyed_head(&self.keys, LINK_CONTEXT, entry.seq, &entry.event_sha256)?;
+        line.push('\n');
+        // One write of one line, synced: the line it covers is never in the trail without it.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.links)
+            .and_then(|mut f| f.write_all(line.as_bytes()).and_then(|()| f.sync_data()))
+            .map_err(|_| HostError::new("the audit link could not be written"))
+    }
+
+    fn anchor(&self, entry: &AuditEntry) -> Result<(), HostError> {
+        let mut text = keyed_head(&self.keys, ANCHOR_CONTEXT, entry.seq, &entry.event_sha256)?;
+        text.push('\n');
+        // Written aside and renamed over: the checkpoint is never half there.
+        let tmp = self.checkpoint.with_extension("tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &self.checkpoint))
+            .map_err(|_| HostError::new("the audit anchor could not be written"))
+    }
+}
+
+impl<A: Audit> Audit for AnchoredAudit<A> {
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        let _order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        // The link first: an append the sink then refuses (its head moved) leaves a link to
+        // a line that is nowhere in the trail, which matches nothing and is ignored.
+        self.link(entry)?;
+        let outcome = self.inner.append(entry)?;
+        if matches!(outcome, AppendOutcome::Written { stored: Some(_) }) {
+            // An anchor that cannot be written is a failed append (the gate then denies).
+            self.anchor(entry)?;
+        }
+        Ok(outcome)
+    }
+}
+
+/// What checking a trail against its links and anchor found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnchorCheck {
+    /// Every line is keyed and the trail ends exactly at the anchored head.
+    Intact {
+        /// Events in the trail.
+        events: u64,
+    },
+    /// The anchor is missing, unreadable or its MAC fails.
+    BadAnchor,
+    /// The trail's chain itself is broken.
+    BrokenChain,
+    /// The line at `seq` has no link that verifies: it was written without the key (or its
+    /// link was removed).
+    Unkeyed {
+        /// The first such line's `seq`.
+        seq: u64,
+    },
+    /// The trail ends before the anchored head: lines were removed from its end.
+    Truncated {
+        /// Events in the trail.
+        events: u64,
+        /// Events the anchor says were written.
+        anchored: u64,
+    },
+    /// The trail's event at the anchored position is not the anchored one.
+    Diverged,
+    /// The trail goes on past the anchored head. Its lines are keyed, so a key holder wrote
+    /// them: another process sharing the trail, or an anchor put back to an older one.
+    Extended {
+        /// Events in the trail.
+        events: u64,
+        /// Events the anchor covers.
+        anchored: u64,
+    },
+}
+
+/// `(seq, event_sha256, key id, mac)` of a link or anchor line.
+fn parse_keyed_head(text: &str) -> Option<(u64, String, String, Vec<u8>)> {
+    let v = serde_json::from_str::<Value>(text).ok()?;
+    Some((
+        v.get("seq").and_then(Value::as_u64)?,
+        v.get("event_sha256").and_then(Value::as_str)?.to_owned(),
+        v.get("key_id").and_then(Value::as_str)?.to_owned(),
+        v.get("mac").and_then(Value::as_str).and_then(unhex)?,
+    ))
+}
+
+fn verifies(keys: &HostKeys, context: &[u8], head: &(u64, String, String, Vec<u8>)) -> bool {
+    let (seq, digest, id, mac) = head;
+    keys.verify(id, &[context, &seq.to_be_bytes(), digest.as_bytes()], mac)
+}
+
+/// Check `trail` (JSON lines) against its `links` and the `checkpoint` text with `keys`.
+/// In order: the anchor's MAC, the chain, a verifying link for every line, then where the
+/// trail ends against the anchored head.
+pub fn verify_anchor(trail: &str, links: &str, checkpoint: &str, keys: &HostKeys) -> AnchorCheck {
+    let Some(anchor) =
+        parse_keyed_head(checkpoint.trim_end()).filter(|a| verifies(keys, ANCHOR_CONTEXT, a))
+    else {
+        return AnchorCheck::BadAnchor;
+    };
+    let Ok(events) = mrtr_gate_core::audit::verify_chain(trail.lines()) else {
+        return AnchorCheck::BrokenChain;
+    };
+    let keyed: std::collections::BTreeSet<(u64, String)> = links
+        .lines()
+        .filter_map(parse_keyed_head)
+        .filter(|l| verifies(keys, LINK_CONTEXT, l))
+        .map(|(seq, digest, _, _)| (seq, digest))
+        .collect();
+    for (seq, line) in (1u64..).zip(trail.lines()) {
+        let digest = mrtr_gate_core::digest::sha256_hex(line.as_bytes());
+        if !keyed.contains(&(seq, digest)) {
+            return AnchorCheck::Unkeyed { seq };
+        }
+    }
+    let (seq, head, _, _) = anchor;
+    if events < seq {
+        return AnchorCheck::Truncated {
+            events,
+            anchored: seq,
+        };
+    }
+    let at = trail
+        .lines()
+        .nth(usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX))
+        .map(|l| mrtr_gate_core::digest::sha256_hex(l.as_bytes()));
+    if seq > 0 && at.as_deref() != Some(head.as_str()) {
+        return AnchorCheck::Diverged;
+    }
+    if events > seq {
+        return AnchorCheck::Extended {
+            events,
+            anchored: seq,
+        };
+    }
+    AnchorCheck::Intact { events }
+}
