@@ -180,9 +180,10 @@ def test_a_duplicate_key_the_sdk_would_drop_is_refused(raw_http):
 
     code, _, events, _ = run(raw_http, body, answer=lambda v: {})
     assert code == "duplicate_json_key"
-    # Refused before any binding is looked at (docs/errors.md): no round was received, so the
-    # binding the adapter then ends leaves no terminal event.
-    assert [(e["event"], e.get("reason")) for e in events] == [("rejected", "duplicate_json_key")]
+    # Refused before any binding is looked at (docs/errors.md); the adapter then ends the
+    # binding with an error, which is on record even though no round was received.
+    assert [(e["event"], e.get("reason")) for e in events] == [
+        ("rejected", "duplicate_json_key"), ("terminal", "gate_refused")]
 
 
 def test_input_required_on_tools_list_is_refused(raw_http):
