@@ -329,11 +329,16 @@ impl<S: Storage> AuthenticatedStorage<S> {
         let (id, rest) = rest.split_once('.').ok_or_else(refused)?;
         let (prev, rest) = rest.split_once('.').ok_or_else(refused)?;
         let (tag, text) = rest.split_once('.').ok_or_else(refused)?;
+        // Only the spelling `seal` writes (lowercase hex, no sign): one value has one text,
+        // and every host (Rust, Python, Node) accepts exactly the same ones.
+        let lower_hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let prev = Some(prev)
-            .filter(|p| p.len() == 16)
+            .filter(|p| p.len() == 16 && lower_hex(p))
             .and_then(|p| u64::from_str_radix(p, 16).ok())
             .ok_or_else(refused)?;
-        let mac: [u8; 32] = unhex(tag)
+        let mac: [u8; 32] = Some(tag)
+            .filter(|t| lower_hex(t))
+            .and_then(unhex)
             .and_then(|t| t.try_into().ok())
             .ok_or_else(refused)?;
         if self.keys.verify(

@@ -8,6 +8,7 @@ mod component;
 mod consent_view_golden;
 mod corpus;
 mod file_audit;
+mod host_key_vectors;
 mod host_keys;
 mod large_results;
 mod seed_verification;

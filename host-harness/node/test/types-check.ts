@@ -2,6 +2,7 @@
 // describe the API as a client uses it (a mistake here or in src/*.d.ts fails the test).
 import { Gate, GateError, type Services, type Verdict } from "mrtr-gate";
 import { DecidedConsent, ManualClock, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
+import { AuthenticatedStorage, HostKeys, Pseudonyms } from "mrtr-gate/host-keys";
 
 export async function example(services: Services): Promise<string> {
   const gate = await Gate.create(services);
@@ -43,4 +44,18 @@ export async function gatedSdk(gate: Gate, url: string): Promise<unknown> {
     if (e instanceof SdkAdapterError) return e.code;
     throw e;
   }
+}
+
+export async function keyed(secret: Uint8Array): Promise<string> {
+  const keys = new HostKeys("2026-12", secret);
+  keys.add("2026-11", secret);
+  keys.rotateTo("2026-12");
+  keys.retire("2026-11");
+  const clock = new ManualClock();
+  const names = new Pseudonyms(keys);
+  const storage = new AuthenticatedStorage(new MemoryStorage(clock), keys);
+  const gate = await Gate.create({ clock, storage, consent: new DecidedConsent(), audit: new MemoryAudit() });
+  const server = { origin: "https://mcp.example.com/mcp" };
+  const sent = await gate.register({ requestId: 1, server, user: names.user("ada"), tenant: names.tenant("acme"), method: "tools/call", params: { name: "t" } });
+  return sent.requestJson + keys.currentId;
 }
