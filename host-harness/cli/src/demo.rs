@@ -372,7 +372,14 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
             v["request_id"],
             v["round"],
             v["reason"].as_str().unwrap_or("-"),
-            v["consent_receipt_id"].as_str().unwrap_or("-"),
+            match (
+                v["consent_receipt_id"].as_str(),
+                v["consent_method"].as_str()
+            ) {
+                (Some(id), Some(how)) => format!("{id} ({how})"),
+                (Some(id), None) => id.to_owned(),
+                _ => "-".to_owned(),
+            },
             v["state_sha256"]
                 .as_str()
                 .map_or("-".to_owned(), |s| format!(
