@@ -87,9 +87,10 @@ fn record(trail: &Path, links: &Path, anchor: &Path) {
     .unwrap();
 }
 
-/// The links and the anchor `AnchoredAudit` writes for `trail`'s lines, appended in order.
-fn rekey(trail: &str) -> (String, String) {
-    let dir = temp_dir("rekey");
+/// The links and the anchor `AnchoredAudit` writes for `trail`'s lines, appended in order (in
+/// a folder of its own, `name`: tests run at once).
+fn rekey(trail: &str, name: &str) -> (String, String) {
+    let dir = temp_dir(&format!("rekey-{name}"));
     let (links, anchor) = (dir.join("links"), dir.join("anchor"));
     let audit = AnchoredAudit::new(MemoryAudit::new(), keys(), &anchor, &links);
     let mut prev = ChainHead::genesis().event_sha256;
@@ -121,10 +122,16 @@ fn the_recorded_keyed_trail_is_intact_and_its_links_and_anchor_are_the_rust_host
         fixture("trail.anchor"),
     );
     if std::env::var_os("MRTR_GATE_BLESS").is_some() {
-        for p in [&trail, &links, &anchor] {
+        // Recorded aside and renamed into place: the other tests read these files meanwhile.
+        let aside = [&trail, &links, &anchor]
+            .map(|p| p.with_file_name(format!("{}.new", p.file_name().unwrap().to_string_lossy())));
+        for p in &aside {
             let _ = std::fs::remove_file(p);
         }
-        record(&trail, &links, &anchor);
+        record(&aside[0], &aside[1], &aside[2]);
+        for (from, to) in aside.iter().zip([&trail, &links, &anchor]) {
+            std::fs::rename(from, to).unwrap();
+        }
     }
     let read = |p: &Path| std::fs::read_to_string(p).unwrap();
     let (text, linked, anchored) = (read(&trail), read(&links), read(&anchor));
@@ -135,7 +142,7 @@ fn the_recorded_keyed_trail_is_intact_and_its_links_and_anchor_are_the_rust_host
         AnchorCheck::Intact { events: n }
     );
     // The formats: the same lines keyed again give the same bytes.
-    assert_eq!(rekey(&text), (linked, anchored));
+    assert_eq!(rekey(&text, "rust"), (linked, anchored));
 }
 
 #[test]
@@ -170,4 +177,25 @@ fn a_link_or_anchor_spelt_otherwise_than_a_host_writes_it_is_not_accepted() {
         verify_anchor(&text, &links, &anchored, &keys()),
         AnchorCheck::Unkeyed { seq: 1 }
     );
+}
+
+/// The trails the Python and Node packages keyed through their own gates under their
+/// `AnchoredAudit` (recorded by `test_host_keys_anchor.py` and `host-keys-anchor.test.js` with
+/// `MRTR_GATE_BLESS=1`) verify here.
+#[test]
+fn trails_keyed_by_the_python_and_node_packages_are_intact_for_the_rust_verifier() {
+    for host in ["python", "node"] {
+        let read = |suffix: &str| {
+            std::fs::read_to_string(fixture(&format!("{host}_trail{suffix}"))).unwrap()
+        };
+        let (text, linked, anchored) = (read(".jsonl"), read(".jsonl.links"), read(".anchor"));
+        let n = text.lines().count() as u64;
+        assert!(n >= 2, "{host}");
+        assert_eq!(
+            verify_anchor(&text, &linked, &anchored, &keys()),
+            AnchorCheck::Intact { events: n },
+            "{host}"
+        );
+        assert_eq!(rekey(&text, host), (linked, anchored), "{host}");
+    }
 }

@@ -7,7 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Gate, HostError } from "../src/index.js";
@@ -126,4 +126,40 @@ test("an anchor that cannot be written fails the append, after its link", () =>
     const line = `{"prev_sha256":"${GENESIS}","seq":1}`;
     assert.throws(() => audit.append({ seq: 1n, prevSha256: GENESIS, eventSha256: sha(line), line }), (e) => e instanceof HostError && /anchor/.test(e.message));
     assert.ok(read(links).includes(sha(line)));
+  }));
+
+// tests/host_keys/node_trail.*: a round through this package's gate under its AnchoredAudit
+// (re-recorded with MRTR_GATE_BLESS=1), which tests/e2e/anchored_trail.rs verifies with the
+// Rust host's verify_anchor.
+test("a trail this package keys is recorded for the Rust verifier", () =>
+  withDir(async (dir) => {
+    const SERVER = { origin: "https://mcp.example.com/mcp" };
+    const META = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {}, url: {} } },
+    };
+    const SCHEMA = { type: "object", properties: { email: { type: "string", format: "email" } }, required: ["email"] };
+    const round = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { resultType: "input_required", inputRequests: {
+      contact: { method: "elicitation/create", params: { message: "Email?", requestedSchema: SCHEMA } } } } });
+    const trail = new MemoryAudit();
+    const [links, anchor] = [join(dir, "trail.jsonl.links"), join(dir, "trail.anchor")];
+    const clock = new ManualClock();
+    const gate = await Gate.create(
+      { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new AnchoredAudit(trail, KEYS, anchor, links) },
+      { loadCoreModule: cachedLoader() },
+    );
+    await gate.register({ requestId: 1, server: SERVER, user: "u", tenant: "t", method: "tools/call", params: { name: "book", arguments: { party: 4 }, _meta: META } });
+    assert.equal((await gate.acceptResponse(SERVER, round)).kind, "input_required");
+    await gate.buildRetry({ server: SERVER, requestId: 1, retryId: 2, user: "u", tenant: "t",
+      responses: { contact: { action: "accept", content: { email: "ada@example.com" } } } });
+    const text = trail.lines.map((l) => `${l}\n`).join("");
+    assert.deepEqual(verifyAnchor(text, read(links), read(anchor), KEYS), { kind: "intact", events: 3n });
+    const recorded = ["node_trail.jsonl", "node_trail.jsonl.links", "node_trail.anchor"];
+    if (process.env.MRTR_GATE_BLESS) {
+      for (const [i, made] of [text, read(links), read(anchor)].entries()) {
+        writeFileSync(new URL(`../../../tests/host_keys/${recorded[i]}`, import.meta.url), made);
+      }
+    }
+    const [t, l, a] = recorded.map(fixture);
+    assert.deepEqual(verifyAnchor(t, l, a, KEYS), { kind: "intact", events: BigInt(t.split("\n").filter((x) => x !== "").length) });
   }));

@@ -134,3 +134,35 @@ def test_an_anchor_that_cannot_be_written_fails_the_append(tmp_path):
         raise AssertionError("an unwritten anchor must fail the append")
     # The link went first, so the line it covers is keyed.
     assert sha(line) in (tmp_path / "links").read_text()
+
+
+def test_a_trail_this_package_keys_is_recorded_for_the_rust_verifier(tmp_path):
+    """tests/host_keys/python_trail.*: a round through this package's gate under its
+    AnchoredAudit (re-recorded with MRTR_GATE_BLESS=1), which tests/e2e/anchored_trail.rs
+    verifies with the Rust host's verify_anchor."""
+    import os
+
+    from test_gate import ANSWERS, PARAMS, SERVER, form_round
+
+    trail, links, anchor = tmp_path / "trail.jsonl", tmp_path / "trail.jsonl.links", tmp_path / "trail.anchor"
+    clock = hosts.ManualClock()
+    sink = hosts.FileAudit(trail)
+    try:
+        gate = m.Gate(
+            clock=clock,
+            storage=hosts.MemoryStorage(clock),
+            consent=hosts.CallbackConsent(lambda p: True),
+            audit=AnchoredAudit(sink, KEYS, anchor, links),
+        )
+        gate.register(request_id=1, server=SERVER, user="u", tenant="t", method="tools/call", params=PARAMS)
+        assert isinstance(gate.accept_response(SERVER, form_round(1)), m.InputRequired)
+        gate.build_retry(server=SERVER, request_id=1, retry_id=2, user="u", tenant="t", responses=ANSWERS)
+    finally:
+        sink.close()
+    assert verify_anchor(trail.read_text(), links.read_text(), anchor.read_text(), KEYS) == Intact(3)
+    recorded = [FIXTURES / "python_trail.jsonl", FIXTURES / "python_trail.jsonl.links", FIXTURES / "python_trail.anchor"]
+    if os.environ.get("MRTR_GATE_BLESS"):
+        for made, path in zip([trail, links, anchor], recorded):
+            path.write_bytes(made.read_bytes())
+    text, linked, anchored = (p.read_text("utf-8") for p in recorded)
+    assert verify_anchor(text, linked, anchored, KEYS) == Intact(len(text.splitlines()))
