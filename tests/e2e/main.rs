@@ -4,6 +4,7 @@
 
 #![cfg(test)]
 
+mod anchored_trail;
 mod component;
 mod consent_view_golden;
 mod corpus;

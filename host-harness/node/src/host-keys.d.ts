@@ -1,5 +1,5 @@
 // Types of the host-key wrappers (src/host-keys.js; Node only: node:crypto).
-import type { DuePage, Entry, ReadKey, WriteOp } from "./index.js";
+import type { AuditEntry, AppendOutcome, DuePage, Entry, ReadKey, WriteOp } from "./index.js";
 
 /** A key the host cannot use (a bad id, a short secret, an unknown id). */
 export declare class HostKeyError extends Error {}
@@ -38,3 +38,30 @@ export declare class Pseudonyms {
   user(user: string): string;
   tenant(tenant: string): string;
 }
+
+/** Any audit sink of this package (`MemoryAudit`, or yours). */
+export interface AuditService {
+  append(entry: AuditEntry): AppendOutcome;
+}
+
+/**
+ * `inner` under a host key: each line keyed by a link appended (and synced) to `links` before
+ * it, the head anchored in `checkpoint` (replaced after each written append), as the Rust host.
+ */
+export declare class AnchoredAudit implements AuditService {
+  constructor(inner: AuditService, keys: HostKeys, checkpoint: string, links: string);
+  append(entry: AuditEntry): AppendOutcome;
+}
+
+/** What checking a trail against its links and anchor found (docs/host-keys.md). */
+export type AnchorCheck =
+  | { kind: "intact"; events: bigint }
+  | { kind: "badAnchor" }
+  | { kind: "brokenChain" }
+  | { kind: "unkeyed"; seq: bigint }
+  | { kind: "truncated"; events: bigint; anchored: bigint }
+  | { kind: "diverged" }
+  | { kind: "extended"; events: bigint; anchored: bigint };
+
+/** Check `trail` (JSON lines) against its `links` and the anchor text `checkpoint` with `keys`. */
+export declare function verifyAnchor(trail: string, links: string, checkpoint: string, keys: HostKeys): AnchorCheck;

@@ -6,15 +6,18 @@
 // - AuthenticatedStorage: every stored value is `mac2.<key id>.<prev>.<HMAC-SHA256>.<text>`;
 //   a value that fails its MAC, was moved to another key, or is older than one this wrapper
 //   saw under its key (a rollback) is refused (HostError: the gate denies, `storage_failed`);
-// - Pseudonyms: `u1.<32 hex>` / `t1.<32 hex>` for the user and tenant passed to the gate.
+// - Pseudonyms: `u1.<32 hex>` / `t1.<32 hex>` for the user and tenant passed to the gate;
+// - AnchoredAudit and verifyAnchor (anchor.js): every trail line keyed by a link beside the
+//   trail, the head anchored apart from it.
 //
 // Node only (node:crypto): the gate calls storage synchronously, and WebCrypto's HMAC is
 // asynchronous, so a browser cannot run these wrappers; the package's other modules do not
-// import this one and still load in browsers. The anchored audit sink (`AnchoredAudit` in
-// Rust) is not in this package yet.
+// import this one and still load in browsers.
 
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { HostError } from "./index.js";
+
+export { AnchoredAudit, verifyAnchor } from "./anchor.js";
 
 const ID = /^[A-Za-z0-9_-]{1,32}$/;
 const LOWER_HEX = /^[0-9a-f]*$/;

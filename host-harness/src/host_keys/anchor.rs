@@ -161,7 +161,11 @@ fn parse_keyed_head(text: &str) -> Option<(u64, String, String, Vec<u8>)> {
         v.get("seq").and_then(Value::as_u64)?,
         v.get("event_sha256").and_then(Value::as_str)?.to_owned(),
         v.get("key_id").and_then(Value::as_str)?.to_owned(),
-        v.get("mac").and_then(Value::as_str).and_then(unhex)?,
+        v.get("mac")
+            .and_then(Value::as_str)
+            // Only the spelling a host writes (lowercase hex, no sign), as every host reads it.
+            .filter(|m| m.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .and_then(unhex)?,
     ))
 }
 

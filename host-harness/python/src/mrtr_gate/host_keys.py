@@ -6,14 +6,15 @@ in the others, and the same name gets the same pseudonym everywhere
 - `AuthenticatedStorage`: every stored value is `mac2.<key id>.<prev>.<HMAC-SHA256>.<text>`;
   a value that fails its MAC, was moved to another key, or is older than one this wrapper saw
   under its key (a rollback) is refused (`HostError`: the gate denies with `storage_failed`);
-- `Pseudonyms`: `u1.<32 hex>` / `t1.<32 hex>` for the user and tenant passed to the gate.
+- `Pseudonyms`: `u1.<32 hex>` / `t1.<32 hex>` for the user and tenant passed to the gate;
+- `AnchoredAudit` and `verify_anchor` (`mrtr_gate._anchor`): every trail line keyed by a link
+  beside the trail, the head anchored apart from it.
 
     keys = HostKeys("2026-12", secret)      # secret: bytes, at least 32
     storage = AuthenticatedStorage(hosts.MemoryStorage(), keys)
     names = Pseudonyms(keys)
     gate.register(..., user=names.user(email), tenant=names.tenant(org), ...)
-
-The anchored audit sink (`AnchoredAudit` in Rust) is not in this package yet."""
+    audit = AnchoredAudit(hosts.FileAudit("audit.jsonl"), keys, "/elsewhere/audit.anchor", "audit.jsonl.links")"""
 
 from __future__ import annotations
 
@@ -269,4 +270,33 @@ class Pseudonyms:
         return self._of("t", tenant)
 
 
-__all__ = ["AuthenticatedStorage", "HostKeys", "HostKeyError", "Pseudonyms"]
+# The keyed trail lives in its own module; it is part of this one's interface.
+from ._anchor import (  # noqa: E402
+    AnchorCheck,
+    AnchoredAudit,
+    BadAnchor,
+    BrokenChain,
+    Diverged,
+    Extended,
+    Intact,
+    Truncated,
+    Unkeyed,
+    verify_anchor,
+)
+
+__all__ = [
+    "AnchorCheck",
+    "AnchoredAudit",
+    "AuthenticatedStorage",
+    "BadAnchor",
+    "BrokenChain",
+    "Diverged",
+    "Extended",
+    "HostKeys",
+    "HostKeyError",
+    "Intact",
+    "Pseudonyms",
+    "Truncated",
+    "Unkeyed",
+    "verify_anchor",
+]

@@ -1,0 +1,201 @@
+//! A keyed trail recorded from a real gate round under `AnchoredAudit` (docs/host-keys.md,
+//! "The keyed trail"): the trail, its links and its anchor in tests/host_keys/ (`trail.jsonl`,
+//! `trail.jsonl.links`, `trail.anchor`, keyed with `k1` of vectors.json). The Python and Node
+//! packages verify it `Intact` and write its links and anchor again byte for byte from its
+//! lines (`test_host_keys.py`, `host-keys.test.js`), so a trail keyed by one host verifies in
+//! the others. Re-record with
+//! `MRTR_GATE_BLESS=1 cargo test --workspace --locked --test e2e anchored_trail::`.
+
+use crate::support;
+use mrtr_gate_host::core::host::{Audit, AuditEntry, ChainHead};
+use mrtr_gate_host::core::{
+    Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
+};
+use mrtr_gate_host::host_keys::{AnchorCheck, AnchoredAudit, HostKeys, verify_anchor};
+use mrtr_gate_host::reference_hosts::{
+    FileAudit, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+};
+use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `k1` of tests/host_keys/vectors.json.
+fn keys() -> HostKeys {
+    HostKeys::new("k1", &[7; 32]).unwrap()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/host_keys")
+        .join(name)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One round (register, an input-required answer, the retry with consent) through the gate, its trail at `trail`
+/// under `AnchoredAudit`.
+fn record(trail: &Path, links: &Path, anchor: &Path) {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let audit = Arc::new(AnchoredAudit::new(
+        FileAudit::open(trail).unwrap(),
+        keys(),
+        anchor,
+        links,
+    ));
+    let mut g = ComponentGate::new(
+        support::runtime(),
+        HostServices {
+            clock: clock.clone(),
+            storage: Arc::new(MemoryStorage::new(clock)),
+            consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+            audit,
+        },
+    );
+    let server = ServerIdentity::origin("https://keys.example.com/mcp").unwrap();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    g.register(Registration {
+        request_id: RequestId::Number(1),
+        server: server.clone(),
+        user: "u1.anchored".into(),
+        tenant: "t1.anchored".into(),
+        method: "tools/call".into(),
+        params_json: json!({"name": "t", "arguments": {}, "_meta": meta}).to_string(),
+        policy: Policy::default(),
+    })
+    .unwrap();
+    let round = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required",
+        "inputRequests": {"ok": {"method": "elicitation/create", "params": {"message": "Confirm?",
+            "requestedSchema": {"type": "object", "properties": {"yes": {"type": "boolean"}}}}}}}});
+    assert!(matches!(
+        g.accept_response(&server, &round.to_string()),
+        Ok(ResponseVerdict::InputRequired(_))
+    ));
+    g.build_retry(RetryRequest {
+        server: server.clone(),
+        request_id: RequestId::Number(1),
+        retry_id: RequestId::Number(2),
+        user: "u1.anchored".into(),
+        tenant: "t1.anchored".into(),
+        responses_json: json!({"ok": {"action": "accept", "content": {"yes": true}}}).to_string(),
+    })
+    .unwrap();
+}
+
+/// The links and the anchor `AnchoredAudit` writes for `trail`'s lines, appended in order (in
+/// a folder of its own, `name`: tests run at once).
+fn rekey(trail: &str, name: &str) -> (String, String) {
+    let dir = temp_dir(&format!("rekey-{name}"));
+    let (links, anchor) = (dir.join("links"), dir.join("anchor"));
+    let audit = AnchoredAudit::new(MemoryAudit::new(), keys(), &anchor, &links);
+    let mut prev = ChainHead::genesis().event_sha256;
+    for (seq, line) in (1u64..).zip(trail.lines()) {
+        let event_sha256 = mrtr_gate_host::core::digest::sha256_hex(line.as_bytes());
+        audit
+            .append(&AuditEntry {
+                seq,
+                prev_sha256: prev,
+                event_sha256: event_sha256.clone(),
+                line: line.to_owned(),
+            })
+            .unwrap();
+        prev = event_sha256;
+    }
+    let out = (
+        std::fs::read_to_string(&links).unwrap(),
+        std::fs::read_to_string(&anchor).unwrap(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+#[test]
+fn the_recorded_keyed_trail_is_intact_and_its_links_and_anchor_are_the_rust_hosts() {
+    let (trail, links, anchor) = (
+        fixture("trail.jsonl"),
+        fixture("trail.jsonl.links"),
+        fixture("trail.anchor"),
+    );
+    if std::env::var_os("MRTR_GATE_BLESS").is_some() {
+        // Recorded aside and renamed into place: the other tests read these files meanwhile.
+        let aside = [&trail, &links, &anchor]
+            .map(|p| p.with_file_name(format!("{}.new", p.file_name().unwrap().to_string_lossy())));
+        for p in &aside {
+            let _ = std::fs::remove_file(p);
+        }
+        record(&aside[0], &aside[1], &aside[2]);
+        for (from, to) in aside.iter().zip([&trail, &links, &anchor]) {
+            std::fs::rename(from, to).unwrap();
+        }
+    }
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    let (text, linked, anchored) = (read(&trail), read(&links), read(&anchor));
+    let n = text.lines().count() as u64;
+    assert!(n >= 2, "a round writes more than one line");
+    assert_eq!(
+        verify_anchor(&text, &linked, &anchored, &keys()),
+        AnchorCheck::Intact { events: n }
+    );
+    // The formats: the same lines keyed again give the same bytes.
+    assert_eq!(rekey(&text, "rust"), (linked, anchored));
+}
+
+#[test]
+fn a_link_or_anchor_spelt_otherwise_than_a_host_writes_it_is_not_accepted() {
+    let read = |name: &str| std::fs::read_to_string(fixture(name)).unwrap();
+    let (text, linked, anchored) = (
+        read("trail.jsonl"),
+        read("trail.jsonl.links"),
+        read("trail.anchor"),
+    );
+    let upper = |line: &str| {
+        let mac = line
+            .split("\"mac\":\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        line.replace(mac, &mac.to_uppercase())
+    };
+    // The MAC in uppercase hex says the same bytes; every host refuses it alike.
+    assert_eq!(
+        verify_anchor(&text, &linked, &upper(&anchored), &keys()),
+        AnchorCheck::BadAnchor
+    );
+    let links: String = linked
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i == 0 { upper(l) } else { l.to_owned() } + "\n")
+        .collect();
+    assert_eq!(
+        verify_anchor(&text, &links, &anchored, &keys()),
+        AnchorCheck::Unkeyed { seq: 1 }
+    );
+}
+
+/// The trails the Python and Node packages keyed through their own gates under their
+/// `AnchoredAudit` (recorded by `test_host_keys_anchor.py` and `host-keys-anchor.test.js` with
+/// `MRTR_GATE_BLESS=1`) verify here.
+#[test]
+fn trails_keyed_by_the_python_and_node_packages_are_intact_for_the_rust_verifier() {
+    for host in ["python", "node"] {
+        let read = |suffix: &str| {
+            std::fs::read_to_string(fixture(&format!("{host}_trail{suffix}"))).unwrap()
+        };
+        let (text, linked, anchored) = (read(".jsonl"), read(".jsonl.links"), read(".anchor"));
+        let n = text.lines().count() as u64;
+        assert!(n >= 2, "{host}");
+        assert_eq!(
+            verify_anchor(&text, &linked, &anchored, &keys()),
+            AnchorCheck::Intact { events: n },
+            "{host}"
+        );
+        assert_eq!(rekey(&text, host), (linked, anchored), "{host}");
+    }
+}
