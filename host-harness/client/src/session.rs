@@ -12,14 +12,11 @@ use crate::error::ClientError;
 use crate::transport::{Outgoing, Transport, Waiting};
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{
-    CallerOutcome, ConsentView, FinishRequest, Policy, Registration, RequestId, ResponseVerdict,
-    RetryRequest, ServerIdentity,
+    CallerOutcome, ConsentView, FinishRequest, MRTR_METHODS, Policy, Registration, RequestId,
+    ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use serde_json::{Map, Value, json};
 use std::time::Duration;
-
-/// The methods whose results may be `input_required`, and so go through the gate.
-pub const GATED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 /// Who calls, and what every request declares.
 #[derive(Clone, Debug)]
@@ -220,7 +217,7 @@ impl<G: GateApi> Client<G> {
     /// its `result`. A result that is not complete is refused: only the gate's three methods
     /// may take input rounds, and those go through [`Client::call`].
     pub fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
-        if GATED_METHODS.contains(&method) {
+        if MRTR_METHODS.contains(&method) {
             return Err(ClientError::Usage(format!("{method} goes through `call`")));
         }
         let params = self.with_meta(params)?;
@@ -321,7 +318,7 @@ impl<G: GateApi> Client<G> {
 
     /// Register a call with the gate (nothing is sent yet).
     pub fn start(&mut self, method: &str, params: Value) -> Result<Call, ClientError> {
-        if !GATED_METHODS.contains(&method) {
+        if !MRTR_METHODS.contains(&method) {
             return Err(ClientError::Usage(format!(
                 "`{method}` is not one of tools/call, prompts/get, resources/read; use `request`"
             )));

@@ -48,7 +48,8 @@ pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
 /// jumped back, which would stretch the binding's lifetime by as much: deny.
 pub const CLOCK_SKEW_TOLERANCE_MS: u64 = 5_000;
 
-/// The methods that may receive `input_required`.
+/// The methods that may receive `input_required`: the one allow-list of gated methods (the
+/// client library routes exactly these through the gate; no host keeps a copy).
 pub const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 /// The gate over a host: the five operations a client calls around each request.
