@@ -17,36 +17,20 @@ use std::fmt::Write as _;
 /// tag characters, other format characters). The list, with the reason for each range, is
 /// in `tests/screen/shown_text.json`.
 pub fn hidden_or_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{0000}'..='\u{001F}'
-            | '\u{007F}'..='\u{009F}'
-            | '\u{00AD}'
-            | '\u{034F}'
-            | '\u{0600}'..='\u{0605}'
-            | '\u{061C}'
-            | '\u{06DD}'
-            | '\u{070F}'
-            | '\u{0890}'..='\u{0891}'
-            | '\u{08E2}'
-            | '\u{115F}'..='\u{1160}'
-            | '\u{17B4}'..='\u{17B5}'
-            | '\u{180B}'..='\u{180F}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{2028}'..='\u{202E}'
-            | '\u{2060}'..='\u{206F}'
-            | '\u{3164}'
-            | '\u{FE00}'..='\u{FE0F}'
-            | '\u{FEFF}'
-            | '\u{FFA0}'
-            | '\u{FFF0}'..='\u{FFFB}'
-            | '\u{110BD}'
-            | '\u{110CD}'
-            | '\u{13430}'..='\u{1343F}'
-            | '\u{1BCA0}'..='\u{1BCA3}'
-            | '\u{1D173}'..='\u{1D17A}'
-            | '\u{E0000}'..='\u{E0FFF}'
-    )
+    // The core's list (what an input key may not hold) plus the prefixed number signs and
+    // other format characters that act on their neighbours when shown.
+    mrtr_gate_core::hidden_or_control(c)
+        || matches!(
+            c,
+            '\u{0600}'..='\u{0605}'
+                | '\u{06DD}'
+                | '\u{070F}'
+                | '\u{0890}'..='\u{0891}'
+                | '\u{08E2}'
+                | '\u{110BD}'
+                | '\u{110CD}'
+                | '\u{13430}'..='\u{1343F}'
+        )
 }
 
 fn push_escaped(out: &mut String, c: char) {

@@ -47,4 +47,4 @@ pub use gate::{
     RetryRequest, TerminalOutcome,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
-pub use policy::{DeprecatedMethod, Policy, limits};
+pub use policy::{DeprecatedMethod, Policy, hidden_or_control, limits};

@@ -85,7 +85,7 @@ pub(crate) fn shown_name_ok(name: &str, max_bytes: usize) -> bool {
 /// annotation characters (U+FFF9–U+FFFB). Each of them either moves or breaks the text
 /// around it or renders as nothing, so two names that look alike could differ, or a name
 /// could reorder what the screen shows next to it.
-pub(crate) fn hidden_or_control(c: char) -> bool {
+pub fn hidden_or_control(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
