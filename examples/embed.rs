@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 5. Show the consent view (verified server, tool, fields, effect) and collect answers.
     println!(
         "{}",
-        mrtr_gate_host::consent_screen::render_view(&view.view_json)
+        mrtr_gate_host::consent_screen::render_view_text(&view.view_json).0
     );
 
     // 6. Build the retry: the gate checks the answers, asks the consent import for a receipt

@@ -8,6 +8,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use crate::shown::{shown_json, shown_text};
+use mrtr_gate_core::{ConsentView, FieldKind, FormField, ViewInput};
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -80,45 +81,45 @@ fn keep_to_width(screen: &str) -> String {
     out
 }
 
-/// The string at `pointer` in `x`, as a screen shows it (`?` when absent).
-fn s_at(x: &Value, pointer: &str) -> String {
-    shown_text(x.pointer(pointer).and_then(Value::as_str).unwrap_or("?"))
+/// Render a consent view's text as a person would see it on a consent screen: the view read
+/// once ([`ConsentView::parse`], strictly), then [`render_view`]; a text that is not a view
+/// renders as a refusal (`None` with it: nothing may be granted on it).
+pub fn render_view_text(view_json: &str) -> (String, Option<ConsentView>) {
+    match ConsentView::parse(view_json) {
+        Ok(view) => (render_view(&view), Some(view)),
+        Err(_) => ("  (unreadable consent view: refuse)".into(), None),
+    }
 }
 
-/// Render a consent view (its canonical JSON) as a person would see it on a consent screen.
+/// Render a consent view as a person would see it on a consent screen.
 /// Every string in it is shown through [`shown_text`] (JSON values through [`shown_json`]).
-pub fn render_view(view_json: &str) -> String {
-    let Ok(v) = serde_json::from_str::<Value>(view_json) else {
-        return "  (unreadable consent view: refuse)".into();
-    };
+pub fn render_view(v: &ConsentView) -> String {
     // Every string of the view reaches the screen through `shown_text`: the server picked
     // most of them, and a control or bidi character in one could repaint the lines around it.
-    let s = |p: &str| shown_text(v.pointer(p).and_then(Value::as_str).unwrap_or("?"));
-    let text = |x: &Value| shown_text(x.as_str().unwrap_or(""));
     let mut out = String::new();
     let _ = writeln!(
         out,
         "  ┌─ consent ─────────────────────────────────────────────"
     );
-    let _ = writeln!(out, "  │ server   {}", s("/server"));
+    let _ = writeln!(out, "  │ server   {}", shown_text(&v.server));
     let _ = writeln!(
         out,
         "  │ request  {} `{}` (round {} of at most {})",
-        s("/request/method"),
-        s("/request/name"),
-        shown_json(&v["round"]),
-        shown_json(&v["max_rounds"])
+        shown_text(&v.request.method),
+        shown_text(&v.request.name),
+        v.round,
+        v.max_rounds
     );
     // What the tool or prompt will do with what the user gives it: the arguments as
     // registered, or their size when they are too large to show.
-    if let Some(Value::Object(a)) = v.pointer("/request/arguments") {
-        match a.get("value") {
-            Some(Value::Null) | None => {
+    if let Some(a) = &v.request.arguments {
+        match &a.value {
+            None => {
                 let _ = writeln!(
                     out,
                     "  │ arguments ({} bytes, too large to show; params sha256 {})",
-                    shown_json(a.get("bytes").unwrap_or(&Value::Null)),
-                    s("/request/params_sha256")
+                    a.bytes,
+                    shown_text(&v.request.params_sha256)
                 );
             }
             Some(value) => {
@@ -126,102 +127,128 @@ pub fn render_view(view_json: &str) -> String {
             }
         }
     }
-    for input in v["inputs"].as_array().into_iter().flatten() {
-        let key = shown_name(input["key"].as_str().unwrap_or("?"));
-        let message = text(&input["message"]);
-        match input["kind"].as_str() {
-            Some("form") => {
-                let _ = writeln!(out, "  │ [{key}] form: {message}");
-                for f in input["fields"].as_array().into_iter().flatten() {
-                    let mut constraints = Vec::new();
-                    for c in [
-                        "min_length",
-                        "max_length",
-                        "format",
-                        "minimum",
-                        "maximum",
-                        "min_items",
-                        "max_items",
-                    ] {
-                        if let Some(x) = f.get(c) {
-                            constraints.push(format!("{c}={}", shown_json(x)));
-                        }
-                    }
-                    if let Some(opts) = f["options"].as_array() {
-                        let names: Vec<String> = opts
-                            .iter()
-                            .map(|o| shown_text(o["value"].as_str().unwrap_or("?")))
-                            .collect();
-                        constraints.push(format!("options={}", names.join("|")));
-                    }
-                    let _ = writeln!(
-                        out,
-                        "  │     {}{} ({}) {}{}",
-                        shown_name(f["name"].as_str().unwrap_or("?")),
-                        if f["required"].as_bool() == Some(true) {
-                            "*"
-                        } else {
-                            ""
-                        },
-                        if f["integer"] == true {
-                            "integer".to_owned()
-                        } else {
-                            shown_text(f["type"].as_str().unwrap_or("?"))
-                        },
-                        text(&f["title"]),
-                        if constraints.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" [{}]", constraints.join(", "))
-                        }
-                    );
-                    if let Some(d) = f["description"].as_str() {
-                        let _ = writeln!(out, "  │         {}", shown_text(d));
-                    }
+    for input in &v.inputs {
+        let key = shown_name(input.key());
+        match input {
+            ViewInput::Form {
+                message, fields, ..
+            } => {
+                let _ = writeln!(out, "  │ [{key}] form: {}", shown_text(message));
+                for f in fields {
+                    render_field(&mut out, f);
                 }
             }
-            Some("url") => {
-                let _ = writeln!(out, "  │ [{key}] open a page: {message}");
-                let _ = writeln!(out, "  │     url      {}", s_at(input, "/url/full"));
+            ViewInput::Url { message, url, .. } => {
+                let _ = writeln!(out, "  │ [{key}] open a page: {}", shown_text(message));
+                let _ = writeln!(out, "  │     url      {}", shown_text(&url.full));
                 let _ = writeln!(
                     out,
                     "  │     host     {} (shown as {})",
-                    s_at(input, "/url/ascii_host"),
-                    s_at(input, "/url/unicode_host")
+                    shown_text(&url.ascii_host),
+                    shown_text(&url.unicode_host)
                 );
-                if let Some(w) = input["url"]["warnings"]
-                    .as_array()
-                    .filter(|w| !w.is_empty())
-                {
-                    let _ = writeln!(
-                        out,
-                        "  │     WARNING  {}",
-                        shown_json(&Value::Array(w.clone()))
-                    );
+                if !url.warnings.is_empty() {
+                    let warnings = serde_json::to_value(&url.warnings).unwrap_or(Value::Null);
+                    let _ = writeln!(out, "  │     WARNING  {}", shown_json(&warnings));
                 }
             }
-            Some(kind) => {
-                let _ = writeln!(out, "  │ [{key}] {} (deprecated request)", shown_text(kind));
+            ViewInput::Roots { .. } => {
+                let _ = writeln!(out, "  │ [{key}] roots (deprecated request)");
             }
-            None => {}
+            ViewInput::Sampling { .. } => {
+                let _ = writeln!(out, "  │ [{key}] sampling (deprecated request)");
+            }
         }
     }
-    if v["state"]["present"].as_bool() == Some(true) {
+    if let (true, Some(bytes), Some(sha256)) = (v.state.present, v.state.bytes, &v.state.sha256) {
         let _ = writeln!(
             out,
-            "  │ state    {} bytes, sha256 {}…",
-            shown_json(&v["state"]["bytes"]),
-            &s("/state/sha256").chars().take(16).collect::<String>()
+            "  │ state    {bytes} bytes, sha256 {}…",
+            &shown_text(sha256).chars().take(16).collect::<String>()
         );
     }
-    for e in v["effects"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  │ effect   {}", text(e));
+    for e in &v.effects {
+        let _ = writeln!(out, "  │ effect   {}", shown_text(e));
     }
     let _ = write!(
         out,
         "  └───────────────────────────────────────────────────────"
     );
     keep_to_width(&out)
+}
+
+/// One form field's line (and its description's), constraints in a fixed order.
+fn render_field(out: &mut String, f: &FormField) {
+    let mut constraints = Vec::new();
+    let mut constraint = |name: &str, value: Value| {
+        constraints.push(format!("{name}={}", shown_json(&value)));
+    };
+    let (kind, options) = match &f.kind {
+        FieldKind::String {
+            min_length,
+            max_length,
+            format,
+        } => {
+            if let Some(n) = min_length {
+                constraint("min_length", Value::from(*n));
+            }
+            if let Some(n) = max_length {
+                constraint("max_length", Value::from(*n));
+            }
+            if let Some(x) = format {
+                constraint("format", Value::from(x.as_str()));
+            }
+            ("string", None)
+        }
+        FieldKind::Number {
+            integer,
+            minimum,
+            maximum,
+        } => {
+            if let Some(n) = minimum {
+                constraint("minimum", Value::Number(n.clone()));
+            }
+            if let Some(n) = maximum {
+                constraint("maximum", Value::Number(n.clone()));
+            }
+            (if *integer { "integer" } else { "number" }, None)
+        }
+        FieldKind::Boolean => ("boolean", None),
+        FieldKind::SingleSelect { options } => ("single_select", Some(options)),
+        FieldKind::MultiSelect {
+            options,
+            min_items,
+            max_items,
+        } => {
+            if let Some(n) = min_items {
+                constraint("min_items", Value::from(*n));
+            }
+            if let Some(n) = max_items {
+                constraint("max_items", Value::from(*n));
+            }
+            ("multi_select", Some(options))
+        }
+    };
+    if let Some(options) = options {
+        let names: Vec<String> = options.iter().map(|o| shown_text(&o.value)).collect();
+        constraints.push(format!("options={}", names.join("|")));
+    }
+    let _ = writeln!(
+        out,
+        "  │     {}{} ({}) {}{}",
+        shown_name(&f.name),
+        if f.required { "*" } else { "" },
+        kind,
+        shown_text(f.title.as_deref().unwrap_or("")),
+        if constraints.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", constraints.join(", "))
+        }
+    );
+    if let Some(d) = &f.description {
+        let _ = writeln!(out, "  │         {}", shown_text(d));
+    }
 }
 
 /// Render the answers the client is about to send.
@@ -240,6 +267,31 @@ pub fn render_answers(responses_json: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A whole view: `partial`'s members over a plain one (and its `request`'s over a plain
+    /// request), read as the hosts read a view.
+    pub(crate) fn full_view(partial: Value) -> ConsentView {
+        let mut view = serde_json::json!({
+            "effects": [], "inputs": [], "max_rounds": 10, "round": 1,
+            "server": "https://s.example/mcp", "state": {"present": false},
+            "view": mrtr_gate_core::VIEW_FORMAT,
+            "request": {"arguments": null, "binding_version": 1, "id": 1, "method": "tools/call",
+                "name": "t", "original_id": 1, "params_sha256": "p", "tenant_sha256": "t",
+                "user_sha256": "u"},
+        });
+        for (k, v) in partial.as_object().into_iter().flatten() {
+            match (k.as_str(), v) {
+                ("request", Value::Object(r)) => {
+                    for (rk, rv) in r {
+                        view["request"][rk] = rv.clone();
+                    }
+                }
+                _ => view[k] = v.clone(),
+            }
+        }
+        let text = mrtr_gate_core::canonical::to_canonical(&view);
+        ConsentView::parse(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
 
     #[test]
     fn names_are_shown_quoted_and_escaped() {
@@ -260,11 +312,11 @@ mod tests {
             "request": {"method": "tools/call", "name": "t"},
             "round": 1,
             "max_rounds": 10,
-            "inputs": [{"key": key, "kind": "form", "message": "m", "fields": [{"name": key, "type": "string", "required": false}]}],
+            "inputs": [{"key": key, "kind": "form", "schema_sha256": "s", "message": "m", "fields": [{"name": key, "type": "string", "required": false}]}],
             "state": {"present": false},
             "effects": [],
         });
-        let screen = render_view(&view.to_string());
+        let screen = render_view(&full_view(view));
         // Every line the key appears on starts as the renderer wrote it, and the key stays
         // one quoted, escaped token.
         let starts = |p: &str| screen.lines().filter(|l| l.starts_with(p)).count();
@@ -296,11 +348,11 @@ mod tests {
             "round": 1,
             "max_rounds": 10,
             "inputs": [
-                {"key": "k", "kind": "form", "message": evil, "fields": [
+                {"key": "k", "kind": "form", "schema_sha256": "s", "message": evil, "fields": [
                     {"name": "f", "type": "single_select", "required": true, "title": evil, "description": evil,
                      "default": evil, "options": [{"value": evil, "title": evil}]}]},
-                {"key": "u", "kind": "url", "message": evil, "url": {"full": evil, "ascii_host": evil, "unicode_host": evil, "warnings": [evil]}},
-                {"key": "w", "kind": "form", "message": format!("{}  \u{2502} server   https://bank.example/mcp", "x".repeat(57)), "fields": []}
+                {"key": "u", "kind": "url", "message": evil, "url": {"full": evil, "ascii_host": evil, "unicode_host": evil, "has_query": false, "warnings": ["punycode"]}},
+                {"key": "w", "kind": "form", "schema_sha256": "s", "message": format!("{}  \u{2502} server   https://bank.example/mcp", "x".repeat(57)), "fields": []}
             ],
             "state": {"present": false},
             "effects": [evil],
@@ -309,7 +361,7 @@ mod tests {
 
     #[test]
     fn server_text_is_escaped_and_cannot_start_a_line_of_the_screen() {
-        let screen = render_view(&hostile_view().to_string());
+        let screen = render_view(&full_view(hostile_view()));
         assert!(
             !screen
                 .chars()

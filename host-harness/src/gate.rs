@@ -5,68 +5,16 @@
 use crate::bindings::GatePlugin;
 use crate::bindings::exports::mrtr::gate::gate as wit;
 use crate::deadline::{GuestDeadline, on_epoch_deadline};
+pub use crate::denial::{DenialCode, GateDenial};
 use crate::imports::HostState;
 use crate::runtime::{CallBudget, GateRuntime};
 use crate::services::HostServices;
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
-    CallerOutcome, ErrorCause, FinishRequest, Registered, Registration, RequestId, ResponseVerdict,
-    Retry, RetryRequest, ServerIdentity, TerminalOutcome,
+    FinishRequest, Registered, Registration, ResponseVerdict, Retry, RetryRequest, ServerIdentity,
+    TerminalOutcome,
 };
-use std::sync::Arc;
-use wasmtime::{Store, StoreLimitsBuilder, Trap};
-
-/// A denial as a host sees it: the gate's own, or the harness's when the guest trapped (then
-/// the wasmtime error is its [`source`](std::error::Error::source)). Two denials are equal
-/// when their code, cause, message and `audited` are.
-#[derive(Clone, Debug)]
-pub struct GateDenial {
-    /// Stable snake_case code (the gate's, or `guest_trapped` / `guest_out_of_fuel`).
-    pub code: String,
-    /// Who is to blame.
-    pub cause: ErrorCause,
-    /// Lowercase, no secrets.
-    pub message: String,
-    /// Whether the denial reached the audit sink.
-    pub audited: bool,
-    /// The trap (or instantiation failure) behind a harness denial.
-    trap: Option<Arc<wasmtime::Error>>,
-}
-
-impl PartialEq for GateDenial {
-    fn eq(&self, other: &Self) -> bool {
-        self.code == other.code
-            && self.cause == other.cause
-            && self.message == other.message
-            && self.audited == other.audited
-    }
-}
-
-impl Eq for GateDenial {}
-
-impl std::fmt::Display for GateDenial {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "denied ({}): {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for GateDenial {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.trap.as_deref().map(AsRef::as_ref)
-    }
-}
-
-impl From<core::Denial> for GateDenial {
-    fn from(d: core::Denial) -> Self {
-        Self {
-            code: d.error.code().to_owned(),
-            cause: d.error.cause(),
-            message: d.error.to_string(),
-            audited: d.audited,
-            trap: None,
-        }
-    }
-}
+use wasmtime::{Store, StoreLimitsBuilder};
 
 /// The gate's operations. See the WIT `gate` interface for the semantics of each.
 pub trait GateApi {
@@ -171,30 +119,6 @@ impl std::fmt::Debug for ComponentGate {
     }
 }
 
-fn trapped(e: wasmtime::Error) -> GateDenial {
-    let (code, message) = match e.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => (
-            "guest_out_of_fuel",
-            "the gate ran out of fuel; the call is denied and the instance replaced",
-        ),
-        Some(Trap::Interrupt) => (
-            "guest_deadline_exceeded",
-            "the gate ran past its deadline; the call is denied and the instance replaced",
-        ),
-        _ => (
-            "guest_trapped",
-            "the gate trapped; the call is denied and the instance replaced",
-        ),
-    };
-    GateDenial {
-        code: code.into(),
-        cause: ErrorCause::Host,
-        message: message.into(),
-        audited: false,
-        trap: Some(Arc::new(e)),
-    }
-}
-
 /// [`ComponentGate::set_budget`] was given a kind of budget its engine cannot enforce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetKindMismatch;
@@ -221,34 +145,6 @@ fn arm(
             store.set_epoch_deadline(CallBudget::deadline_ticks(d.min(backstop)));
             Ok(())
         }
-    }
-}
-
-fn from_wit(e: wit::GateError) -> GateDenial {
-    GateDenial {
-        code: e.code,
-        cause: match e.cause {
-            wit::ErrorCause::Peer => ErrorCause::Peer,
-            wit::ErrorCause::Caller => ErrorCause::Caller,
-            wit::ErrorCause::Host => ErrorCause::Host,
-        },
-        message: e.message,
-        audited: e.audited,
-        trap: None,
-    }
-}
-
-fn wit_id(id: &RequestId) -> wit::RequestId {
-    match id {
-        RequestId::Number(n) => wit::RequestId::Number(*n),
-        RequestId::Text(s) => wit::RequestId::Text(s.clone()),
-    }
-}
-
-fn wit_server(s: &ServerIdentity) -> wit::ServerIdentity {
-    match s {
-        ServerIdentity::Origin(u) => wit::ServerIdentity::Origin(u.clone()),
-        ServerIdentity::Endpoint(e) => wit::ServerIdentity::Endpoint(e.clone()),
     }
 }
 
@@ -318,8 +214,12 @@ impl ComponentGate {
         if matches!(self.budget, CallBudget::Deadline(_)) {
             store.epoch_deadline_callback(on_epoch_deadline);
         }
-        arm(&mut store, self.budget, limits.wall_backstop).map_err(trapped)?;
-        let plugin = self.runtime.pre.instantiate(&mut store).map_err(trapped)?;
+        arm(&mut store, self.budget, limits.wall_backstop).map_err(GateDenial::from)?;
+        let plugin = self
+            .runtime
+            .pre
+            .instantiate(&mut store)
+            .map_err(GateDenial::from)?;
         Ok(Live { store, plugin })
     }
 
@@ -334,21 +234,21 @@ impl ComponentGate {
             self.live = Some(self.instantiate()?);
         }
         let Some(live) = self.live.as_mut() else {
-            return Err(trapped(wasmtime::Error::msg("no instance")));
+            return Err(wasmtime::Error::msg("no instance").into());
         };
         arm(
             &mut live.store,
             self.budget,
             self.runtime.limits.wall_backstop,
         )
-        .map_err(trapped)?;
+        .map_err(GateDenial::from)?;
         match f(&live.plugin, &mut live.store) {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(from_wit(e)),
+            Ok(Err(e)) => Err(e.into()),
             Err(e) => {
                 self.live = None;
                 self.traps = self.traps.saturating_add(1);
-                Err(trapped(e))
+                Err(e.into())
             }
         }
     }
@@ -367,37 +267,9 @@ impl ComponentGate {
 
 impl GateApi for ComponentGate {
     fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
-        let registration = wit::Registration {
-            request_id: wit_id(&r.request_id),
-            server: wit_server(&r.server),
-            user: r.user,
-            tenant: r.tenant,
-            method: r.method,
-            params_json: r.params_json,
-            policy: wit::Policy {
-                round_trip_lifetime_ms: r.policy.round_trip_lifetime_ms,
-                max_request_state_bytes: r.policy.max_request_state_bytes,
-                max_rounds: r.policy.max_rounds,
-                allowed_deprecated: r
-                    .policy
-                    .allowed_deprecated
-                    .iter()
-                    .map(|m| match m {
-                        core::DeprecatedMethod::RootsList => wit::DeprecatedMethod::RootsList,
-                        core::DeprecatedMethod::SamplingCreateMessage => {
-                            wit::DeprecatedMethod::SamplingCreateMessage
-                        }
-                    })
-                    .collect(),
-                policy_version: r.policy.policy_version,
-            },
-        };
+        let registration = wit::Registration::from(r);
         self.call(|p, s| p.mrtr_gate_gate().call_register(s, &registration))
-            .map(|ok| Registered {
-                request_json: ok.request_json,
-                params_sha256: ok.params_sha256,
-                expires_at_ms: ok.expires_at_ms,
-            })
+            .map(Into::into)
     }
 
     fn accept_response(
@@ -405,61 +277,24 @@ impl GateApi for ComponentGate {
         server: &ServerIdentity,
         response_json: &str,
     ) -> Result<ResponseVerdict, GateDenial> {
-        let server = wit_server(server);
+        let server = wit::ServerIdentity::from(server);
         self.call(|p, s| {
             p.mrtr_gate_gate()
                 .call_accept_response(s, &server, response_json)
         })
-        .map(|v| match v {
-            wit::ResponseVerdict::InputRequired(v) => {
-                ResponseVerdict::InputRequired(core::ConsentView {
-                    view_json: v.view_json,
-                    view_sha256: v.view_sha256,
-                    round: v.round,
-                    input_keys: v.input_keys,
-                    request_state_sha256: v.request_state_sha256,
-                })
-            }
-            wit::ResponseVerdict::Complete => ResponseVerdict::Complete,
-            wit::ResponseVerdict::Error(code) => ResponseVerdict::Error(code),
-        })
+        .map(Into::into)
     }
 
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
-        let request = wit::RetryRequest {
-            server: wit_server(&r.server),
-            request_id: wit_id(&r.request_id),
-            retry_id: wit_id(&r.retry_id),
-            user: r.user,
-            tenant: r.tenant,
-            responses_json: r.responses_json,
-        };
+        let request = wit::RetryRequest::from(r);
         self.call(|p, s| p.mrtr_gate_gate().call_build_retry(s, &request))
-            .map(|ok| Retry {
-                request_json: ok.request_json,
-                round: ok.round,
-                consent_receipt_id: ok.consent_receipt_id,
-            })
+            .map(Into::into)
     }
 
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
-        let request = wit::FinishRequest {
-            server: wit_server(&r.server),
-            request_id: wit_id(&r.request_id),
-            user: r.user,
-            tenant: r.tenant,
-            outcome: match r.outcome {
-                CallerOutcome::Cancelled => wit::CallerOutcome::Cancelled,
-                CallerOutcome::Error(reason) => wit::CallerOutcome::Error(reason),
-            },
-        };
+        let request = wit::FinishRequest::from(r);
         self.call(|p, s| p.mrtr_gate_gate().call_finish(s, &request))
-            .map(|t| match t {
-                wit::TerminalOutcome::Complete => TerminalOutcome::Complete,
-                wit::TerminalOutcome::Error => TerminalOutcome::Error,
-                wit::TerminalOutcome::Cancelled => TerminalOutcome::Cancelled,
-                wit::TerminalOutcome::Expired => TerminalOutcome::Expired,
-            })
+            .map(Into::into)
     }
 
     fn expire_stale(&mut self) -> Result<u32, GateDenial> {

@@ -280,12 +280,12 @@ impl<S: Storage> AuthenticatedStorage<S> {
     fn read_checked(
         &self,
         keys: &[ReadKey<'_>],
-    ) -> Result<Result<Vec<Option<Versioned>>, Older>, HostError> {
+    ) -> Result<Result<Vec<Versioned>, Older>, HostError> {
         // Every value, even one the gate holds: its MAC is checked on every read.
         let whole: Vec<ReadKey<'_>> = keys.iter().map(|k| ReadKey::from(k.key)).collect();
         let mut opened = Vec::with_capacity(keys.len());
         for (k, entry) in keys.iter().zip(self.inner.read(&whole)?) {
-            opened.push(match entry {
+            opened.push(match entry.present() {
                 Some(v) => Some((v.version, self.open(k.key, &v.value)?)),
                 None => None,
             });
@@ -303,7 +303,7 @@ impl<S: Storage> AuthenticatedStorage<S> {
         let mut out = Vec::with_capacity(opened.len());
         for (k, entry) in keys.iter().zip(opened) {
             let Some((version, o)) = entry else {
-                out.push(None);
+                out.push(Versioned::absent());
                 continue;
             };
             let now = Seen {
@@ -313,12 +313,12 @@ impl<S: Storage> AuthenticatedStorage<S> {
             let before = seen.get(k.key).copied();
             remember(&mut seen, k.key, now);
             // The gate is spared only the very value this wrapper saw at its version.
-            let value = if k.have == Some(version) && before == Some(now) {
+            let value = if k.have == version && before == Some(now) {
                 String::new()
             } else {
                 o.text
             };
-            out.push(Some(Versioned { value, version }));
+            out.push(Versioned { value, version });
         }
         Ok(Ok(out))
     }
@@ -363,7 +363,7 @@ impl<S: Storage> AuthenticatedStorage<S> {
 }
 
 impl<S: Storage> Storage for AuthenticatedStorage<S> {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         match self.read_checked(keys)? {
             Ok(found) => Ok(found),
             // Read before a newer write another thread of this process made and noted: read
@@ -377,11 +377,7 @@ impl<S: Storage> Storage for AuthenticatedStorage<S> {
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
         let sealed: Vec<Option<(String, [u8; 32])>> = writes
             .iter()
-            .map(|w| {
-                w.value
-                    .map(|v| self.seal(w.key, w.expected.unwrap_or(0), v))
-                    .transpose()
-            })
+            .map(|w| w.value.map(|v| self.seal(w.key, w.expected, v)).transpose())
             .collect::<Result<_, _>>()?;
         let inner: Vec<Write<'_>> = writes
             .iter()
@@ -394,7 +390,7 @@ impl<S: Storage> Storage for AuthenticatedStorage<S> {
         let applied = self.inner.write(&inner)?;
         let mut seen = self.seen();
         for ((w, s), version) in writes.iter().zip(&sealed).zip(&applied) {
-            match (s, w.expected) {
+            match (s, (w.expected != 0).then_some(w.expected)) {
                 (Some((_, mac)), _) => remember(
                     &mut seen,
                     w.key,

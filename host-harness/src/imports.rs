@@ -1,13 +1,12 @@
 //! The wasmtime side of the component's four imports (`mrtr:gate/{clock,storage,consent,audit}`):
 //! the store's state, and adapters from the WIT interfaces to the core's host traits, so one
-//! implementation of a service ([`HostServices`]) serves both the component and the native core.
+//! implementation of a service ([`HostServices`]) serves both the component and the native core
+//! (every type conversion is in [`crate::convert`]).
 
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
 use crate::deadline::GuestDeadline;
 use crate::services::HostServices;
-use mrtr_gate_core::host::{
-    AppendOutcome, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt, ReadKey, Write,
-};
+use mrtr_gate_core::host::{ConsentPrompt, ReadKey, Write};
 use wasmtime::StoreLimits;
 
 /// What a wasmtime store holds: the services and the memory cap.
@@ -79,45 +78,17 @@ impl clock::Host for HostState {
 
 impl storage::Host for HostState {
     fn read(&mut self, keys: Vec<storage::ReadKey>) -> Result<Vec<storage::Entry>, String> {
-        let keys: Vec<ReadKey<'_>> = keys
-            .iter()
-            .map(|k| ReadKey {
-                key: &k.key,
-                have: (k.have != 0).then_some(k.have),
-            })
-            .collect();
+        let keys: Vec<ReadKey<'_>> = keys.iter().map(Into::into).collect();
         self.services
             .storage
             .read(&keys)
-            .map(|found| {
-                found
-                    .into_iter()
-                    .map(|e| match e {
-                        Some(v) => storage::Entry {
-                            version: v.version,
-                            value: v.value,
-                        },
-                        None => storage::Entry {
-                            version: 0,
-                            value: String::new(),
-                        },
-                    })
-                    .collect()
-            })
-            .map_err(|e| e.message)
+            .map(|found| found.into_iter().map(Into::into).collect())
+            .map_err(Into::into)
     }
 
     fn write(&mut self, writes: Vec<storage::WriteOp>) -> Result<Vec<u64>, String> {
-        let writes: Vec<Write<'_>> = writes
-            .iter()
-            .map(|w| Write {
-                key: &w.key,
-                expected: (w.expected != 0).then_some(w.expected),
-                value: w.value.as_deref(),
-                ttl_ms: w.ttl_ms,
-            })
-            .collect();
-        self.services.storage.write(&writes).map_err(|e| e.message)
+        let writes: Vec<Write<'_>> = writes.iter().map(Into::into).collect();
+        self.services.storage.write(&writes).map_err(Into::into)
     }
 
     fn list_due(
@@ -129,11 +100,8 @@ impl storage::Host for HostState {
         self.off_budget(false, |s| {
             s.storage.list_due(due_by_ms, cursor.as_deref(), limit)
         })
-        .map(|p| storage::DuePage {
-            keys: p.keys,
-            next: p.next,
-        })
-        .map_err(|e| e.message)
+        .map(Into::into)
+        .map_err(Into::into)
     }
 }
 
@@ -142,57 +110,19 @@ impl consent::Host for HostState {
         &mut self,
         prompt: consent::ConsentPrompt,
     ) -> Result<consent::ConsentReceipt, String> {
-        let prompt = ConsentPrompt {
-            view_json: prompt.view_json,
-            view_sha256: prompt.view_sha256,
-            responses_json: prompt.responses_json,
-            responses_sha256: prompt.responses_sha256,
-        };
+        let prompt = ConsentPrompt::from(prompt);
         self.off_budget(true, |s| s.consent.request_consent(&prompt))
-            .map(|r| consent::ConsentReceipt {
-                receipt_id: r.receipt_id,
-                decision: match r.decision {
-                    ConsentDecision::Granted => consent::ConsentDecision::Granted,
-                    ConsentDecision::Refused => consent::ConsentDecision::Refused,
-                },
-                method: match r.method {
-                    ConsentMethod::UserAtScreen => consent::ConsentMethod::UserAtScreen,
-                    ConsentMethod::PresetAnswers => consent::ConsentMethod::PresetAnswers,
-                    ConsentMethod::DelegatedToClient => consent::ConsentMethod::DelegatedToClient,
-                    ConsentMethod::PolicyHook => consent::ConsentMethod::PolicyHook,
-                },
-                view_sha256: r.view_sha256,
-                responses_sha256: r.responses_sha256,
-            })
-            .map_err(|e| e.message)
+            .map(Into::into)
+            .map_err(Into::into)
     }
 }
 
 impl audit::Host for HostState {
     fn append(&mut self, entry: audit::AuditEntry) -> Result<audit::AppendOutcome, String> {
-        let entry = AuditEntry {
-            seq: entry.seq,
-            prev_sha256: entry.prev_sha256,
-            event_sha256: entry.event_sha256,
-            line: entry.line,
-        };
         self.services
             .audit
-            .append(&entry)
-            .map(|o| match o {
-                AppendOutcome::Written { stored } => audit::AppendOutcome {
-                    written: true,
-                    stored,
-                    head_seq: entry.seq,
-                    head_sha256: entry.event_sha256,
-                },
-                AppendOutcome::HeadMoved(h) => audit::AppendOutcome {
-                    written: false,
-                    stored: None,
-                    head_seq: h.seq,
-                    head_sha256: h.event_sha256,
-                },
-            })
-            .map_err(|e| e.message)
+            .append(&entry.into())
+            .map(Into::into)
+            .map_err(Into::into)
     }
 }

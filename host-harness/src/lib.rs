@@ -24,7 +24,9 @@ pub mod bindings {
 }
 
 pub mod consent_screen;
+mod convert;
 mod deadline;
+pub mod denial;
 pub mod gate;
 pub mod host_keys;
 pub mod imports;
@@ -33,7 +35,8 @@ pub mod runtime;
 pub mod services;
 pub mod shown;
 
-pub use gate::{BudgetKindMismatch, ComponentGate, GateApi, GateDenial, NativeGate};
+pub use denial::{DenialCode, GateDenial};
+pub use gate::{BudgetKindMismatch, ComponentGate, GateApi, NativeGate};
 pub use mrtr_gate_core as core;
 pub use runtime::{CallBudget, GateRuntime, LoadError, SandboxLimits};
 pub use services::HostServices;

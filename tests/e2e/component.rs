@@ -218,10 +218,8 @@ impl mrtr_gate_host::core::host::Storage for SlowStore {
     fn read(
         &self,
         keys: &[mrtr_gate_host::core::host::ReadKey<'_>],
-    ) -> Result<
-        Vec<Option<mrtr_gate_host::core::host::Versioned>>,
-        mrtr_gate_host::core::host::HostError,
-    > {
+    ) -> Result<Vec<mrtr_gate_host::core::host::Versioned>, mrtr_gate_host::core::host::HostError>
+    {
         std::thread::sleep(self.delay);
         self.inner.read(keys)
     }
@@ -348,7 +346,7 @@ impl mrtr_gate_host::core::host::Consent for RacingUser {
     ) -> Result<mrtr_gate_host::core::host::ConsentReceipt, mrtr_gate_host::core::host::HostError>
     {
         if let Some((mut rival, request)) = self.rival.lock().unwrap().take() {
-            let got = rival.build_retry(request).map_err(|d| d.code);
+            let got = rival.build_retry(request).map_err(|d| d.code.to_string());
             *self.rival_got.lock().unwrap() = Some(got);
         }
         self.inner.request_consent(prompt)

@@ -40,12 +40,17 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
     // The append reads its line back from the file.
     assert_eq!(
         sink.append(&e1).unwrap(),
-        AppendOutcome::Written {
-            stored: Some(e1.line.clone())
-        }
+        AppendOutcome::written(&e1, Some(e1.line.clone()))
     );
     // A stale entry (does not extend the head) is not written.
-    assert!(matches!(sink.append(&e1).unwrap(), AppendOutcome::HeadMoved(h) if h.seq == 1));
+    assert!(matches!(
+        sink.append(&e1).unwrap(),
+        AppendOutcome {
+            written: false,
+            head_seq: 1,
+            ..
+        }
+    ));
     let e2 = entry(&sink.head(), "two");
     sink.append(&e2).unwrap();
     drop(sink);
@@ -55,7 +60,7 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
     // Reopened, it extends the chain it verified.
     let e3 = entry(&again.head(), "three");
     assert!(
-        matches!(again.append(&e3).unwrap(), AppendOutcome::Written { stored: Some(l) } if l == e3.line)
+        matches!(again.append(&e3).unwrap(), AppendOutcome { written: true, stored: Some(l), .. } if l == e3.line)
     );
     let _ = std::fs::remove_file(&path);
 }

@@ -29,18 +29,18 @@ fn hex(bytes: &[u8]) -> String {
 /// sealed text of a write, and the opening of a given stored text, with nothing else around.
 struct OneValue {
     written: Arc<Mutex<Vec<String>>>,
-    stored: Option<Versioned>,
+    stored: Versioned,
 }
 
 impl Storage for OneValue {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         Ok(keys.iter().map(|_| self.stored.clone()).collect())
     }
 
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
         let mut written = self.written.lock().unwrap();
         written.extend(writes.iter().filter_map(|w| w.value.map(str::to_owned)));
-        Ok(writes.iter().map(|w| w.expected.unwrap_or(0) + 1).collect())
+        Ok(writes.iter().map(|w| w.expected + 1).collect())
     }
 
     fn list_due(&self, _: u64, _: Option<&str>, _: u32) -> Result<DuePage, HostError> {
@@ -53,14 +53,14 @@ fn seal(keys: &HostKeys, key: &str, prev: u64, text: &str) -> String {
     let store = AuthenticatedStorage::new(
         OneValue {
             written: written.clone(),
-            stored: None,
+            stored: Versioned::absent(),
         },
         keys.clone(),
     );
     store
         .write(&[Write {
             key,
-            expected: (prev != 0).then_some(prev),
+            expected: prev,
             value: Some(text),
             ttl_ms: 60_000,
         }])
@@ -73,17 +73,22 @@ fn open(keys: &HostKeys, key: &str, stored: &str, version: u64) -> Result<String
     let store = AuthenticatedStorage::new(
         OneValue {
             written: Arc::default(),
-            stored: Some(Versioned {
+            stored: Versioned {
                 value: stored.to_owned(),
                 version,
-            }),
+            },
         },
         keys.clone(),
     );
     store
         .read(&[ReadKey::from(key)])
         .map_err(|e| e.to_string())
-        .map(|mut v| v.pop().flatten().map(|v| v.value).unwrap_or_default())
+        .map(|mut v| {
+            v.pop()
+                .and_then(|v| v.present())
+                .map(|v| v.value)
+                .unwrap_or_default()
+        })
 }
 
 fn verifying_keys() -> HostKeys {

@@ -75,7 +75,7 @@ fn retry(g: &mut ComponentGate, user: &str, tenant: &str) -> Result<String, Stri
         responses_json: json!({"ok": {"action": "accept", "content": {"yes": true}}}).to_string(),
     })
     .map(|r| r.request_json)
-    .map_err(|d| d.code)
+    .map_err(|d| d.code.to_string())
 }
 
 /// The attack: someone who can write the store rewrites the open binding's arguments (and,
@@ -88,7 +88,7 @@ fn rewrite_arguments(store: &MemoryStorage) -> bool {
             .read(&[ReadKey::from(key.as_str())])
             .unwrap()
             .pop()
-            .flatten()
+            .and_then(|v| v.present())
             .unwrap();
         if !found.value.contains("bob") {
             continue;
@@ -100,7 +100,7 @@ fn rewrite_arguments(store: &MemoryStorage) -> bool {
         let applied = store
             .write(&[Write {
                 key: &key,
-                expected: Some(found.version),
+                expected: found.version,
                 value: Some(&forged),
                 ttl_ms: 300_000,
             }])
@@ -154,7 +154,7 @@ fn authenticated_values_work_through_a_whole_round_and_a_key_rotation() {
     AuthenticatedStorage::new(inner.clone(), keys("k1", 7))
         .write(&[Write {
             key: stale,
-            expected: None,
+            expected: 0,
             value: Some("{}"),
             ttl_ms: 60_000,
         }])
@@ -176,28 +176,29 @@ fn a_sealed_value_moved_to_another_key_or_forged_is_refused() {
     store
         .write(&[Write {
             key: a,
-            expected: None,
+            expected: 0,
             value: Some("record of a"),
             ttl_ms: 60_000,
         }])
         .unwrap();
     assert_eq!(
         store.read(&[ReadKey::from(a)]).unwrap()[0]
-            .as_ref()
-            .map(|v| v.value.as_str()),
-        Some("record of a")
+            .clone()
+            .present()
+            .map(|v| v.value),
+        Some("record of a".to_owned())
     );
     let raw = inner
         .read(&[ReadKey::from(a)])
         .unwrap()
         .pop()
-        .flatten()
+        .and_then(|v| v.present())
         .unwrap()
         .value;
     inner
         .write(&[Write {
             key: b,
-            expected: None,
+            expected: 0,
             value: Some(&raw),
             ttl_ms: 60_000,
         }])
@@ -217,8 +218,7 @@ fn a_sealed_value_moved_to_another_key_or_forged_is_refused() {
             .read(&[ReadKey::from(key)])
             .unwrap()
             .pop()
-            .flatten()
-            .map(|v| v.version);
+            .map_or(0, |v| v.version);
         inner
             .write(&[Write {
                 key,

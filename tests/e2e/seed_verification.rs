@@ -129,6 +129,7 @@ fn seed_changed_arguments() {
         .read(&[key.as_str().into()])
         .unwrap()
         .remove(0)
+        .present()
         .unwrap();
     let text = stored.value;
     assert!(text.contains("alice"));
@@ -138,7 +139,7 @@ fn seed_changed_arguments() {
         .storage
         .write(&[Write {
             key: &key,
-            expected: Some(stored.version),
+            expected: stored.version,
             value: Some(&forged),
             ttl_ms: 60_000,
         }])

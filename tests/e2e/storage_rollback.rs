@@ -35,13 +35,13 @@ struct SameVersion {
 }
 
 impl Storage for SameVersion {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         let swapped = self.swapped.lock().unwrap().clone();
         let mut found = self.inner.read(keys)?;
         for (k, entry) in keys.iter().zip(&mut found) {
-            if let (Some(v), Some(other)) = (entry.as_mut(), &swapped) {
+            if let (true, Some(other)) = (entry.is_present(), &swapped) {
                 // The read contract kept: a reader at this version is sent no value.
-                v.value = if k.have == Some(v.version) {
+                entry.value = if k.have == entry.version {
                     String::new()
                 } else {
                     other.clone()
@@ -68,7 +68,7 @@ fn raw(inner: &MemoryStorage, key: &str) -> Versioned {
         .read(&[ReadKey::from(key)])
         .unwrap()
         .pop()
-        .flatten()
+        .and_then(|v| v.present())
         .unwrap()
 }
 
@@ -90,15 +90,19 @@ fn a_value_at_the_version_the_gate_holds_still_has_its_mac_checked() {
         value: Some(value),
         ttl_ms: 60_000,
     };
-    let v1 = store.write(&[put(None, "round open")]).unwrap()[0];
+    let v1 = store.write(&[put(0, "round open")]).unwrap()[0];
     let sealed_open = raw(&inner, KEY).value;
-    let v2 = store.write(&[put(Some(v1), "round used")]).unwrap()[0];
-    let held = [ReadKey {
-        key: KEY,
-        have: Some(v2),
-    }];
+    let v2 = store.write(&[put(v1, "round used")]).unwrap()[0];
+    let held = [ReadKey { key: KEY, have: v2 }];
     // The value the gate holds, unchanged: not sent again.
-    assert_eq!(store.read(&held).unwrap()[0].as_ref().unwrap().value, "");
+    assert_eq!(
+        store.read(&held).unwrap()[0]
+            .clone()
+            .present()
+            .unwrap()
+            .value,
+        ""
+    );
     // Another value at that very version: unsigned, or sealed earlier for this key. Neither
     // is let through on the version the gate holds.
     for other in ["forged, no MAC".to_owned(), sealed_open] {
@@ -144,7 +148,7 @@ fn retry(g: &mut ComponentGate, retry_id: i64) -> Result<String, String> {
         responses_json: json!({"ok": {"action": "accept", "content": {"yes": true}}}).to_string(),
     })
     .map(|r| r.request_json)
-    .map_err(|d| d.code)
+    .map_err(|d| d.code.to_string())
 }
 
 #[test]
@@ -170,7 +174,7 @@ fn a_round_written_back_after_its_retry_is_refused_by_a_host_that_saw_it_used() 
     let applied = inner
         .write(&[Write {
             key: &record,
-            expected: Some(now),
+            expected: now,
             value: Some(&open),
             ttl_ms: 300_000,
         }])
@@ -194,9 +198,9 @@ struct OneStaleRead {
 }
 
 impl Storage for OneStaleRead {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         match self.stale.lock().unwrap().take() {
-            Some(old) => Ok(vec![Some(old)]),
+            Some(old) => Ok(vec![old]),
             None => self.inner.read(keys),
         }
     }
@@ -231,10 +235,10 @@ fn a_read_that_crossed_a_newer_write_reads_again_and_is_not_taken_for_a_rollback
         value: Some(value),
         ttl_ms: 60_000,
     };
-    let v1 = store.write(&[put(None, "first")]).unwrap()[0];
+    let v1 = store.write(&[put(0, "first")]).unwrap()[0];
     let old = raw(&inner, KEY);
-    store.write(&[put(Some(v1), "second")]).unwrap();
+    store.write(&[put(v1, "second")]).unwrap();
     *stale.lock().unwrap() = Some(old);
     let got = store.read(&[ReadKey::from(KEY)]).unwrap();
-    assert_eq!(got[0].as_ref().unwrap().value, "second");
+    assert_eq!(got[0].clone().present().unwrap().value, "second");
 }

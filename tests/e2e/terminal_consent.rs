@@ -86,7 +86,7 @@ fn round_with(
         .iter()
         .map(|e| serde_json::from_str(&e.line).unwrap())
         .collect();
-    (r.map(|_| ()).map_err(|d| d.code), shown, trail)
+    (r.map(|_| ()).map_err(|d| d.code.to_string()), shown, trail)
 }
 
 /// Through the component, the receipt's method reaches the trail: a person at the terminal

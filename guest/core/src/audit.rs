@@ -301,8 +301,18 @@ impl ChainWriter {
                 event_sha256: digest::sha256_hex(line.as_bytes()),
                 line,
             };
-            let stored = match sink.append(&entry).map_err(|e| fail(e.message))? {
-                AppendOutcome::HeadMoved(moved) => {
+            let outcome = sink.append(&entry).map_err(|e| fail(e.message))?;
+            let stored = match outcome {
+                AppendOutcome {
+                    written: false,
+                    head_seq,
+                    head_sha256,
+                    ..
+                } => {
+                    let moved = ChainHead {
+                        seq: head_seq,
+                        event_sha256: head_sha256,
+                    };
                     let progress = if learned {
                         moved.seq > head.seq
                     } else {
@@ -318,7 +328,11 @@ impl ChainWriter {
                     head = moved;
                     continue;
                 }
-                AppendOutcome::Written { stored } => stored,
+                AppendOutcome {
+                    written: true,
+                    stored,
+                    ..
+                } => stored,
             };
             let same = stored
                 .as_deref()

@@ -87,6 +87,51 @@ macro_rules! gate_errors {
             }
         )*
 
+        /// Every code the gate can return, without its payload: what a host gets back from
+        /// a code that crossed the component boundary as text ([`ErrorCode::from_code`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(
+                $(#[$doc])*
+                $variant,
+            )*)*
+        }
+
+        impl ErrorCode {
+            /// The stable wire and audit code.
+            pub fn code(self) -> &'static str {
+                match self {
+                    $($(Self::$variant => $code,)*)*
+                }
+            }
+
+            /// Who is to blame.
+            pub fn cause(self) -> ErrorCause {
+                match self {
+                    $($(Self::$variant => ErrorCause::$cause,)*)*
+                }
+            }
+
+            /// The code named `code` (`None`: no code of this gate).
+            pub fn from_code(code: &str) -> Option<Self> {
+                match code {
+                    $($($code => Some(Self::$variant),)*)*
+                    _ => None,
+                }
+            }
+        }
+
+        $(
+            impl $enum {
+                /// The code without its payload.
+                pub fn error_code(&self) -> ErrorCode {
+                    match self {
+                        $(Self::$variant { .. } => ErrorCode::$variant,)*
+                    }
+                }
+            }
+        )*
+
         /// Every code the gate can return, with its cause, in declaration order.
         pub const ALL_ERRORS: &[(&str, ErrorCause)] = &[$($(($code, ErrorCause::$cause),)*)*];
 
@@ -280,6 +325,15 @@ impl GateError {
             Self::Host(e) => e.code(),
         }
     }
+
+    /// The code without its payload.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::Peer(e) => e.error_code(),
+            Self::Caller(e) => e.error_code(),
+            Self::Host(e) => e.error_code(),
+        }
+    }
 }
 
 impl fmt::Display for GateError {
@@ -413,6 +467,23 @@ mod tests {
         assert_eq!(
             GateError::Host(HostFault::StateAlreadyUsed).cause(),
             ErrorCause::Host
+        );
+    }
+
+    /// A code that crossed the boundary as text comes back as the same typed code, with the
+    /// same cause; no other text does.
+    #[test]
+    fn every_code_turns_back_into_its_typed_code() {
+        for (code, cause) in ALL_ERRORS {
+            let typed = ErrorCode::from_code(code).unwrap_or_else(|| panic!("{code}"));
+            assert_eq!(typed.code(), *code);
+            assert_eq!(typed.cause(), *cause);
+        }
+        assert_eq!(ErrorCode::from_code("guest_trapped"), None);
+        assert_eq!(ErrorCode::from_code("Consent_Refused"), None);
+        assert_eq!(
+            GateError::Caller(CallerMisuse::ConsentRefused).error_code(),
+            ErrorCode::ConsentRefused
         );
     }
 }

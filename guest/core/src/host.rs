@@ -1,5 +1,7 @@
-//! The four host services the gate needs. They mirror the WIT imports one to one, so the
-//! same core runs natively (tests, benches) and inside the component (through the glue).
+//! The four host services the gate needs. They mirror the WIT imports one to one, in the
+//! WIT's own encodings (version 0 for "absent", the flat append record), so the same core
+//! runs natively (tests, benches) and inside the component, whose glue only moves fields
+//! (`guest/component/src/convert.rs`, `host-harness/src/convert.rs`).
 //! Every method may fail; the gate turns every failure into a denial.
 
 use std::sync::Arc;
@@ -28,6 +30,20 @@ impl std::fmt::Display for HostError {
 
 impl std::error::Error for HostError {}
 
+/// An import's `err(message)`, as the WIT carries it.
+impl From<String> for HostError {
+    fn from(message: String) -> Self {
+        Self { message }
+    }
+}
+
+/// The `err(message)` an import returns.
+impl From<HostError> for String {
+    fn from(e: HostError) -> Self {
+        e.message
+    }
+}
+
 /// Wall-clock time, supplied by the host: the guest has no clock of its own. It decides
 /// expiry, so a host must not let it run backwards.
 pub trait Clock {
@@ -35,12 +51,13 @@ pub trait Clock {
     fn now_ms(&self) -> u64;
 }
 
-/// A key's current value and the version its last write got.
+/// A key's current value and the version its last write got; version 0 is an absent key
+/// (or one past its TTL), whose value is empty and ignored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versioned {
     /// The text stored.
     pub value: String,
-    /// Never 0; changes on every write of the key and is never reused for that key, not
+    /// 0: absent. A present key's is never 0; changes on every write of the key and is never reused for that key, not
     /// even after the key was deleted, nor after the store lost its data or its counter
     /// (restarted empty, flushed, evicted, restored from a snapshot): the record cache, the
     /// single use of a round and the uniqueness of every consent view rest on it. The
@@ -49,20 +66,46 @@ pub struct Versioned {
     pub version: u64,
 }
 
+impl Versioned {
+    /// An absent key.
+    pub fn absent() -> Self {
+        Self {
+            value: String::new(),
+            version: 0,
+        }
+    }
+
+    /// Whether the key is present (its version is not 0).
+    pub fn is_present(&self) -> bool {
+        self.version != 0
+    }
+
+    /// The entry when the key is present.
+    pub fn present(self) -> Option<Self> {
+        self.is_present().then_some(self)
+    }
+}
+
+impl From<Option<Versioned>> for Versioned {
+    fn from(entry: Option<Versioned>) -> Self {
+        entry.unwrap_or_else(Self::absent)
+    }
+}
+
 /// One key of a read, with the version of its value the reader already holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadKey<'a> {
     /// The key.
     pub key: &'a str,
-    /// The version the reader holds the value of (`None`: none). When the key is still at that
+    /// The version the reader holds the value of (0: none). When the key is still at that
     /// version the store returns the version with an empty value: the value does not cross
     /// the boundary again (most reads of a round find the record the gate wrote last).
-    pub have: Option<u64>,
+    pub have: u64,
 }
 
 impl<'a> From<&'a str> for ReadKey<'a> {
     fn from(key: &'a str) -> Self {
-        Self { key, have: None }
+        Self { key, have: 0 }
     }
 }
 
@@ -71,8 +114,8 @@ impl<'a> From<&'a str> for ReadKey<'a> {
 pub struct Write<'a> {
     /// The key.
     pub key: &'a str,
-    /// The version the key must have; `None`: the key must be absent.
-    pub expected: Option<u64>,
+    /// The version the key must have; 0: the key must be absent.
+    pub expected: u64,
     /// What to store; `None` deletes the key.
     pub value: Option<&'a str>,
     /// How long the value lives.
@@ -91,9 +134,9 @@ pub struct DuePage {
 /// Short-lived protected storage, possibly shared between instances and processes.
 /// Calls are batched: each costs a host a boundary crossing (docs/hosts.md).
 pub trait Storage {
-    /// The live entry of each key, in order (`None`: absent or past its TTL); the value is
-    /// empty when the key is at the version the reader said it has.
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError>;
+    /// The live entry of each key, in order (version 0: absent or past its TTL); the value
+    /// is empty when the key is at the version the reader said it has.
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError>;
     /// The writes in order, each an atomic compare-and-swap, stopping at the first whose
     /// key is not at its expected version. Returns the new version of each write applied
     /// (0 for a delete): a shorter list than `writes` means the write at its length lost
@@ -216,17 +259,49 @@ pub struct AuditEntry {
     pub line: String,
 }
 
-/// What a sink did with an entry.
+/// What a sink did with an entry (the WIT's flat `append-outcome`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AppendOutcome {
-    /// Written at the entry's `seq`; then read back from the durable medium: the line found
-    /// there (`None`: the read found nothing or failed).
-    Written {
-        /// The line read back.
-        stored: Option<String>,
-    },
-    /// The entry did not extend the head; nothing written.
-    HeadMoved(ChainHead),
+pub struct AppendOutcome {
+    /// True: written at the entry's `seq`. False: the entry did not extend the head, and
+    /// nothing was written.
+    pub written: bool,
+    /// When written: the line read back from the durable medium after the write (`None`:
+    /// the read found nothing or failed). `None` when not written.
+    pub stored: Option<String>,
+    /// The sink's head after the call: its `seq` (0 when empty)...
+    pub head_seq: u64,
+    /// ...and its `event_sha256` (64 zeros when empty).
+    pub head_sha256: String,
+}
+
+impl AppendOutcome {
+    /// `entry` was written, and `stored` read back.
+    pub fn written(entry: &AuditEntry, stored: Option<String>) -> Self {
+        Self {
+            written: true,
+            stored,
+            head_seq: entry.seq,
+            head_sha256: entry.event_sha256.clone(),
+        }
+    }
+
+    /// Nothing was written: the sink's head is `head`.
+    pub fn head_moved(head: ChainHead) -> Self {
+        Self {
+            written: false,
+            stored: None,
+            head_seq: head.seq,
+            head_sha256: head.event_sha256,
+        }
+    }
+
+    /// The sink's head after the call.
+    pub fn head(&self) -> ChainHead {
+        ChainHead {
+            seq: self.head_seq,
+            event_sha256: self.head_sha256.clone(),
+        }
+    }
 }
 
 /// An append-only hash-chained audit sink. One call per event: the append reads its own
@@ -242,7 +317,7 @@ macro_rules! forward {
             fn now_ms(&self) -> u64 { (**self).now_ms() }
         }
         impl<T: Storage + ?Sized> Storage for $ptr<T> {
-            fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> { (**self).read(keys) }
+            fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> { (**self).read(keys) }
             fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> { (**self).write(writes) }
             fn list_due(&self, due_by_ms: u64, cursor: Option<&str>, limit: u32) -> Result<DuePage, HostError> {
                 (**self).list_due(due_by_ms, cursor, limit)

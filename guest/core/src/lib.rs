@@ -39,12 +39,16 @@ mod url_view;
 mod tests;
 
 pub use error::{
-    ALL_CODES, ALL_ERRORS, CallerMisuse, Denial, ErrorCause, GateError, HostFault, PeerMisbehaved,
+    ALL_CODES, ALL_ERRORS, CallerMisuse, Denial, ErrorCause, ErrorCode, GateError, HostFault,
+    PeerMisbehaved,
 };
 pub use gate::{
-    CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ConsentView, EXPIRY_GRACE_MS, FinishRequest, Gate,
-    ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, Registered, Registration, ResponseVerdict, Retry,
-    RetryRequest, TerminalOutcome,
+    AcceptedRound, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ConsentView, EXPIRY_GRACE_MS,
+    FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, Registered, Registration,
+    ResponseVerdict, Retry, RetryRequest, ShownArguments, TerminalOutcome, VIEW_FORMAT, ViewError,
+    ViewInput, ViewRequest, ViewState,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 pub use policy::{DeprecatedMethod, Policy, hidden_or_control, limits};
+pub use schema::{FieldKind, FormField, SelectOption};
+pub use url_view::{UrlView, UrlWarning};

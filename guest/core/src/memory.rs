@@ -241,7 +241,7 @@ impl MemoryStorage {
         let current = slots
             .get(w.key)
             .filter(|s| s.expires_at_ms > now)
-            .map(|s| s.version);
+            .map_or(0, |s| s.version);
         if current != w.expected || self.lose_cas.load(Ordering::SeqCst) {
             return Ok(None);
         }
@@ -286,7 +286,7 @@ impl MemoryStorage {
 }
 
 impl Storage for MemoryStorage {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         self.check()?;
         let now = self.clock.now_ms();
         let slots = lock(&self.slots);
@@ -298,13 +298,14 @@ impl Storage for MemoryStorage {
                     .filter(|s| s.expires_at_ms > now)
                     .map(|s| Versioned {
                         // The reader holds this version already: the value stays here.
-                        value: if k.have == Some(s.version) {
+                        value: if k.have == s.version {
                             String::new()
                         } else {
                             s.value.clone()
                         },
                         version: s.version,
                     })
+                    .into()
             })
             .collect())
     }
@@ -549,7 +550,7 @@ impl Audit for MemoryAudit {
             }
         };
         if !extends {
-            return Ok(AppendOutcome::HeadMoved(head_of(&entries)));
+            return Ok(AppendOutcome::head_moved(head_of(&entries)));
         }
         entries.push_back(entry.clone());
         if entries.len() > self.window {
@@ -561,6 +562,6 @@ impl Audit for MemoryAudit {
             AuditFault::CorruptReadback => Some(entry.line.replacen("\"event\"", "\"evnt\"", 1)),
             AuditFault::None | AuditFault::FailAppend => entries.back().map(|e| e.line.clone()),
         };
-        Ok(AppendOutcome::Written { stored })
+        Ok(AppendOutcome::written(entry, stored))
     }
 }

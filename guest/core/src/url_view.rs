@@ -4,10 +4,10 @@
 
 use crate::error::{GateError, PeerMisbehaved};
 use crate::policy::limits;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A warning shown next to the URL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UrlWarning {
     /// A label of the host is Punycode (`xn--`): the Unicode form may imitate another name.
@@ -21,7 +21,8 @@ pub enum UrlWarning {
 }
 
 /// What the consent view shows about a URL.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UrlView {
     /// The full URL, as it will be opened (normalised by the URL parser).
     pub full: String,

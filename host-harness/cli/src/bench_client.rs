@@ -10,7 +10,7 @@
 use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
 use mrtr_gate_host::core::{
-    ConsentView, FinishRequest, Registered, Registration, RequestId, ResponseVerdict, Retry,
+    AcceptedRound, FinishRequest, Registered, Registration, RequestId, ResponseVerdict, Retry,
     RetryRequest, ServerIdentity, TerminalOutcome,
 };
 use mrtr_gate_host::reference_hosts::{
@@ -77,7 +77,7 @@ impl GateApi for GateOff {
         if let Some(call) = self.calls.get_mut(&id.key_fragment()) {
             call.2 = result.get("requestState").cloned();
         }
-        Ok(ResponseVerdict::InputRequired(ConsentView {
+        Ok(ResponseVerdict::InputRequired(AcceptedRound {
             view_json: "{}".into(),
             view_sha256: String::new(),
             round: 1,

@@ -47,7 +47,7 @@ impl<S> Counting<S> {
 }
 
 impl<S: Storage> Storage for Counting<S> {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.keys_read
             .fetch_add(keys.len() as u64, Ordering::SeqCst);
@@ -118,7 +118,7 @@ pub fn row(
             .iter()
             .map(|k| Write {
                 key: k,
-                expected: None,
+                expected: 0,
                 value: Some("x"),
                 ttl_ms: ttl,
             })

@@ -4,13 +4,13 @@
 
 use mrtr_gate_client::{
     Answerer, AnswersFile, Client, ClientConfig, ClientError, Completed, HttpTransport, Observer,
-    ServerStderr, StdioTransport, Terminal, TerminalForm, Transport,
+    OpenRound, ServerStderr, StdioTransport, Terminal, TerminalForm, Transport,
 };
-use mrtr_gate_host::consent_screen::{render_answers, render_view, shown_name};
+use mrtr_gate_host::consent_screen::{render_answers, render_view_text, shown_name};
+use mrtr_gate_host::core::Policy;
 use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
-use mrtr_gate_host::core::{ConsentView, Policy};
 use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage, SystemClock};
 use mrtr_gate_host::services::{SharedAudit, SharedStorage};
@@ -71,7 +71,7 @@ impl Consent for FlagConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
         eprintln!(
             "{}\nAnswers to send:\n{}\n(consent given with --yes)",
-            render_view(&prompt.view_json),
+            render_view_text(&prompt.view_json).0,
             render_answers(&prompt.responses_json)
         );
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
@@ -123,7 +123,8 @@ impl Observer for CliObserver {
         true
     }
 
-    fn round(&mut self, view: &ConsentView) {
+    fn round(&mut self, round: &OpenRound) {
+        let view = &round.accepted;
         if self.shown_at.take().is_some() && self.tty {
             eprintln!();
         }
@@ -351,7 +352,7 @@ pub fn exit_code(outcome: &Result<Completed, ClientError>) -> u8 {
 /// The process exit code for a failure (`docs/cli.md`).
 pub fn error_exit_code(e: &ClientError) -> u8 {
     match e {
-        ClientError::Refused(_) | ClientError::Peer { .. } => 1,
+        ClientError::Refused(_) | ClientError::UnreadableView(_) | ClientError::Peer { .. } => 1,
         ClientError::Usage(_) => 2,
         ClientError::Server { .. } | ClientError::UnsupportedVersion(_) => 3,
         ClientError::Transport(_) => 4,
@@ -391,8 +392,10 @@ pub fn list_lines(result: &Value, what: &str) -> String {
 /// The `--json` object for a failure.
 pub fn error_json(e: &ClientError) -> Value {
     match e {
-        ClientError::Refused(d) => json!({"ok": false, "code": d.code, "message": d.message,
-            "cause": d.cause.as_str(), "audited": d.audited}),
+        ClientError::Refused(d) => {
+            json!({"ok": false, "code": d.code.as_str(), "message": d.message,
+            "cause": d.cause.as_str(), "audited": d.audited})
+        }
         e => json!({"ok": false, "code": e.code(), "message": e.to_string()}),
     }
 }

@@ -163,7 +163,9 @@ fn policy_of(step: &Value) -> Result<Policy, String> {
 fn outcome<T>(r: Result<T, GateDenial>, ok: impl FnOnce(T) -> Value) -> Value {
     match r {
         Ok(v) => json!({"ok": ok(v)}),
-        Err(d) => json!({"error": d.code, "cause": format!("{:?}", d.cause).to_lowercase()}),
+        Err(d) => {
+            json!({"error": d.code.as_str(), "cause": format!("{:?}", d.cause).to_lowercase()})
+        }
     }
 }
 

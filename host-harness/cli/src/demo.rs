@@ -10,7 +10,7 @@ use mrtr_gate_core::{
     CallerOutcome, FinishRequest, Policy, Registration, RequestId, ResponseVerdict, RetryRequest,
     ServerIdentity,
 };
-use mrtr_gate_host::consent_screen::{render_answers, render_view};
+use mrtr_gate_host::consent_screen::{render_answers, render_view_text};
 use mrtr_gate_host::reference_hosts::{
     FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
 };
@@ -28,7 +28,7 @@ impl Consent for ShowingConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
         let receipt = self.inner.request_consent(prompt)?;
         let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
-        log.push(render_view(&prompt.view_json));
+        log.push(render_view_text(&prompt.view_json).0);
         log.push(format!(
             "  answers:\n{}\n  user: {:?} (receipt {})",
             render_answers(&prompt.responses_json),

@@ -187,7 +187,7 @@ pub fn attack(
         let ok = r.is_ok();
         say(
             &json!({"round": round, "worker": worker, "kind": kind, "ok": ok,
-            "code": r.err().map(|d| d.code)}),
+            "code": r.err().map(|d| d.code.as_str())}),
         );
         ok
     };

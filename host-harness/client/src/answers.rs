@@ -6,8 +6,9 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
+use crate::session::OpenRound;
 use mrtr_gate_host::consent_screen::shown_name;
-use mrtr_gate_host::core::ConsentView;
+use mrtr_gate_host::core::{FieldKind, FormField, SelectOption, ViewInput};
 use mrtr_gate_host::shown::{shown_json, shown_text};
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
@@ -34,8 +35,8 @@ impl std::fmt::Display for NoAnswer {
 
 /// A source of answers for rounds that ask for input.
 pub trait Answerer {
-    /// Answer the round `view` (its `view_json` says what is asked).
-    fn answer(&mut self, view: &ConsentView) -> Result<Answer, NoAnswer>;
+    /// Answer `round` (its view says what is asked).
+    fn answer(&mut self, round: &OpenRound) -> Result<Answer, NoAnswer>;
 }
 
 /// Answers written in advance. The file holds either one object (input key to the
@@ -75,7 +76,8 @@ impl AnswersFile {
 }
 
 impl Answerer for AnswersFile {
-    fn answer(&mut self, view: &ConsentView) -> Result<Answer, NoAnswer> {
+    fn answer(&mut self, round: &OpenRound) -> Result<Answer, NoAnswer> {
+        let view = &round.accepted;
         let index = if self.every_round {
             0
         } else {
@@ -233,83 +235,76 @@ impl TerminalForm {
         }
     }
 
-    fn field(&self, field: &Value) -> Result<Option<Value>, NoAnswer> {
-        let name = field["name"].as_str().unwrap_or_default();
-        let kind = field["type"].as_str().unwrap_or_default();
-        let required = field["required"].as_bool().unwrap_or(false);
-        let mut label = shown_name(name);
-        if let Some(title) = field["title"].as_str() {
+    fn field(&self, field: &FormField) -> Result<Option<Value>, NoAnswer> {
+        let mut label = shown_name(&field.name);
+        if let Some(title) = &field.title {
             label = format!("{} ({label})", shown_text(title));
         }
         let mut hints = Vec::new();
-        if let Some(d) = field["description"].as_str() {
+        if let Some(d) = &field.description {
             hints.push(shown_text(d));
         }
-        let options: Vec<&Value> = field["options"]
-            .as_array()
-            .map(|o| o.iter().collect())
-            .unwrap_or_default();
-        match kind {
-            "string" => {
-                if let Some(f) = field["format"].as_str() {
+        match &field.kind {
+            FieldKind::String {
+                min_length,
+                max_length,
+                format,
+            } => {
+                if let Some(f) = format {
                     hints.push(format!("format {}", shown_text(f)));
                 }
-                if let (Some(a), Some(b)) =
-                    (field["min_length"].as_u64(), field["max_length"].as_u64())
-                {
-                    hints.push(format!("{a} to {b} characters"));
-                } else if let Some(a) = field["min_length"].as_u64() {
-                    hints.push(format!("at least {a} characters"));
-                } else if let Some(b) = field["max_length"].as_u64() {
-                    hints.push(format!("at most {b} characters"));
+                match (min_length, max_length) {
+                    (Some(a), Some(b)) => hints.push(format!("{a} to {b} characters")),
+                    (Some(a), None) => hints.push(format!("at least {a} characters")),
+                    (None, Some(b)) => hints.push(format!("at most {b} characters")),
+                    (None, None) => {}
                 }
             }
-            "number" => {
-                let what = if field["integer"].as_bool() == Some(true) {
+            FieldKind::Number {
+                integer,
+                minimum,
+                maximum,
+            } => {
+                let what = if *integer {
                     "a whole number"
                 } else {
                     "a number"
                 };
-                let range = match (field.get("minimum"), field.get("maximum")) {
-                    (Some(a), Some(b)) => format!(" from {} to {}", shown_json(a), shown_json(b)),
-                    (Some(a), None) => format!(", at least {}", shown_json(a)),
-                    (None, Some(b)) => format!(", at most {}", shown_json(b)),
+                let shown = |n: &serde_json::Number| shown_json(&Value::Number(n.clone()));
+                let range = match (minimum, maximum) {
+                    (Some(a), Some(b)) => format!(" from {} to {}", shown(a), shown(b)),
+                    (Some(a), None) => format!(", at least {}", shown(a)),
+                    (None, Some(b)) => format!(", at most {}", shown(b)),
                     (None, None) => String::new(),
                 };
                 hints.push(format!("{what}{range}"));
             }
-            "boolean" => hints.push("y or n".into()),
-            "single_select" | "multi_select" => {
+            FieldKind::Boolean => hints.push("y or n".into()),
+            FieldKind::SingleSelect { options } | FieldKind::MultiSelect { options, .. } => {
                 let mut list = String::new();
                 for (i, o) in options.iter().enumerate() {
-                    let value = o["value"].as_str().unwrap_or_default();
-                    let title = o["title"]
-                        .as_str()
+                    let title = o
+                        .title
+                        .as_deref()
                         .map(|t| format!(" {}", shown_text(t)))
                         .unwrap_or_default();
                     list.push_str(&format!(
                         "\n      {}) {}{}",
                         i + 1,
-                        shown_name(value),
+                        shown_name(&o.value),
                         title
                     ));
                 }
-                hints.push(if kind == "multi_select" {
+                hints.push(if matches!(field.kind, FieldKind::MultiSelect { .. }) {
                     format!("numbers separated by commas{list}")
                 } else {
                     format!("one number{list}")
                 });
             }
-            _ => {
-                return Err(NoAnswer(format!(
-                    "field {} has a type this form cannot show",
-                    shown_name(name)
-                )));
-            }
         }
-        if let Some(d) = field.get("default") {
+        if let Some(d) = &field.default {
             hints.push(format!("empty for the default {}", shown_json(d)));
-        } else if !required {
+        } else if !field.required {
             hints.push("empty to leave out".into());
         }
         loop {
@@ -326,16 +321,16 @@ impl TerminalForm {
             };
             let line = line.trim();
             if line.is_empty() {
-                if let Some(d) = field.get("default") {
+                if let Some(d) = &field.default {
                     return Ok(Some(d.clone()));
                 }
-                if !required {
+                if !field.required {
                     return Ok(None);
                 }
                 self.terminal.say("    this field is required\n");
                 continue;
             }
-            match parse_value(kind, field, &options, line) {
+            match parse_value(&field.kind, line) {
                 Some(v) => return Ok(Some(v)),
                 None => self
                     .terminal
@@ -345,74 +340,85 @@ impl TerminalForm {
     }
 }
 
-fn parse_value(kind: &str, field: &Value, options: &[&Value], line: &str) -> Option<Value> {
-    let pick = |token: &str| -> Option<Value> {
+/// What `line` means for a field of `kind` (`None`: it does not fit).
+fn parse_value(kind: &FieldKind, line: &str) -> Option<Value> {
+    let pick = |options: &[SelectOption], token: &str| -> Option<Value> {
         let n: usize = token.trim().parse().ok()?;
-        options.get(n.checked_sub(1)?).map(|o| o["value"].clone())
+        options
+            .get(n.checked_sub(1)?)
+            .map(|o| Value::String(o.value.clone()))
     };
     match kind {
-        "string" => {
+        FieldKind::String {
+            min_length,
+            max_length,
+            ..
+        } => {
             // A first check for the person's sake; the gate's schema check is the one that counts.
             let n = line.chars().count() as u64;
-            let fits = field["min_length"].as_u64().is_none_or(|m| n >= m)
-                && field["max_length"].as_u64().is_none_or(|m| n <= m);
+            let fits = min_length.is_none_or(|m| n >= m) && max_length.is_none_or(|m| n <= m);
             fits.then(|| Value::String(line.to_owned()))
         }
-        "number" => {
+        FieldKind::Number {
+            integer,
+            minimum,
+            maximum,
+        } => {
             // Kept as the number text the person typed (the gate compares numbers exactly).
             let v: Value = serde_json::from_str(line).ok()?;
             let x = v.as_f64()?;
-            let whole = field["integer"].as_bool() != Some(true)
-                || v.as_i64().is_some()
-                || v.as_u64().is_some();
-            let fits = field["minimum"].as_f64().is_none_or(|m| x >= m)
-                && field["maximum"].as_f64().is_none_or(|m| x <= m);
+            let whole = !*integer || v.as_i64().is_some() || v.as_u64().is_some();
+            let fits = minimum
+                .as_ref()
+                .and_then(serde_json::Number::as_f64)
+                .is_none_or(|m| x >= m)
+                && maximum
+                    .as_ref()
+                    .and_then(serde_json::Number::as_f64)
+                    .is_none_or(|m| x <= m);
             (whole && fits).then_some(v)
         }
-        "boolean" => match line.to_ascii_lowercase().as_str() {
+        FieldKind::Boolean => match line.to_ascii_lowercase().as_str() {
             "y" | "yes" | "true" => Some(Value::Bool(true)),
             "n" | "no" | "false" => Some(Value::Bool(false)),
             _ => None,
         },
-        "single_select" => pick(line),
-        "multi_select" => line
+        FieldKind::SingleSelect { options } => pick(options, line),
+        FieldKind::MultiSelect { options, .. } => line
             .split(',')
-            .map(pick)
+            .map(|token| pick(options, token))
             .collect::<Option<Vec<_>>>()
             .map(Value::Array),
-        _ => None,
     }
 }
 
 impl Answerer for TerminalForm {
-    fn answer(&mut self, view: &ConsentView) -> Result<Answer, NoAnswer> {
-        let parsed: Value = serde_json::from_str(&view.view_json)
-            .map_err(|_| NoAnswer("the consent view does not parse".into()))?;
+    fn answer(&mut self, round: &OpenRound) -> Result<Answer, NoAnswer> {
+        let view = &round.view;
         self.terminal.say(&format!(
             "\n{} asks for input (round {} of at most {}):\n",
-            shown_text(parsed["server"].as_str().unwrap_or("?")),
-            shown_json(&parsed["round"]),
-            shown_json(&parsed["max_rounds"])
+            shown_text(&view.server),
+            view.round,
+            view.max_rounds
         ));
         let mut out = Map::new();
-        for input in parsed["inputs"].as_array().into_iter().flatten() {
-            let key = input["key"].as_str().unwrap_or_default().to_owned();
-            let message = shown_text(input["message"].as_str().unwrap_or_default());
+        for input in &view.inputs {
+            let key = input.key().to_owned();
             self.terminal
-                .say(&format!("\n  input {}: {message}\n", shown_name(&key)));
-            let answer = match input["kind"].as_str() {
-                Some("form") => {
+                .say(&format!("\n  input {}: ", shown_name(&key)));
+            let answer = match input {
+                ViewInput::Form {
+                    message, fields, ..
+                } => {
+                    self.terminal.say(&format!("{}\n", shown_text(message)));
                     let Some(action) = self.action("fill in this form?") else {
                         return Ok(Answer::Cancel);
                     };
                     if action == "accept" {
                         let mut content = Map::new();
-                        for field in input["fields"].as_array().into_iter().flatten() {
+                        for field in fields {
                             if let Some(v) = self.field(field)? {
-                                content.insert(
-                                    field["name"].as_str().unwrap_or_default().to_owned(),
-                                    v,
-                                );
+                                content.insert(field.name.clone(), v);
                             }
                         }
                         json!({"action": "accept", "content": content})
@@ -420,27 +426,27 @@ impl Answerer for TerminalForm {
                         json!({"action": action})
                     }
                 }
-                Some("url") => {
-                    let url = &input["url"];
+                ViewInput::Url { message, url, .. } => {
+                    self.terminal.say(&format!("{}\n", shown_text(message)));
+                    let warnings: Vec<String> = url
+                        .warnings
+                        .iter()
+                        .filter_map(|w| serde_json::to_value(w).ok())
+                        .filter_map(|w| w.as_str().map(shown_text))
+                        .collect();
                     self.terminal.say(&format!(
                         "    opens {}\n    host  {}{}{}\n",
-                        shown_text(url["full"].as_str().unwrap_or("?")),
-                        shown_text(url["ascii_host"].as_str().unwrap_or("?")),
-                        match url["unicode_host"].as_str() {
-                            Some(u) if Some(u) != url["ascii_host"].as_str() =>
-                                format!(" (shown as {})", shown_text(u)),
-                            _ => String::new(),
+                        shown_text(&url.full),
+                        shown_text(&url.ascii_host),
+                        if url.unicode_host != url.ascii_host {
+                            format!(" (shown as {})", shown_text(&url.unicode_host))
+                        } else {
+                            String::new()
                         },
-                        match url["warnings"].as_array() {
-                            Some(w) if !w.is_empty() => format!(
-                                "\n    WARNING {}",
-                                w.iter()
-                                    .filter_map(Value::as_str)
-                                    .map(shown_text)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                            _ => String::new(),
+                        if warnings.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\n    WARNING {}", warnings.join(", "))
                         }
                     ));
                     let Some(action) = self.action("open this page in your browser?") else {
@@ -448,7 +454,9 @@ impl Answerer for TerminalForm {
                     };
                     json!({"action": action})
                 }
-                _ => {
+                ViewInput::Roots { .. } | ViewInput::Sampling { .. } => {
+                    // What the view says of it before the refusal, as for every input.
+                    self.terminal.say("\n");
                     return Err(NoAnswer(format!(
                         "input {} is of a kind this form does not answer",
                         shown_name(&key)
@@ -465,14 +473,27 @@ impl Answerer for TerminalForm {
 mod tests {
     use super::*;
 
-    fn view(round: u32, keys: &[&str], view_json: Value) -> ConsentView {
-        ConsentView {
-            view_json: view_json.to_string(),
+    /// Round `round` asking `keys`, its view `partial`'s members over a plain view's.
+    fn view(round: u32, keys: &[&str], partial: Value) -> OpenRound {
+        let mut view = json!({
+            "effects": [], "inputs": [], "max_rounds": 10, "round": round,
+            "server": "https://s.example/mcp", "state": {"present": false},
+            "view": mrtr_gate_host::core::VIEW_FORMAT,
+            "request": {"arguments": null, "binding_version": 1, "id": 1, "method": "tools/call",
+                "name": "t", "original_id": 1, "params_sha256": "p", "tenant_sha256": "t",
+                "user_sha256": "u"},
+        });
+        for (k, v) in partial.as_object().into_iter().flatten() {
+            view[k] = v.clone();
+        }
+        let accepted = mrtr_gate_host::core::AcceptedRound {
+            view_json: mrtr_gate_host::core::canonical::to_canonical(&view),
             view_sha256: String::new(),
             round,
             input_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
             request_state_sha256: None,
-        }
+        };
+        OpenRound::read(accepted).unwrap()
     }
 
     #[test]
@@ -546,7 +567,7 @@ mod tests {
             1,
             &["p"],
             json!({"server": "https://s/mcp", "round": 1, "max_rounds": 10,
-            "inputs": [{"key": "p", "kind": "form", "message": "Who?", "fields": fields}]}),
+            "inputs": [{"key": "p", "kind": "form", "schema_sha256": "s", "message": "Who?", "fields": fields}]}),
         );
         let answer = TerminalForm::new(terminal).answer(&v);
         assert_eq!(
@@ -596,13 +617,12 @@ mod tests {
              "default": evil, "options": [{"value": evil, "title": evil}]},
             {"name": "n", "type": "string", "format": evil, "required": false}
         ]);
-        let url =
-            json!({"full": evil, "ascii_host": evil, "unicode_host": "x", "warnings": [evil]});
+        let url = json!({"full": evil, "ascii_host": evil, "unicode_host": "x", "has_query": false, "warnings": ["punycode"]});
         let v = view(
             1,
             &["p", "u"],
             json!({"server": evil, "round": 1, "max_rounds": 10, "inputs": [
-                {"key": "p", "kind": "form", "message": evil, "fields": fields},
+                {"key": "p", "kind": "form", "schema_sha256": "s", "message": evil, "fields": fields},
                 {"key": "u", "kind": "url", "message": evil, "url": url}]}),
         );
         let answer = TerminalForm::new(terminal).answer(&v);
@@ -628,7 +648,7 @@ mod tests {
             1,
             &["u"],
             json!({"inputs": [{"key": "u", "kind": "url", "message": "Pay",
-            "url": {"full": "https://pay.example.com/x", "ascii_host": "pay.example.com", "unicode_host": "pay.example.com", "warnings": []}}]}),
+            "url": {"full": "https://pay.example.com/x", "ascii_host": "pay.example.com", "unicode_host": "pay.example.com", "has_query": false, "warnings": []}}]}),
         );
         assert_eq!(TerminalForm::new(terminal).answer(&v), Ok(Answer::Cancel));
     }

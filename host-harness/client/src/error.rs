@@ -3,6 +3,7 @@
 
 use crate::transport::TransportError;
 use mrtr_gate_host::GateDenial;
+use mrtr_gate_host::core::ViewError;
 
 /// Why a call did not end with a complete result.
 #[derive(Debug)]
@@ -10,6 +11,9 @@ pub enum ClientError {
     /// The gate refused a response or a retry: its code, cause and message. Nothing more
     /// was sent for the request.
     Refused(GateDenial),
+    /// The gate accepted a round whose consent view does not read as a view of this format
+    /// (`docs/consent-view.md`): nothing can be shown, so nothing is sent.
+    UnreadableView(ViewError),
     /// The server answered with a JSON-RPC error.
     Server {
         /// The JSON-RPC error code.
@@ -43,7 +47,8 @@ impl ClientError {
     /// A stable snake_case code: the gate's own for a refusal.
     pub fn code(&self) -> &str {
         match self {
-            Self::Refused(d) => &d.code,
+            Self::Refused(d) => d.code.as_str(),
+            Self::UnreadableView(_) => "unreadable_consent_view",
             Self::Server { .. } => "server_error",
             Self::Peer { code, .. } => code,
             Self::Transport(t) => t.code,
@@ -59,6 +64,7 @@ impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Refused(d) => write!(f, "the gate refused ({}): {}", d.code, d.message),
+            Self::UnreadableView(e) => write!(f, "{e}; nothing was shown or sent"),
             Self::Server { code, message, .. } => {
                 write!(f, "the server answered error {code}: {message:?}")
             }
@@ -80,6 +86,7 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Refused(d) => Some(d),
+            Self::UnreadableView(e) => Some(e),
             Self::Transport(t) => Some(t),
             _ => None,
         }

@@ -20,7 +20,7 @@ pub mod transport;
 
 pub use answers::{Answer, Answerer, AnswersFile, Terminal, TerminalForm};
 pub use error::ClientError;
-pub use session::{Call, Client, ClientConfig, Completed, Observer, Silent, Turn};
+pub use session::{Call, Client, ClientConfig, Completed, Observer, OpenRound, Silent, Turn};
 pub use transport::{HttpTransport, ServerStderr, StdioTransport, Transport, TransportError};
 
 /// The protocol version this client speaks (and puts in every request's `_meta`).

@@ -12,8 +12,8 @@ use crate::error::ClientError;
 use crate::transport::{Outgoing, Transport, Waiting};
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{
-    CallerOutcome, ConsentView, FinishRequest, MRTR_METHODS, Policy, Registration, RequestId,
-    ResponseVerdict, RetryRequest, ServerIdentity,
+    AcceptedRound, CallerOutcome, ConsentView, FinishRequest, MRTR_METHODS, Policy, Registration,
+    RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -55,7 +55,7 @@ pub trait Observer {
         true
     }
     /// The gate accepted a round; its answers are about to be collected.
-    fn round(&mut self, _view: &ConsentView) {}
+    fn round(&mut self, _round: &OpenRound) {}
     /// The user accepted a URL input and the gate built the retry on a granted receipt:
     /// now is the moment to open `url` (the view's `url.full`) outside the client.
     fn open_url(&mut self, _url: &str) {}
@@ -107,13 +107,35 @@ pub struct Completed {
     pub rounds: u32,
 }
 
+/// A round the gate accepted, its consent view read once: the form, the screen and the
+/// client all read [`OpenRound::view`], never the text again.
+#[derive(Clone, Debug)]
+pub struct OpenRound {
+    /// What the gate returned: the view's exact text (what a receipt binds), its digest,
+    /// the round's number and keys.
+    pub accepted: AcceptedRound,
+    /// The view, typed (boxed: a view is large beside the rest of a [`Turn`]).
+    pub view: Box<ConsentView>,
+}
+
+impl OpenRound {
+    /// Read the view of `accepted` (strictly: a view that does not parse is refused).
+    pub fn read(accepted: AcceptedRound) -> Result<Self, ClientError> {
+        let view = ConsentView::parse(&accepted.view_json).map_err(ClientError::UnreadableView)?;
+        Ok(Self {
+            accepted,
+            view: Box::new(view),
+        })
+    }
+}
+
 /// What one exchange of a call brought back.
 #[derive(Clone, Debug)]
 pub enum Turn {
     /// The call is done.
     Complete(Completed),
     /// The gate accepted a round: answer it with [`Client::answer`].
-    InputRequired(ConsentView),
+    InputRequired(OpenRound),
 }
 
 /// An MCP client whose every `tools/call`, `prompts/get` and `resources/read` goes through
@@ -311,7 +333,7 @@ impl<G: GateApi> Client<G> {
         loop {
             match self.exchange(&mut call)? {
                 Turn::Complete(done) => return Ok(done),
-                Turn::InputRequired(view) => self.answer(&mut call, &view)?,
+                Turn::InputRequired(round) => self.answer(&mut call, &round)?,
             }
         }
     }
@@ -386,10 +408,18 @@ impl<G: GateApi> Client<G> {
         };
         let server = self.transport.server().clone();
         match self.gate.accept_response(&server, &raw) {
-            Ok(ResponseVerdict::InputRequired(view)) => {
-                call.rounds = view.round;
-                self.observer.round(&view);
-                Ok(Turn::InputRequired(view))
+            Ok(ResponseVerdict::InputRequired(accepted)) => {
+                call.rounds = accepted.round;
+                let round = match OpenRound::read(accepted) {
+                    Ok(round) => round,
+                    Err(e) => {
+                        // Nothing can be shown of a round whose view does not read: give it up.
+                        self.end(call, CallerOutcome::Error(e.code().into()));
+                        return Err(e);
+                    }
+                };
+                self.observer.round(&round);
+                Ok(Turn::InputRequired(round))
             }
             Ok(ResponseVerdict::Complete) => {
                 call.ended = true;
@@ -424,16 +454,17 @@ impl<G: GateApi> Client<G> {
         }
     }
 
-    /// Answer the round `view` of `call`: collect the answers (none for a state-only round,
-    /// which is paced instead), let the gate validate them, ask for consent and build the
-    /// retry. Afterwards [`Client::exchange`] sends it.
-    pub fn answer(&mut self, call: &mut Call, view: &ConsentView) -> Result<(), ClientError> {
+    /// Answer `round` of `call`: collect the answers (none for a state-only round, which is
+    /// paced instead), let the gate validate them, ask for consent and build the retry.
+    /// Afterwards [`Client::exchange`] sends it.
+    pub fn answer(&mut self, call: &mut Call, round: &OpenRound) -> Result<(), ClientError> {
+        let accepted = &round.accepted;
         if self.observer.cancelled() {
             self.end(call, CallerOutcome::Cancelled);
             return Err(ClientError::Cancelled);
         }
-        let responses = if view.input_keys.is_empty() {
-            let pause = state_only_pause(view.round);
+        let responses = if accepted.input_keys.is_empty() {
+            let pause = state_only_pause(accepted.round);
             let step = Duration::from_millis(50);
             let mut slept = Duration::ZERO;
             while slept < pause {
@@ -446,7 +477,7 @@ impl<G: GateApi> Client<G> {
             }
             "{}".to_owned()
         } else {
-            match self.answers.answer(view) {
+            match self.answers.answer(round) {
                 Ok(Answer::Send(json)) => json,
                 Ok(Answer::Cancel) => {
                     self.end(call, CallerOutcome::Cancelled);
@@ -471,13 +502,15 @@ impl<G: GateApi> Client<G> {
             Ok(retry) => {
                 call.live = retry_id;
                 call.request_json = retry.request_json;
-                for url in accepted_urls(&view.view_json, &responses) {
-                    self.observer.open_url(&url);
+                // The answers the gate just accepted: a JSON object (its strict parse passed).
+                let sent: Value = serde_json::from_str(&responses).unwrap_or(Value::Null);
+                for url in round.view.accepted_urls(&sent) {
+                    self.observer.open_url(url);
                 }
                 Ok(())
             }
             Err(denial) => {
-                let outcome = if denial.code == "consent_refused" {
+                let outcome = if denial.user_refused() {
                     // The user said no at the consent prompt: the request is abandoned.
                     CallerOutcome::Cancelled
                 } else {
@@ -536,35 +569,6 @@ fn supported_versions(data: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The URLs of the round's URL inputs that the answers accept (`url.full`, the URL the user
-/// saw and the view's digest covers; never the server's raw string).
-fn accepted_urls(view_json: &str, responses_json: &str) -> Vec<String> {
-    // The view is the gate's canonical JSON, which writes a URL input's kind as exactly this
-    // (no whitespace; a quote inside a string is escaped), so a view without it has no URL
-    // input and is not parsed. Text elsewhere that matches only costs the parse below.
-    if !view_json.contains(r#""kind":"url""#) {
-        return Vec::new();
-    }
-    let (Ok(view), Ok(responses)) = (
-        serde_json::from_str::<Value>(view_json),
-        serde_json::from_str::<Value>(responses_json),
-    ) else {
-        return Vec::new();
-    };
-    view["inputs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| i["kind"] == "url")
-        .filter(|i| {
-            i["key"]
-                .as_str()
-                .is_some_and(|k| responses[k]["action"] == "accept")
-        })
-        .filter_map(|i| i["url"]["full"].as_str().map(str::to_owned))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,31 +581,6 @@ mod tests {
         assert_eq!(state_only_pause(7), Duration::from_millis(2000));
         assert_eq!(state_only_pause(u32::MAX), Duration::from_millis(2000));
         assert_eq!(state_only_pause(0), Duration::from_millis(50));
-    }
-
-    #[test]
-    fn only_accepted_url_inputs_are_opened() {
-        let view = json!({"inputs": [
-            {"key": "pay", "kind": "url", "url": {"full": "https://pay.example.com/a"}},
-            {"key": "later", "kind": "url", "url": {"full": "https://x.example.com/"}},
-            {"key": "form", "kind": "form"}
-        ]})
-        .to_string();
-        let responses = json!({"pay": {"action": "accept"}, "later": {"action": "decline"},
-            "form": {"action": "accept", "content": {}}})
-        .to_string();
-        assert_eq!(
-            accepted_urls(&view, &responses),
-            vec!["https://pay.example.com/a"]
-        );
-        assert!(accepted_urls("garbage", &responses).is_empty());
-        // Arguments that happen to read like a URL input are still judged by the parse.
-        let lookalike = json!({"inputs": [{"key": "form", "kind": "form"}],
-            "request": {"arguments": {"value": {"kind": "url", "url": {"full": "https://a.example/"}}}}})
-        .to_string();
-        assert!(accepted_urls(&lookalike, &responses).is_empty());
-        let form_only = json!({"inputs": [{"key": "form", "kind": "form"}]}).to_string();
-        assert!(accepted_urls(&form_only, &responses).is_empty());
     }
 
     /// A server that answers every request with one JSON-RPC error; what was sent is kept
@@ -637,7 +616,7 @@ mod tests {
     struct NoAnswers;
 
     impl Answerer for NoAnswers {
-        fn answer(&mut self, _: &ConsentView) -> Result<Answer, crate::answers::NoAnswer> {
+        fn answer(&mut self, _: &OpenRound) -> Result<Answer, crate::answers::NoAnswer> {
             Err(crate::answers::NoAnswer("none".into()))
         }
     }
@@ -695,6 +674,95 @@ mod tests {
             assert_eq!(
                 message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
                 PROTOCOL_VERSION
+            );
+        }
+    }
+
+    /// A gate that accepts every response as a round whose view is `view_json`, and counts
+    /// the bindings the client ends.
+    struct ViewGate {
+        view_json: String,
+        finished: std::sync::Arc<std::sync::Mutex<Vec<CallerOutcome>>>,
+    }
+
+    impl GateApi for ViewGate {
+        fn register(
+            &mut self,
+            r: Registration,
+        ) -> Result<mrtr_gate_host::core::Registered, mrtr_gate_host::GateDenial> {
+            Ok(mrtr_gate_host::core::Registered {
+                request_json: json!({"jsonrpc": "2.0", "id": r.request_id.to_json(),
+                    "method": r.method, "params": {}})
+                .to_string(),
+                params_sha256: String::new(),
+                expires_at_ms: 0,
+            })
+        }
+        fn accept_response(
+            &mut self,
+            _: &ServerIdentity,
+            _: &str,
+        ) -> Result<ResponseVerdict, mrtr_gate_host::GateDenial> {
+            Ok(ResponseVerdict::InputRequired(AcceptedRound {
+                view_json: self.view_json.clone(),
+                view_sha256: String::new(),
+                round: 1,
+                input_keys: vec!["pay".into()],
+                request_state_sha256: None,
+            }))
+        }
+        fn build_retry(
+            &mut self,
+            _: RetryRequest,
+        ) -> Result<mrtr_gate_host::core::Retry, mrtr_gate_host::GateDenial> {
+            panic!("nothing is answered on an unreadable view")
+        }
+        fn finish(
+            &mut self,
+            r: FinishRequest,
+        ) -> Result<mrtr_gate_host::core::TerminalOutcome, mrtr_gate_host::GateDenial> {
+            self.finished.lock().unwrap().push(r.outcome);
+            Ok(mrtr_gate_host::core::TerminalOutcome::Error)
+        }
+        fn expire_stale(&mut self) -> Result<u32, mrtr_gate_host::GateDenial> {
+            Ok(0)
+        }
+    }
+
+    /// A round whose view does not read as a view (here: text that merely contains a URL
+    /// input's spelling) is never answered, shown or opened: the call stops and its binding
+    /// is ended.
+    #[test]
+    fn a_round_whose_view_does_not_read_is_refused_and_ended() {
+        for view_json in [
+            r#"{"inputs":[{"key":"pay","kind":"url","url":{"full":"https://a.example/"}}]}"#,
+            "",
+            "null",
+        ] {
+            let finished = std::sync::Arc::default();
+            let gate = ViewGate {
+                view_json: view_json.into(),
+                finished: std::sync::Arc::clone(&finished),
+            };
+            let transport = Refusing {
+                server: ServerIdentity::origin("https://a.example/mcp").unwrap(),
+                error: json!({"code": -1, "message": "unused"}),
+                sent: std::sync::Arc::default(),
+            };
+            let mut client = Client::new(
+                gate,
+                Box::new(transport),
+                ClientConfig::new("alice", "acme"),
+                Box::new(NoAnswers),
+            );
+            let e = client
+                .call("tools/call", json!({"name": "t", "arguments": {}}))
+                .unwrap_err();
+            assert_eq!(e.code(), "unreadable_consent_view", "{view_json}");
+            assert!(matches!(e, ClientError::UnreadableView(_)));
+            assert_eq!(
+                *finished.lock().unwrap(),
+                [CallerOutcome::Error("unreadable_consent_view".into())]
             );
         }
     }

@@ -112,16 +112,14 @@ impl Audit for RedisAudit {
             }
         };
         match text(reply.first()).as_deref() {
-            Some("1") => Ok(AppendOutcome::Written {
-                stored: text(reply.get(1)),
-            }),
+            Some("1") => Ok(AppendOutcome::written(entry, text(reply.get(1)))),
             Some("0") => {
                 let seq = text(reply.get(1))
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| HostError::new("redis audit returned a bad head"))?;
                 let event_sha256 = text(reply.get(2))
                     .ok_or_else(|| HostError::new("redis audit returned a bad head"))?;
-                Ok(AppendOutcome::HeadMoved(ChainHead { seq, event_sha256 }))
+                Ok(AppendOutcome::head_moved(ChainHead { seq, event_sha256 }))
             }
             _ => Err(HostError::new("redis audit returned an unknown reply")),
         }

@@ -292,10 +292,10 @@ fn version(text: &str) -> Result<u64, HostError> {
 }
 
 /// A version as the scripts compare it ("0": none).
-fn version_text(v: Option<u64>) -> String {
+fn version_text(v: u64) -> String {
     match v {
-        Some(v) if v != 0 => format!("{v:016x}"),
-        _ => "0".to_owned(),
+        0 => "0".to_owned(),
+        v => format!("{v:016x}"),
     }
 }
 
@@ -315,7 +315,7 @@ fn fresh_epoch() -> String {
 }
 
 impl Storage for RedisStorage {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -334,10 +334,14 @@ impl Storage for RedisStorage {
             .map(|pair| match pair {
                 [v, d] => {
                     let v = version(v)?;
-                    Ok((v != 0).then(|| Versioned {
-                        value: d.clone(),
-                        version: v,
-                    }))
+                    Ok(if v == 0 {
+                        Versioned::absent()
+                    } else {
+                        Versioned {
+                            value: d.clone(),
+                            version: v,
+                        }
+                    })
                 }
                 _ => Err(HostError::new("redis returned a short read")),
             })

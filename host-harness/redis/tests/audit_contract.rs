@@ -55,9 +55,7 @@ fn appends_extend_the_head_and_read_back() {
             let e = entry(&head, &format!("event {i}"));
             assert_eq!(
                 sink.append(&e).unwrap(),
-                AppendOutcome::Written {
-                    stored: Some(e.line.clone())
-                },
+                AppendOutcome::written(&e, Some(e.line.clone())),
                 "{name}"
             );
             head = ChainHead {
@@ -69,20 +67,14 @@ fn appends_extend_the_head_and_read_back() {
         let stale = entry(&ChainHead::genesis(), "late");
         assert_eq!(
             sink.append(&stale).unwrap(),
-            AppendOutcome::HeadMoved(head.clone()),
+            AppendOutcome::head_moved(head.clone()),
             "{name}"
         );
         let wrong_prev = AuditEntry {
             prev_sha256: "f".repeat(64),
             ..entry(&head, "forked")
         };
-        assert!(
-            matches!(
-                sink.append(&wrong_prev).unwrap(),
-                AppendOutcome::HeadMoved(_)
-            ),
-            "{name}"
-        );
+        assert!(!sink.append(&wrong_prev).unwrap().written, "{name}");
         if let Some(reader) = reader {
             let lines = reader.lines().unwrap();
             assert_eq!(lines.len(), 5);
@@ -119,15 +111,15 @@ fn two_writers_contend_for_one_head_and_the_trail_stays_one_chain() {
                 let mut written = 0;
                 while written < 100 {
                     let e = entry(&head, &format!("writer {w} event {written}"));
-                    match sink.append(&e).unwrap() {
-                        AppendOutcome::Written { .. } => {
-                            written += 1;
-                            head = ChainHead {
-                                seq: e.seq,
-                                event_sha256: e.event_sha256,
-                            };
-                        }
-                        AppendOutcome::HeadMoved(h) => head = h,
+                    let outcome = sink.append(&e).unwrap();
+                    if outcome.written {
+                        written += 1;
+                        head = ChainHead {
+                            seq: e.seq,
+                            event_sha256: e.event_sha256,
+                        };
+                    } else {
+                        head = outcome.head();
                     }
                 }
             })

@@ -46,7 +46,7 @@ fn register(g: &mut ComponentGate, id: i64) -> Result<(), String> {
         policy: Policy::default(),
     })
     .map(|_| ())
-    .map_err(|d| d.code)
+    .map_err(|d| d.code.to_string())
 }
 
 fn state_round(id: i64) -> String {

@@ -21,7 +21,7 @@ const ELSEWHERE: &str = "mrtr-gate/v3/id/fedcba9876543210fedcba9876543210/1";
 fn insert<'a>(key: &'a str, value: &'a str, ttl_ms: u64) -> Write<'a> {
     Write {
         key,
-        expected: None,
+        expected: 0,
         value: Some(value),
         ttl_ms,
     }
@@ -30,7 +30,7 @@ fn insert<'a>(key: &'a str, value: &'a str, ttl_ms: u64) -> Write<'a> {
 fn swap<'a>(key: &'a str, expected: u64, value: Option<&'a str>) -> Write<'a> {
     Write {
         key,
-        expected: Some(expected),
+        expected,
         value,
         ttl_ms: 60_000,
     }
@@ -41,6 +41,7 @@ fn get(s: &dyn Storage, key: &str) -> Option<(u64, String)> {
         .unwrap()
         .pop()
         .unwrap()
+        .present()
         .map(|v| (v.version, v.value))
 }
 
@@ -177,31 +178,32 @@ fn a_reader_that_holds_the_version_gets_no_value() {
         let v = s.write(&[insert(KEY, "the record", 60_000)]).unwrap()[0];
         let got = s
             .read(&[
+                ReadKey { key: KEY, have: v },
                 ReadKey {
                     key: KEY,
-                    have: Some(v),
-                },
-                ReadKey {
-                    key: KEY,
-                    have: Some(v + 1000),
+                    have: v + 1000,
                 },
                 ReadKey {
                     key: OTHER,
-                    have: Some(v),
+                    have: v,
                 },
             ])
             .unwrap();
         assert_eq!(
-            got[0].as_ref().map(|x| (x.version, x.value.as_str())),
+            Some(&got[0])
+                .filter(|x| x.is_present())
+                .map(|x| (x.version, x.value.as_str())),
             Some((v, "")),
             "{name}"
         );
         assert_eq!(
-            got[1].as_ref().map(|x| (x.version, x.value.as_str())),
+            Some(&got[1])
+                .filter(|x| x.is_present())
+                .map(|x| (x.version, x.value.as_str())),
             Some((v, "the record")),
             "{name}"
         );
-        assert!(got[2].is_none(), "{name}");
+        assert!(!got[2].is_present(), "{name}");
     });
 }
 

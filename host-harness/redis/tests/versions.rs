@@ -215,7 +215,7 @@ fn redis_restarted_from_a_snapshot_never_hands_out_a_version_again() {
         let k = key(id);
         let write = Write {
             key: &k,
-            expected: None,
+            expected: 0,
             value: Some("v"),
             ttl_ms: 60_000,
         };

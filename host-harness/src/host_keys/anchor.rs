@@ -109,7 +109,7 @@ impl<A: Audit> Audit for AnchoredAudit<A> {
         // a line that is nowhere in the trail, which matches nothing and is ignored.
         self.link(entry)?;
         let outcome = self.inner.append(entry)?;
-        if matches!(outcome, AppendOutcome::Written { stored: Some(_) }) {
+        if outcome.written && outcome.stored.is_some() {
             // An anchor that cannot be written is a failed append (the gate then denies).
             self.anchor(entry)?;
         }

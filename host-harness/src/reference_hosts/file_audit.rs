@@ -149,7 +149,7 @@ impl Audit for FileAudit {
         if inner.head.seq.checked_add(1) != Some(entry.seq)
             || inner.head.event_sha256 != entry.prev_sha256
         {
-            return Ok(AppendOutcome::HeadMoved(inner.head.clone()));
+            return Ok(AppendOutcome::head_moved(inner.head.clone()));
         }
         if entry.line.contains('\n')
             || mrtr_gate_core::digest::sha256_hex(entry.line.as_bytes()) != entry.event_sha256
@@ -172,6 +172,6 @@ impl Audit for FileAudit {
         // The write is done and the head has moved; a read-back that fails is reported as
         // nothing found, which the gate treats as an unconfirmed write (deny).
         let stored = self.read_line(offset, entry.line.len()).ok();
-        Ok(AppendOutcome::Written { stored })
+        Ok(AppendOutcome::written(entry, stored))
     }
 }

@@ -1,6 +1,6 @@
 //! The interactive consent provider: the consent screen on a terminal, `y` or nothing.
 
-use crate::consent_screen::{render_answers, render_view};
+use crate::consent_screen::{render_answers, render_view_text};
 use mrtr_gate_core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
@@ -60,7 +60,7 @@ impl TerminalConsent {
 
 impl Consent for TerminalConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        let shown = render_view(&prompt.view_json);
+        let (shown, view) = render_view_text(&prompt.view_json);
         let answers = render_answers(&prompt.responses_json);
         {
             let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
@@ -82,7 +82,8 @@ impl Consent for TerminalConsent {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(ConsentReceipt {
             receipt_id: format!("tty-{}-{n}", std::process::id()),
-            decision: if line.trim().eq_ignore_ascii_case("y") {
+            // A view that does not read was shown as a refusal: nothing is granted on it.
+            decision: if view.is_some() && line.trim().eq_ignore_ascii_case("y") {
                 ConsentDecision::Granted
             } else {
                 ConsentDecision::Refused

@@ -5,7 +5,7 @@
 use super::consent_view::RoundView;
 use super::record::{Binding, OpenRound};
 use super::round::{self, Round};
-use super::{ConsentView, Gate, ResponseVerdict, TerminalOutcome, peer};
+use super::{AcceptedRound, Gate, ResponseVerdict, TerminalOutcome, peer};
 use crate::audit::{Event, EventKind, Field};
 use crate::digest;
 use crate::error::{Denial, GateError, PeerMisbehaved};
@@ -213,14 +213,11 @@ impl<H: Host> Gate<H> {
         };
         binding.open = Some(open);
         let now = self.now();
-        if let Err((e, binding)) =
-            self.store
-                .store(self.host.storage(), now, binding, Some(version))
-        {
+        if let Err((e, binding)) = self.store.store(self.host.storage(), now, binding, version) {
             let event = binding.event(EventKind::Rejected);
             return Err(self.deny(e, event));
         }
-        Ok(ResponseVerdict::InputRequired(ConsentView {
+        Ok(ResponseVerdict::InputRequired(AcceptedRound {
             view_json,
             view_sha256,
             round: number,

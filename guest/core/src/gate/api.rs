@@ -33,9 +33,11 @@ pub struct Registered {
     pub expires_at_ms: u64,
 }
 
-/// An accepted `input_required` round.
+/// An accepted `input_required` round (the WIT's `consent-view` record): the consent view
+/// to show, with what identifies it. The view's text parses into a
+/// [`ConsentView`](crate::ConsentView).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConsentView {
+pub struct AcceptedRound {
     /// What the consent screen must show, canonical JSON.
     pub view_json: String,
     /// Its digest.
@@ -52,7 +54,7 @@ pub struct ConsentView {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ResponseVerdict {
     /// A round to show and answer.
-    InputRequired(ConsentView),
+    InputRequired(AcceptedRound),
     /// A complete result: the binding ended.
     Complete,
     /// A JSON-RPC error: the binding ended.

@@ -155,7 +155,7 @@ impl<H: Host> Gate<H> {
                     return Err(Denial::unaudited(short_read()));
                 }
                 for (key, found) in keys.into_iter().zip(entries) {
-                    let Some(found) = found else {
+                    let Some(found) = found.present() else {
                         continue;
                     };
                     if self.expire_one(key, found)? {

@@ -10,7 +10,8 @@
 //! loses nothing.
 //!
 //! Each operation has its own file: [`register`], [`accept`] (with [`round`], what a
-//! server's round may hold, and [`consent_view`], what the user is shown), [`retry`] (with
+//! server's round may hold, and [`consent_view`], what the user is shown, read back as a type
+//! by [`view_model`]), [`retry`] (with
 //! [`responses`], what the answers must be) and [`finish`] (also expiry).
 
 mod accept;
@@ -23,13 +24,16 @@ mod responses;
 mod retry;
 mod round;
 mod store;
+mod view_model;
 
 pub use api::{
-    CallerOutcome, ConsentView, FinishRequest, Registered, Registration, ResponseVerdict, Retry,
+    AcceptedRound, CallerOutcome, FinishRequest, Registered, Registration, ResponseVerdict, Retry,
     RetryRequest, TerminalOutcome,
 };
+pub use consent_view::VIEW_FORMAT;
 pub use record::ID_PREFIX;
 pub use store::EXPIRY_GRACE_MS;
+pub use view_model::{ConsentView, ShownArguments, ViewError, ViewInput, ViewRequest, ViewState};
 
 use crate::audit::{ChainWriter, Event};
 use crate::digest;

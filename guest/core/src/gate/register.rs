@@ -116,7 +116,7 @@ impl<H: Host> Gate<H> {
         // Writing the record under the id's key, if the key is free, reserves the id against
         // every live binding on its server (original and retry ids share the server's key
         // space) in one step.
-        let binding = match self.store.store(self.host.storage(), now, binding, None) {
+        let binding = match self.store.store(self.host.storage(), now, binding, 0) {
             Ok((b, _)) => b,
             Err((e, _)) => {
                 return Err(match e {

@@ -77,13 +77,14 @@ impl BindingStore {
             .map(|(_, b)| Rc::clone(b))
     }
 
-    /// The version of the record of (`server_key`, `original`) this instance holds, if any.
-    fn held(&self, server_key: &str, original: &RequestId) -> Option<u64> {
+    /// The version of the record of (`server_key`, `original`) this instance holds (0: none,
+    /// the storage import's encoding).
+    fn held(&self, server_key: &str, original: &RequestId) -> u64 {
         self.cache
             .iter()
             .rev()
             .find(|(_, b)| stored_under(b, server_key, original))
-            .map(|(v, _)| *v)
+            .map_or(0, |(v, _)| *v)
     }
 
     /// Remember `binding`, read or written at `version`: only a binding whose record lives
@@ -177,60 +178,61 @@ impl BindingStore {
         if let Some(probe) = probe {
             keys.push(ReadKey::from(probe));
         }
-        let haves: Vec<Option<u64>> = keys.iter().map(|k| k.have).collect();
+        let haves: Vec<u64> = keys.iter().map(|k| k.have).collect();
         let mut found = storage.read(&keys).map_err(storage_failed)?;
         if found.len() != keys.len() {
             return Err(short_read());
         }
         // The probe is the last key asked for: taken off first, so the rest read as before.
         let probed = match probe {
-            Some(_) => found.pop().map(|entry| entry.is_some()),
+            Some(_) => found.pop().map(|entry| entry.is_present()),
             None => None,
         };
         let mut found = found.into_iter();
-        let Some(first) = found.next().ok_or_else(short_read)? else {
+        let Some(first) = found.next().ok_or_else(short_read)?.present() else {
             return Ok((None, None));
         };
         // The version of the pointer the record was found through, when it was.
         let mut pointer_version = None;
         // Held: at the version this instance holds, and the store withheld the value.
         let is_held =
-            |have: Option<u64>, v: &Versioned| have == Some(v.version) && v.value.is_empty();
+            |have: u64, v: &Versioned| have != 0 && have == v.version && v.value.is_empty();
         // The original id: one read. A retry id: its pointer, then the record.
-        let (original, stored) = if is_held(haves.first().copied().flatten(), &first)
-            || is_record(&first.value)
-        {
-            (id.clone(), first)
-        } else {
-            let original: RequestId =
-                serde_json::from_str(&first.value).map_err(|_| corrupted())?;
-            if original == *id {
-                return Err(corrupted());
-            }
-            pointer_version = Some(first.version);
-            let (record, have) = match (guess, found.next()) {
-                (Some(g), Some(read)) if g == original => (read, haves.get(1).copied().flatten()),
-                (Some(_), None) => return Err(short_read()),
-                _ => {
-                    let key = id_key(server_key, &original);
-                    let have = self.held(server_key, &original);
-                    let read = storage
-                        .read(&[ReadKey { key: &key, have }])
-                        .map_err(storage_failed)?
-                        .into_iter()
-                        .next()
-                        .ok_or_else(short_read)?;
-                    (read, have)
+        let (original, stored) =
+            if is_held(haves.first().copied().unwrap_or(0), &first) || is_record(&first.value) {
+                (id.clone(), first)
+            } else {
+                let original: RequestId =
+                    serde_json::from_str(&first.value).map_err(|_| corrupted())?;
+                if original == *id {
+                    return Err(corrupted());
                 }
+                pointer_version = Some(first.version);
+                let (record, have) = match (guess, found.next()) {
+                    (Some(g), Some(read)) if g == original => {
+                        (read, haves.get(1).copied().unwrap_or(0))
+                    }
+                    (Some(_), None) => return Err(short_read()),
+                    _ => {
+                        let key = id_key(server_key, &original);
+                        let have = self.held(server_key, &original);
+                        let read = storage
+                            .read(&[ReadKey { key: &key, have }])
+                            .map_err(storage_failed)?
+                            .into_iter()
+                            .next()
+                            .ok_or_else(short_read)?;
+                        (read, have)
+                    }
+                };
+                let Some(stored) = record.present() else {
+                    return Ok((None, None));
+                };
+                if !is_held(have, &stored) && !is_record(&stored.value) {
+                    return Err(corrupted());
+                }
+                (original, stored)
             };
-            let Some(stored) = record else {
-                return Ok((None, None));
-            };
-            if !is_held(have, &stored) && !is_record(&stored.value) {
-                return Err(corrupted());
-            }
-            (original, stored)
-        };
         let binding = match self.cached(server_key, &original, &stored) {
             Some(b) => b,
             None => {
@@ -286,14 +288,14 @@ impl BindingStore {
         Rc::clone(cached)
     }
 
-    /// Write `binding` if its record is still at `expected` (absent when `None`). A lost
+    /// Write `binding` if its record is still at `expected` (absent when 0). A lost
     /// compare-and-swap is `state_already_used`; the binding comes back with the error.
     pub(crate) fn store(
         &mut self,
         storage: &dyn Storage,
         now: u64,
         binding: Binding,
-        expected: Option<u64>,
+        expected: u64,
     ) -> Result<(Rc<Binding>, u64), (GateError, Box<Binding>)> {
         let text = match binding.encode() {
             Ok(t) => t,
@@ -358,13 +360,13 @@ impl BindingStore {
         let writes = [
             Write {
                 key: &pointer_key,
-                expected: None,
+                expected: 0,
                 value: Some(&target),
                 ttl_ms,
             },
             Write {
                 key: &record_key,
-                expected: Some(expected),
+                expected,
                 value: Some(&text),
                 ttl_ms,
             },
@@ -404,7 +406,7 @@ impl BindingStore {
         let read = storage
             .read(&[ReadKey::from(key.as_str())])
             .map_err(storage_failed)?;
-        if let Some(Some(v)) = read.first() {
+        if let Some(v) = read.first().filter(|v| v.is_present()) {
             let points_here = !is_record(&v.value)
                 && serde_json::from_str::<RequestId>(&v.value)
                     .is_ok_and(|target| &target == original);
@@ -510,7 +512,7 @@ fn alias_index(binding: &Binding, id: &RequestId) -> Option<usize> {
 fn delete(key: &str, version: u64) -> Write<'_> {
     Write {
         key,
-        expected: Some(version),
+        expected: version,
         value: None,
         ttl_ms: 0,
     }

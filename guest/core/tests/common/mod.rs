@@ -15,7 +15,7 @@ use mrtr_gate_core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use mrtr_gate_core::{
-    CallerOutcome, ConsentView, Denial, FinishRequest, Gate, Policy, Registered, Registration,
+    AcceptedRound, CallerOutcome, Denial, FinishRequest, Gate, Policy, Registered, Registration,
     RequestId, ResponseVerdict, Retry, RetryRequest, ServerIdentity,
 };
 use serde_json::{Value, json};
@@ -115,7 +115,7 @@ impl Fx {
     /// Accept and expect an `input_required` round.
     ///
     /// Every view the fixture sees is checked to be canonical JSON with the digest given.
-    pub fn round(&mut self, id: impl Into<Value>, result: Value) -> ConsentView {
+    pub fn round(&mut self, id: impl Into<Value>, result: Value) -> AcceptedRound {
         match self.accept(id, result) {
             Ok(ResponseVerdict::InputRequired(v)) => v,
             other => panic!("expected a round, got {other:?}"),
@@ -343,14 +343,21 @@ pub fn assert_code<T: std::fmt::Debug>(r: Result<T, Denial>, expected: &str) -> 
 }
 
 /// The gate writes the consent view directly as text: it must be exactly the canonical JSON
-/// (RFC 8785) of what it says, and `view_sha256` the digest of that text.
-pub fn assert_view_is_canonical(view: &ConsentView) {
+/// (RFC 8785) of what it says, read back whole by the typed [`ConsentView`] the hosts use,
+/// and `view_sha256` the digest of that text.
+pub fn assert_view_is_canonical(view: &AcceptedRound) {
     let parsed: Value = serde_json::from_str(&view.view_json).unwrap();
     assert_eq!(
         mrtr_gate_core::canonical::to_canonical(&parsed),
         view.view_json,
         "the consent view is not canonical json"
     );
+    let typed = mrtr_gate_core::ConsentView::parse(&view.view_json)
+        .unwrap_or_else(|e| panic!("{e}: {}", view.view_json));
+    assert_eq!(typed.to_canonical_json(), view.view_json);
+    assert_eq!(typed.round, view.round);
+    let keys: Vec<&str> = typed.inputs.iter().map(|i| i.key()).collect();
+    assert_eq!(keys, view.input_keys);
     assert_eq!(
         mrtr_gate_core::digest::sha256_hex(view.view_json.as_bytes()),
         view.view_sha256

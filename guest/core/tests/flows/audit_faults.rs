@@ -182,10 +182,7 @@ impl Audit for Contended {
                 event_sha256: mrtr_gate_core::digest::sha256_hex(line.as_bytes()),
                 line,
             };
-            assert!(matches!(
-                self.inner.append(&other)?,
-                AppendOutcome::Written { .. }
-            ));
+            assert!(self.inner.append(&other)?.written);
         }
         self.inner.append(entry)
     }
@@ -255,7 +252,7 @@ impl Audit for Refusing {
         let mut calls = self.calls.lock().unwrap();
         *calls += 1;
         let seq = if self.advancing { 41 + *calls } else { 41 };
-        Ok(AppendOutcome::HeadMoved(mrtr_gate_core::host::ChainHead {
+        Ok(AppendOutcome::head_moved(mrtr_gate_core::host::ChainHead {
             seq,
             event_sha256: format!("{seq:064x}"),
         }))

@@ -3,7 +3,7 @@
 use crate::common::*;
 use crate::support::*;
 use mrtr_gate_core::memory::ScriptedAnswer;
-use mrtr_gate_core::{ConsentView, Policy};
+use mrtr_gate_core::{AcceptedRound, Policy};
 use serde_json::{Value, json};
 
 fn consent_case(answer: ScriptedAnswer, expected: &str) {
@@ -128,7 +128,7 @@ fn state_only_round_needs_no_consent() {
 
 /// The view digest of the first round of a `tools/call` registered as `id` by `user` of
 /// `tenant` with `arguments`, on a fixture of its own or on `fx`.
-fn first_view(fx: &mut Fx, id: i64, user: &str, tenant: &str, arguments: Value) -> ConsentView {
+fn first_view(fx: &mut Fx, id: i64, user: &str, tenant: &str, arguments: Value) -> AcceptedRound {
     let mut r = registration(n(id), &tool_params("t", arguments), Policy::default());
     r.user = user.into();
     r.tenant = tenant.into();

@@ -16,12 +16,7 @@ fn key(id: &str) -> String {
 /// Put `value` at `key`, whatever is there.
 fn plant_at(fx: &Fx, key: &str, value: &str) {
     use mrtr_gate_core::host::{Storage, Write};
-    let current = fx
-        .storage
-        .read(&[key.into()])
-        .unwrap()
-        .remove(0)
-        .map(|v| v.version);
+    let current = fx.storage.read(&[key.into()]).unwrap().remove(0).version;
     let write = Write {
         key,
         expected: current,
@@ -42,6 +37,7 @@ fn stored(fx: &Fx, id: &str) -> String {
         .read(&[key(id).as_str().into()])
         .unwrap()
         .remove(0)
+        .present()
         .unwrap()
         .value
 }
@@ -229,12 +225,12 @@ impl mrtr_gate_core::host::Storage for Have {
     fn read(
         &self,
         keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
         let all: Vec<mrtr_gate_core::host::ReadKey<'_>> =
             keys.iter().map(|k| k.key.into()).collect();
         let mut found = self.0.read(&all)?;
         if self.1 == "withholds" {
-            for v in found.iter_mut().flatten() {
+            for v in found.iter_mut().filter(|v| v.is_present()) {
                 v.value.clear();
             }
         }
@@ -314,7 +310,7 @@ impl mrtr_gate_core::host::Storage for Listed {
     fn read(
         &self,
         keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
         self.read
             .borrow_mut()
             .extend(keys.iter().map(|k| k.key.to_owned()));
@@ -378,7 +374,7 @@ fn expire_stale_pages_past_due_keys_it_cannot_end_to_the_bindings_behind_them() 
         };
         let write = Write {
             key: k,
-            expected: None,
+            expected: 0,
             value: Some(&value),
             ttl_ms: 30_000,
         };
@@ -390,7 +386,7 @@ fn expire_stale_pages_past_due_keys_it_cannot_end_to_the_bindings_behind_them() 
     for k in &after {
         let write = Write {
             key: k,
-            expected: None,
+            expected: 0,
             value: Some("not json"),
             ttl_ms: 61_000,
         };

@@ -38,7 +38,7 @@ impl Watched {
 }
 
 impl Storage for Watched {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         self.calls.set(self.calls.get() + 1);
         self.inner.read(keys)
     }
@@ -47,7 +47,7 @@ impl Storage for Watched {
         if let Some(key) = self.take_first.borrow_mut().take() {
             let rival = Write {
                 key: &key,
-                expected: None,
+                expected: 0,
                 value: Some("\"rival\""),
                 ttl_ms: 60_000,
             };

@@ -239,7 +239,7 @@ impl mrtr_gate_core::host::Storage for ShortReads {
     fn read(
         &self,
         keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
         let mut found = self.0.read(keys)?;
         found.pop();
         Ok(found)
@@ -311,7 +311,7 @@ impl mrtr_gate_core::host::Storage for Counted {
     fn read(
         &self,
         keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
         self.read
             .borrow_mut()
             .extend(keys.iter().map(|k| k.key.to_owned()));
@@ -407,7 +407,7 @@ impl mrtr_gate_core::host::Storage for BadListing {
     fn read(
         &self,
         keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<Option<mrtr_gate_core::host::Versioned>>, mrtr_gate_core::host::HostError> {
+    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
         self.0.read(keys)
     }
     fn write(
