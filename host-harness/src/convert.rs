@@ -107,13 +107,21 @@ impl From<audit::AuditEntry> for AuditEntry {
     }
 }
 
-impl From<AppendOutcome> for audit::AppendOutcome {
-    fn from(o: AppendOutcome) -> Self {
+/// What appending `entry` did. A written entry is the head: its digest is taken from the
+/// entry when the sink left it out ([`AppendOutcome::written`]), so the WIT's record always
+/// names the head.
+impl From<(AppendOutcome, AuditEntry)> for audit::AppendOutcome {
+    fn from((o, entry): (AppendOutcome, AuditEntry)) -> Self {
+        let head_sha256 = if o.written && o.head_sha256.is_empty() {
+            entry.event_sha256
+        } else {
+            o.head_sha256
+        };
         Self {
             written: o.written,
             stored: o.stored,
             head_seq: o.head_seq,
-            head_sha256: o.head_sha256,
+            head_sha256,
         }
     }
 }

@@ -6,7 +6,7 @@
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
 use crate::deadline::GuestDeadline;
 use crate::services::HostServices;
-use mrtr_gate_core::host::{ConsentPrompt, ReadKey, Write};
+use mrtr_gate_core::host::{AuditEntry, ConsentPrompt, ReadKey, Write};
 use wasmtime::StoreLimits;
 
 /// What a wasmtime store holds: the services and the memory cap.
@@ -119,10 +119,10 @@ impl consent::Host for HostState {
 
 impl audit::Host for HostState {
     fn append(&mut self, entry: audit::AuditEntry) -> Result<audit::AppendOutcome, String> {
-        self.services
-            .audit
-            .append(&entry.into())
-            .map(Into::into)
-            .map_err(Into::into)
+        let entry = AuditEntry::from(entry);
+        match self.services.audit.append(&entry) {
+            Ok(outcome) => Ok((outcome, entry).into()),
+            Err(e) => Err(e.into()),
+        }
     }
 }

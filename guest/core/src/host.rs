@@ -270,18 +270,22 @@ pub struct AppendOutcome {
     pub stored: Option<String>,
     /// The sink's head after the call: its `seq` (0 when empty)...
     pub head_seq: u64,
-    /// ...and its `event_sha256` (64 zeros when empty).
+    /// ...and its `event_sha256` (64 zeros when empty). When written, the head is the entry
+    /// itself, which the caller holds: a sink may leave this empty then (as
+    /// [`AppendOutcome::written`] does, sparing a copy of the digest per event), and the
+    /// host's glue fills it from the entry before it crosses the WIT.
     pub head_sha256: String,
 }
 
 impl AppendOutcome {
-    /// `entry` was written, and `stored` read back.
+    /// `entry` was written, and `stored` read back (the head is the entry: its digest is
+    /// left to the caller, who holds it).
     pub fn written(entry: &AuditEntry, stored: Option<String>) -> Self {
         Self {
             written: true,
             stored,
             head_seq: entry.seq,
-            head_sha256: entry.event_sha256.clone(),
+            head_sha256: String::new(),
         }
     }
 
@@ -295,7 +299,7 @@ impl AppendOutcome {
         }
     }
 
-    /// The sink's head after the call.
+    /// The sink's head after a call that wrote nothing.
     pub fn head(&self) -> ChainHead {
         ChainHead {
             seq: self.head_seq,
