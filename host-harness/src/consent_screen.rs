@@ -11,6 +11,7 @@ use crate::shown::{shown_json, shown_text};
 use mrtr_gate_core::{ConsentView, FieldKind, FormField, ViewInput};
 use serde_json::Value;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A name the server picked (an input key, a field name, an answer's key) as the screen
 /// shows it: in double quotes, with `"` and `\\` escaped and every character that is not a
@@ -79,6 +80,41 @@ fn keep_to_width(screen: &str) -> String {
         }
     }
     out
+}
+
+/// The consent view a host read last (the client, when the gate accepted the round), shared
+/// with the consent screen of the same round: the screen renders that typed view when the
+/// prompt carries the very same bytes, and reads the prompt's text only when it does not. So
+/// a round's view is read once, whoever shows it.
+#[derive(Clone, Debug, Default)]
+pub struct LastView(Arc<Mutex<Option<ReadView>>>);
+
+/// A view's text and the view read from it.
+type ReadView = (String, Arc<ConsentView>);
+
+impl LastView {
+    /// Remember `view`, read from `view_json`.
+    pub fn remember(&self, view_json: &str, view: Arc<ConsentView>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((view_json.to_owned(), view));
+    }
+
+    /// [`render_view_text`] of `view_json`, from the view remembered when it is of these bytes.
+    pub fn render(&self, view_json: &str) -> (String, bool) {
+        let known = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|(text, _)| text == view_json)
+            .map(|(_, view)| Arc::clone(view));
+        match known {
+            Some(view) => (render_view(&view), true),
+            None => {
+                let (screen, view) = render_view_text(view_json);
+                (screen, view.is_some())
+            }
+        }
+    }
 }
 
 /// Render a consent view's text as a person would see it on a consent screen: the view read
@@ -302,6 +338,26 @@ mod tests {
         assert_eq!(shown_name("a\u{202E}b"), "\"a\\u{202e}b\"");
         assert_eq!(shown_name("a\u{200B}\nb"), "\"a\\u{200b}\\u{000a}b\"");
         assert_eq!(shown_name("a\u{1F600}"), "\"a\\u{1f600}\"");
+    }
+
+    /// The screen of a remembered view is the screen of its text; other text is read anew,
+    /// and text that is not a view renders as a refusal.
+    #[test]
+    fn a_remembered_view_renders_as_its_text_would() {
+        let view = full_view(serde_json::json!({"effects": ["e"]}));
+        let text = view.to_canonical_json();
+        let last = LastView::default();
+        assert_eq!(last.render(&text), (render_view(&view), true));
+        last.remember(&text, Arc::new(view.clone()));
+        assert_eq!(last.render(&text), (render_view(&view), true));
+        let other = full_view(serde_json::json!({"effects": ["f"]}));
+        assert_eq!(
+            last.render(&other.to_canonical_json()),
+            (render_view(&other), true)
+        );
+        let (screen, readable) = last.render(&format!("{text} "));
+        assert!(!readable);
+        assert!(screen.contains("unreadable consent view: refuse"));
     }
 
     #[test]

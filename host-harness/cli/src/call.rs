@@ -6,7 +6,7 @@ use mrtr_gate_client::{
     Answerer, AnswersFile, Client, ClientConfig, ClientError, Completed, HttpTransport, Observer,
     OpenRound, ServerStderr, StdioTransport, Terminal, TerminalForm, Transport,
 };
-use mrtr_gate_host::consent_screen::{render_answers, render_view_text, shown_name};
+use mrtr_gate_host::consent_screen::{LastView, render_answers, shown_name};
 use mrtr_gate_host::core::Policy;
 use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
@@ -65,19 +65,25 @@ pub static CANCELLED: AtomicBool = AtomicBool::new(false);
 /// it would be to a person, and the receipt names the flag.
 struct FlagConsent {
     counter: AtomicU64,
+    views: LastView,
 }
 
 impl Consent for FlagConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let (screen, readable) = self.views.render(&prompt.view_json);
         eprintln!(
-            "{}\nAnswers to send:\n{}\n(consent given with --yes)",
-            render_view_text(&prompt.view_json).0,
+            "{screen}\nAnswers to send:\n{}\n(consent given with --yes)",
             render_answers(&prompt.responses_json)
         );
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
         Ok(ConsentReceipt {
             receipt_id: format!("cli-yes-{}-{n}", std::process::id()),
-            decision: ConsentDecision::Granted,
+            // The flag consents to what can be shown; a view that does not read cannot be.
+            decision: if readable {
+                ConsentDecision::Granted
+            } else {
+                ConsentDecision::Refused
+            },
             method: ConsentMethod::PresetAnswers,
             view_sha256: prompt.view_sha256.clone(),
             responses_sha256: prompt.responses_sha256.clone(),
@@ -87,6 +93,7 @@ impl Consent for FlagConsent {
 
 /// Progress, URLs and Ctrl-C on the terminal.
 struct CliObserver {
+    views: LastView,
     open: bool,
     interactive: bool,
     terminal: Terminal,
@@ -124,6 +131,8 @@ impl Observer for CliObserver {
     }
 
     fn round(&mut self, round: &OpenRound) {
+        self.views
+            .remember(&round.accepted.view_json, Arc::clone(&round.view));
         let view = &round.accepted;
         if self.shown_at.take().is_some() && self.tty {
             eprintln!();
@@ -213,6 +222,8 @@ pub fn connect(
         Target::Http(url) => Box::new(HttpTransport::connect(url).map_err(ClientError::Transport)?),
     };
     let terminal = Terminal::stdio();
+    // The view the client reads for a round is the one its consent screen renders.
+    let views = LastView::default();
     let clock = Arc::new(SystemClock);
     let consent: mrtr_gate_host::services::SharedConsent = if options.yes {
         if options.answers.is_none() {
@@ -220,13 +231,19 @@ pub fn connect(
         }
         Arc::new(FlagConsent {
             counter: AtomicU64::new(1),
+            views: views.clone(),
         })
     } else if options.answers.is_some() {
         // Answers written before the round was seen: the person confirms them, but did not
         // give them at this screen (docs/cli.md).
-        Arc::new(terminal.consent().with_method(ConsentMethod::PresetAnswers))
+        Arc::new(
+            terminal
+                .consent()
+                .with_method(ConsentMethod::PresetAnswers)
+                .with_views(views.clone()),
+        )
     } else {
-        Arc::new(terminal.consent())
+        Arc::new(terminal.consent().with_views(views.clone()))
     };
     let keyed = crate::keys::load(&options.keys).map_err(ClientError::Usage)?;
     let (storage, audit) = keyed_services(options, keyed.as_ref(), clock.clone())?;
@@ -259,6 +276,7 @@ pub fn connect(
         };
     }
     let observer = CliObserver {
+        views,
         open: options.open,
         interactive: !options.yes && std::io::stdin().is_terminal(),
         terminal,

@@ -16,6 +16,7 @@ use mrtr_gate_host::core::{
     RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Who calls, and what every request declares.
@@ -114,8 +115,9 @@ pub struct OpenRound {
     /// What the gate returned: the view's exact text (what a receipt binds), its digest,
     /// the round's number and keys.
     pub accepted: AcceptedRound,
-    /// The view, typed (boxed: a view is large beside the rest of a [`Turn`]).
-    pub view: Box<ConsentView>,
+    /// The view, typed (shared: a consent screen of the round may render it,
+    /// [`mrtr_gate_host::consent_screen::LastView`]).
+    pub view: Arc<ConsentView>,
 }
 
 impl OpenRound {
@@ -124,7 +126,7 @@ impl OpenRound {
         let view = ConsentView::parse(&accepted.view_json).map_err(ClientError::UnreadableView)?;
         Ok(Self {
             accepted,
-            view: Box::new(view),
+            view: Arc::new(view),
         })
     }
 }

@@ -1,6 +1,6 @@
 //! The interactive consent provider: the consent screen on a terminal, `y` or nothing.
 
-use crate::consent_screen::{render_answers, render_view_text};
+use crate::consent_screen::{LastView, render_answers};
 use mrtr_gate_core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
@@ -21,6 +21,7 @@ pub struct TerminalConsent {
     output: Mutex<Box<dyn Write + Send>>,
     counter: std::sync::atomic::AtomicU64,
     method: ConsentMethod,
+    views: LastView,
 }
 
 impl std::fmt::Debug for TerminalConsent {
@@ -46,7 +47,14 @@ impl TerminalConsent {
             output: Mutex::new(output),
             counter: std::sync::atomic::AtomicU64::new(1),
             method: ConsentMethod::UserAtScreen,
+            views: LastView::default(),
         }
+    }
+
+    /// Render from `views` the view a client already read for the round (by its bytes).
+    pub fn with_views(mut self, views: LastView) -> Self {
+        self.views = views;
+        self
     }
 
     /// The method the receipts name (a person at this screen unless told otherwise: answers
@@ -60,7 +68,7 @@ impl TerminalConsent {
 
 impl Consent for TerminalConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        let (shown, view) = render_view_text(&prompt.view_json);
+        let (shown, readable) = self.views.render(&prompt.view_json);
         let answers = render_answers(&prompt.responses_json);
         {
             let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
@@ -83,7 +91,7 @@ impl Consent for TerminalConsent {
         Ok(ConsentReceipt {
             receipt_id: format!("tty-{}-{n}", std::process::id()),
             // A view that does not read was shown as a refusal: nothing is granted on it.
-            decision: if view.is_some() && line.trim().eq_ignore_ascii_case("y") {
+            decision: if readable && line.trim().eq_ignore_ascii_case("y") {
                 ConsentDecision::Granted
             } else {
                 ConsentDecision::Refused
