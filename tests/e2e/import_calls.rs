@@ -1,6 +1,6 @@
 //! What a form round costs a host in boundary crossings, counted from outside the component:
 //! every import call of one round (register, the `input_required` response, the retry, the
-//! complete response) through counting services. `docs/hosts.md` states the figure; this test
+//! complete response) through counting services. `docs/import-contract.md` states the figure; this test
 //! holds the page to it, so a change to the gate's calls changes the page in the same commit.
 
 use crate::support;
@@ -161,13 +161,13 @@ fn docs_state_the_import_calls_of_a_form_round() {
          {write} storage writes, {append} audit appends and {consent} consent"
     );
     let page = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/hosts.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/import-contract.md"),
     )
     .unwrap();
     // The page wraps its lines; compare with every run of whitespace as one space.
     let flat = page.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains(&sentence),
-        "docs/hosts.md must say: {sentence}"
+        "docs/import-contract.md must say: {sentence}"
     );
 }
