@@ -166,34 +166,16 @@ fn request_id(id: wit::RequestId) -> core::RequestId {
 }
 
 thread_local! {
-    /// The last origin normalised, and its result: a client talks to one server for many
-    /// calls, and normalising parses the URL (measurable in a round). A pure function of
-    /// the input, so remembering it cannot change any verdict.
-    static LAST_ORIGIN: RefCell<Option<(String, core::ServerIdentity)>> =
-        const { RefCell::new(None) };
+    /// The last origin normalised (the core's memo; its invariant is stated there).
+    static ORIGINS: RefCell<core::OriginMemo> = RefCell::new(core::OriginMemo::default());
 }
 
 fn server(s: wit::ServerIdentity) -> Result<core::ServerIdentity, core::GateError> {
     match s {
-        wit::ServerIdentity::Origin(url) => {
-            let known = LAST_ORIGIN.with(|last| {
-                last.try_borrow().ok().and_then(|l| {
-                    l.as_ref()
-                        .filter(|(raw, _)| *raw == url)
-                        .map(|(_, normal)| normal.clone())
-                })
-            });
-            if let Some(normal) = known {
-                return Ok(normal);
-            }
-            let normal = core::ServerIdentity::origin(&url)?;
-            LAST_ORIGIN.with(|last| {
-                if let Ok(mut l) = last.try_borrow_mut() {
-                    *l = Some((url, normal.clone()));
-                }
-            });
-            Ok(normal)
-        }
+        wit::ServerIdentity::Origin(url) => ORIGINS.with(|memo| match memo.try_borrow_mut() {
+            Ok(mut memo) => memo.origin(url),
+            Err(_) => core::ServerIdentity::origin(&url),
+        }),
         wit::ServerIdentity::Endpoint(id) => core::ServerIdentity::endpoint(&id),
     }
 }

@@ -43,8 +43,8 @@ pub use error::{
 };
 pub use gate::{
     CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ConsentView, EXPIRY_GRACE_MS, FinishRequest, Gate,
-    ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, Registered, Registration, ResponseVerdict, Retry,
-    RetryRequest, TerminalOutcome,
+    ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, OriginMemo, Registered, Registration, ResponseVerdict,
+    Retry, RetryRequest, TerminalOutcome,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 pub use policy::{DeprecatedMethod, Policy, hidden_or_control, limits};

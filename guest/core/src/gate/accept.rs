@@ -3,6 +3,7 @@
 //! as the binding's open round, audited as `received`, and returned as its consent view.
 
 use super::consent_view::RoundView;
+use super::memo::SchemaCache;
 use super::record::{Binding, OpenRound};
 use super::round::{self, Round};
 use super::{ConsentView, Gate, ResponseVerdict, TerminalOutcome, peer};
@@ -13,7 +14,6 @@ use crate::host::Host;
 use crate::ids::{RequestId, ServerIdentity};
 use crate::json::{self, JsonError, quoted};
 use crate::policy::limits;
-use crate::schema::SchemaCache;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -196,7 +196,7 @@ impl<H: Host> Gate<H> {
             view_json: view_json.clone(),
             view_sha256: view_sha256.clone(),
             received_seq: 0,
-            rendered: std::cell::OnceCell::new(),
+            rendered: super::memo::Derived::new(),
         };
         // Audited first, stored second: a round that storage holds always rests on a
         // `received` event the sink confirmed, whatever fails afterwards.

@@ -96,9 +96,9 @@ impl<H: Host> Gate<H> {
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
             policy: r.policy,
             created_at_ms: now,
-            audited_server: std::cell::OnceCell::from(server.audited),
-            server_key: std::cell::OnceCell::from(server.key),
-            rendered: std::cell::OnceCell::new(),
+            audited_server: super::memo::Derived::known(server.audited),
+            server_key: super::memo::Derived::known(server.key),
+            rendered: super::memo::Derived::new(),
         };
         let fixed_json = fixed.record_json();
         let binding = Binding {

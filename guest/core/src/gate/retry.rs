@@ -266,11 +266,7 @@ impl<H: Host> Gate<H> {
         let receipt = self.host.consent().request_consent(&prompt);
         // The user may have taken minutes: what follows happens now, not when the call began.
         // (A clock gone out of range denies; the denial keeps the time the call began.)
-        let began = self.call_now.get();
-        if let Err(e) = self.begin_call() {
-            self.call_now.set(began);
-            return Err(e);
-        }
+        self.clock.resume(self.host.clock())?;
         let receipt =
             receipt.map_err(|e| GateError::Host(HostFault::ConsentUnavailable(e.message)))?;
         let id_ok = !receipt.receipt_id.is_empty()

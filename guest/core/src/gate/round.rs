@@ -1,11 +1,12 @@
 //! One `input_required` round: the server's `inputRequests` and `requestState`, checked,
 //! turned into input rules (what each answer must look like) and a consent view.
 
+use super::memo::SchemaCache;
 use crate::error::{GateError, PeerMisbehaved};
 use crate::gate::consent_view::InputView;
 use crate::json::{self, bounded, quoted};
 use crate::policy::{DeprecatedMethod, Policy, limits};
-use crate::schema::{FormSchema, SchemaCache};
+use crate::schema::FormSchema;
 use crate::url_view;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
