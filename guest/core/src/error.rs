@@ -199,8 +199,8 @@ gate_errors! {
         NonAcceptResponseHadContent => "non_accept_response_must_not_have_content",
             "a decline or cancel response must not carry `content`";
         /// The accepted content does not match the requested schema.
-        ResponseSchemaMismatch(key: String) => "input_response_schema_mismatch",
-            "the content for `{key}` does not match its requested schema";
+        ResponseSchemaMismatch(mismatch: crate::schema::SchemaMismatch) => "input_response_schema_mismatch",
+            "{mismatch}";
         /// `content` in a URL-mode response.
         UrlResponseHadContent => "url_elicitation_response_must_not_have_content",
             "a url elicitation response must not carry `content`";

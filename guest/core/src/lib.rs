@@ -48,3 +48,4 @@ pub use gate::{
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 pub use policy::{DeprecatedMethod, Policy, hidden_or_control, limits};
+pub use schema::{Broken, FieldKind, FormField, SchemaMismatch, SelectOption};

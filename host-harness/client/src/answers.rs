@@ -7,7 +7,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use mrtr_gate_host::consent_screen::shown_name;
-use mrtr_gate_host::core::ConsentView;
+use mrtr_gate_host::core::{ConsentView, FieldKind};
 use mrtr_gate_host::shown::{shown_json, shown_text};
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, Write};
@@ -241,6 +241,9 @@ impl TerminalForm {
         if let Some(title) = field["title"].as_str() {
             label = format!("{} ({label})", shown_text(title));
         }
+        // The gate's rules for this field, checked here first for the person's sake (the
+        // gate checks again: that check is the one that counts).
+        let rules = serde_json::from_value::<FieldKind>(field.clone()).ok();
         let mut hints = Vec::new();
         if let Some(d) = field["description"].as_str() {
             hints.push(shown_text(d));
@@ -335,8 +338,16 @@ impl TerminalForm {
                 self.terminal.say("    this field is required\n");
                 continue;
             }
-            match parse_value(kind, field, &options, line) {
-                Some(v) => return Ok(Some(v)),
+            match parse_value(kind, &options, line) {
+                Some(v) => match rules.as_ref().and_then(|r| r.broken_by(&v)) {
+                    None => return Ok(Some(v)),
+                    // The gate's own rule and words, so the form and a refusal agree.
+                    Some(broken) => self.terminal.say(&format!(
+                        "    {}: {}; try again\n",
+                        shown_name(name),
+                        shown_text(&broken.to_string())
+                    )),
+                },
                 None => self
                     .terminal
                     .say("    that does not fit this field; try again\n"),
@@ -345,30 +356,16 @@ impl TerminalForm {
     }
 }
 
-fn parse_value(kind: &str, field: &Value, options: &[&Value], line: &str) -> Option<Value> {
+/// The value the person typed, in the field's JSON type (its rules are checked after).
+fn parse_value(kind: &str, options: &[&Value], line: &str) -> Option<Value> {
     let pick = |token: &str| -> Option<Value> {
         let n: usize = token.trim().parse().ok()?;
         options.get(n.checked_sub(1)?).map(|o| o["value"].clone())
     };
     match kind {
-        "string" => {
-            // A first check for the person's sake; the gate's schema check is the one that counts.
-            let n = line.chars().count() as u64;
-            let fits = field["min_length"].as_u64().is_none_or(|m| n >= m)
-                && field["max_length"].as_u64().is_none_or(|m| n <= m);
-            fits.then(|| Value::String(line.to_owned()))
-        }
-        "number" => {
-            // Kept as the number text the person typed (the gate compares numbers exactly).
-            let v: Value = serde_json::from_str(line).ok()?;
-            let x = v.as_f64()?;
-            let whole = field["integer"].as_bool() != Some(true)
-                || v.as_i64().is_some()
-                || v.as_u64().is_some();
-            let fits = field["minimum"].as_f64().is_none_or(|m| x >= m)
-                && field["maximum"].as_f64().is_none_or(|m| x <= m);
-            (whole && fits).then_some(v)
-        }
+        "string" => Some(Value::String(line.to_owned())),
+        // Kept as the number text the person typed (the gate compares numbers exactly).
+        "number" => serde_json::from_str(line).ok().filter(Value::is_number),
         "boolean" => match line.to_ascii_lowercase().as_str() {
             "y" | "yes" | "true" => Some(Value::Bool(true)),
             "n" | "no" | "false" => Some(Value::Bool(false)),
@@ -565,6 +562,8 @@ mod tests {
             "at most 10 characters",
             "y or n",
             "this field is required",
+            // 7 bags: the gate's rule, named with its field.
+            "\"bags\": at most 3; try again",
         ] {
             assert!(shown.contains(hint), "{hint} in {shown}");
         }

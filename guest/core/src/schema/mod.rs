@@ -25,6 +25,7 @@ mod content;
 pub use check::check_form_schema;
 pub(crate) use check::check_measured;
 pub(crate) use check::non_negative_integer;
+pub use content::{Broken, SchemaMismatch};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
