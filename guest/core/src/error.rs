@@ -321,6 +321,26 @@ impl fmt::Display for Denial {
 
 impl std::error::Error for Denial {}
 
+// Each side's error is a `GateError`: `GateError::from(PeerMisbehaved::…)` (or `?`) instead of
+// a helper per file.
+impl From<PeerMisbehaved> for GateError {
+    fn from(e: PeerMisbehaved) -> Self {
+        Self::Peer(e)
+    }
+}
+
+impl From<CallerMisuse> for GateError {
+    fn from(e: CallerMisuse) -> Self {
+        Self::Caller(e)
+    }
+}
+
+impl From<HostFault> for GateError {
+    fn from(e: HostFault) -> Self {
+        Self::Host(e)
+    }
+}
+
 impl From<GateError> for Denial {
     fn from(error: GateError) -> Self {
         Self::unaudited(error)

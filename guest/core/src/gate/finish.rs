@@ -3,7 +3,7 @@
 
 use super::record::{Binding, ID_PREFIX, is_record};
 use super::store::{EXPIRY_GRACE_MS, short_read, storage_failed};
-use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
+use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome};
 use crate::audit::{EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
 use crate::host::{Host, HostError, ReadKey, Versioned};
@@ -61,14 +61,17 @@ impl<H: Host> Gate<H> {
             .store
             .load(self.host.storage(), &r.server, &server_key, &r.request_id)
             .map_err(Denial::unaudited)?
-            .ok_or_else(|| Denial::unaudited(caller(CallerMisuse::UnknownRequest)))?;
+            .ok_or_else(|| Denial::unaudited(GateError::from(CallerMisuse::UnknownRequest)))?;
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant {
             // Only the binding's own principal may end it: the attempt is audited, the
             // binding left as it was (not even expired on another user's behalf).
             let event = binding
                 .event(EventKind::Rejected)
                 .set(Field::LiveId, r.request_id.to_json());
-            return Err(self.deny(caller(CallerMisuse::IdentityOrArgumentMismatch), event));
+            return Err(self.deny(
+                GateError::from(CallerMisuse::IdentityOrArgumentMismatch),
+                event,
+            ));
         }
         let rejected = || {
             binding

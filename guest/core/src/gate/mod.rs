@@ -149,14 +149,6 @@ impl<H: Host> Gate<H> {
     }
 }
 
-fn caller(e: crate::error::CallerMisuse) -> GateError {
-    GateError::Caller(e)
-}
-
-fn peer(e: crate::error::PeerMisbehaved) -> GateError {
-    GateError::Peer(e)
-}
-
 /// The canonical text of a JSON-RPC request whose params are already canonical JSON: the
 /// envelope's keys (`id`, `jsonrpc`, `method`, `params`) are already in canonical order.
 fn request_text(id: &RequestId, method: &str, params_canonical: &str) -> String {
