@@ -199,7 +199,7 @@ gate_errors! {
         NonAcceptResponseHadContent => "non_accept_response_must_not_have_content",
             "a decline or cancel response must not carry `content`";
         /// The accepted content does not match the requested schema.
-        ResponseSchemaMismatch(mismatch: crate::schema::SchemaMismatch) => "input_response_schema_mismatch",
+        ResponseSchemaMismatch(mismatch: Box<crate::schema::SchemaMismatch>) => "input_response_schema_mismatch",
             "{mismatch}";
         /// `content` in a URL-mode response.
         UrlResponseHadContent => "url_elicitation_response_must_not_have_content",

@@ -147,6 +147,7 @@ impl FieldKind {
     }
 
     /// The first rule of this field `value` breaks, if any.
+    #[inline]
     pub fn broken_by(&self, value: &Value) -> Option<Broken<'_>> {
         match self {
             Self::String {
@@ -157,13 +158,15 @@ impl FieldKind {
                 let Some(s) = value.as_str() else {
                     return Some(Broken::NotText);
                 };
-                // JSON Schema counts code points.
-                let n = s.chars().count() as u64;
-                if let Some(m) = min_length.filter(|m| n < *m) {
-                    return Some(Broken::FewerCharacters(m));
-                }
-                if let Some(m) = max_length.filter(|m| n > *m) {
-                    return Some(Broken::MoreCharacters(m));
+                if min_length.is_some() || max_length.is_some() {
+                    // JSON Schema counts code points.
+                    let n = s.chars().count() as u64;
+                    if let Some(m) = min_length.filter(|m| n < *m) {
+                        return Some(Broken::FewerCharacters(m));
+                    }
+                    if let Some(m) = max_length.filter(|m| n > *m) {
+                        return Some(Broken::MoreCharacters(m));
+                    }
                 }
                 format
                     .as_deref()
@@ -246,6 +249,7 @@ impl FormSchema {
 
     /// The first field of `content` that does not fit the schema (none when the content is
     /// not an object) and the rule it broke; none when the content fits.
+    #[inline]
     pub fn mismatch<'a>(&'a self, content: &'a Value) -> Option<(Option<&'a str>, Broken<'a>)> {
         let Some(obj) = content.as_object() else {
             return Some((None, Broken::NotAnObject));
@@ -272,12 +276,13 @@ impl FormSchema {
     pub fn check_content(&self, key: &str, content: &Value) -> Result<(), GateError> {
         match self.mismatch(content) {
             None => Ok(()),
+            // Boxed: every `Result<_, GateError>` stays as small as before.
             Some((field, broken)) => Err(GateError::Caller(CallerMisuse::ResponseSchemaMismatch(
-                SchemaMismatch {
+                Box::new(SchemaMismatch {
                     key: key.to_owned(),
                     field: field.map(str::to_owned),
                     rule: broken.to_string(),
-                },
+                }),
             ))),
         }
     }

@@ -49,6 +49,7 @@ impl CallClock {
     /// A call starts: the clock is read, and a time no JSON number or JavaScript host carries
     /// exactly is refused (a host that returned -1 through an unchecked binding would
     /// otherwise set every expiry at the end of time).
+    #[inline]
     pub(crate) fn begin(&self, clock: &dyn Clock) -> Result<(), GateError> {
         let now = clock.now_ms();
         if now > MAX_TIME_MS {
@@ -61,6 +62,7 @@ impl CallClock {
 
     /// The call goes on after waiting on the user: the clock is read again. Refused as
     /// [`Self::begin`], keeping the time the call began.
+    #[inline]
     pub(crate) fn resume(&self, clock: &dyn Clock) -> Result<(), GateError> {
         let began = self.0.get();
         self.begin(clock).inspect_err(|_| self.0.set(began))
@@ -68,6 +70,7 @@ impl CallClock {
 
     /// The time of the current call (were it missing, the end of the range makes everything
     /// expired: fail closed).
+    #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.0.get().unwrap_or(MAX_TIME_MS)
     }
@@ -85,21 +88,25 @@ impl<T> Default for Derived<T> {
 
 impl<T> Derived<T> {
     /// Not computed yet.
+    #[inline]
     pub(crate) fn new() -> Self {
         Self(OnceCell::new())
     }
 
     /// Already known (computed by a memo that has it).
+    #[inline]
     pub(crate) fn known(value: T) -> Self {
         Self(OnceCell::from(value))
     }
 
     /// Known from now on, unless it already was (the same value: it is derived).
+    #[inline]
     pub(crate) fn set(&self, value: T) {
         let _ = self.0.set(value);
     }
 
     /// The value, computed by `f` the first time.
+    #[inline]
     pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
         self.0.get_or_init(f)
     }
@@ -124,15 +131,18 @@ pub(crate) struct ServerDigests {
 }
 
 impl PrincipalDigests {
+    #[inline]
     pub(crate) fn user(&mut self, user: &str) -> String {
         remembered(&mut self.user, user)
     }
 
+    #[inline]
     pub(crate) fn tenant(&mut self, tenant: &str) -> String {
         remembered(&mut self.tenant, tenant)
     }
 
     /// The server's redacted form and key part.
+    #[inline]
     pub(crate) fn server(&mut self, server: &ServerIdentity) -> ServerDigests {
         if let Some((s, digests)) = self.server.as_ref()
             && s == server

@@ -32,6 +32,7 @@ impl RecordCache {
     /// judged as sent (a store that sends one at the version the gate holds broke the read
     /// contract, or a host wrapper chose to let the gate read it again), never stood in for
     /// by the copy held.
+    #[inline]
     pub(crate) fn withheld(
         &self,
         server_key: &str,
@@ -50,6 +51,7 @@ impl RecordCache {
 
     /// The version of the record of (`server_key`, `original`) this instance holds, if any:
     /// what a read tells the store it holds.
+    #[inline]
     pub(crate) fn held(&self, server_key: &str, original: &RequestId) -> Option<u64> {
         self.entries
             .iter()
@@ -78,6 +80,7 @@ impl RecordCache {
     /// version it had then, without asking storage: it may be out of date. Only for an
     /// operation whose one effect is a compare-and-swap on that version (which fails if it
     /// is out of date, and the operation then starts again from a read).
+    #[inline]
     pub(crate) fn current(
         &self,
         server: &ServerIdentity,
@@ -95,6 +98,7 @@ impl RecordCache {
 
     /// The original id of the cached binding that uses `id` as a retry id: a guess at the
     /// record a pointer read will name (the pointer still decides).
+    #[inline]
     pub(crate) fn original_of_retry_id(
         &self,
         server_key: &str,
