@@ -21,8 +21,10 @@
 //! - [`CallClock`], the time of the current call, read once: a call waits on nothing but
 //!   the user, and the clock is read again after the user ([`CallClock::resume`]).
 //!
-//! What each is worth in a form round is measured by `./scripts/instructions` with the memo
-//! turned off (docs/performance.md); one worth less than 2% of a round would not be kept.
+//! What each is worth in a form round is measured with the memo turned off, counted as
+//! `./scripts/instructions` counts (docs/performance.md, "What each memo is worth"). One
+//! worth less than 2% of a round is not kept, except [`CallClock`], which is also what makes
+//! a call judge everything at one time.
 
 mod records;
 mod schemas;
