@@ -1,7 +1,7 @@
 //! Criterion benchmarks of one full round (register, accept `input_required`, consent,
 //! audit append and read-back, build the retry, accept `complete`) through the component in
 //! wasmtime and through the same core compiled natively, for each workload of
-//! `mrtr-gate bench`. `cargo bench --bench round`; `./scripts/bench` prints the side-by-side
+//! `mrtr-gate-testkit bench`. `cargo bench --bench round`; `./scripts/bench` prints the side-by-side
 //! table with the seed's JavaScript gate.
 
 // A bench is not test code to clippy (criterion's harness, not `cfg(test)`), but a failed
@@ -9,9 +9,9 @@
 #![allow(clippy::unwrap_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use mrtr_gate_cli::bench::{RoundKind, round, round_input, server};
-use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, NativeGate, SandboxLimits};
+use mrtr_gate_testkit::bench::{RoundKind, round, round_input, server};
+use mrtr_gate_testkit::fixture::ScenarioHosts;
 
 fn rounds(c: &mut Criterion) {
     let cache = std::env::temp_dir().join("mrtr-gate-bench-cache");

@@ -1,6 +1,6 @@
 // Times the same form round as the other hosts' benches in a real Chromium (Debian's, through
 // playwright-core): the page's Gate over in-page reference hosts, no network, no dialog.
-// Prints min/median/max in microseconds as one JSON line (`mrtr-gate bench --external`).
+// Prints min/median/max in microseconds as one JSON line (`mrtr-gate-testkit bench --external`).
 // The page's clock is coarse (0.1 ms), so rounds are timed in batches of 20; the first run
 // of the page is a warm-up (V8 tiers the module up while it runs). Three timed runs follow,
 // and the row is their median run: a browser's several processes share this VM's two cores

@@ -1,5 +1,5 @@
 // Times the seed's JavaScript gate (../shared/peers/seed-js, its code unchanged, Ajv pinned
-// by its own package.json) on the same full form round as `mrtr-gate bench`: register,
+// by its own package.json) on the same full form round as `mrtr-gate-testkit bench`: register,
 // accept a 3-field form with state parsed from the wire (as a client receives it), build
 // the retry. Prints min/median/max in microseconds and the heap retained per round.
 //

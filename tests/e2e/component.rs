@@ -3,7 +3,6 @@
 
 use crate::support;
 
-use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::{
     ErrorCause, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
@@ -11,6 +10,7 @@ use mrtr_gate_host::runtime::EMBEDDED_COMPONENT;
 use mrtr_gate_host::{
     BudgetKindMismatch, CallBudget, ComponentGate, GateApi, GateRuntime, SandboxLimits,
 };
+use mrtr_gate_testkit::fixture::ScenarioHosts;
 use serde_json::json;
 use std::time::Duration;
 
@@ -456,7 +456,7 @@ fn the_component_fits_the_size_budget() {
 fn memory_and_storage_stay_flat_however_many_rounds_pass() {
     let hosts = ScenarioHosts::new();
     let mut gate = ComponentGate::new(support::runtime(), hosts.services());
-    mrtr_gate_cli::bench::rounds(&mut gate, 0, 1_000, true).unwrap();
+    mrtr_gate_testkit::bench::rounds(&mut gate, 0, 1_000, true).unwrap();
     let warm = gate.memory_bytes();
     assert!(warm > 0);
     assert_eq!(
@@ -464,7 +464,7 @@ fn memory_and_storage_stay_flat_however_many_rounds_pass() {
         0,
         "finished rounds left records behind"
     );
-    mrtr_gate_cli::bench::rounds(&mut gate, 1_000, 4_000, true).unwrap();
+    mrtr_gate_testkit::bench::rounds(&mut gate, 1_000, 4_000, true).unwrap();
     assert_eq!(
         gate.memory_bytes(),
         warm,

@@ -3,9 +3,9 @@
 
 use crate::support;
 
-use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::{Policy, Registration, RequestId, ResponseVerdict, ServerIdentity};
 use mrtr_gate_host::{ComponentGate, GateApi};
+use mrtr_gate_testkit::fixture::ScenarioHosts;
 use serde_json::json;
 
 fn server() -> ServerIdentity {

@@ -4,11 +4,11 @@
 
 use crate::support;
 
-use mrtr_gate_cli::corpus::{self, run_scenario};
-use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::host::{Storage, Write};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
 use mrtr_gate_host::{ComponentGate, GateApi};
+use mrtr_gate_testkit::corpus::{self, run_scenario};
+use mrtr_gate_testkit::fixture::ScenarioHosts;
 use serde_json::json;
 
 fn run(names: &[&str]) {

@@ -2,13 +2,13 @@
 
 use crate::support;
 
-use mrtr_gate_cli::fixture::ScenarioHosts;
 use mrtr_gate_host::core::host::ConsentMethod;
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::TerminalConsent;
 use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_testkit::fixture::ScenarioHosts;
 use serde_json::json;
 use std::io::{Cursor, Write};
 use std::sync::{Arc, Mutex};

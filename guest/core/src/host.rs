@@ -89,7 +89,7 @@ pub struct DuePage {
 }
 
 /// Short-lived protected storage, possibly shared between instances and processes.
-/// Calls are batched: each costs a host a boundary crossing (docs/hosts.md).
+/// Calls are batched: each costs a host a boundary crossing (docs/import-contract.md).
 pub trait Storage {
     /// The live entry of each key, in order (`None`: absent or past its TTL); the value is
     /// empty when the key is at the version the reader said it has.

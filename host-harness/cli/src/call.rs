@@ -10,7 +10,7 @@ use mrtr_gate_host::consent_screen::{render_answers, render_view, shown_name};
 use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
-use mrtr_gate_host::core::{ConsentView, Policy};
+use mrtr_gate_host::core::{ConsentView, MRTR_METHODS, Policy};
 use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage, SystemClock};
 use mrtr_gate_host::services::{SharedAudit, SharedStorage};
@@ -312,7 +312,9 @@ fn keyed_services(
 }
 
 /// The params of `method` for `name` (a tool or prompt name, or a resource URI) and the
-/// JSON `arguments`.
+/// JSON `arguments`. The methods a call may use are the core's one allow-list of gated
+/// methods ([`MRTR_METHODS`]); only the shape of their params differs here: a resource is
+/// named by its URI alone, a tool or a prompt by its name and arguments.
 pub fn params(method: &str, name: &str, arguments: Option<&str>) -> Result<Value, ClientError> {
     let arguments: Option<Value> = arguments
         .map(|a| {
@@ -325,19 +327,25 @@ pub fn params(method: &str, name: &str, arguments: Option<&str>) -> Result<Value
             "the arguments must be a JSON object".into(),
         ));
     }
-    match method {
-        "tools/call" | "prompts/get" => {
+    if !MRTR_METHODS.contains(&method) {
+        return Err(ClientError::Usage(format!(
+            "`{method}` is not one of {}",
+            MRTR_METHODS.join(", ")
+        )));
+    }
+    match (method, arguments) {
+        (RESOURCE_READ, None) => Ok(json!({"uri": name})),
+        (RESOURCE_READ, Some(_)) => Err(ClientError::Usage(format!(
+            "{RESOURCE_READ} takes a URI and no arguments"
+        ))),
+        (_, arguments) => {
             Ok(json!({"name": name, "arguments": arguments.unwrap_or_else(|| json!({}))}))
         }
-        "resources/read" if arguments.is_none() => Ok(json!({"uri": name})),
-        "resources/read" => Err(ClientError::Usage(
-            "resources/read takes a URI and no arguments".into(),
-        )),
-        other => Err(ClientError::Usage(format!(
-            "`{other}` is not tools/call, prompts/get or resources/read"
-        ))),
     }
 }
+
+/// The one gated method whose params name a URI instead of a name and arguments.
+const RESOURCE_READ: &str = "resources/read";
 
 /// The process exit code for an outcome (`docs/cli.md`).
 pub fn exit_code(outcome: &Result<Completed, ClientError>) -> u8 {
@@ -442,5 +450,41 @@ pub fn refusal_line(e: &ClientError) -> String {
             format!("transport failed: {}: {}", t.code, shown_text(&t.message))
         }
         other => format!("{}: {}", other.code(), shown_text(&other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_takes_exactly_the_cores_gated_methods() {
+        for method in MRTR_METHODS {
+            assert!(params(method, "x", None).is_ok(), "{method}");
+        }
+        let Err(ClientError::Usage(refused)) = params("tools/list", "x", None) else {
+            panic!("tools/list is not a gated method");
+        };
+        assert_eq!(
+            refused,
+            format!("`tools/list` is not one of {}", MRTR_METHODS.join(", "))
+        );
+    }
+
+    #[test]
+    fn a_resource_is_named_by_its_uri_and_a_tool_by_its_name_and_arguments() {
+        assert_eq!(
+            params("resources/read", "file:///a", None).unwrap(),
+            json!({"uri": "file:///a"})
+        );
+        assert!(params("resources/read", "file:///a", Some("{}")).is_err());
+        assert_eq!(
+            params("tools/call", "t", Some(r#"{"a":1}"#)).unwrap(),
+            json!({"name": "t", "arguments": {"a": 1}})
+        );
+        assert_eq!(
+            params("prompts/get", "p", None).unwrap(),
+            json!({"name": "p", "arguments": {}})
+        );
     }
 }

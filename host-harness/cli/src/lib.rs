@@ -1,21 +1,15 @@
 //! # mrtr-gate-cli
 //!
-//! What the `mrtr-gate` command runs over the wasmtime host ([`mrtr_gate_host`]), kept out of
-//! the embedding crate's API: the shared scenario corpus and its runner ([`corpus`]), the
-//! benchmark rounds ([`bench`]), the demo ([`demo`]), and the in-memory hosts all of them
-//! run over ([`fixture`]). The end-to-end tests and the criterion benches use them too.
+//! What the `mrtr-gate` command a user runs does over the wasmtime host ([`mrtr_gate_host`]),
+//! kept out of the embedding crate's API: a call through the gate ([`call`]), the conformance
+//! suite's client ([`conformance`]), the demo ([`demo`]) and the host keys ([`keys`]). The
+//! benchmarks, the corpus runner, the race worker and their fixtures are the test kit
+//! (`mrtr-gate-testkit`), which depends on this crate and never the other way round.
 
-pub mod bench;
-pub mod bench_client;
-pub mod bench_expire;
-pub mod bench_redis;
 pub mod call;
 pub mod conformance;
-pub mod corpus;
 pub mod demo;
-pub mod fixture;
 pub mod keys;
-pub mod race;
 
 /// An error and its sources, one after the other: `outer: cause: root cause`.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

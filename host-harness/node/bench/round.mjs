@@ -1,10 +1,10 @@
 // Times the mrtr:gate component on Node through the mrtr-gate package (jco glue, reference
-// hosts) on the same full round as `mrtr-gate bench` and host-harness/python/bench/round.py
+// hosts) on the same full round as `mrtr-gate-testkit bench` and host-harness/python/bench/round.py
 // (form, schema seen): register, accept the `input_required` (a 3-field form with state),
 // consent, audit appends (each read back), build the retry, accept `complete`. The hosts: a
 // wall clock, the in-memory store, a consent callback that grants, the in-memory audit sink
 // keeping its newest 1,024 lines. Prints min/median/max in microseconds and the heap retained
-// per round as one JSON line (the format `mrtr-gate bench --external` reads).
+// per round as one JSON line (the format `mrtr-gate-testkit bench --external` reads).
 //
 // Usage: node --expose-gc bench/round.mjs [rounds]
 import { readFileSync } from "node:fs";

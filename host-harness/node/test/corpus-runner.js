@@ -1,5 +1,5 @@
 // The shared scenario corpus (`tests/corpus/*.json`, format in docs/corpus.md) through the
-// JavaScript package, step for step as the Rust runner (host-harness/cli/src/corpus.rs) runs
+// JavaScript package, step for step as the Rust runner (host-harness/testkit/src/corpus.rs) runs
 // it, over the same reference hosts. Used by Node's test runner and by the browser page.
 
 import { Gate, GateError, HostError } from "../src/index.js";

@@ -1,10 +1,10 @@
 """Times the mrtr:gate component from Python (the `mrtr_gate` package over wasmtime-py) on the
-same full round as `mrtr-gate bench` and `host-harness/node/bench/round.mjs` (form, schema
+same full round as `mrtr-gate-testkit bench` and `host-harness/node/bench/round.mjs` (form, schema
 seen): register, accept the `input_required` (a 3-field form with state), consent, audit
 appends (each read back), build the retry, accept `complete`. The hosts are the package's
 reference ones: a wall clock, the in-memory store, a consent callback that grants, and the
 in-memory audit sink keeping its newest 1,024 lines. Prints min/median/max in microseconds as
-one JSON line (the format `mrtr-gate bench --external` reads).
+one JSON line (the format `mrtr-gate-testkit bench --external` reads).
 
 Usage: python bench/round.py [rounds]"""
 

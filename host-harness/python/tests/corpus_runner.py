@@ -1,5 +1,5 @@
 """The shared scenario corpus (`tests/corpus/*.json`, format in docs/corpus.md) run through the
-Python package, step for step as the Rust runner (`host-harness/cli/src/corpus.rs`) runs it,
+Python package, step for step as the Rust runner (`host-harness/testkit/src/corpus.rs`) runs it,
 over the same reference hosts. Numbers are read and written exactly (as text), and messages
 are written as serde_json writes them (keys in byte order), so every host sends the gate the
 same bytes."""

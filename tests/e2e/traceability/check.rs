@@ -1,5 +1,5 @@
 //! What makes the trace true: each requirement is traced (code and proof), the host's duty (an
-//! anchor in docs/hosting.md) or not applicable (a reason); every function, test, scenario,
+//! anchor in docs/host-duties.md) or not applicable (a reason); every function, test, scenario,
 //! conformance scenario, code and alias it names exists; every documented code and every corpus
 //! scenario is traced by some requirement; every threat names requirements that exist.
 
@@ -17,7 +17,7 @@ pub struct Repo<'a> {
     scenarios: BTreeSet<String>,
     /// The client scenarios `scripts/conformance` runs.
     conformance: BTreeSet<String>,
-    /// The anchors of docs/hosting.md's headings.
+    /// The anchors of docs/host-duties.md's headings.
     hosting_anchors: BTreeSet<String>,
 }
 
@@ -46,7 +46,7 @@ impl<'a> Repo<'a> {
             documented_codes: documented_codes(&text("docs/errors.md")),
             scenarios,
             conformance,
-            hosting_anchors: text("docs/hosting.md")
+            hosting_anchors: text("docs/host-duties.md")
                 .lines()
                 .filter_map(|l| l.strip_prefix("## "))
                 .map(anchor)
@@ -216,7 +216,9 @@ fn requirement_problems(id: &str, r: &Value, repo: &Repo<'_>) -> Vec<String> {
     }
     let hosting = text_of(r, "hosting");
     if !hosting.is_empty() && !repo.hosting_anchors.contains(hosting) {
-        out.push(format!("{id}: docs/hosting.md has no section `#{hosting}`"));
+        out.push(format!(
+            "{id}: docs/host-duties.md has no section `#{hosting}`"
+        ));
     }
     for c in codes {
         if !repo.documented_codes.contains(c) {

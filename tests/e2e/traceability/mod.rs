@@ -4,7 +4,7 @@
 //! is traced), `render` turns it into `docs/traceability.md`, which must be current.
 //! `MRTR_GATE_BLESS=1 cargo test --test e2e traceability::` rewrites the page.
 
-mod check;
+pub mod check;
 mod render;
 
 use serde_json::Value;

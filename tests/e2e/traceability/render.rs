@@ -34,7 +34,7 @@ fn joined(items: impl IntoIterator<Item = String>) -> String {
 fn status_line(r: &Value) -> String {
     match s(r, "status") {
         "host_duty" => format!(
-            "**Host's duty** ([hosting.md#{h}](hosting.md#{h})): {}",
+            "**Host's duty** ([host-duties.md#{h}](host-duties.md#{h})): {}",
             cell(s(r, "reason")),
             h = s(r, "hosting")
         ),
@@ -59,7 +59,7 @@ fn requirement_row(out: &mut String, r: &Value) {
     }
     if s(r, "status") == "traced" && !s(r, "hosting").is_empty() {
         what = format!(
-            "{what}<br>Host: [hosting.md#{h}](hosting.md#{h})",
+            "{what}<br>Host: [host-duties.md#{h}](host-duties.md#{h})",
             h = s(r, "hosting")
         );
     }
@@ -116,7 +116,7 @@ pub fn page(data: &Value) -> String {
          rewrites this page; the test fails while it is stale, and whenever a requirement has no \
          enforcing code and no proof, a named function, test, scenario or code does not exist, a \
          documented code is traced nowhere, or a corpus scenario proves nothing.\n\n\
-         {} requirements: {} traced, {} the host's duty ([hosting.md](hosting.md)), {} not \
+         {} requirements: {} traced, {} the host's duty ([host-duties.md](host-duties.md)), {} not \
          applicable. {} error codes, each traced by at least one requirement ([errors.md](errors.md)); \
          {} corpus scenarios, each proving at least one. {} threats in {} frameworks.\n",
         requirements.len(),

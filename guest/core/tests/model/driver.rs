@@ -1,13 +1,16 @@
 //! The driver: each operation to the gate and to the model, their results compared.
 
 use crate::common::*;
+use crate::content::{Allowed, Input};
 use crate::ops::*;
 use crate::rules::*;
+use crate::wire::{answers_value, reply_text};
 use mrtr_gate_core::memory::ScriptedAnswer;
 use mrtr_gate_core::{
-    ALL_CODES, CallerOutcome, Denial, Policy, RequestId, ResponseVerdict, ServerIdentity,
+    ALL_CODES, CallerOutcome, Denial, DeprecatedMethod, Policy, RequestId, ResponseVerdict,
+    ServerIdentity,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::BTreeMap;
 
 fn assert_known(d: &Denial) {
@@ -91,8 +94,14 @@ impl World {
                 let b = &bindings[k % bindings.len()];
                 (b.server, b.original.clone())
             }
+            Target::Previous { k } if !bindings.is_empty() => {
+                let b = &bindings[k % bindings.len()];
+                let previous = b.used.iter().rev().nth(1).unwrap_or(&b.original);
+                (b.server, previous.clone())
+            }
             Target::Live { k, .. }
             | Target::Original { k }
+            | Target::Previous { k }
             | Target::Open { k }
             | Target::Idle { k } => (0, pool_id(*k)),
             Target::Any { n, server } => (*server, self.seen_ids[n % self.seen_ids.len()].clone()),
@@ -128,22 +137,34 @@ impl World {
                 user,
                 tenant,
                 arg,
-                policy,
+                setup,
+                defect,
             } => {
                 let id = pool_id(id);
-                let params = tool_params("t", json!({"n": arg}));
-                let policy = match policy {
-                    PolicyPick::Default => Policy::default(),
-                    PolicyPick::MaxRoundsTwo => Policy {
-                        max_rounds: 2,
-                        ..Policy::default()
-                    },
-                    PolicyPick::ShortLifetime => Policy {
-                        round_trip_lifetime_ms: SHORT_LIFETIME_MS,
-                        ..Policy::default()
-                    },
+                let allowed = Allowed {
+                    url_declared: setup.url_declared,
+                    roots_declared: setup.roots_declared,
+                    roots_approved: setup.roots_approved,
                 };
-                let registration = mrtr_gate_core::Registration {
+                let mut caps = json!({"elicitation": {"form": {}}});
+                if allowed.url_declared {
+                    caps["elicitation"]["url"] = json!({});
+                }
+                if allowed.roots_declared {
+                    caps["roots"] = json!({});
+                }
+                let params = tool_params_caps("t", json!({"n": arg}), caps);
+                let mut policy = Policy::default();
+                if setup.short_lifetime {
+                    policy.round_trip_lifetime_ms = SHORT_LIFETIME_MS;
+                }
+                if let Some(max_rounds) = setup.max_rounds {
+                    policy.max_rounds = max_rounds;
+                }
+                if allowed.roots_approved {
+                    policy.allowed_deprecated = vec![DeprecatedMethod::RootsList];
+                }
+                let mut registration = mrtr_gate_core::Registration {
                     request_id: id.clone(),
                     server: server_identity(server),
                     user: USERS[user].into(),
@@ -152,6 +173,20 @@ impl World {
                     params_json: params.to_string(),
                     policy: policy.clone(),
                 };
+                match defect {
+                    Some(Defect::EmptyUser) => registration.user.clear(),
+                    Some(Defect::ZeroLifetime) => registration.policy.round_trip_lifetime_ms = 0,
+                    Some(Defect::EmptyUserAndZeroLifetime) => {
+                        registration.user.clear();
+                        registration.policy.round_trip_lifetime_ms = 0;
+                    }
+                    Some(Defect::ParamsCarryState) => {
+                        let mut carrying = params.clone();
+                        carrying["requestState"] = json!("s");
+                        registration.params_json = carrying.to_string();
+                    }
+                    None => {}
+                }
                 let got = seen_of(self.gate(gate).register(registration), |r| {
                     Seen::Registered {
                         request: parse(&r.request_json),
@@ -160,7 +195,7 @@ impl World {
                 });
                 let want = self
                     .model
-                    .register(server, &id, user, tenant, &params, &policy);
+                    .register(server, &id, user, tenant, &params, &policy, allowed, defect);
                 let want = with_audit(Operation::Register, want);
                 (got, want)
             }
@@ -214,6 +249,10 @@ impl World {
                         .model
                         .find(server, &id)
                         .map_or_else(|| id.clone(), |i| self.model.bindings[i].original.clone()),
+                    RetryIdPick::LowestFree => (1..)
+                        .map(RequestId::Number)
+                        .find(|id| self.model.find(server, id).is_none())
+                        .unwrap_or(RequestId::Number(0)),
                     RetryIdPick::Pool(n) => pool_id(n),
                 };
                 let answers = answers_value(&self.round_inputs(server, &id), &answers);
@@ -244,6 +283,7 @@ impl World {
                     ConsentAnswer::Grant => ScriptedAnswer::Grant,
                     ConsentAnswer::Refuse => ScriptedAnswer::Refuse,
                     ConsentAnswer::GrantOtherView => ScriptedAnswer::GrantOtherView,
+                    ConsentAnswer::GrantOtherAnswers => ScriptedAnswer::GrantOtherAnswers,
                     ConsentAnswer::Fail => ScriptedAnswer::Fail,
                 });
                 self.model.consent.push_back(answer);
@@ -295,11 +335,16 @@ impl World {
         Some((got, want))
     }
 
+    /// The trail both instances wrote is one intact chain.
+    pub(crate) fn assert_chain(&self) {
+        self.fx.assert_chain();
+    }
+
     pub(crate) fn apply(&mut self, op: &Op) {
         let compared = self.run(op);
         if self.model.clock_out_of_range && !matches!(op, Op::Clock(_) | Op::QueueConsent(_)) {
             // An out-of-range reading lasts one operation; then the clock reads right again.
-            self.clock(&ClockPick::Small(0));
+            self.clock(&ClockPick::Forward(0));
         }
         let Some((got, want)) = compared else {
             return;
@@ -319,9 +364,7 @@ impl World {
                 return;
             }
             ClockPick::Back(ms) => m.now = m.now.saturating_sub(*ms),
-            ClockPick::Small(ms) => m.now += ms,
-            ClockPick::PastShortLifetime => m.now += SHORT_LIFETIME_MS,
-            ClockPick::PastDefaultLifetime => m.now += Policy::default().round_trip_lifetime_ms,
+            ClockPick::Forward(ms) => m.now += ms,
         }
         // Any clock step after an out-of-range reading brings the clock back from where it was.
         m.clock_out_of_range = false;
@@ -331,107 +374,4 @@ impl World {
         self.fx.storage.purge_expired();
         m.store_drops_stale();
     }
-}
-
-fn reply_text(id: &RequestId, reply: &ReplyPick) -> (String, Reply) {
-    let forms = |n: usize| -> BTreeMap<String, Input> {
-        (0..n).map(|f| (format!("f{f}"), Input::Form)).collect()
-    };
-    let (inputs, state) = match reply {
-        ReplyPick::Forms(n) => (forms(*n), None),
-        ReplyPick::Url => (BTreeMap::from([("u0".to_owned(), Input::Url)]), None),
-        ReplyPick::FormAndUrl => {
-            let mut i = forms(1);
-            i.insert("u0".into(), Input::Url);
-            (i, None)
-        }
-        ReplyPick::StateOnly(s) => (BTreeMap::new(), Some(s.clone())),
-        ReplyPick::FormWithState(s) => (forms(1), Some(s.clone())),
-        ReplyPick::Complete => return (response(id.to_json(), complete()), Reply::Complete),
-        ReplyPick::Error => return (error_response(id.to_json(), -32603), Reply::Error(-32603)),
-        ReplyPick::BadResultType => {
-            return (
-                response(id.to_json(), json!({"resultType": "partial"})),
-                Reply::BadResultType,
-            );
-        }
-    };
-    let mut result = json!({"resultType": "input_required"});
-    if !inputs.is_empty() {
-        let requests: serde_json::Map<String, Value> = inputs
-            .iter()
-            .map(|(k, input)| {
-                let request = match input {
-                    Input::Form => form("F"),
-                    Input::Url => url_request("https://auth.example.com/x?y=1"),
-                };
-                (k.clone(), request)
-            })
-            .collect();
-        result["inputRequests"] = Value::Object(requests);
-    }
-    if let Some(s) = &state {
-        result["requestState"] = json!(s);
-    }
-    (
-        response(id.to_json(), result),
-        Reply::InputRequired { inputs, state },
-    )
-}
-
-/// Answers for a round with `inputs`, right or broken in one way.
-fn answers_value(inputs: &BTreeMap<String, Input>, pick: &AnswersPick) -> Value {
-    let right = |input: Input| match input {
-        Input::Form => accept_with(json!({"login": "octocat", "count": 2})),
-        Input::Url => json!({"action": "accept"}),
-    };
-    let mut m: serde_json::Map<String, Value> =
-        inputs.iter().map(|(k, i)| (k.clone(), right(*i))).collect();
-    let first = inputs.iter().next().map(|(k, i)| (k.clone(), *i));
-    match pick {
-        AnswersPick::Right => {}
-        AnswersPick::Decline => {
-            for v in m.values_mut() {
-                *v = json!({"action": "decline"});
-            }
-        }
-        AnswersPick::Extra => {
-            m.insert("zz".into(), json!({"action": "decline"}));
-        }
-        AnswersPick::Missing => {
-            if let Some((k, _)) = first {
-                m.remove(&k);
-            }
-        }
-        AnswersPick::BadContent(n) => {
-            let bad = [
-                json!({"login": 5}),
-                json!({"login": ""}),
-                json!({"count": 3}),
-                json!({"login": "x", "extra": 1}),
-            ];
-            // The first form answer gets content off the schema; a url answer gets content.
-            let form_key = inputs
-                .iter()
-                .find(|(_, i)| **i == Input::Form)
-                .map(|(k, _)| k);
-            if let Some(k) = form_key {
-                m.insert(k.clone(), accept_with(bad[n % bad.len()].clone()));
-            } else if let Some((k, _)) = first {
-                m.insert(k, accept_with(json!({"x": 1})));
-            }
-        }
-        AnswersPick::DeclineWithContent => {
-            if let Some((k, _)) = first {
-                m.insert(k, json!({"action": "decline", "content": {"login": "x"}}));
-            }
-        }
-        AnswersPick::BadAction => {
-            if let Some((k, _)) = first {
-                m.insert(k, json!({"action": "ok"}));
-            }
-        }
-        AnswersPick::NotAnObject => return json!(["not", "an", "object"]),
-    }
-    Value::Object(m)
 }

@@ -1,9 +1,11 @@
 //! The operations and their generators. Pools are small so ids, servers and principals collide.
 
 use crate::common::*;
+use crate::content::Request;
 use crate::rules::*;
-use mrtr_gate_core::{MAX_TIME_MS, RequestId};
+use mrtr_gate_core::{EXPIRY_GRACE_MS, MAX_TIME_MS, Policy, RequestId};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 pub(crate) const SERVERS: [&str; 2] = [SERVER, OTHER_SERVER];
 pub(crate) const USERS: [&str; 2] = [USER, "bob@example.com"];
@@ -32,38 +34,47 @@ pub(crate) enum Target {
     Idle { k: usize },
     /// The original id of the k-th binding (stale once a retry went out).
     Original { k: usize },
+    /// The id the k-th binding used just before its live one (its original id if none).
+    Previous { k: usize },
     /// Any id seen so far (the pool or a retry id), on either server.
     Any { n: usize, server: usize },
 }
 
+/// The policy and params of a registration: what they let a round ask for, its limits.
 #[derive(Clone, Debug)]
-pub(crate) enum PolicyPick {
-    Default,
-    MaxRoundsTwo,
-    ShortLifetime,
+pub(crate) struct Setup {
+    /// The 10 s lifetime rather than the default 5 min.
+    pub(crate) short_lifetime: bool,
+    /// `max_rounds` 1 to 3 rather than the default.
+    pub(crate) max_rounds: Option<u32>,
+    pub(crate) url_declared: bool,
+    pub(crate) roots_declared: bool,
+    pub(crate) roots_approved: bool,
 }
 
 #[derive(Clone, Debug)]
 pub(crate) enum ReplyPick {
-    Forms(usize),
-    Url,
-    FormAndUrl,
-    StateOnly(String),
-    FormWithState(String),
+    InputRequired {
+        requests: BTreeMap<String, Request>,
+        state: Option<String>,
+    },
     Complete,
     Error,
     BadResultType,
 }
 
+/// How to answer a round: per input, an index into its pool of answers (0 is a right
+/// answer), cycled over the round's keys; then an optional change to the whole object.
 #[derive(Clone, Debug)]
-pub(crate) enum AnswersPick {
-    Right,
-    Decline,
-    Extra,
-    Missing,
-    BadContent(usize),
-    DeclineWithContent,
-    BadAction,
+pub(crate) struct AnswerPlan {
+    pub(crate) picks: Vec<usize>,
+    pub(crate) change: Option<WholeChange>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum WholeChange {
+    ExtraKey,
+    MissingKey,
     NotAnObject,
 }
 
@@ -74,14 +85,14 @@ pub(crate) enum RetryIdPick {
     /// refused (the reservation is released).
     LastFresh,
     OwnOriginal,
+    /// The lowest number no live binding on the server uses (often one an ended binding used).
+    LowestFree,
     Pool(usize),
 }
 
 #[derive(Clone, Debug)]
 pub(crate) enum ClockPick {
-    Small(u64),
-    PastShortLifetime,
-    PastDefaultLifetime,
+    Forward(u64),
     Back(u64),
     OutOfRange(u64),
 }
@@ -95,7 +106,8 @@ pub(crate) enum Op {
         user: usize,
         tenant: usize,
         arg: u8,
-        policy: PolicyPick,
+        setup: Setup,
+        defect: Option<Defect>,
     },
     Respond {
         gate: usize,
@@ -106,7 +118,7 @@ pub(crate) enum Op {
         gate: usize,
         target: Target,
         retry_id: RetryIdPick,
-        answers: AnswersPick,
+        answers: AnswerPlan,
         other_user: bool,
         other_tenant: bool,
     },
@@ -131,6 +143,7 @@ fn arb_response_target() -> impl Strategy<Value = Target> {
         5 => any::<usize>().prop_map(|k| Target::Idle { k }),
         2 => (any::<usize>(), prop::bool::weighted(0.15)).prop_map(|(k, other_server)| Target::Live { k, other_server }),
         1 => any::<usize>().prop_map(|k| Target::Original { k }),
+        1 => any::<usize>().prop_map(|k| Target::Previous { k }),
         1 => (any::<usize>(), 0usize..2).prop_map(|(n, server)| Target::Any { n, server }),
     ]
 }
@@ -141,6 +154,7 @@ fn arb_retry_target() -> impl Strategy<Value = Target> {
         6 => any::<usize>().prop_map(|k| Target::Open { k }),
         1 => (any::<usize>(), prop::bool::weighted(0.15)).prop_map(|(k, other_server)| Target::Live { k, other_server }),
         1 => any::<usize>().prop_map(|k| Target::Original { k }),
+        1 => any::<usize>().prop_map(|k| Target::Previous { k }),
         1 => (any::<usize>(), 0usize..2).prop_map(|(n, server)| Target::Any { n, server }),
     ]
 }
@@ -150,6 +164,7 @@ fn arb_target() -> impl Strategy<Value = Target> {
     prop_oneof![
         4 => (any::<usize>(), prop::bool::weighted(0.1)).prop_map(|(k, other_server)| Target::Live { k, other_server }),
         1 => any::<usize>().prop_map(|k| Target::Original { k }),
+        1 => any::<usize>().prop_map(|k| Target::Previous { k }),
         2 => (any::<usize>(), 0usize..2).prop_map(|(n, server)| Target::Any { n, server }),
     ]
 }
@@ -162,58 +177,118 @@ fn arb_state() -> impl Strategy<Value = String> {
     ]
 }
 
-fn arb_reply() -> impl Strategy<Value = ReplyPick> {
+fn arb_request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        4 => (1usize..3).prop_map(ReplyPick::Forms),
-        2 => Just(ReplyPick::Url),
-        2 => Just(ReplyPick::FormAndUrl),
-        2 => arb_state().prop_map(ReplyPick::StateOnly),
-        2 => arb_state().prop_map(ReplyPick::FormWithState),
+        24 => Just(Request::Form),
+        12 => Just(Request::Url),
+        3 => Just(Request::Roots),
+        1 => Just(Request::FormBadSchema),
+        1 => Just(Request::UrlUnsafe),
+        1 => Just(Request::UnknownMode),
+    ]
+}
+
+/// Mostly rounds with requests; a state-only round mostly with a state (an empty payload or
+/// an empty state ends the binding, so they are rarer).
+fn arb_reply() -> impl Strategy<Value = ReplyPick> {
+    let keys = prop::sample::select(vec!["f0", "f1", "u0", "a b", "名前"]);
+    let requests = prop::collection::btree_map(keys.prop_map(str::to_owned), arb_request(), 1..3);
+    let state = prop_oneof![
+        6 => Just(None),
+        3 => arb_state().prop_map(Some),
+        1 => Just(Some(String::new())),
+    ];
+    let state_only = prop_oneof![
+        8 => arb_state().prop_map(Some),
+        1 => Just(None),
+        1 => Just(Some(String::new())),
+    ];
+    prop_oneof![
+        10 => (requests, state).prop_map(|(requests, state)| ReplyPick::InputRequired { requests, state }),
+        3 => state_only.prop_map(|state| ReplyPick::InputRequired { requests: BTreeMap::new(), state }),
         2 => Just(ReplyPick::Complete),
         1 => Just(ReplyPick::Error),
         1 => Just(ReplyPick::BadResultType),
     ]
 }
 
-fn arb_answers() -> impl Strategy<Value = AnswersPick> {
-    prop_oneof![
-        8 => Just(AnswersPick::Right),
-        2 => Just(AnswersPick::Decline),
-        1 => Just(AnswersPick::Extra),
-        1 => Just(AnswersPick::Missing),
-        2 => (0usize..4).prop_map(AnswersPick::BadContent),
-        1 => Just(AnswersPick::DeclineWithContent),
-        1 => Just(AnswersPick::BadAction),
-        1 => Just(AnswersPick::NotAnObject),
-    ]
+fn arb_answers() -> impl Strategy<Value = AnswerPlan> {
+    let pick = prop_oneof![4 => Just(0usize), 1 => 0usize..16];
+    let change = prop_oneof![
+        12 => Just(None),
+        1 => Just(Some(WholeChange::ExtraKey)),
+        1 => Just(Some(WholeChange::MissingKey)),
+        1 => Just(Some(WholeChange::NotAnObject)),
+    ];
+    (prop::collection::vec(pick, 1..3), change)
+        .prop_map(|(picks, change)| AnswerPlan { picks, change })
 }
 
+/// Small steps mostly; exact lifetimes and the grace, to land on the boundaries.
 fn arb_clock() -> impl Strategy<Value = ClockPick> {
+    let default_lifetime = Policy::default().round_trip_lifetime_ms;
     prop_oneof![
-        6 => (0u64..4_000).prop_map(ClockPick::Small),
-        1 => Just(ClockPick::PastShortLifetime),
-        1 => Just(ClockPick::PastDefaultLifetime),
+        6 => (0u64..4_000).prop_map(ClockPick::Forward),
+        1 => (5_000u64..70_000).prop_map(ClockPick::Forward),
+        2 => prop::sample::select(vec![
+            1,
+            SHORT_LIFETIME_MS,
+            default_lifetime,
+            EXPIRY_GRACE_MS,
+            EXPIRY_GRACE_MS + 1_000,
+        ])
+        .prop_map(ClockPick::Forward),
         1 => prop_oneof![Just(4_000u64), Just(5_000), Just(5_001), Just(30_000)].prop_map(ClockPick::Back),
         1 => prop_oneof![Just(MAX_TIME_MS + 1), Just(u64::MAX)].prop_map(ClockPick::OutOfRange),
     ]
 }
 
+fn arb_setup() -> impl Strategy<Value = Setup> {
+    (
+        prop::bool::weighted(0.2),
+        prop_oneof![3 => Just(None), 1 => (1u32..4).prop_map(Some)],
+        prop::bool::weighted(0.85),
+        prop::bool::weighted(0.85),
+        prop::bool::weighted(0.85),
+    )
+        .prop_map(
+            |(short_lifetime, max_rounds, url_declared, roots_declared, roots_approved)| Setup {
+                short_lifetime,
+                max_rounds,
+                url_declared,
+                roots_declared,
+                roots_approved,
+            },
+        )
+}
+
+fn arb_defect() -> impl Strategy<Value = Option<Defect>> {
+    prop_oneof![
+        40 => Just(None),
+        1 => Just(Some(Defect::EmptyUser)),
+        1 => Just(Some(Defect::ZeroLifetime)),
+        1 => Just(Some(Defect::EmptyUserAndZeroLifetime)),
+        1 => Just(Some(Defect::ParamsCarryState)),
+    ]
+}
+
 pub(crate) fn arb_op() -> impl Strategy<Value = Op> {
     let gate = 0usize..2;
-    let policy = prop_oneof![
-        3 => Just(PolicyPick::Default),
-        1 => Just(PolicyPick::MaxRoundsTwo),
-        1 => Just(PolicyPick::ShortLifetime),
-    ];
     let who = prop::bool::weighted(0.1);
     prop_oneof![
-        3 => (gate.clone(), 0usize..2, 0usize..5, 0usize..2, 0usize..2, 0u8..3, policy)
-            .prop_map(|(gate, server, id, user, tenant, arg, policy)| Op::Register { gate, server, id, user, tenant, arg, policy }),
+        4 => (gate.clone(), 0usize..2, 0usize..5, 0usize..2, 0usize..2, 0u8..3, arb_setup(), arb_defect())
+            .prop_map(|(gate, server, id, user, tenant, arg, setup, defect)| Op::Register { gate, server, id, user, tenant, arg, setup, defect }),
         8 => (gate.clone(), arb_response_target(), arb_reply()).prop_map(|(gate, target, reply)| Op::Respond { gate, target, reply }),
         6 => (
             gate.clone(),
             arb_retry_target(),
-            prop_oneof![6 => Just(RetryIdPick::Fresh), 2 => Just(RetryIdPick::LastFresh), 1 => Just(RetryIdPick::OwnOriginal), 2 => (0usize..5).prop_map(RetryIdPick::Pool)],
+            prop_oneof![
+                6 => Just(RetryIdPick::Fresh),
+                2 => Just(RetryIdPick::LastFresh),
+                1 => Just(RetryIdPick::OwnOriginal),
+                1 => Just(RetryIdPick::LowestFree),
+                2 => (0usize..5).prop_map(RetryIdPick::Pool),
+            ],
             arb_answers(),
             who,
             who,
@@ -222,6 +297,7 @@ pub(crate) fn arb_op() -> impl Strategy<Value = Op> {
         1 => prop_oneof![
             Just(ConsentAnswer::Refuse),
             Just(ConsentAnswer::GrantOtherView),
+            Just(ConsentAnswer::GrantOtherAnswers),
             Just(ConsentAnswer::Fail),
             Just(ConsentAnswer::Grant),
         ].prop_map(Op::QueueConsent),

@@ -1,20 +1,15 @@
 //! The model: the gate's rules as a small executable state machine, written from the rules
-//! (docs/errors.md, the control's G001/G002, the MRTR notes), not from the gate's code.
+//! (docs/errors.md, docs/corpus.md "Behaviour worth knowing", the control's G001/G002, the
+//! MRTR notes), not from the gate's code. What a round and its answers may hold is in
+//! `content`.
 
+use crate::content::{Allowed, Input, Request, check_answers, round_content};
+use mrtr_gate_core::canonical::to_canonical;
 use mrtr_gate_core::{
     CLOCK_SKEW_TOLERANCE_MS, EXPIRY_GRACE_MS, Policy, RequestId, TerminalOutcome,
 };
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
-
-/// How an input request of an open round must be answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Input {
-    /// A form with the fixture's schema (`form_schema`).
-    Form,
-    /// A URL-mode elicitation.
-    Url,
-}
 
 #[derive(Clone, Debug)]
 pub(crate) struct OpenRound {
@@ -31,6 +26,7 @@ pub(crate) struct ModelBinding {
     pub(crate) user: usize,
     pub(crate) tenant: usize,
     pub(crate) params: Value,
+    allowed: Allowed,
     /// The only id a response or a retry may name.
     pub(crate) live: RequestId,
     /// Every id it used (original first): all reserved on its server until it ends.
@@ -120,7 +116,7 @@ pub(crate) fn with_audit(operation: Operation, seen: Seen) -> Seen {
 #[derive(Clone, Debug)]
 pub(crate) enum Reply {
     InputRequired {
-        inputs: BTreeMap<String, Input>,
+        requests: BTreeMap<String, Request>,
         state: Option<String>,
     },
     Complete,
@@ -134,7 +130,18 @@ pub(crate) enum ConsentAnswer {
     Grant,
     Refuse,
     GrantOtherView,
+    GrantOtherAnswers,
     Fail,
+}
+
+/// What `register` is handed wrong, if anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Defect {
+    EmptyUser,
+    ZeroLifetime,
+    /// Two faults at once: the binding's fields are checked before the policy.
+    EmptyUserAndZeroLifetime,
+    ParamsCarryState,
 }
 
 pub(crate) struct Model {
@@ -183,6 +190,8 @@ impl Model {
             .retain(|b| now < b.expires_at.saturating_add(EXPIRY_GRACE_MS));
     }
 
+    /// Precedence: the clock; the input (the binding's fields, the policy, the params); the
+    /// id's availability on its server.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn register(
         &mut self,
@@ -192,9 +201,19 @@ impl Model {
         tenant: usize,
         params: &Value,
         policy: &Policy,
+        allowed: Allowed,
+        defect: Option<Defect>,
     ) -> Seen {
         if self.clock_out_of_range {
             return denied("clock_out_of_range");
+        }
+        match defect {
+            Some(Defect::EmptyUser | Defect::EmptyUserAndZeroLifetime) => {
+                return denied("active_request_binding_missing");
+            }
+            Some(Defect::ZeroLifetime) => return denied("invalid_mrtr_lifetime"),
+            Some(Defect::ParamsCarryState) => return denied("params_carry_mrtr_fields"),
+            None => {}
         }
         // The id is reserved on its server by every live binding using it in any role.
         if self.find(server, id).is_some() {
@@ -207,6 +226,7 @@ impl Model {
             user,
             tenant,
             params: params.clone(),
+            allowed,
             live: id.clone(),
             used: vec![id.clone()],
             open: None,
@@ -223,7 +243,7 @@ impl Model {
 
     /// Precedence: the clock; the binding (per server); the live id; the clock against the
     /// binding; the lifetime; then the message itself (a bad `resultType` before the round
-    /// rules; a duplicate round before the round limit).
+    /// rules; a duplicate round, then the round limit, then the round's content).
     pub(crate) fn accept(&mut self, server: usize, id: &RequestId, reply: &Reply) -> Seen {
         if self.clock_out_of_range {
             return denied("clock_out_of_range");
@@ -255,7 +275,7 @@ impl Model {
                 self.end(i);
                 denied("invalid_result_type")
             }
-            Reply::InputRequired { inputs, state } => {
+            Reply::InputRequired { requests, state } => {
                 if b.open.is_some() {
                     return denied("duplicate_round"); // kept: the open round unchanged
                 }
@@ -263,15 +283,23 @@ impl Model {
                     self.end(i);
                     return denied("round_limit_exceeded");
                 }
+                let inputs = match round_content(requests, state.as_deref(), b.allowed) {
+                    Ok(inputs) => inputs,
+                    Err(code) => {
+                        self.end(i);
+                        return denied(code);
+                    }
+                };
                 let b = &mut self.bindings[i];
                 b.rounds += 1;
+                let keys = inputs.keys().cloned().collect();
                 b.open = Some(OpenRound {
-                    inputs: inputs.clone(),
+                    inputs,
                     state: state.clone(),
                 });
                 Seen::Round {
                     number: b.rounds,
-                    keys: inputs.keys().cloned().collect(),
+                    keys,
                     has_state: state.is_some(),
                 }
             }
@@ -331,14 +359,17 @@ impl Model {
             match self.consent.pop_front().unwrap_or(ConsentAnswer::Grant) {
                 ConsentAnswer::Grant => {}
                 ConsentAnswer::Refuse => return denied("consent_refused"),
-                ConsentAnswer::GrantOtherView => return denied("consent_mismatch"),
+                ConsentAnswer::GrantOtherView | ConsentAnswer::GrantOtherAnswers => {
+                    return denied("consent_mismatch");
+                }
                 ConsentAnswer::Fail => return denied("consent_unavailable"),
             }
         }
         let b = &mut self.bindings[i];
         let mut params = b.params.clone();
         if receipt {
-            params["inputResponses"] = answers.clone();
+            // The answers go out as the canonical text the user consented to (`2.0` is `2`).
+            params["inputResponses"] = parse_canonical(answers);
         }
         if let Some(state) = &open.state {
             params["requestState"] = json!(state);
@@ -398,64 +429,6 @@ impl Model {
     }
 }
 
-/// The answers must have exactly the round's keys; each answer is checked on its own (the
-/// generator breaks at most one answer, so the order across keys never decides).
-fn check_answers(answers: &Value, inputs: &BTreeMap<String, Input>) -> Result<(), &'static str> {
-    let Some(answers) = answers.as_object() else {
-        return Err("invalid_input_response");
-    };
-    let keys_match =
-        answers.len() == inputs.len() && answers.keys().all(|k| inputs.contains_key(k));
-    if !keys_match {
-        return Err("input_response_population_mismatch");
-    }
-    for (key, input) in inputs {
-        let Some(answer) = answers[key].as_object() else {
-            return Err("invalid_input_response");
-        };
-        if answer
-            .keys()
-            .any(|k| !matches!(k.as_str(), "action" | "content" | "_meta"))
-        {
-            return Err("invalid_input_response");
-        }
-        let action = answer.get("action").and_then(Value::as_str);
-        if !matches!(action, Some("accept" | "decline" | "cancel")) {
-            return Err("invalid_input_response");
-        }
-        let content = answer.get("content");
-        if action != Some("accept") && content.is_some() {
-            return Err("non_accept_response_must_not_have_content");
-        }
-        match input {
-            Input::Url if content.is_some() => {
-                return Err("url_elicitation_response_must_not_have_content");
-            }
-            Input::Form if action == Some("accept") && !fits_form_schema(content) => {
-                return Err("input_response_schema_mismatch");
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The fixture's schema, by hand: `login` a required string of 1 to 39 characters, `count`
-/// an integer from 1 to 10, `confirm` a boolean, nothing else.
-fn fits_form_schema(content: Option<&Value>) -> bool {
-    let Some(Value::Object(c)) = content else {
-        return false;
-    };
-    let login_ok = c
-        .get("login")
-        .and_then(Value::as_str)
-        .is_some_and(|l| (1..=39).contains(&l.chars().count()));
-    let count_ok = c
-        .get("count")
-        .is_none_or(|n| n.as_i64().is_some_and(|n| (1..=10).contains(&n)));
-    let confirm_ok = c.get("confirm").is_none_or(Value::is_boolean);
-    let known = c
-        .keys()
-        .all(|k| matches!(k.as_str(), "login" | "count" | "confirm"));
-    login_ok && count_ok && confirm_ok && known
+fn parse_canonical(value: &Value) -> Value {
+    serde_json::from_str(&to_canonical(value)).unwrap_or(Value::Null)
 }

@@ -4,21 +4,20 @@
 //! mrtr-gate call (--stdio CMD | --http URL) METHOD NAME [ARGS]
 //!                                 one request through the gate, every round answered at
 //!                                 the terminal or from --answers FILE (docs/cli.md)
+//! mrtr-gate list (--stdio CMD | --http URL) tools|prompts|resources
+//!                                 what the server offers (never a gate round)
 //! mrtr-gate conformance [FLAGS] URL
 //!                                 the client of the official conformance suite
 //! mrtr-gate demo [--audit FILE]   realistic rounds end to end through the component
-//! mrtr-gate bench [--rounds N] [--external RESULT.json]... [--scaling]
-//!                                 rounds in the component vs the native core (and results
-//!                                 measured elsewhere: the seed's JS gate, the jco host)
-//! mrtr-gate rounds ENGINE KIND N  N rounds and nothing else, for profilers and
-//!                                 instruction counters (scripts/instructions); ENGINE is
-//!                                 `component` or `native`, KIND `form`, `form-new`, `url`
-//!                                 or `state-only`
 //! mrtr-gate info                  the component's imports, exports and size
 //! mrtr-gate export-component FILE write the component (for jco, wasmtime-py, wasm-tools)
 //! mrtr-gate verify-audit FILE     verify a JSON-lines audit log's hash chain, and its keyed
 //!                                 links and anchor (docs/host-keys.md)
+//! mrtr-gate reconcile TRAIL       reconcile an audit trail (G002)
 //! ```
+//!
+//! The benchmarks, the profilers' rounds and the race worker are `mrtr-gate-testkit`
+//! (host-harness/testkit), which this command does not depend on.
 
 use clap::{Args, Parser, Subcommand};
 use mrtr_gate_cli::call::{CallOptions, Target};
@@ -34,7 +33,7 @@ use std::process::ExitCode;
 #[command(
     name = "mrtr-gate",
     version,
-    about = "The mrtr-gate MCP client gate: calls, demo, benchmarks, component tools"
+    about = "The mrtr-gate MCP client gate: calls, demo, audit and component tools"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -87,120 +86,6 @@ enum Command {
         /// Where the audit trail goes (default: a temporary file).
         #[arg(long)]
         audit: Option<PathBuf>,
-    },
-    /// Rounds in the component vs the native core (and results measured elsewhere).
-    Bench {
-        /// Rounds per measurement.
-        #[arg(long, default_value_t = 2000)]
-        rounds: usize,
-        /// A result measured by another engine (JSON), to print beside these.
-        #[arg(long = "external", alias = "seed-js")]
-        externals: Vec<PathBuf>,
-        /// How the cost grows with the input.
-        #[arg(long)]
-        scaling: bool,
-    },
-    /// What the gate adds to a real round trip: form rounds against a streamable HTTP server
-    /// with the gate and with it off, alternating (defaults: the Python SDK peer's
-    /// `book_flight`, tests/peers/python_sdk/server.py).
-    BenchClient {
-        /// The server.
-        #[arg(long)]
-        http: String,
-        /// Timed calls of each kind.
-        #[arg(long, default_value_t = 300)]
-        calls: usize,
-        /// The tool.
-        #[arg(long, default_value = "book_flight")]
-        tool: String,
-        /// Its arguments.
-        #[arg(long, default_value = r#"{"origin":"OSL","destination":"SFO"}"#)]
-        arguments: String,
-        /// Run the gate compiled natively instead of the component.
-        #[arg(long)]
-        native: bool,
-        /// The answers to its one round.
-        #[arg(
-            long,
-            default_value = r#"{"passenger":{"action":"accept","content":{"full_name":"Ada Lovelace","seat":"window","bags":1}}}"#
-        )]
-        answers: String,
-    },
-    /// Form rounds from several processes at once against one Redis, and against the
-    /// in-memory store: rounds/s, p50, p99 and Redis calls per round.
-    BenchRedis {
-        /// The Redis URL.
-        #[arg(long)]
-        redis: String,
-        /// Processes at once.
-        #[arg(long, default_value_t = 4)]
-        processes: usize,
-        /// Timed rounds per process.
-        #[arg(long, default_value_t = 500)]
-        rounds: i64,
-        /// Run as one of the processes (internal).
-        #[arg(long, hide = true)]
-        worker: bool,
-        /// The worker's store: the in-memory one instead of Redis (internal).
-        #[arg(long, hide = true)]
-        memory: bool,
-        /// The worker's first id (internal).
-        #[arg(long, hide = true, default_value_t = 1_000_000)]
-        first: i64,
-        /// The shared namespace (internal).
-        #[arg(long, hide = true, default_value = "bench")]
-        namespace: String,
-    },
-    /// One `expire-stale` sweep over N live bindings that are not due and 100 that are, with
-    /// the in-memory store and (given --redis) Redis: the sweep's time and storage calls.
-    BenchExpire {
-        /// The Redis URL (no Redis rows without it).
-        #[arg(long)]
-        redis: Option<String>,
-        /// The numbers of live, not-due bindings, comma-separated.
-        #[arg(long, default_value = "0,10000,1000000", value_delimiter = ',')]
-        sizes: Vec<u64>,
-    },
-    /// One process of a multi-process race over a shared Redis (host-harness/cli/tests/race.rs):
-    /// attack rounds FIRST..FIRST+ROUNDS as WORKER, one JSON line per attempt.
-    #[command(hide = true)]
-    RaceWorker {
-        /// The Redis URL.
-        #[arg(long)]
-        redis: String,
-        /// The shared namespace.
-        #[arg(long)]
-        namespace: String,
-        /// This process's audit file.
-        #[arg(long)]
-        audit: PathBuf,
-        /// The first round's id.
-        #[arg(long)]
-        first: i64,
-        /// How many rounds.
-        #[arg(long)]
-        rounds: i64,
-        /// This worker's number.
-        #[arg(long)]
-        worker: i64,
-        /// When to start (Unix ms), the same for every worker.
-        #[arg(long, default_value_t = 0)]
-        start_at_ms: u64,
-        /// Hold this long inside the consent prompt (so the test can kill the process there).
-        #[arg(long, default_value_t = 0)]
-        hold_consent_ms: u64,
-        /// Hold this long after a retry was built (so the test can kill the process there).
-        #[arg(long, default_value_t = 0)]
-        hold_after_win_ms: u64,
-    },
-    /// N rounds and nothing else, for profilers and instruction counters.
-    Rounds {
-        /// `component` or `native`.
-        engine: String,
-        /// `form`, `form-new`, `url` or `state-only`.
-        kind: String,
-        /// How many.
-        count: usize,
     },
     /// The component's imports, exports and size.
     Info,
@@ -400,78 +285,6 @@ fn main() -> ExitCode {
             );
         }
         Command::Demo { audit } => demo(audit),
-        Command::Bench {
-            rounds,
-            externals,
-            scaling,
-        } => bench(rounds, &externals, scaling),
-        Command::Rounds {
-            engine,
-            kind,
-            count,
-        } => rounds(&engine, &kind, count),
-        Command::BenchClient {
-            http,
-            calls,
-            tool,
-            arguments,
-            native,
-            answers,
-        } => serde_json::from_str(&arguments)
-            .map_err(|e| format!("--arguments: {e}"))
-            .and_then(|arguments| {
-                bench_client(&mrtr_gate_cli::bench_client::Workload {
-                    url: http,
-                    tool,
-                    arguments,
-                    answers,
-                    calls,
-                    native,
-                })
-            }),
-        Command::RaceWorker {
-            redis,
-            namespace,
-            audit,
-            first,
-            rounds,
-            worker,
-            start_at_ms,
-            hold_consent_ms,
-            hold_after_win_ms,
-        } => GateRuntime::embedded()
-            .map_err(|e| error_chain(&e))
-            .and_then(|runtime| {
-                mrtr_gate_cli::race::attack(
-                    &runtime,
-                    &redis,
-                    &namespace,
-                    &audit,
-                    first,
-                    rounds,
-                    worker,
-                    start_at_ms,
-                    mrtr_gate_cli::race::Holds {
-                        consent_ms: hold_consent_ms,
-                        after_win_ms: hold_after_win_ms,
-                    },
-                )
-            }),
-        Command::BenchRedis {
-            redis,
-            processes,
-            rounds,
-            worker,
-            memory,
-            first,
-            namespace,
-        } => bench_redis(&redis, processes, rounds, worker, memory, first, &namespace),
-        Command::BenchExpire { redis, sizes } => GateRuntime::embedded()
-            .map_err(|e| error_chain(&e))
-            .and_then(|runtime| {
-                mrtr_gate_cli::bench_expire::run(&runtime, &sizes, redis.as_deref())
-            })
-            .map(|table| print!("{table}")),
         Command::Info => info(),
         Command::ExportComponent { file } => export(&file),
         Command::VerifyAudit {
@@ -626,123 +439,6 @@ fn demo(audit: Option<PathBuf>) -> Result<(), String> {
         EMBEDDED_COMPONENT.len(),
         loaded.as_secs_f64() * 1e3
     );
-    Ok(())
-}
-
-fn bench(rounds: usize, external_files: &[PathBuf], scaling: bool) -> Result<(), String> {
-    let mut externals = Vec::new();
-    for path in external_files {
-        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        externals.push(mrtr_gate_cli::bench::External::parse(&text)?);
-    }
-    if cfg!(debug_assertions) {
-        eprintln!(
-            "mrtr-gate: a debug build; run `cargo run --release -p mrtr-gate-cli --bin mrtr-gate -- bench` for real numbers"
-        );
-    }
-    let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-    if scaling {
-        print!(
-            "{}",
-            mrtr_gate_cli::bench::scaling(&runtime, rounds.min(500))?
-        );
-    } else {
-        print!(
-            "{}",
-            mrtr_gate_cli::bench::run_with(&runtime, rounds, &externals)?
-        );
-    }
-    Ok(())
-}
-
-fn rounds(engine: &str, kind: &str, count: usize) -> Result<(), String> {
-    use mrtr_gate_cli::bench::{RoundKind, plain_rounds};
-    use mrtr_gate_cli::fixture::ScenarioHosts;
-    use mrtr_gate_host::{ComponentGate, NativeGate};
-    const USAGE: &str = "usage: mrtr-gate rounds component|native form|form-new|url|state-only N";
-    let kind = RoundKind::parse(kind).ok_or(USAGE)?;
-    let hosts = ScenarioHosts::for_bench();
-    match engine {
-        "component" => {
-            let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-            plain_rounds(
-                &mut ComponentGate::new(&runtime, hosts.services()),
-                kind,
-                count,
-            )
-        }
-        "native" => plain_rounds(&mut NativeGate::new(hosts.services()), kind, count),
-        _ => Err(USAGE.into()),
-    }
-}
-
-fn bench_client(workload: &mrtr_gate_cli::bench_client::Workload) -> Result<(), String> {
-    let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-    print!("{}", mrtr_gate_cli::bench_client::run(&runtime, workload)?);
-    Ok(())
-}
-
-fn bench_redis(
-    redis: &str,
-    processes: usize,
-    rounds: i64,
-    worker: bool,
-    memory: bool,
-    first: i64,
-    namespace: &str,
-) -> Result<(), String> {
-    use mrtr_gate_cli::bench_redis as b;
-    if worker {
-        let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-        let store = (!memory).then_some((redis, namespace));
-        println!("{}", b::worker(&runtime, store, first, rounds)?);
-        return Ok(());
-    }
-    // Load (and cache) the component once, so the processes start from the cache.
-    GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let namespace = format!("bench-{}", std::process::id());
-    let mut out = String::from(b::HEAD);
-    for memory in [true, false] {
-        let children: Vec<_> = (0..processes)
-            .map(|p| {
-                let mut c = std::process::Command::new(&exe);
-                c.args([
-                    "bench-redis",
-                    "--worker",
-                    "--redis",
-                    redis,
-                    "--namespace",
-                    &namespace,
-                ])
-                .args(["--rounds", &rounds.to_string()])
-                .args(["--first", &(1_000_000 * (p as i64 + 1)).to_string()]);
-                if memory {
-                    c.arg("--memory");
-                }
-                c.stdout(std::process::Stdio::piped()).spawn()
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
-        let mut reports = Vec::new();
-        for child in children {
-            let o = child.wait_with_output().map_err(|e| e.to_string())?;
-            if !o.status.success() {
-                return Err("a bench process failed".into());
-            }
-            reports.push(
-                serde_json::from_slice::<serde_json::Value>(&o.stdout)
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        let label = if memory {
-            "in-memory (one per process, not shared)"
-        } else {
-            "Redis (shared)"
-        };
-        out.push_str(&b::row(label, &reports));
-    }
-    print!("{out}");
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! `mrtr-gate bench`: what the gate costs, measured in one run side by side.
+//! `mrtr-gate-testkit bench`: what the gate costs, measured in one run side by side.
 //!
 //! - a full form round (register, accept a 3-field form with state, consent, audit append
 //!   and read-back, build the retry, complete) in the component and in the native core,
@@ -613,7 +613,7 @@ fn measure_scaled(gate: &mut dyn GateApi, scale: Scale, rounds: usize) -> Result
     Ok(stats(samples).median_us)
 }
 
-/// `mrtr-gate bench --scaling`: the median cost of a form round as one input grows.
+/// `mrtr-gate-testkit bench --scaling`: the median cost of a form round as one input grows.
 pub fn scaling(runtime: &GateRuntime, rounds: usize) -> Result<String, String> {
     let mut out = format!("scaling: median us per form round ({rounds} rounds per point)\n\n");
     let _ = writeln!(

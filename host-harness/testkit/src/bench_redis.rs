@@ -1,7 +1,8 @@
-//! `mrtr-gate bench-redis`: form rounds from several processes at once against one Redis
-//! (each process its own component instance and connection), against the in-memory store
+//! `mrtr-gate-testkit bench-redis`: form rounds from several processes at once against one
+//! Redis (each process its own component instance and connection), against the in-memory store
 //! for comparison: aggregate rounds per second, p50 and p99 per round, and Redis calls per
-//! round. Each process runs `mrtr-gate bench-redis --worker`, and the parent adds them up.
+//! round. Each process runs `mrtr-gate-testkit bench-redis --worker`, and the parent adds them
+//! up.
 
 use mrtr_gate_host::core::host::Storage;
 use mrtr_gate_host::core::{

@@ -1,8 +1,8 @@
-//! `mrtr-gate bench-client`: what the gate adds to a real round trip. The same client (the
-//! library's loop, its HTTP transport, one answers file) runs a form round against a real
-//! server with the gate, then with a stand-in that does only what any client must do
-//! (write the request, read `resultType`, echo the state back): the ratio of the two is the
-//! gate's overhead. Calls alternate between the two so both see the same server and machine.
+//! `mrtr-gate-testkit bench-client`: what the gate adds to a real round trip. The same client
+//! (the library's loop, its HTTP transport, one answers file) runs a form round against a real
+//! server with the gate, then with a stand-in that does only what any client must do (write the
+//! request, read `resultType`, echo the state back): the ratio of the two is the gate's
+//! overhead. Calls alternate between the two so both see the same server and machine.
 
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]

@@ -1,9 +1,9 @@
 //! Many processes, one truth: rounds opened in one Redis namespace, then attacked at once by
-//! several `mrtr-gate race-worker` processes, each with its own component instance, its own
-//! Redis connection and its own audit file. Exactly one retry per round; every other attempt
-//! refused with the code for what it was; every audit file an intact chain; across all of
-//! them, exactly one `submitted` event per round. Needs MRTR_GATE_REDIS_URL (scripts/test
-//! starts Redis).
+//! several `mrtr-gate-testkit race-worker` processes, each with its own component instance,
+//! its own Redis connection and its own audit file. Exactly one retry per round; every other
+//! attempt refused with the code for what it was; every audit file an intact chain; across
+//! all of them, exactly one `submitted` event per round. Needs MRTR_GATE_REDIS_URL
+//! (scripts/test starts Redis).
 //!
 //! Every test here runs under a CPU hog it starts itself (twice as many busy threads as the
 //! machine has cores, stopped when the test ends): a good round is never denied because the
@@ -11,8 +11,8 @@
 
 #![cfg(test)]
 
-use mrtr_gate_cli::race;
 use mrtr_gate_host::GateRuntime;
+use mrtr_gate_testkit::race;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -112,7 +112,7 @@ fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
         .map(|w| {
             let (url, namespace, dir) = (url.clone(), namespace.clone(), dir.clone());
             let spawn = move |first: i64, rounds: i64, tag: &str| {
-                Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+                Command::new(env!("CARGO_BIN_EXE_mrtr-gate-testkit"))
                     .args(["race-worker", "--redis", &url, "--namespace", &namespace])
                     .arg("--audit")
                     .arg(dir.join(format!("worker-{w}-{tag}.jsonl")))
@@ -221,7 +221,7 @@ fn killed_at(
     hold: &str,
 ) -> Vec<Value> {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mrtr-gate-testkit"))
         .args(["race-worker", "--redis", url, "--namespace", namespace])
         .arg("--audit")
         .arg(audit)
@@ -253,7 +253,7 @@ fn killed_at(
 }
 
 fn attempt_once(url: &str, namespace: &str, audit: &std::path::Path, round: i64) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+    let out = Command::new(env!("CARGO_BIN_EXE_mrtr-gate-testkit"))
         .args(["race-worker", "--redis", url, "--namespace", namespace])
         .arg("--audit")
         .arg(audit)
@@ -399,7 +399,7 @@ fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round
         + 1500;
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
-            Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+            Command::new(env!("CARGO_BIN_EXE_mrtr-gate-testkit"))
                 .args([
                     "race-worker",
                     "--redis",

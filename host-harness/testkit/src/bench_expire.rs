@@ -1,6 +1,6 @@
-//! `mrtr-gate bench-expire`: one `expire-stale` sweep (the component, wasmtime) over a store
-//! holding N live bindings that are not due plus a fixed number that are, with the in-memory
-//! store and with Redis: the sweep's time and the storage calls it made, by kind. The
+//! `mrtr-gate-testkit bench-expire`: one `expire-stale` sweep (the component, wasmtime) over a
+//! store holding N live bindings that are not due plus a fixed number that are, with the
+//! in-memory store and with Redis: the sweep's time and the storage calls it made, by kind. The
 //! non-due keys are written straight through the storage API (a real gate would have written
 //! them one round at a time), so a million take seconds to set up.
 

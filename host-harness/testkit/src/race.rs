@@ -1,9 +1,9 @@
-//! Many processes, one store: the rounds of a race (`mrtr-gate race-worker`, run by
-//! `host-harness/cli/tests/race.rs`). One process opens rounds in a shared Redis namespace
-//! ([`open_rounds`]); then several worker processes, each with its own component instance,
-//! its own connection and its own audit file, attack every round at once ([`attack`]): a
-//! genuine retry each (exactly one may win), a replay after a win, a retry id that collides
-//! with the original id, and a submission as another user or under another tenant.
+//! Many processes, one store: the rounds of a race (`mrtr-gate-testkit race-worker`, run by
+//! `host-harness/testkit/tests/race.rs`). One process opens rounds in a shared Redis namespace
+//! ([`open_rounds`]); then several worker processes, each with its own component instance, its
+//! own connection and its own audit file, attack every round at once ([`attack`]): a genuine
+//! retry each (exactly one may win), a replay after a win, a retry id that collides with the
+//! original id, and a submission as another user or under another tenant.
 
 use mrtr_gate_host::core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError};
 use mrtr_gate_host::core::{

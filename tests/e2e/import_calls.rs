@@ -1,0 +1,173 @@
+//! What a form round costs a host in boundary crossings, counted from outside the component:
+//! every import call of one round (register, the `input_required` response, the retry, the
+//! complete response) through counting services. `docs/import-contract.md` states the figure; this test
+//! holds the page to it, so a change to the gate's calls changes the page in the same commit.
+
+use crate::support;
+
+use mrtr_gate_host::core::host::{
+    AppendOutcome, Audit, AuditEntry, Clock, Consent, ConsentPrompt, ConsentReceipt, DuePage,
+    HostError, ReadKey, Storage, Versioned, Write,
+};
+use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
+use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_testkit::fixture::ScenarioHosts;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Import calls, per import.
+#[derive(Default)]
+struct Calls {
+    clock: AtomicU32,
+    read: AtomicU32,
+    write: AtomicU32,
+    list_due: AtomicU32,
+    consent: AtomicU32,
+    append: AtomicU32,
+}
+
+impl Calls {
+    fn tally(&self) -> [u32; 6] {
+        [
+            &self.clock,
+            &self.read,
+            &self.write,
+            &self.list_due,
+            &self.consent,
+            &self.append,
+        ]
+        .map(|c| c.load(Ordering::SeqCst))
+    }
+}
+
+/// The scenario's services, each call counted on its way through.
+struct Counting {
+    inner: HostServices,
+    calls: Arc<Calls>,
+}
+
+fn bump(c: &AtomicU32) {
+    c.fetch_add(1, Ordering::SeqCst);
+}
+
+impl Clock for Counting {
+    fn now_ms(&self) -> u64 {
+        bump(&self.calls.clock);
+        self.inner.clock.now_ms()
+    }
+}
+
+impl Storage for Counting {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Option<Versioned>>, HostError> {
+        bump(&self.calls.read);
+        self.inner.storage.read(keys)
+    }
+    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        bump(&self.calls.write);
+        self.inner.storage.write(writes)
+    }
+    fn list_due(&self, due: u64, cursor: Option<&str>, limit: u32) -> Result<DuePage, HostError> {
+        bump(&self.calls.list_due);
+        self.inner.storage.list_due(due, cursor, limit)
+    }
+}
+
+impl Consent for Counting {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        bump(&self.calls.consent);
+        self.inner.consent.request_consent(prompt)
+    }
+}
+
+impl Audit for Counting {
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        bump(&self.calls.append);
+        self.inner.audit.append(entry)
+    }
+}
+
+/// The import calls of one form round, from a gate that already ran one (its caches warm, as
+/// in a client's steady state).
+fn form_round_calls() -> [u32; 6] {
+    let hosts = ScenarioHosts::new();
+    let calls = Arc::new(Calls::default());
+    let counting = Arc::new(Counting {
+        inner: hosts.services(),
+        calls: calls.clone(),
+    });
+    let services = HostServices {
+        clock: counting.clone(),
+        storage: counting.clone(),
+        consent: counting.clone(),
+        audit: counting,
+    };
+    let mut gate = ComponentGate::new(support::runtime(), services);
+    let server = ServerIdentity::origin("https://server.example/mcp").unwrap();
+    let mut round = |id: i64| {
+        let params = json!({"name": "book_flight", "arguments": {"from": "OSL", "to": "SFO"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
+        gate.register(Registration {
+            request_id: RequestId::Number(id),
+            server: server.clone(),
+            user: "alice".into(),
+            tenant: "acme".into(),
+            method: "tools/call".into(),
+            params_json: params.to_string(),
+            policy: Policy::default(),
+        })
+        .unwrap();
+        let input_required = json!({"jsonrpc": "2.0", "id": id, "result": {
+            "resultType": "input_required",
+            "inputRequests": {"passenger": {"method": "elicitation/create", "params": {
+                "message": "Who is flying?",
+                "requestedSchema": {"type": "object",
+                    "properties": {"full_name": {"type": "string"}, "bags": {"type": "integer", "maximum": 3}},
+                    "required": ["full_name"]}}}},
+            "requestState": "c3RhdGU"}});
+        gate.accept_response(&server, &input_required.to_string())
+            .unwrap();
+        gate.build_retry(RetryRequest {
+            server: server.clone(),
+            request_id: RequestId::Number(id),
+            retry_id: RequestId::Number(id + 1),
+            user: "alice".into(),
+            tenant: "acme".into(),
+            responses_json: json!({"passenger": {"action": "accept",
+                "content": {"full_name": "Alice Example", "bags": 1}}})
+            .to_string(),
+        })
+        .unwrap();
+        let complete = json!({"jsonrpc": "2.0", "id": id + 1,
+            "result": {"content": [{"type": "text", "text": "booked"}]}});
+        gate.accept_response(&server, &complete.to_string())
+            .unwrap();
+    };
+    round(1);
+    let before = calls.tally();
+    round(3);
+    let after = calls.tally();
+    std::array::from_fn(|i| after[i] - before[i])
+}
+
+#[test]
+fn docs_state_the_import_calls_of_a_form_round() {
+    let [clock, read, write, list_due, consent, append] = form_round_calls();
+    assert_eq!(list_due, 0, "a round never lists due keys");
+    let total = clock + read + write + consent + append;
+    let sentence = format!(
+        "A form round makes {total} import calls: {clock} clock, {read} storage reads, \
+         {write} storage writes, {append} audit appends and {consent} consent"
+    );
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/import-contract.md"),
+    )
+    .unwrap();
+    // The page wraps its lines; compare with every run of whitespace as one space.
+    let flat = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&sentence),
+        "docs/import-contract.md must say: {sentence}"
+    );
+}
