@@ -128,11 +128,8 @@ impl From<wit::RequestId> for core::RequestId {
 }
 
 thread_local! {
-    /// The last origin normalised, and its result: a client talks to one server for many
-    /// calls, and normalising parses the URL (measurable in a round). A pure function of
-    /// the input, so remembering it cannot change any verdict.
-    static LAST_ORIGIN: RefCell<Option<(String, core::ServerIdentity)>> =
-        const { RefCell::new(None) };
+    /// The last origin normalised (the core's memo; its invariant is stated there).
+    static ORIGINS: RefCell<core::OriginMemo> = RefCell::new(core::OriginMemo::default());
 }
 
 impl TryFrom<wit::ServerIdentity> for core::ServerIdentity {
@@ -140,25 +137,10 @@ impl TryFrom<wit::ServerIdentity> for core::ServerIdentity {
 
     fn try_from(s: wit::ServerIdentity) -> Result<Self, Self::Error> {
         match s {
-            wit::ServerIdentity::Origin(url) => {
-                let known = LAST_ORIGIN.with(|last| {
-                    last.try_borrow().ok().and_then(|l| {
-                        l.as_ref()
-                            .filter(|(raw, _)| *raw == url)
-                            .map(|(_, normal)| normal.clone())
-                    })
-                });
-                if let Some(normal) = known {
-                    return Ok(normal);
-                }
-                let normal = Self::origin(&url)?;
-                LAST_ORIGIN.with(|last| {
-                    if let Ok(mut l) = last.try_borrow_mut() {
-                        *l = Some((url, normal.clone()));
-                    }
-                });
-                Ok(normal)
-            }
+            wit::ServerIdentity::Origin(url) => ORIGINS.with(|memo| match memo.try_borrow_mut() {
+                Ok(mut memo) => memo.origin(url),
+                Err(_) => Self::origin(&url),
+            }),
             wit::ServerIdentity::Endpoint(id) => Self::endpoint(&id),
         }
     }

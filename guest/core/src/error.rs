@@ -244,8 +244,8 @@ gate_errors! {
         NonAcceptResponseHadContent => "non_accept_response_must_not_have_content",
             "a decline or cancel response must not carry `content`";
         /// The accepted content does not match the requested schema.
-        ResponseSchemaMismatch(key: String) => "input_response_schema_mismatch",
-            "the content for `{key}` does not match its requested schema";
+        ResponseSchemaMismatch(mismatch: Box<crate::schema::SchemaMismatch>) => "input_response_schema_mismatch",
+            "{mismatch}";
         /// `content` in a URL-mode response.
         UrlResponseHadContent => "url_elicitation_response_must_not_have_content",
             "a url elicitation response must not carry `content`";
@@ -374,6 +374,26 @@ impl fmt::Display for Denial {
 }
 
 impl std::error::Error for Denial {}
+
+// Each side's error is a `GateError`: `GateError::from(PeerMisbehaved::…)` (or `?`) instead of
+// a helper per file.
+impl From<PeerMisbehaved> for GateError {
+    fn from(e: PeerMisbehaved) -> Self {
+        Self::Peer(e)
+    }
+}
+
+impl From<CallerMisuse> for GateError {
+    fn from(e: CallerMisuse) -> Self {
+        Self::Caller(e)
+    }
+}
+
+impl From<HostFault> for GateError {
+    fn from(e: HostFault) -> Self {
+        Self::Host(e)
+    }
+}
 
 impl From<GateError> for Denial {
     fn from(error: GateError) -> Self {

@@ -44,11 +44,11 @@ pub use error::{
 };
 pub use gate::{
     AcceptedRound, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ConsentView, EXPIRY_GRACE_MS,
-    FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, Registered, Registration,
-    ResponseVerdict, Retry, RetryRequest, ShownArguments, TerminalOutcome, VIEW_FORMAT, ViewError,
-    ViewInput, ViewRequest, ViewState,
+    FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, OriginMemo, Registered,
+    Registration, ResponseVerdict, Retry, RetryRequest, ShownArguments, TerminalOutcome,
+    VIEW_FORMAT, ViewError, ViewInput, ViewRequest, ViewState,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 pub use policy::{DeprecatedMethod, Policy, hidden_or_control, limits};
-pub use schema::{FieldKind, FormField, SelectOption};
+pub use schema::{Broken, FieldKind, FormField, SchemaMismatch, SelectOption};
 pub use url_view::{UrlView, UrlWarning};

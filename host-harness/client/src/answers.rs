@@ -331,7 +331,17 @@ impl TerminalForm {
                 continue;
             }
             match parse_value(&field.kind, line) {
-                Some(v) => return Ok(Some(v)),
+                // The gate's rules for this field, checked here first for the person's sake
+                // (the gate checks again: that check is the one that counts).
+                Some(v) => match field.kind.broken_by(&v) {
+                    None => return Ok(Some(v)),
+                    // The gate's own rule and words, so the form and a refusal agree.
+                    Some(broken) => self.terminal.say(&format!(
+                        "    {}: {}; try again\n",
+                        shown_name(&field.name),
+                        shown_text(&broken.to_string())
+                    )),
+                },
                 None => self
                     .terminal
                     .say("    that does not fit this field; try again\n"),
@@ -340,7 +350,8 @@ impl TerminalForm {
     }
 }
 
-/// What `line` means for a field of `kind` (`None`: it does not fit).
+/// The value the person typed, in the field's JSON type (its rules are checked after, as the
+/// gate checks them: `FieldKind::broken_by`).
 fn parse_value(kind: &FieldKind, line: &str) -> Option<Value> {
     let pick = |options: &[SelectOption], token: &str| -> Option<Value> {
         let n: usize = token.trim().parse().ok()?;
@@ -349,35 +360,9 @@ fn parse_value(kind: &FieldKind, line: &str) -> Option<Value> {
             .map(|o| Value::String(o.value.clone()))
     };
     match kind {
-        FieldKind::String {
-            min_length,
-            max_length,
-            ..
-        } => {
-            // A first check for the person's sake; the gate's schema check is the one that counts.
-            let n = line.chars().count() as u64;
-            let fits = min_length.is_none_or(|m| n >= m) && max_length.is_none_or(|m| n <= m);
-            fits.then(|| Value::String(line.to_owned()))
-        }
-        FieldKind::Number {
-            integer,
-            minimum,
-            maximum,
-        } => {
-            // Kept as the number text the person typed (the gate compares numbers exactly).
-            let v: Value = serde_json::from_str(line).ok()?;
-            let x = v.as_f64()?;
-            let whole = !*integer || v.as_i64().is_some() || v.as_u64().is_some();
-            let fits = minimum
-                .as_ref()
-                .and_then(serde_json::Number::as_f64)
-                .is_none_or(|m| x >= m)
-                && maximum
-                    .as_ref()
-                    .and_then(serde_json::Number::as_f64)
-                    .is_none_or(|m| x <= m);
-            (whole && fits).then_some(v)
-        }
+        FieldKind::String { .. } => Some(Value::String(line.to_owned())),
+        // Kept as the number text the person typed (the gate compares numbers exactly).
+        FieldKind::Number { .. } => serde_json::from_str(line).ok().filter(Value::is_number),
         FieldKind::Boolean => match line.to_ascii_lowercase().as_str() {
             "y" | "yes" | "true" => Some(Value::Bool(true)),
             "n" | "no" | "false" => Some(Value::Bool(false)),
@@ -586,6 +571,8 @@ mod tests {
             "at most 10 characters",
             "y or n",
             "this field is required",
+            // 7 bags: the gate's rule, named with its field.
+            "\"bags\": at most 3; try again",
         ] {
             assert!(shown.contains(hint), "{hint} in {shown}");
         }

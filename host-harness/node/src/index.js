@@ -11,6 +11,8 @@
 // ran out of memory, a bug) rejects as `guest_trapped`, and the next call gets a fresh
 // instance: every binding lives in the host's storage, so nothing is lost.
 
+import { shownText } from "./shown.js";
+
 const WIT = "0.4.0";
 // The WIT's `consent-method` cases (hosts.js exports them as CONSENT_METHODS).
 const CONSENT_METHOD_NAMES = new Set(["user-at-screen", "preset-answers", "delegated-to-client", "policy-hook"]);
@@ -20,7 +22,9 @@ const U64_MAX = (1n << 64n) - 1n;
 /** A denial. */
 export class GateError extends Error {
   constructor(code, cause, message, audited) {
-    super(`${code} (${cause}): ${message}`);
+    // `message` may quote the server's names (a field its schema named): the error's own
+    // message shows it through `shownText`; `detail` keeps the gate's text as it is.
+    super(`${code} (${cause}): ${shownText(message)}`);
     this.name = "GateError";
     /** The stable snake_case code (docs/errors.md), or `guest_trapped` / `invalid_argument`. */
     this.code = code;

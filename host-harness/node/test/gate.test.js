@@ -198,3 +198,31 @@ test("params given as text are sent byte for byte", async () => {
   const sent = await f.gate.register({ requestId: 1, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: text });
   assert.ok(sent.requestJson.includes('"n":9007199254740993'));
 });
+
+test("a schema mismatch names the field and the rule, escaped where read, never in the trail", async () => {
+  const f = await fx();
+  await f.register();
+  await f.gate.acceptResponse(SERVER, formRound(1));
+  const retry = (content) => f.gate.buildRetry({ server: SERVER, requestId: 1, retryId: 2, user: "alice", tenant: "acme",
+    responses: { contact: { action: "accept", content } } });
+  const refused = async (content) => {
+    try {
+      await retry(content);
+    } catch (e) {
+      assert.ok(e instanceof GateError && e.code === "input_response_schema_mismatch", `${e}`);
+      return e;
+    }
+    assert.fail("not refused");
+  };
+  let e = await refused({ email: "not an address" });
+  assert.equal(e.detail, "the content for `contact` does not match its requested schema: `email`: must be a valid email");
+  assert.ok(e.message.includes(e.detail));
+  const hostile = "em\u202eail";
+  e = await refused({ email: "ada@example.com", [hostile]: "x" });
+  assert.ok(e.detail.includes(`\`${hostile}\`: not in the schema`), e.detail);
+  assert.ok(!e.message.includes("\u202e") && e.message.includes("em\\u{202e}ail"), e.message);
+  assert.ok(f.audit.lines.length > 0);
+  for (const line of f.audit.lines) {
+    for (const text of ["must be a valid", "not in the schema", "\\u202e", hostile]) assert.ok(!line.includes(text), line);
+  }
+});

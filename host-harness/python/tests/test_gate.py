@@ -283,3 +283,25 @@ def test_the_file_audit_sink_fsyncs_reads_back_and_refuses_a_tampered_file(tmp_p
 
 def test_each_engine_is_the_one_asked_for(engine):
     assert Fx().gate.engine == engine
+
+
+def test_a_schema_mismatch_names_the_field_and_the_rule_escaped_and_keeps_it_out_of_the_trail():
+    fx = Fx()
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    e = denied("input_response_schema_mismatch", lambda: fx.retry(
+        answers={"contact": {"action": "accept", "content": {"email": "not an address"}}}))
+    assert e.message == "the content for `contact` does not match its requested schema: `email`: must be a valid email"
+    assert e.message in str(e)
+    # A name from outside is escaped where a person reads it (the error's text), kept as is in
+    # `message` (data).
+    hostile = "em\u202eail"
+    e = denied("input_response_schema_mismatch", lambda: fx.retry(
+        answers={"contact": {"action": "accept", "content": {"email": "ada@example.com", hostile: "x"}}}))
+    assert f"`{hostile}`: not in the schema" in e.message
+    assert "\u202e" not in str(e) and m.shown_text(hostile) in str(e)
+    # The trail keeps the code, never the field or the rule.
+    assert fx.audit.lines
+    for line in fx.audit.lines:
+        for text in ("must be a valid", "not in the schema", "\\u202e", "em\u202eail"):
+            assert text not in line, line

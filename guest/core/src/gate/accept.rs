@@ -3,9 +3,10 @@
 //! as the binding's open round, audited as `received`, and returned as its consent view.
 
 use super::consent_view::RoundView;
+use super::memo::SchemaCache;
 use super::record::{Binding, OpenRound};
 use super::round::{self, Round};
-use super::{AcceptedRound, Gate, ResponseVerdict, TerminalOutcome, peer};
+use super::{AcceptedRound, Gate, ResponseVerdict, TerminalOutcome};
 use crate::audit::{Event, EventKind, Field};
 use crate::digest;
 use crate::error::{Denial, GateError, PeerMisbehaved};
@@ -13,7 +14,6 @@ use crate::host::Host;
 use crate::ids::{RequestId, ServerIdentity};
 use crate::json::{self, JsonError, quoted};
 use crate::policy::limits;
-use crate::schema::SchemaCache;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -36,9 +36,11 @@ enum Refusal {
 
 fn peer_json(e: JsonError) -> GateError {
     match e {
-        JsonError::Syntax(why) => peer(PeerMisbehaved::ServerSentMalformedResponse(why)),
-        JsonError::DuplicateKey(k) => peer(PeerMisbehaved::ServerSentDuplicateJsonKey(k)),
-        JsonError::Limit(why) => peer(PeerMisbehaved::ServerExceededLimit(why)),
+        JsonError::Syntax(why) => GateError::from(PeerMisbehaved::ServerSentMalformedResponse(why)),
+        JsonError::DuplicateKey(k) => {
+            GateError::from(PeerMisbehaved::ServerSentDuplicateJsonKey(k))
+        }
+        JsonError::Limit(why) => GateError::from(PeerMisbehaved::ServerExceededLimit(why)),
     }
 }
 
@@ -58,7 +60,7 @@ impl<H: Host> Gate<H> {
         let id = match body.id.as_ref().and_then(RequestId::from_json) {
             Some(id) => id,
             None => {
-                let e = peer(PeerMisbehaved::ServerSentMalformedResponse(
+                let e = GateError::from(PeerMisbehaved::ServerSentMalformedResponse(
                     "the response has no integer or string `id`".into(),
                 ));
                 return Err(self.deny(e, unbound()));
@@ -75,14 +77,14 @@ impl<H: Host> Gate<H> {
             {
                 Ok(Some(found)) => found,
                 Ok(None) => {
-                    let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+                    let e = GateError::from(PeerMisbehaved::ServerSentUnsolicitedResponse);
                     return Err(self.deny(e, unbound_id()));
                 }
                 Err(e) => return Err(self.deny(e, unbound_id())),
             };
         if binding.live_id != id {
             // A response for an id this binding has moved on from: late or replayed.
-            let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+            let e = GateError::from(PeerMisbehaved::ServerSentUnsolicitedResponse);
             let event = binding
                 .event(EventKind::Rejected)
                 .set(Field::LiveId, id.to_json());
@@ -97,7 +99,7 @@ impl<H: Host> Gate<H> {
             return Err(denied);
         }
         if self.expired(&binding) {
-            let e = peer(PeerMisbehaved::ServerSentUnsolicitedResponse);
+            let e = GateError::from(PeerMisbehaved::ServerSentUnsolicitedResponse);
             return Err(self.fail_binding(binding, version, e, TerminalOutcome::Expired));
         }
         match judge(&binding, &body, &mut self.schemas) {
@@ -196,7 +198,7 @@ impl<H: Host> Gate<H> {
             view_json: view_json.clone(),
             view_sha256: view_sha256.clone(),
             received_seq: 0,
-            rendered: std::cell::OnceCell::new(),
+            rendered: super::memo::Derived::new(),
         };
         // Audited first, stored second: a round that storage holds always rests on a
         // `received` event the sink confirmed, whatever fails afterwards.
@@ -290,7 +292,7 @@ fn read_message(text: &str) -> Result<Body, GateError> {
 }
 
 fn not_an_object() -> GateError {
-    peer(PeerMisbehaved::ServerSentMalformedResponse(
+    GateError::from(PeerMisbehaved::ServerSentMalformedResponse(
         "a json-rpc response must be an object".into(),
     ))
 }
@@ -370,7 +372,7 @@ fn envelope_body(m: &Members<'_>) -> Result<Body, JsonError> {
 
 /// What a response from the bound server means, or why it is refused.
 fn judge(binding: &Binding, body: &Body, schemas: &mut SchemaCache) -> Result<Judged, Refusal> {
-    let end = |e| Refusal::End(peer(e));
+    let end = |e| Refusal::End(GateError::from(e));
     if body.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(end(PeerMisbehaved::ServerSentMalformedResponse(
             "`jsonrpc` must be \"2.0\"".into(),
@@ -405,7 +407,7 @@ fn judge(binding: &Binding, body: &Body, schemas: &mut SchemaCache) -> Result<Ju
                 Some(Value::String(t)) if t == "input_required" => {
                     if binding.open.is_some() {
                         // A second answer on the same id: the open round stays as it was.
-                        return Err(Refusal::Ignore(peer(
+                        return Err(Refusal::Ignore(GateError::from(
                             PeerMisbehaved::ServerSentDuplicateRound,
                         )));
                     }

@@ -1,10 +1,10 @@
-//! How bindings end: `finish` (the caller's side), `expire-stale` (the lifetime passed), and
-//! the steps every ending shares (remove, then the `terminal` event).
+//! How bindings end on request: `finish` (the caller's side) and `expire-stale` (the
+//! lifetime passed). The steps every ending shares are [`super::lifecycle`]'s.
 
 use super::record::{Binding, ID_PREFIX, is_record};
 use super::store::{EXPIRY_GRACE_MS, short_read, storage_failed};
-use super::{CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, FinishRequest, Gate, TerminalOutcome, caller};
-use crate::audit::{Event, EventKind, Field};
+use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome};
+use crate::audit::{EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
 use crate::host::{Host, HostError, ReadKey, Versioned};
 use std::rc::Rc;
@@ -61,14 +61,17 @@ impl<H: Host> Gate<H> {
             .store
             .load(self.host.storage(), &r.server, &server_key, &r.request_id)
             .map_err(Denial::unaudited)?
-            .ok_or_else(|| Denial::unaudited(caller(CallerMisuse::UnknownRequest)))?;
+            .ok_or_else(|| Denial::unaudited(GateError::from(CallerMisuse::UnknownRequest)))?;
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant {
             // Only the binding's own principal may end it: the attempt is audited, the
             // binding left as it was (not even expired on another user's behalf).
             let event = binding
                 .event(EventKind::Rejected)
                 .set(Field::LiveId, r.request_id.to_json());
-            return Err(self.deny(caller(CallerMisuse::IdentityOrArgumentMismatch), event));
+            return Err(self.deny(
+                GateError::from(CallerMisuse::IdentityOrArgumentMismatch),
+                event,
+            ));
         }
         let rejected = || {
             binding
@@ -201,87 +204,5 @@ impl<H: Host> Gate<H> {
             Err(GateError::Host(HostFault::StateAlreadyUsed)) => Ok(false),
             Err(e) => Err(Denial::unaudited(e)),
         }
-    }
-
-    /// End a binding: remove it, then audit the terminal event (when the binding had
-    /// audited anything: plain requests that never saw a round leave no trail).
-    pub(super) fn end(
-        &mut self,
-        binding: &Binding,
-        version: u64,
-        outcome: TerminalOutcome,
-        reason: Option<&str>,
-    ) -> Result<(), GateError> {
-        match self.end_if_current(binding, version, outcome, reason)? {
-            true => Ok(()),
-            false => Err(GateError::Host(HostFault::StateAlreadyUsed)),
-        }
-    }
-
-    /// [`Self::end`]; false, with nothing removed or audited, when the record is no longer
-    /// at `version`.
-    pub(super) fn end_if_current(
-        &mut self,
-        binding: &Binding,
-        version: u64,
-        outcome: TerminalOutcome,
-        reason: Option<&str>,
-    ) -> Result<bool, GateError> {
-        if !self
-            .store
-            .remove_if_current(self.host.storage(), binding, version)?
-        {
-            return Ok(false);
-        }
-        if binding.audited {
-            let mut e = binding
-                .event(EventKind::Terminal)
-                .set_str(Field::Outcome, outcome.as_str());
-            if let Some(r) = reason {
-                e = e.set(Field::Reason, r);
-            }
-            self.audit(e)?;
-        }
-        Ok(true)
-    }
-
-    /// Deny, and end the binding: the bound server misbehaved, or the binding expired
-    /// (fail closed). The terminal event's reason is the denial's code.
-    pub(super) fn fail_binding(
-        &mut self,
-        binding: Rc<Binding>,
-        version: u64,
-        error: GateError,
-        outcome: TerminalOutcome,
-    ) -> Denial {
-        let event = binding.event(EventKind::Rejected);
-        let denial = self.deny(error, event);
-        let mut binding = self.store.take(binding);
-        binding.audited = true;
-        let code = denial.error.code();
-        let _ = self.end(&binding, version, outcome, Some(code));
-        denial
-    }
-
-    pub(super) fn expired(&self, binding: &Binding) -> bool {
-        self.now() >= binding.fixed.expires_at_ms
-    }
-
-    /// The denial for a clock that reads more than the skew tolerance before `binding` was
-    /// registered, if it does. The binding is left as it is (the clock, not the binding, is
-    /// wrong) and the refusal is audited with the time the clock gave.
-    pub(super) fn clock_behind(
-        &mut self,
-        binding: &Binding,
-        event: impl FnOnce() -> Event,
-    ) -> Option<Denial> {
-        let now = self.now();
-        self.is_clock_behind(binding)
-            .then(|| self.deny(GateError::Host(HostFault::ClockBehindBinding(now)), event()))
-    }
-
-    /// Whether the clock reads more than the skew tolerance before `binding` was registered.
-    pub(super) fn is_clock_behind(&self, binding: &Binding) -> bool {
-        self.now().saturating_add(CLOCK_SKEW_TOLERANCE_MS) < binding.fixed.created_at_ms
     }
 }

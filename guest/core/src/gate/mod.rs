@@ -6,18 +6,19 @@
 //! connection), so reserving a key reserves the id against every live binding on that
 //! server. All changes are compare-and-swap on the version read, so two gate
 //! instances sharing a store can never both consume one round. The instance itself keeps
-//! only caches (parsed records, checked schemas, the audit chain head): a fresh instance
-//! loses nothing.
+//! only memos ([`memo`]) and the audit chain head: a fresh instance loses nothing.
 //!
 //! Each operation has its own file: [`register`], [`accept`] (with [`round`], what a
 //! server's round may hold, and [`consent_view`], what the user is shown, read back as a type
-//! by [`view_model`]), [`retry`] (with
-//! [`responses`], what the answers must be) and [`finish`] (also expiry).
+//! by [`view_model`]), [`retry`] (with [`responses`], what the answers must be) and [`finish`]
+//! (also expiry); how any binding ends is [`lifecycle`].
 
 mod accept;
 mod api;
 mod consent_view;
 mod finish;
+mod lifecycle;
+mod memo;
 mod record;
 mod register;
 mod responses;
@@ -31,16 +32,19 @@ pub use api::{
     RetryRequest, TerminalOutcome,
 };
 pub use consent_view::VIEW_FORMAT;
+pub use memo::OriginMemo;
+#[cfg(test)]
+pub(crate) use memo::SCHEMA_CACHE_ENTRIES;
+pub(crate) use memo::SchemaCache;
 pub use record::ID_PREFIX;
 pub use store::EXPIRY_GRACE_MS;
 pub use view_model::{ConsentView, ShownArguments, ViewError, ViewInput, ViewRequest, ViewState};
 
 use crate::audit::{ChainWriter, Event};
-use crate::digest;
 use crate::error::{Denial, GateError};
 use crate::host::Host;
 use crate::ids::RequestId;
-use crate::schema::SchemaCache;
+use memo::{CallClock, PrincipalDigests};
 use store::BindingStore;
 
 /// The latest time the clock may give, in ms since the epoch: 2^53 - 1, the largest integer
@@ -61,14 +65,12 @@ pub struct Gate<H: Host> {
     host: H,
     chain: ChainWriter,
     store: BindingStore,
-    /// Form schemas checked before (by value; bounded).
+    /// Form schemas checked before ([`memo`]).
     schemas: SchemaCache,
-    /// The last user and tenant digested: a client registers request after request for the
-    /// same principals (a pure function, so it cannot change a verdict).
+    /// The last user, tenant and server digested ([`memo`]).
     principals: PrincipalDigests,
-    /// The time of the current call, read from the clock once (each import call costs, most
-    /// on hosts such as jco and wasmtime-py); read again after every wait on the user.
-    call_now: std::cell::Cell<Option<u64>>,
+    /// The time of the current call ([`memo`]).
+    clock: CallClock,
 }
 
 impl<H: Host> Gate<H> {
@@ -80,7 +82,7 @@ impl<H: Host> Gate<H> {
             store: BindingStore::default(),
             schemas: SchemaCache::default(),
             principals: PrincipalDigests::default(),
-            call_now: std::cell::Cell::new(None),
+            clock: CallClock::default(),
         }
     }
 
@@ -127,26 +129,15 @@ impl<H: Host> Gate<H> {
         &self.host
     }
 
-    /// A new call starts (or resumes after the user): the clock is read once, and a time
-    /// no JSON number or JavaScript host carries exactly is refused (a host that returned -1
-    /// through an unchecked binding would otherwise set every expiry at the end of time).
-    /// Unaudited when refused: there is no time to stamp an event with.
+    /// A new call starts: the clock is read once (refused out of range, unaudited: there is
+    /// no time to stamp an event with).
     fn begin_call(&self) -> Result<(), GateError> {
-        let now = self.host.clock().now_ms();
-        if now > MAX_TIME_MS {
-            self.call_now.set(None);
-            return Err(GateError::Host(crate::error::HostFault::ClockOutOfRange(
-                now,
-            )));
-        }
-        self.call_now.set(Some(now));
-        Ok(())
+        self.clock.begin(self.host.clock())
     }
 
-    /// The time of the current call (read by `begin_call` at every entry; were it missing,
-    /// the end of the range makes everything expired: fail closed).
+    /// The time of the current call.
     fn now(&self) -> u64 {
-        self.call_now.get().unwrap_or(MAX_TIME_MS)
+        self.clock.now()
     }
 
     fn audit(&mut self, event: Event) -> Result<u64, GateError> {
@@ -159,70 +150,6 @@ impl<H: Host> Gate<H> {
         let audited = self.audit(event.denied(&error)).is_ok();
         Denial { error, audited }
     }
-}
-
-/// The last user and tenant digested, each with its digest, and the last server with what
-/// the gate derives from it.
-#[derive(Default)]
-struct PrincipalDigests {
-    user: Option<(String, String)>,
-    tenant: Option<(String, String)>,
-    server: Option<(crate::ids::ServerIdentity, ServerDigests)>,
-}
-
-/// What the gate derives from a server by hashing it.
-#[derive(Clone)]
-struct ServerDigests {
-    /// Its redacted form, as the trail records it (canonical JSON text).
-    audited: std::rc::Rc<str>,
-    /// Its part of the storage keys ([`crate::ids::ServerIdentity::key_part`]).
-    key: std::rc::Rc<str>,
-}
-
-impl PrincipalDigests {
-    fn user(&mut self, user: &str) -> String {
-        remembered(&mut self.user, user)
-    }
-
-    fn tenant(&mut self, tenant: &str) -> String {
-        remembered(&mut self.tenant, tenant)
-    }
-
-    /// The server's redacted form and key part (pure functions of the server: remembering
-    /// them cannot change a verdict).
-    fn server(&mut self, server: &crate::ids::ServerIdentity) -> ServerDigests {
-        if let Some((s, digests)) = self.server.as_ref()
-            && s == server
-        {
-            return digests.clone();
-        }
-        let digests = ServerDigests {
-            audited: record::json_string(&server.audited()),
-            key: std::rc::Rc::from(server.key_part()),
-        };
-        self.server = Some((server.clone(), digests.clone()));
-        digests
-    }
-}
-
-/// `digest::digest_str(text)`, from `last` when it is the text digested last time.
-fn remembered(last: &mut Option<(String, String)>, text: &str) -> String {
-    if let Some((t, digest)) = last.as_ref()
-        && t == text
-    {
-        return digest.clone();
-    }
-    let digest = digest::digest_str(text);
-    *last = Some((text.to_owned(), digest.clone()));
-    digest
-}
-
-fn caller(e: crate::error::CallerMisuse) -> GateError {
-    GateError::Caller(e)
-}
-
-fn peer(e: crate::error::PeerMisbehaved) -> GateError {
-    GateError::Peer(e)
 }
 
 /// The canonical text of a JSON-RPC request whose params are already canonical JSON: the

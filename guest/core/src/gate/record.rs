@@ -8,6 +8,7 @@
 use crate::audit::{Event, EventKind, Field};
 use crate::canonical;
 use crate::error::{GateError, HostFault};
+use crate::gate::memo::Derived;
 use crate::gate::round::{Declared, InputRule};
 use crate::ids::{RequestId, ServerIdentity};
 use crate::policy::Policy;
@@ -39,7 +40,7 @@ pub(crate) struct OpenRound {
     pub(crate) received_seq: u64,
     /// This round's fields of every event, rendered on first use.
     #[serde(skip)]
-    pub(crate) rendered: std::cell::OnceCell<Rc<RenderedRound>>,
+    pub(crate) rendered: Derived<Rc<RenderedRound>>,
 }
 
 /// The canonical JSON of the round fields every event of an open round repeats.
@@ -125,13 +126,13 @@ pub(crate) struct Fixed {
     /// The server as the trail records it (canonical JSON text), when the gate already
     /// knew it at registration (the last server it redacted): redacting hashes the endpoint.
     #[serde(skip)]
-    pub(crate) audited_server: std::cell::OnceCell<Rc<str>>,
+    pub(crate) audited_server: Derived<Rc<str>>,
     /// The server's part of this binding's keys ([`ServerIdentity::key_part`]), when known.
     #[serde(skip)]
-    pub(crate) server_key: std::cell::OnceCell<Rc<str>>,
+    pub(crate) server_key: Derived<Rc<str>>,
     /// The fields every event of this binding repeats, rendered on first use.
     #[serde(skip)]
-    pub(crate) rendered: std::cell::OnceCell<Rc<RenderedFixed>>,
+    pub(crate) rendered: Derived<Rc<RenderedFixed>>,
 }
 
 /// The canonical JSON of the fixed fields every event of a binding repeats.
@@ -505,9 +506,9 @@ mod tests {
             },
             created_at_ms: u64::MAX,
             expires_at_ms: 1,
-            audited_server: std::cell::OnceCell::new(),
-            server_key: std::cell::OnceCell::new(),
-            rendered: std::cell::OnceCell::new(),
+            audited_server: Derived::new(),
+            server_key: Derived::new(),
+            rendered: Derived::new(),
         }
     }
 
@@ -572,7 +573,7 @@ mod tests {
                     view_json: view.clone(),
                     view_sha256: digest::sha256_hex(view.as_bytes()),
                     received_seq: 9,
-                    rendered: std::cell::OnceCell::new(),
+                    rendered: Derived::new(),
                 }),
                 audited: open,
                 params_hashed_here: true,

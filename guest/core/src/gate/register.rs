@@ -2,7 +2,7 @@
 
 use super::record::{Binding, Fixed};
 use super::round::Declared;
-use super::{Gate, MRTR_METHODS, Registered, Registration, caller, request_text};
+use super::{Gate, MRTR_METHODS, Registered, Registration, request_text};
 use crate::canonical;
 use crate::digest;
 use crate::error::{CallerMisuse, GateError, HostFault};
@@ -15,10 +15,10 @@ use std::rc::Rc;
 
 fn non_empty_principal(value: &str, field: &'static str) -> Result<(), GateError> {
     if value.is_empty() {
-        return Err(caller(CallerMisuse::BindingFieldMissing(field)));
+        return Err(GateError::from(CallerMisuse::BindingFieldMissing(field)));
     }
     if value.len() > limits::MAX_PRINCIPAL_BYTES || value.chars().any(char::is_control) {
-        return Err(caller(CallerMisuse::InvalidPrincipal(field)));
+        return Err(GateError::from(CallerMisuse::InvalidPrincipal(field)));
     }
     Ok(())
 }
@@ -29,28 +29,30 @@ impl<H: Host> Gate<H> {
         non_empty_principal(&r.user, "subject")?;
         non_empty_principal(&r.tenant, "tenantId")?;
         if r.method.is_empty() {
-            return Err(caller(CallerMisuse::BindingFieldMissing("method")));
+            return Err(GateError::from(CallerMisuse::BindingFieldMissing("method")));
         }
         if !MRTR_METHODS.contains(&r.method.as_str()) {
-            return Err(caller(CallerMisuse::UnsupportedMethod(quoted(&r.method))));
+            return Err(GateError::from(CallerMisuse::UnsupportedMethod(quoted(
+                &r.method,
+            ))));
         }
         if r.params_json.is_empty() {
-            return Err(caller(CallerMisuse::BindingFieldMissing("params")));
+            return Err(GateError::from(CallerMisuse::BindingFieldMissing("params")));
         }
         r.policy.validate()?;
         let params = json::parse_strict(&r.params_json, limits::PARAMS).map_err(|e| {
-            caller(CallerMisuse::InvalidParams(match e {
+            GateError::from(CallerMisuse::InvalidParams(match e {
                 JsonError::Syntax(w) | JsonError::Limit(w) => w,
                 JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
             }))
         })?;
         let Value::Object(params) = params else {
-            return Err(caller(CallerMisuse::InvalidParams(
+            return Err(GateError::from(CallerMisuse::InvalidParams(
                 "params must be an object".into(),
             )));
         };
         if params.contains_key("inputResponses") || params.contains_key("requestState") {
-            return Err(caller(CallerMisuse::ParamsCarriedMrtrFields));
+            return Err(GateError::from(CallerMisuse::ParamsCarriedMrtrFields));
         }
         let name_field = if r.method == "resources/read" {
             "uri"
@@ -62,7 +64,7 @@ impl<H: Host> Gate<H> {
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty() && n.len() <= limits::MAX_NAME_BYTES)
             .ok_or_else(|| {
-                caller(CallerMisuse::InvalidParams(format!(
+                GateError::from(CallerMisuse::InvalidParams(format!(
                     "`{}` needs a `{name_field}` string",
                     r.method
                 )))
@@ -76,8 +78,9 @@ impl<H: Host> Gate<H> {
         let declared = Declared::from_params(&params);
         let params_json = canonical::to_canonical(&Value::Object(params));
         let params_sha256 = digest::sha256_hex(params_json.as_bytes());
-        let params_json = RawValue::from_string(params_json)
-            .map_err(|_| caller(CallerMisuse::InvalidParams("params must be json".into())))?;
+        let params_json = RawValue::from_string(params_json).map_err(|_| {
+            GateError::from(CallerMisuse::InvalidParams("params must be json".into()))
+        })?;
         let now = self.now();
         let server = self.principals.server(&r.server);
         let fixed = Fixed {
@@ -96,9 +99,9 @@ impl<H: Host> Gate<H> {
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
             policy: r.policy,
             created_at_ms: now,
-            audited_server: std::cell::OnceCell::from(server.audited),
-            server_key: std::cell::OnceCell::from(server.key),
-            rendered: std::cell::OnceCell::new(),
+            audited_server: super::memo::Derived::known(server.audited),
+            server_key: super::memo::Derived::known(server.key),
+            rendered: super::memo::Derived::new(),
         };
         let fixed_json = fixed.record_json();
         let binding = Binding {
@@ -121,7 +124,7 @@ impl<H: Host> Gate<H> {
             Err((e, _)) => {
                 return Err(match e {
                     GateError::Host(HostFault::StateAlreadyUsed) => {
-                        caller(CallerMisuse::RequestIdInUse)
+                        GateError::from(CallerMisuse::RequestIdInUse)
                     }
                     other => other,
                 });

@@ -5,7 +5,7 @@
 use super::record::{Binding, OpenRound, id_key};
 use super::responses;
 use super::store::{Consume, UNKNOWN_VERSION};
-use super::{Gate, Retry, RetryRequest, TerminalOutcome, caller, request_text};
+use super::{Gate, Retry, RetryRequest, TerminalOutcome, request_text};
 use crate::audit::{Event, EventKind, Field};
 use crate::canonical;
 use crate::digest;
@@ -51,7 +51,7 @@ impl<H: Host> Gate<H> {
             Ok((Some((binding, version)), probed)) => (binding, version, probed == Some(false)),
             Ok((None, _)) => {
                 let event = self.unbound_event(&request_id, &r);
-                return Err(self.deny(caller(CallerMisuse::InactiveRound), event));
+                return Err(self.deny(GateError::from(CallerMisuse::InactiveRound), event));
             }
             Err(e) => {
                 let event = self.unbound_event(&request_id, &r);
@@ -70,7 +70,7 @@ impl<H: Host> Gate<H> {
             return Err(self.fail_binding(
                 binding,
                 version,
-                caller(CallerMisuse::InactiveRound),
+                GateError::from(CallerMisuse::InactiveRound),
                 TerminalOutcome::Expired,
             ));
         }
@@ -96,7 +96,10 @@ impl<H: Host> Gate<H> {
         // consume the round with a compare-and-swap on the version read, in one storage call.
         let mut next = self.store.take(binding);
         let Some(open) = next.open.take() else {
-            return Err(self.deny(caller(CallerMisuse::InactiveRound), rejected(&next)));
+            return Err(self.deny(
+                GateError::from(CallerMisuse::InactiveRound),
+                rejected(&next),
+            ));
         };
         next.live_id = retry_id.clone();
         next.used_ids.push(retry_id.clone());
@@ -116,7 +119,7 @@ impl<H: Host> Gate<H> {
                     let e = match why {
                         // Taken since it was read (the consent was audited for a retry that
                         // does not go out; the `rejected` event after it says why).
-                        Consume::RetryIdTaken => caller(CallerMisuse::RetryIdNotNew),
+                        Consume::RetryIdTaken => GateError::from(CallerMisuse::RetryIdNotNew),
                         Consume::RecordMoved => GateError::Host(HostFault::StateAlreadyUsed),
                         Consume::Failed(e) => e,
                     };
@@ -155,7 +158,7 @@ impl<H: Host> Gate<H> {
     ) -> Result<Prepared, GateError> {
         let open = match (&binding.open, binding.live_id == r.request_id) {
             (Some(open), true) => open,
-            _ => return Err(caller(CallerMisuse::InactiveRound)),
+            _ => return Err(GateError::from(CallerMisuse::InactiveRound)),
         };
         if open.received_seq == 0 {
             // The gate stores a round only after its `received` event is confirmed: a round
@@ -166,9 +169,9 @@ impl<H: Host> Gate<H> {
             .retry_id
             .clone()
             .validated()
-            .map_err(|_| caller(CallerMisuse::RetryIdNotNew))?;
+            .map_err(|_| GateError::from(CallerMisuse::RetryIdNotNew))?;
         if binding.used_ids.contains(&retry_id) {
-            return Err(caller(CallerMisuse::RetryIdNotNew));
+            return Err(GateError::from(CallerMisuse::RetryIdNotNew));
         }
         // The params a retry is rebuilt from must be the ones registered: a record read from
         // storage may have been rewritten behind the gate. (A binding this instance registered
@@ -177,20 +180,22 @@ impl<H: Host> Gate<H> {
             && digest::sha256_hex(binding.fixed.params_json.get().as_bytes())
                 != binding.fixed.params_sha256;
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
-            return Err(caller(CallerMisuse::IdentityOrArgumentMismatch));
+            return Err(GateError::from(CallerMisuse::IdentityOrArgumentMismatch));
         }
         let responses = match json::parse_strict(&r.responses_json, limits::RESPONSES) {
             Ok(Value::Object(m)) => m,
             Ok(_) => {
-                return Err(caller(CallerMisuse::InvalidInputResponse(
+                return Err(GateError::from(CallerMisuse::InvalidInputResponse(
                     "`inputResponses` must be an object".into(),
                 )));
             }
             Err(e) => {
-                return Err(caller(CallerMisuse::InvalidInputResponse(match e {
-                    JsonError::Syntax(w) | JsonError::Limit(w) => w,
-                    JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
-                })));
+                return Err(GateError::from(CallerMisuse::InvalidInputResponse(
+                    match e {
+                        JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                        JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+                    },
+                )));
             }
         };
         responses::check_responses(&responses, &open.inputs)?;
@@ -204,7 +209,7 @@ impl<H: Host> Gate<H> {
         // an id taken between that read and the consume gets past this: the consume refuses
         // it.)
         if !retry_id_free {
-            return Err(caller(CallerMisuse::RetryIdNotNew));
+            return Err(GateError::from(CallerMisuse::RetryIdNotNew));
         }
 
         // Consent: exactly this view, exactly these answers. A state-only round sends
@@ -216,7 +221,7 @@ impl<H: Host> Gate<H> {
             match self.consent(binding, open, &responses_json, &retry_id) {
                 // The binding may have expired while the user decided: no retry then.
                 Ok(_) if self.expired(binding) => {
-                    return Err(caller(CallerMisuse::InactiveRound));
+                    return Err(GateError::from(CallerMisuse::InactiveRound));
                 }
                 Ok(id) => (Some(id), Some(responses_json)),
                 Err(e) => return Err(e),
@@ -266,11 +271,7 @@ impl<H: Host> Gate<H> {
         let receipt = self.host.consent().request_consent(&prompt);
         // The user may have taken minutes: what follows happens now, not when the call began.
         // (A clock gone out of range denies; the denial keeps the time the call began.)
-        let began = self.call_now.get();
-        if let Err(e) = self.begin_call() {
-            self.call_now.set(began);
-            return Err(e);
-        }
+        self.clock.resume(self.host.clock())?;
         let receipt =
             receipt.map_err(|e| GateError::Host(HostFault::ConsentUnavailable(e.message)))?;
         let id_ok = !receipt.receipt_id.is_empty()
@@ -283,13 +284,13 @@ impl<H: Host> Gate<H> {
             ))));
         }
         if receipt.decision != ConsentDecision::Granted {
-            return Err(caller(CallerMisuse::ConsentRefused));
+            return Err(GateError::from(CallerMisuse::ConsentRefused));
         }
         let same = |a: &str, b: &str| digest::bytes_equal(a.as_bytes(), b.as_bytes());
         if !same(&receipt.view_sha256, &prompt.view_sha256)
             || !same(&receipt.responses_sha256, &prompt.responses_sha256)
         {
-            return Err(caller(CallerMisuse::ConsentMismatch));
+            return Err(GateError::from(CallerMisuse::ConsentMismatch));
         }
         let consented = binding
             .event(EventKind::Consented)

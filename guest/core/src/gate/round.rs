@@ -1,11 +1,12 @@
 //! One `input_required` round: the server's `inputRequests` and `requestState`, checked,
 //! turned into input rules (what each answer must look like) and a consent view.
 
+use super::memo::SchemaCache;
 use crate::error::{GateError, PeerMisbehaved};
 use crate::gate::consent_view::InputView;
 use crate::json::{self, bounded, quoted};
 use crate::policy::{DeprecatedMethod, Policy, limits};
-use crate::schema::{FormSchema, SchemaCache};
+use crate::schema::FormSchema;
 use crate::url_view;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -98,12 +99,8 @@ pub struct Round {
     pub views: Vec<InputView>,
 }
 
-fn peer(e: PeerMisbehaved) -> GateError {
-    GateError::Peer(e)
-}
-
 fn invalid(why: impl Into<String>) -> GateError {
-    peer(PeerMisbehaved::ServerSentInvalidInputRequest(why.into()))
+    GateError::from(PeerMisbehaved::ServerSentInvalidInputRequest(why.into()))
 }
 
 /// Any string the spec allows (e.g. `github:login`) of 1 to [`limits::MAX_KEY_BYTES`]
@@ -168,7 +165,11 @@ fn check_one(
             let mode = match params.get("mode") {
                 None => "form",
                 Some(Value::String(m)) if m == "form" || m == "url" => m.as_str(),
-                Some(_) => return Err(peer(PeerMisbehaved::ServerSentUnknownElicitationMode)),
+                Some(_) => {
+                    return Err(GateError::from(
+                        PeerMisbehaved::ServerSentUnknownElicitationMode,
+                    ));
+                }
             };
             if mode == "form" {
                 json::only_keys(
@@ -181,9 +182,9 @@ fn check_one(
                 let schema =
                     schemas.check(params.get("requestedSchema").unwrap_or(&Value::Null))?;
                 if !declared.form {
-                    return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
-                        "elicitation.form".into(),
-                    )));
+                    return Err(GateError::from(
+                        PeerMisbehaved::ServerSentUndeclaredCapability("elicitation.form".into()),
+                    ));
                 }
                 let view = InputView::Form {
                     key: key.to_owned(),
@@ -202,15 +203,15 @@ fn check_one(
                 .map_err(invalid)?;
                 let msg = message(params, key)?;
                 let raw = params.get("url").and_then(Value::as_str).ok_or_else(|| {
-                    peer(PeerMisbehaved::ServerSentUnsafeUrl(
+                    GateError::from(PeerMisbehaved::ServerSentUnsafeUrl(
                         "`url` must be a string".into(),
                     ))
                 })?;
                 let (view, _) = url_view::check_url(raw)?;
                 if !declared.url {
-                    return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
-                        "elicitation.url".into(),
-                    )));
+                    return Err(GateError::from(
+                        PeerMisbehaved::ServerSentUndeclaredCapability("elicitation.url".into()),
+                    ));
                 }
                 Ok((
                     InputRule::Url {
@@ -226,7 +227,9 @@ fn check_one(
         }
         "roots/list" => {
             if !policy.allows(DeprecatedMethod::RootsList) {
-                return Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest));
+                return Err(GateError::from(
+                    PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest,
+                ));
             }
             if let Some(p) = params {
                 let p = p
@@ -235,9 +238,9 @@ fn check_one(
                 json::only_keys(p, &["_meta"], key).map_err(invalid)?;
             }
             if !declared.roots {
-                return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
-                    "roots".into(),
-                )));
+                return Err(GateError::from(
+                    PeerMisbehaved::ServerSentUndeclaredCapability("roots".into()),
+                ));
             }
             Ok((
                 InputRule::Roots,
@@ -248,7 +251,9 @@ fn check_one(
         }
         "sampling/createMessage" => {
             if !policy.allows(DeprecatedMethod::SamplingCreateMessage) {
-                return Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest));
+                return Err(GateError::from(
+                    PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest,
+                ));
             }
             let p = params
                 .and_then(Value::as_object)
@@ -295,9 +300,11 @@ fn check_one(
             };
             let tools = p.get("tools").is_some() || p.get("toolChoice").is_some();
             if !declared.sampling || (tools && !declared.sampling_tools) {
-                return Err(peer(PeerMisbehaved::ServerSentUndeclaredCapability(
-                    if tools { "sampling.tools" } else { "sampling" }.into(),
-                )));
+                return Err(GateError::from(
+                    PeerMisbehaved::ServerSentUndeclaredCapability(
+                        if tools { "sampling.tools" } else { "sampling" }.into(),
+                    ),
+                ));
             }
             let system_prompt = p
                 .get("systemPrompt")
@@ -315,7 +322,9 @@ fn check_one(
                 },
             ))
         }
-        _ => Err(peer(PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest)),
+        _ => Err(GateError::from(
+            PeerMisbehaved::ServerSentUnapprovedDeprecatedRequest,
+        )),
     }
 }
 
@@ -331,10 +340,12 @@ pub fn check_round(
         result,
         &["resultType", "inputRequests", "requestState", "_meta"],
     ) {
-        return Err(peer(PeerMisbehaved::ServerSentMalformedResponse(format!(
-            "an `input_required` result carries the unexpected field `{}`",
-            quoted(k)
-        ))));
+        return Err(GateError::from(
+            PeerMisbehaved::ServerSentMalformedResponse(format!(
+                "an `input_required` result carries the unexpected field `{}`",
+                quoted(k)
+            )),
+        ));
     }
     let requests = match result.get("inputRequests") {
         None => None,
@@ -350,20 +361,24 @@ pub fn check_round(
         {
             Some(s.clone())
         }
-        Some(_) => return Err(peer(PeerMisbehaved::ServerSentInvalidState)),
+        Some(_) => return Err(GateError::from(PeerMisbehaved::ServerSentInvalidState)),
     };
     let has_requests = requests.is_some_and(|r| !r.is_empty());
     if !has_requests && state.is_none() {
-        return Err(peer(PeerMisbehaved::ServerSentEmptyInputRequired));
+        return Err(GateError::from(
+            PeerMisbehaved::ServerSentEmptyInputRequired,
+        ));
     }
     let mut inputs = BTreeMap::new();
     let mut views = Vec::new();
     if let Some(requests) = requests {
         if requests.len() > limits::MAX_INPUT_REQUESTS {
-            return Err(peer(PeerMisbehaved::ServerExceededLimit(format!(
-                "more than {} input requests in one round",
-                limits::MAX_INPUT_REQUESTS
-            ))));
+            return Err(GateError::from(PeerMisbehaved::ServerExceededLimit(
+                format!(
+                    "more than {} input requests in one round",
+                    limits::MAX_INPUT_REQUESTS
+                ),
+            )));
         }
         let mut sorted: Vec<_> = requests.iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(b.0));

@@ -1,22 +1,18 @@
 //! Live bindings in the host's storage: load, store, consume and remove, each change a
 //! compare-and-swap on the version read, so instances sharing a store can never both consume
-//! one round. The cache saves parsing and, where an operation's only effect is one
-//! compare-and-swap, the read before it ([`BindingStore::current`]): the swap itself then
-//! proves the cached record is the stored one. It never decides anything on its own.
+//! one round. The records read or written are remembered ([`RecordCache`], whose invariant
+//! `gate::memo` states).
 
 use crate::error::{GateError, HostFault};
+use crate::gate::memo::RecordCache;
 use crate::gate::record::{Binding, id_key, is_record};
 use crate::host::{HostError, ReadKey, Storage, Versioned, Write};
 use crate::ids::RequestId;
 use crate::ids::ServerIdentity;
-use std::collections::VecDeque;
 use std::rc::Rc;
 
 /// How long an expired binding stays in storage so its end can still be audited.
 pub const EXPIRY_GRACE_MS: u64 = 60_000;
-
-/// How many parsed records the cache keeps.
-const RECORD_CACHE_SIZE: usize = 32;
 
 pub(crate) fn storage_failed(e: HostError) -> GateError {
     GateError::Host(HostFault::StorageFailed(e.message))
@@ -29,20 +25,9 @@ fn corrupted() -> GateError {
 /// The bindings of one gate instance's storage, with the last records it read or wrote.
 #[derive(Default)]
 pub(crate) struct BindingStore {
-    /// The last records read or written, with the exact version they had: a record the store
-    /// reports still at that version, withholding its value (the reader said it holds it),
-    /// is the one cached, so the parse is skipped. Versions carry the store's life (the
-    /// `storage` contract), so a store that lost its data or its counter cannot repeat one. (A cached binding may know more than its record: the version
-    /// of a retry id's pointer written in the same call as the record, see
-    /// [`BindingStore::consume`]; nothing else differs.) An entry is found by its binding's original id and server key
-    /// (the parts of its storage key): comparing ids first makes a miss cost a few
-    /// instructions, where comparing the long keys of one server did not (measured in wasm).
-    cache: VecDeque<(u64, Rc<Binding>)>,
-}
-
-/// Whether `binding` is the one whose record lives under (`server_key`, `original`).
-fn stored_under(binding: &Binding, server_key: &str, original: &RequestId) -> bool {
-    binding.fixed.original_id == *original && binding.fixed.server_key() == server_key
+    /// Saves parsing and, where an operation's only effect is one compare-and-swap, the read
+    /// before it ([`BindingStore::current`]). Never decides anything on its own.
+    cache: RecordCache,
 }
 
 /// A binding's storage lifetime: its own, plus the grace in which its end is still audited.
@@ -55,71 +40,14 @@ fn ttl(binding: &Binding, now: u64) -> u64 {
 }
 
 impl BindingStore {
-    fn cached(
-        &self,
-        server_key: &str,
-        original: &RequestId,
-        stored: &Versioned,
-    ) -> Option<Rc<Binding>> {
-        self.cache
-            .iter()
-            // The store's contract: a key's version changes on every write and is never
-            // reused, not even by a store that lost its data or its counter (the version
-            // carries the store's life). Only a value the store withheld is taken from the
-            // cache: a value sent is judged as sent (a store that sends one at the version
-            // the gate holds broke the read contract, or a host wrapper chose to let the
-            // gate read it again), never stood in for by the copy held.
-            .find(|(v, b)| {
-                *v == stored.version
-                    && stored.value.is_empty()
-                    && stored_under(b, server_key, original)
-            })
-            .map(|(_, b)| Rc::clone(b))
-    }
-
-    /// The version of the record of (`server_key`, `original`) this instance holds (0: none,
-    /// the storage import's encoding).
-    fn held(&self, server_key: &str, original: &RequestId) -> u64 {
-        self.cache
-            .iter()
-            .rev()
-            .find(|(_, b)| stored_under(b, server_key, original))
-            .map_or(0, |(v, _)| *v)
-    }
-
-    /// Remember `binding`, read or written at `version`: only a binding whose record lives
-    /// under its own original id's key (checked by the caller).
-    fn remember(&mut self, version: u64, binding: Rc<Binding>) {
-        self.forget(&binding);
-        if self.cache.len() >= RECORD_CACHE_SIZE {
-            self.cache.pop_front();
-        }
-        self.cache.push_back((version, binding));
-    }
-
-    fn forget(&mut self, binding: &Binding) {
-        let (server_key, original) = (binding.fixed.server_key(), &binding.fixed.original_id);
-        self.cache
-            .retain(|(_, b)| !stored_under(b, server_key, original));
-    }
-
-    /// The binding on `server` this instance last read or wrote that uses `id`, with the
-    /// version it had then, without asking storage: it may be out of date. Only for an
-    /// operation whose one effect is a compare-and-swap on that version (which fails if it
-    /// is out of date, and the operation then starts again from [`Self::load`]).
+    /// [`RecordCache::current`]: the binding held that uses `id`, with its version, no read.
     pub(crate) fn current(
         &self,
         server: &ServerIdentity,
         server_key: &str,
         id: &RequestId,
     ) -> Option<(Rc<Binding>, u64)> {
-        self.cache
-            .iter()
-            .rev()
-            .find(|(_, b)| b.fixed.server_key() == server_key && b.used_ids.contains(id))
-            // The whole server, not only its key part (a truncated digest).
-            .filter(|(_, b)| b.fixed.server == *server)
-            .map(|(v, b)| (Rc::clone(b), *v))
+        self.cache.current(server, server_key, id)
     }
 
     /// The binding on `server` (whose key part is `server_key`) that uses `id` (as its
@@ -150,29 +78,19 @@ impl BindingStore {
         // A retry id's key holds a pointer to the original id, whose key holds the record.
         // When a cached binding uses `id` as a retry id, its record is read in the same
         // call (a guess: the pointer still decides).
-        let guess = self
-            .cache
-            .iter()
-            .rev()
-            .map(|(_, b)| b)
-            .find(|b| {
-                b.fixed.original_id != *id
-                    && b.fixed.server_key() == &**server_key
-                    && b.used_ids.contains(id)
-            })
-            .map(|b| b.fixed.original_id.clone());
+        let guess = self.cache.original_of_retry_id(server_key, id);
         let guess_key = guess.as_ref().map(|g| id_key(server_key, g));
         // For a record this instance holds, the version it holds: a record still at that
         // version is not sent again (the cache below has it).
         let mut keys: Vec<ReadKey<'_>> = Vec::with_capacity(3);
         keys.push(ReadKey {
             key: &key,
-            have: self.held(server_key, id),
+            have: self.cache.held(server_key, id),
         });
         if let (Some(g), Some(gk)) = (&guess, &guess_key) {
             keys.push(ReadKey {
                 key: gk,
-                have: self.held(server_key, g),
+                have: self.cache.held(server_key, g),
             });
         }
         if let Some(probe) = probe {
@@ -215,7 +133,7 @@ impl BindingStore {
                     (Some(_), None) => return Err(short_read()),
                     _ => {
                         let key = id_key(server_key, &original);
-                        let have = self.held(server_key, &original);
+                        let have = self.cache.held(server_key, &original);
                         let read = storage
                             .read(&[ReadKey { key: &key, have }])
                             .map_err(storage_failed)?
@@ -233,7 +151,7 @@ impl BindingStore {
                 }
                 (original, stored)
             };
-        let binding = match self.cached(server_key, &original, &stored) {
+        let binding = match self.cache.withheld(server_key, &original, &stored) {
             Some(b) => b,
             None => {
                 let b = Binding::decode(&stored.value)?;
@@ -243,9 +161,9 @@ impl BindingStore {
                     return Err(corrupted());
                 }
                 // The key part is a pure function of the server, just checked equal.
-                let _ = b.fixed.server_key.set(Rc::clone(server_key));
+                b.fixed.server_key.set(Rc::clone(server_key));
                 let b = Rc::new(b);
-                self.remember(stored.version, Rc::clone(&b));
+                self.cache.remember(stored.version, Rc::clone(&b));
                 b
             }
         };
@@ -277,15 +195,7 @@ impl BindingStore {
         if binding.alias_versions.get(at) != Some(&UNKNOWN_VERSION) {
             return binding;
         }
-        let Some((_, cached)) = self.cache.iter_mut().find(|(_, b)| Rc::ptr_eq(b, &binding)) else {
-            return binding;
-        };
-        drop(binding);
-        // The cache's copy is now the only one: changed in place, not copied.
-        if let Some(known) = Rc::make_mut(cached).alias_versions.get_mut(at) {
-            *known = v;
-        }
-        Rc::clone(cached)
+        self.cache.set_alias_version(binding, at, v)
     }
 
     /// Write `binding` if its record is still at `expected` (absent when 0). A lost
@@ -311,7 +221,7 @@ impl BindingStore {
         match one_write(storage, write) {
             Ok(Some(v)) => {
                 let binding = Rc::new(binding);
-                self.remember(v, Rc::clone(&binding));
+                self.cache.remember(v, Rc::clone(&binding));
                 Ok((binding, v))
             }
             Ok(None) => Err((
@@ -325,7 +235,7 @@ impl BindingStore {
     /// The binding behind `rc`, owned: the cached copy is dropped first, so the usual case
     /// (no other holder) takes it without a copy.
     pub(crate) fn take(&mut self, rc: Rc<Binding>) -> Binding {
-        self.forget(&rc);
+        self.cache.forget(&rc);
         Rc::unwrap_or_clone(rc)
     }
 
@@ -389,7 +299,7 @@ impl BindingStore {
                     *known = *pointer;
                 }
                 let next = Rc::new(next);
-                self.remember(*record, Rc::clone(&next));
+                self.cache.remember(*record, Rc::clone(&next));
                 Ok((next, *record))
             }
         }
@@ -441,7 +351,7 @@ impl BindingStore {
         binding: &Binding,
         version: u64,
     ) -> Result<bool, GateError> {
-        self.forget(binding);
+        self.cache.forget(binding);
         // The record and every pointer whose version the binding wrote, in one call: the
         // writes stop at the first that does not apply, so a lost record leaves every
         // pointer in place.

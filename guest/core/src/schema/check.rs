@@ -399,7 +399,7 @@ pub fn check_form_schema(schema: &Value) -> Result<FormSchema, GateError> {
 }
 
 /// The same, with the length of the schema's canonical JSON (the text its digest covers).
-pub(super) fn check_measured(schema: &Value) -> Result<(FormSchema, usize), GateError> {
+pub(crate) fn check_measured(schema: &Value) -> Result<(FormSchema, usize), GateError> {
     let obj = schema
         .as_object()
         .ok_or_else(|| bad("`requestedSchema` must be an object"))?;

@@ -14,17 +14,18 @@
 //! [`FormSchema::json_schema`] gives the equivalent JSON Schema, which the differential
 //! tests run through `jsonschema` as the reference.
 //!
-//! The module's parts: [`check`] (a server's schema against the subset), [`content`] (the
-//! user's answers against an accepted schema) and [`cache`] (schemas checked before).
+//! The module's parts: [`check`] (a server's schema against the subset) and [`content`] (the
+//! user's answers against an accepted schema); schemas checked before are remembered with
+//! the gate's other memos (`gate::memo`).
 
-pub(crate) mod cache;
 mod check;
 mod content;
 
-pub use cache::SchemaCache;
 #[cfg(test)]
 pub use check::check_form_schema;
+pub(crate) use check::check_measured;
 pub(crate) use check::non_negative_integer;
+pub use content::{Broken, SchemaMismatch};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -287,8 +287,7 @@ proptest! {
         pool in prop::collection::vec(maybe_broken_schema(), 1..12),
         picks in prop::collection::vec(0usize..12, 1..40),
     ) {
-        use crate::schema::SchemaCache;
-        use crate::schema::cache::SCHEMA_CACHE_ENTRIES;
+        use crate::gate::{SCHEMA_CACHE_ENTRIES, SchemaCache};
         let mut cache = SchemaCache::default();
         for pick in picks {
             let schema = &pool[pick % pool.len()];

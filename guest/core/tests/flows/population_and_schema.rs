@@ -161,3 +161,109 @@ fn enum_and_format_fields_validate() {
     }
     fx.retry_ok(n(1), n(2), &json!({"f": accept_with(json!({"color": "g", "tags": ["a", "b"], "mail": "a@b.example"}))}));
 }
+
+#[test]
+fn a_schema_mismatch_names_the_field_and_the_rule() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "bags": {"type": "integer", "minimum": 0, "maximum": 3},
+            "who": {"type": "string", "minLength": 2, "maxLength": 5},
+            "mail": {"type": "string", "format": "email"},
+            "ok": {"type": "boolean"},
+            "seat": {"type": "string", "enum": ["aisle", "window"]},
+            "meals": {"type": "array", "items": {"type": "string", "enum": ["veg", "fish"]}, "minItems": 1, "maxItems": 1},
+            "weight": {"type": "number", "minimum": 0.5}
+        },
+        "required": ["who"]
+    });
+    fx.round(
+        1,
+        input_required(json!({"trip": form_request(None, "m", schema)})),
+    );
+    let long = "x".repeat(200);
+    let cut = format!("{}…", "x".repeat(64));
+    for (content, names) in [
+        (json!({"who": "Ada", "bags": 4}), "`bags`: at most 3"),
+        (json!({"who": "Ada", "bags": -1}), "`bags`: at least 0"),
+        (
+            json!({"who": "Ada", "bags": 1.5}),
+            "`bags`: must be a whole number",
+        ),
+        (
+            json!({"who": "Ada", "bags": "1"}),
+            "`bags`: must be a whole number",
+        ),
+        (json!({"bags": 1}), "`who`: required"),
+        (json!({"who": "A"}), "`who`: at least 2 characters"),
+        (
+            json!({"who": "Ada Lovelace"}),
+            "`who`: at most 5 characters",
+        ),
+        (json!({"who": 7}), "`who`: must be text"),
+        (
+            json!({"who": "Ada", "mail": "no"}),
+            "`mail`: must be a valid email",
+        ),
+        (
+            json!({"who": "Ada", "ok": "yes"}),
+            "`ok`: must be true or false",
+        ),
+        (
+            json!({"who": "Ada", "seat": "roof"}),
+            "`seat`: must be one of its options",
+        ),
+        (
+            json!({"who": "Ada", "meals": []}),
+            "`meals`: at least 1 choices",
+        ),
+        (
+            json!({"who": "Ada", "meals": ["veg", "fish"]}),
+            "`meals`: at most 1 choices",
+        ),
+        (
+            json!({"who": "Ada", "meals": ["tea"]}),
+            "`meals`: must be a list of its options",
+        ),
+        (
+            json!({"who": "Ada", "meals": "veg"}),
+            "`meals`: must be a list of its options",
+        ),
+        (
+            json!({"who": "Ada", "weight": 0.25}),
+            "`weight`: at least 0.5",
+        ),
+        (
+            json!({"who": "Ada", "weight": true}),
+            "`weight`: must be a number",
+        ),
+        (
+            json!({"who": "Ada", "admin": true}),
+            "`admin`: not in the schema",
+        ),
+        (json!("Ada"), "must be an object of fields"),
+        // A caller's name, however long, is quoted cut to a bounded length.
+        (
+            json!({"who": "Ada", long.clone(): 1}),
+            &*format!("`{cut}`: not in the schema"),
+        ),
+    ] {
+        let d = assert_code(
+            fx.retry(n(1), n(2), &json!({"trip": accept_with(content.clone())})),
+            "input_response_schema_mismatch",
+        );
+        assert_eq!(
+            d.error.to_string(),
+            format!("the content for `trip` does not match its requested schema: {names}"),
+            "{content}"
+        );
+    }
+    // Neither the field nor the rule goes into the trail: codes only.
+    for entry in fx.audit.entries() {
+        for text in ["bags", "at most", "not in the schema", "xxxx"] {
+            assert!(!entry.line.contains(text), "{text} in {}", entry.line);
+        }
+    }
+}

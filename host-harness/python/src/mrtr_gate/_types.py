@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Union
 
+from .shown import shown_text
+
 #: A JSON-RPC id: an integer within +-(2**53 - 1) or a string of 1 to 256 bytes. `1` and `"1"`
 #: are different ids.
 RequestId = Union[int, str]
@@ -64,7 +66,9 @@ class GateError(Exception):
     (a value the WIT cannot carry, refused before the call)."""
 
     def __init__(self, code: str, cause: ErrorCause, message: str, audited: bool) -> None:
-        super().__init__(f"{code} ({cause.value}): {message}")
+        # `message` may quote the server's names (a field its schema named): a traceback
+        # shows it through `shown_text`; the attribute keeps the gate's text as it is.
+        super().__init__(f"{code} ({cause.value}): {shown_text(message)}")
         self.code = code
         self.cause = cause
         self.message = message

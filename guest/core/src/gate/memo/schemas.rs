@@ -1,8 +1,7 @@
 //! Form schemas checked before, remembered by value (bounded).
 
-use super::FormSchema;
-use super::check::check_measured;
 use crate::error::GateError;
+use crate::schema::{FormSchema, check_measured};
 use serde_json::Value;
 
 /// FNV-1a (a word at a time) over a value's structure: types, keys, strings and numbers as stored (an integer
@@ -136,7 +135,7 @@ impl SchemaCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::check::check_form_schema;
+    use crate::schema::check_form_schema;
     use serde_json::json;
 
     fn one_field(max_length: Value) -> Value {
