@@ -51,7 +51,7 @@ impl ClientError {
             Self::UnreadableView(_) => "unreadable_consent_view",
             Self::Server { .. } => "server_error",
             Self::Peer { code, .. } => code,
-            Self::Transport(t) => t.code,
+            Self::Transport(t) => t.code.as_str(),
             Self::Cancelled => "cancelled",
             Self::NoAnswer(_) => "no_answer",
             Self::UnsupportedVersion(_) => "unsupported_protocol_version",

@@ -21,7 +21,9 @@ pub mod transport;
 pub use answers::{Answer, Answerer, AnswersFile, Terminal, TerminalForm};
 pub use error::ClientError;
 pub use session::{Call, Client, ClientConfig, Completed, Observer, OpenRound, Silent, Turn};
-pub use transport::{HttpTransport, ServerStderr, StdioTransport, Transport, TransportError};
+pub use transport::{
+    HttpTransport, ServerStderr, StdioTransport, Transport, TransportCode, TransportError,
+};
 
 /// The protocol version this client speaks (and puts in every request's `_meta`).
 pub const PROTOCOL_VERSION: &str = "2026-07-28";

@@ -9,7 +9,7 @@
 use crate::PROTOCOL_VERSION;
 use crate::answers::{Answer, Answerer};
 use crate::error::ClientError;
-use crate::transport::{Outgoing, Transport, Waiting};
+use crate::transport::{Outgoing, Transport, TransportCode, Waiting};
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{
     AcceptedRound, CallerOutcome, ConsentView, FinishRequest, MRTR_METHODS, Policy, Registration,
@@ -267,7 +267,7 @@ impl<G: GateApi> Client<G> {
                 &mut waiter,
             )
             .map_err(|e| {
-                if e.code == "cancelled" {
+                if e.code == TransportCode::Cancelled {
                     ClientError::Cancelled
                 } else {
                     ClientError::Transport(e)
@@ -398,13 +398,13 @@ impl<G: GateApi> Client<G> {
         );
         let raw = match sent {
             Ok(raw) => raw,
-            Err(e) if e.code == "cancelled" => {
+            Err(e) if e.code == TransportCode::Cancelled => {
                 self.end(call, CallerOutcome::Cancelled);
                 self.cancel_on_server(call);
                 return Err(ClientError::Cancelled);
             }
             Err(e) => {
-                self.end(call, CallerOutcome::Error(e.code.into()));
+                self.end(call, CallerOutcome::Error(e.code.as_str().into()));
                 return Err(ClientError::Transport(e));
             }
         };

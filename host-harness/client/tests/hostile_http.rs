@@ -62,7 +62,7 @@ fn send(url: &str, waiting: &mut dyn Waiting) -> Result<String, String> {
         },
         waiting,
     )
-    .map_err(|e| e.code.to_owned())
+    .map_err(|e| e.code.as_str().to_owned())
 }
 
 #[test]

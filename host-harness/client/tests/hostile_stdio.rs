@@ -12,7 +12,7 @@ use mrtr_gate_host::core::RequestId;
 
 fn send(script: &str) -> Result<String, String> {
     let argv = vec!["python3".to_owned(), "-c".to_owned(), script.to_owned()];
-    let mut t = StdioTransport::spawn_argv(&argv).map_err(|e| e.code.to_owned())?;
+    let mut t = StdioTransport::spawn_argv(&argv).map_err(|e| e.code.as_str().to_owned())?;
     let id = RequestId::Number(7);
     t.request(
         Outgoing {
@@ -24,7 +24,7 @@ fn send(script: &str) -> Result<String, String> {
         },
         &mut Patient,
     )
-    .map_err(|e| e.code.to_owned())
+    .map_err(|e| e.code.as_str().to_owned())
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! the response is a JSON body, or an SSE stream one of whose events carries it.
 
 use super::{
-    MAX_MESSAGE_BYTES, Outgoing, Routed, TICK, Transport, TransportError, Waiting,
+    MAX_MESSAGE_BYTES, Outgoing, Routed, TICK, Transport, TransportCode, TransportError, Waiting,
     answer_server_request, route,
 };
 use base64::Engine as _;
@@ -63,9 +63,12 @@ impl HttpTransport {
     /// URL and the gate binds rounds to it.
     pub fn connect(url: &str) -> Result<Self, TransportError> {
         let server = ServerIdentity::origin(url)
-            .map_err(|e| TransportError::new("invalid_url", e.to_string()))?;
+            .map_err(|e| TransportError::new(TransportCode::InvalidUrl, e.to_string()))?;
         let ServerIdentity::Origin(normalised) = &server else {
-            return Err(TransportError::new("invalid_url", "not an http(s) url"));
+            return Err(TransportError::new(
+                TransportCode::InvalidUrl,
+                "not an http(s) url",
+            ));
         };
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -106,7 +109,10 @@ impl HttpTransport {
             builder = builder.header("Mcp-Session-Id", session);
         }
         let response = builder.send(request.json.as_str()).map_err(|e| {
-            TransportError::new("transport_failed", format!("post to the server: {e}"))
+            TransportError::new(
+                TransportCode::TransportFailed,
+                format!("post to the server: {e}"),
+            )
         })?;
         let status = response.status().as_u16();
         let header = |name: &str| {
@@ -143,7 +149,10 @@ impl HttpTransport {
                 .limit(MAX_MESSAGE_BYTES as u64)
                 .read_to_string()
                 .map_err(|e| {
-                    TransportError::new("transport_failed", format!("reading the response: {e}"))
+                    TransportError::new(
+                        TransportCode::TransportFailed,
+                        format!("reading the response: {e}"),
+                    )
                 })?;
             return Ok(Reply {
                 text: Some(text),
@@ -151,9 +160,9 @@ impl HttpTransport {
             });
         }
         let code = if status == 404 && session.is_some() {
-            "session_expired"
+            TransportCode::SessionExpired
         } else {
-            "http_status"
+            TransportCode::HttpStatus
         };
         Err(TransportError::new(
             code,
@@ -171,7 +180,7 @@ impl HttpTransport {
     ) -> Result<String, TransportError> {
         let Some(id) = &request.id else {
             return Err(TransportError::new(
-                "no_response",
+                TransportCode::NoResponse,
                 "a notification got a stream",
             ));
         };
@@ -196,7 +205,7 @@ impl HttpTransport {
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| {
                     TransportError::new(
-                        "transport_failed",
+                        TransportCode::TransportFailed,
                         format!("reading the event stream: {e}"),
                     )
                 })?;
@@ -217,7 +226,7 @@ impl HttpTransport {
                 }
             }
             Err(TransportError::new(
-                "no_response",
+                TransportCode::NoResponse,
                 "the event stream ended without the response",
             ))
         })
@@ -262,19 +271,22 @@ impl Transport for HttpTransport {
                 Ok(reply) => break reply,
                 Err(RecvTimeoutError::Timeout) => {
                     if !waiting.tick(started.elapsed()) {
-                        return Err(TransportError::new("cancelled", "the wait was cancelled"));
+                        return Err(TransportError::new(
+                            TransportCode::Cancelled,
+                            "the wait was cancelled",
+                        ));
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(TransportError::new(
-                        "transport_failed",
+                        TransportCode::TransportFailed,
                         "the request was lost",
                     ));
                 }
             }
         };
         let reply = reply.inspect_err(|e| {
-            if e.code == "session_expired" {
+            if e.code == TransportCode::SessionExpired {
                 self.session = None;
             }
         })?;
@@ -282,7 +294,10 @@ impl Transport for HttpTransport {
             self.session = reply.session;
         }
         reply.text.ok_or_else(|| {
-            TransportError::new("no_response", "the server sent no response to a request")
+            TransportError::new(
+                TransportCode::NoResponse,
+                "the server sent no response to a request",
+            )
         })
     }
 
@@ -324,7 +339,7 @@ mod tests {
         ] {
             assert_eq!(
                 HttpTransport::connect(bad).err().map(|e| e.code),
-                Some("invalid_url"),
+                Some(TransportCode::InvalidUrl),
                 "{bad}"
             );
         }

@@ -51,17 +51,74 @@ impl Waiting for Patient {
     }
 }
 
+/// Why a transport gave up, typed: a caller matches on it (a cancelled wait is
+/// `TransportCode::Cancelled`, not a string compare). Each has a stable snake_case code
+/// (`docs/errors.md`, "The client's own codes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportCode {
+    /// `cancelled`.
+    Cancelled,
+    /// `invalid_command`.
+    InvalidCommand,
+    /// `invalid_url`.
+    InvalidUrl,
+    /// `invalid_message`.
+    InvalidMessage,
+    /// `invalid_utf8`.
+    InvalidUtf8,
+    /// `message_too_large`.
+    MessageTooLarge,
+    /// `no_response`.
+    NoResponse,
+    /// `server_closed`.
+    ServerClosed,
+    /// `spawn_failed`.
+    SpawnFailed,
+    /// `transport_failed`.
+    TransportFailed,
+    /// `http_status`.
+    HttpStatus,
+    /// `session_expired`.
+    SessionExpired,
+}
+
+impl TransportCode {
+    /// The stable snake_case code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancelled => "cancelled",
+            Self::InvalidCommand => "invalid_command",
+            Self::InvalidUrl => "invalid_url",
+            Self::InvalidMessage => "invalid_message",
+            Self::InvalidUtf8 => "invalid_utf8",
+            Self::MessageTooLarge => "message_too_large",
+            Self::NoResponse => "no_response",
+            Self::ServerClosed => "server_closed",
+            Self::SpawnFailed => "spawn_failed",
+            Self::TransportFailed => "transport_failed",
+            Self::HttpStatus => "http_status",
+            Self::SessionExpired => "session_expired",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A transport failure: nothing (or nothing usable) came back for the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportError {
-    /// Stable snake_case code (`docs/errors.md`, "The client's own codes").
-    pub code: &'static str,
+    /// Why, typed; [`TransportCode::as_str`] is the stable code.
+    pub code: TransportCode,
     /// What happened, lowercase.
     pub message: String,
 }
 
 impl TransportError {
-    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: TransportCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),

@@ -4,7 +4,7 @@
 //! the caller asks for [`ServerStderr::InheritRaw`].
 
 use super::{
-    MAX_MESSAGE_BYTES, Outgoing, Routed, TICK, Transport, TransportError, Waiting,
+    MAX_MESSAGE_BYTES, Outgoing, Routed, TICK, Transport, TransportCode, TransportError, Waiting,
     answer_server_request, route,
 };
 use mrtr_gate_host::core::ServerIdentity;
@@ -139,7 +139,7 @@ impl StdioTransport {
             .filter(|argv| !argv.is_empty())
             .ok_or_else(|| {
                 TransportError::new(
-                    "invalid_command",
+                    TransportCode::InvalidCommand,
                     "the server command is empty or its quotes do not close",
                 )
             })?;
@@ -154,14 +154,14 @@ impl StdioTransport {
 
     /// [`spawn_argv`](Self::spawn_argv), with the server's stderr sent where `stderr` says.
     pub fn spawn_argv_with(argv: &[String], stderr: &ServerStderr) -> Result<Self, TransportError> {
-        let (program, args) = argv
-            .split_first()
-            .ok_or_else(|| TransportError::new("invalid_command", "the server command is empty"))?;
+        let (program, args) = argv.split_first().ok_or_else(|| {
+            TransportError::new(TransportCode::InvalidCommand, "the server command is empty")
+        })?;
         let server = ServerIdentity::endpoint(&endpoint_id(argv))
-            .map_err(|e| TransportError::new("invalid_command", e.to_string()))?;
+            .map_err(|e| TransportError::new(TransportCode::InvalidCommand, e.to_string()))?;
         let log_failed = |path: &Path, e: std::io::Error| {
             TransportError::new(
-                "spawn_failed",
+                TransportCode::SpawnFailed,
                 format!("the server's stderr log {}: {e}", path.display()),
             )
         };
@@ -184,11 +184,13 @@ impl StdioTransport {
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .map_err(|e| TransportError::new("spawn_failed", format!("`{program}`: {e}")))?;
+            .map_err(|e| {
+                TransportError::new(TransportCode::SpawnFailed, format!("`{program}`: {e}"))
+            })?;
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| TransportError::new("spawn_failed", "no stdout"))?;
+            .ok_or_else(|| TransportError::new(TransportCode::SpawnFailed, "no stdout"))?;
         let stdin = child.stdin.take();
         let (tx, lines) = channel();
         std::thread::spawn(move || {
@@ -201,16 +203,16 @@ impl StdioTransport {
                     .read_until(b'\n', &mut line);
                 let event = match read {
                     Ok(0) => Incoming::Closed(TransportError::new(
-                        "server_closed",
+                        TransportCode::ServerClosed,
                         "the server closed its output",
                     )),
                     Err(e) => Incoming::Closed(TransportError::new(
-                        "transport_failed",
+                        TransportCode::TransportFailed,
                         format!("reading the server's output: {e}"),
                     )),
                     Ok(_) if line.len() > MAX_MESSAGE_BYTES => {
                         Incoming::Closed(TransportError::new(
-                            "message_too_large",
+                            TransportCode::MessageTooLarge,
                             "the server sent a line over 64 MiB",
                         ))
                     }
@@ -224,7 +226,7 @@ impl StdioTransport {
                         match String::from_utf8(line) {
                             Ok(text) => Incoming::Line(text),
                             Err(_) => Incoming::Closed(TransportError::new(
-                                "invalid_utf8",
+                                TransportCode::InvalidUtf8,
                                 "the server sent a line that is not utf-8",
                             )),
                         }
@@ -256,20 +258,22 @@ impl StdioTransport {
         if json.contains('\n') {
             // The gate writes requests on one line; anything else would split a message.
             return Err(TransportError::new(
-                "invalid_message",
+                TransportCode::InvalidMessage,
                 "a message to send contains a newline",
             ));
         }
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| TransportError::new("server_closed", "the server's input is closed"))?;
+        let stdin = self.stdin.as_mut().ok_or_else(|| {
+            TransportError::new(TransportCode::ServerClosed, "the server's input is closed")
+        })?;
         stdin
             .write_all(json.as_bytes())
             .and_then(|()| stdin.write_all(b"\n"))
             .and_then(|()| stdin.flush())
             .map_err(|e| {
-                TransportError::new("server_closed", format!("writing to the server: {e}"))
+                TransportError::new(
+                    TransportCode::ServerClosed,
+                    format!("writing to the server: {e}"),
+                )
             })
     }
 }
@@ -304,11 +308,17 @@ impl Transport for StdioTransport {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     if !waiting.tick(started.elapsed()) {
-                        return Err(TransportError::new("cancelled", "the wait was cancelled"));
+                        return Err(TransportError::new(
+                            TransportCode::Cancelled,
+                            "the wait was cancelled",
+                        ));
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    let e = TransportError::new("server_closed", "the server's output ended");
+                    let e = TransportError::new(
+                        TransportCode::ServerClosed,
+                        "the server's output ended",
+                    );
                     self.closed = Some(e.clone());
                     return Err(e);
                 }
@@ -369,7 +379,7 @@ mod tests {
         assert!(StdioTransport::spawn("").is_err());
         assert!(StdioTransport::spawn("'unclosed").is_err());
         let e = StdioTransport::spawn("/nonexistent/server --flag").err();
-        assert_eq!(e.map(|e| e.code), Some("spawn_failed"));
+        assert_eq!(e.map(|e| e.code), Some(TransportCode::SpawnFailed));
     }
 
     #[test]
