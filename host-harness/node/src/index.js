@@ -204,6 +204,7 @@ function verdict(v) {
   switch (v.tag) {
     case "input-required": {
       const c = v.val;
+      let view;
       return {
         kind: "input_required",
         viewJson: c.viewJson,
@@ -211,7 +212,8 @@ function verdict(v) {
         round: c.round,
         inputKeys: c.inputKeys,
         requestStateSha256: c.requestStateSha256 ?? null,
-        get view() { return JSON.parse(c.viewJson); },
+        // Parsed once, on first use: every reader of this round gets the same parse.
+        get view() { return (view ??= JSON.parse(c.viewJson)); },
       };
     }
     case "complete":

@@ -46,6 +46,7 @@ test("a form round end to end", async () => {
   assert.equal(v.kind, "input_required");
   assert.deepEqual(v.inputKeys, ["contact"]);
   assert.equal(v.view.request.name, "book");
+  assert.strictEqual(v.view, v.view, "the view is parsed once, every reader gets that parse");
   const r = await f.retry();
   assert.deepEqual(JSON.parse(r.requestJson).params.inputResponses, ANSWERS);
   assert.equal(r.consentReceiptId, "consent-1");

@@ -61,6 +61,7 @@ def test_a_form_round_end_to_end():
     v = fx.gate.accept_response(SERVER, form_round(1))
     assert isinstance(v, m.InputRequired) and v.input_keys == ("contact",) and v.round == 1
     assert v.view["request"]["name"] == "book"
+    assert v.view is v.view, "the view is parsed once, every reader gets that parse"
     r = fx.retry()
     params = json.loads(r.request_json)["params"]
     assert params["inputResponses"] == ANSWERS and r.consent_receipt_id == "consent-1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from enum import Enum
 from typing import Optional, Union
 
@@ -94,9 +95,10 @@ class InputRequired:
     input_keys: tuple[str, ...]
     request_state_sha256: Optional[str]
 
-    @property
+    @cached_property
     def view(self) -> dict:
-        """The consent view, parsed (docs/consent-view.md)."""
+        """The consent view, parsed once (docs/consent-view.md): every reader of this round
+        gets the same parse."""
         return json.loads(self.view_json)
 
 
