@@ -1,6 +1,6 @@
 //! What a form round costs a host in boundary crossings, counted from outside the component:
-//! every import call of one round (register, the `input_required` response, the retry, the
-//! complete response) through counting services. `docs/import-contract.md` states the figure; this test
+//! every import call of the benchmarks' form round (register, the `input_required` response,
+//! the retry, the complete response) through counting services. `docs/import-contract.md` states the figure; this test
 //! holds the page to it, so a change to the gate's calls changes the page in the same commit.
 
 use crate::support;
@@ -9,10 +9,9 @@ use mrtr_gate_host::core::host::{
     AppendOutcome, Audit, AuditEntry, Clock, Consent, ConsentPrompt, ConsentReceipt, DuePage,
     HostError, ReadKey, Storage, Versioned, Write,
 };
-use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{ComponentGate, HostServices};
+use mrtr_gate_testkit::bench::{self, RoundKind};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
-use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -87,8 +86,8 @@ impl Audit for Counting {
     }
 }
 
-/// The import calls of one form round, from a gate that already ran one (its caches warm, as
-/// in a client's steady state).
+/// The import calls of one form round (the benchmarks' own, `bench::round`), from a gate that
+/// already ran one (its caches warm, as in a client's steady state).
 fn form_round_calls() -> [u32; 6] {
     let hosts = ScenarioHosts::new();
     let calls = Arc::new(Calls::default());
@@ -103,50 +102,15 @@ fn form_round_calls() -> [u32; 6] {
         audit: counting,
     };
     let mut gate = ComponentGate::new(support::runtime(), services);
-    let server = ServerIdentity::origin("https://server.example/mcp").unwrap();
-    let mut round = |id: i64| {
-        let params = json!({"name": "book_flight", "arguments": {"from": "OSL", "to": "SFO"},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
-        gate.register(Registration {
-            request_id: RequestId::Number(id),
-            server: server.clone(),
-            user: "alice".into(),
-            tenant: "acme".into(),
-            method: "tools/call".into(),
-            params_json: params.to_string(),
-            policy: Policy::default(),
-        })
-        .unwrap();
-        let input_required = json!({"jsonrpc": "2.0", "id": id, "result": {
-            "resultType": "input_required",
-            "inputRequests": {"passenger": {"method": "elicitation/create", "params": {
-                "message": "Who is flying?",
-                "requestedSchema": {"type": "object",
-                    "properties": {"full_name": {"type": "string"}, "bags": {"type": "integer", "maximum": 3}},
-                    "required": ["full_name"]}}}},
-            "requestState": "c3RhdGU"}});
-        gate.accept_response(&server, &input_required.to_string())
-            .unwrap();
-        gate.build_retry(RetryRequest {
-            server: server.clone(),
-            request_id: RequestId::Number(id),
-            retry_id: RequestId::Number(id + 1),
-            user: "alice".into(),
-            tenant: "acme".into(),
-            responses_json: json!({"passenger": {"action": "accept",
-                "content": {"full_name": "Alice Example", "bags": 1}}})
-            .to_string(),
-        })
-        .unwrap();
-        let complete = json!({"jsonrpc": "2.0", "id": id + 1,
-            "result": {"content": [{"type": "text", "text": "booked"}]}});
-        gate.accept_response(&server, &complete.to_string())
-            .unwrap();
+    let server = bench::server().unwrap();
+    let form = RoundKind::Form {
+        distinct_schema: false,
     };
+    let mut round =
+        |n| bench::round(&mut gate, &server, bench::round_input(&server, n, form)).unwrap();
     round(1);
     let before = calls.tally();
-    round(3);
+    round(2);
     let after = calls.tally();
     std::array::from_fn(|i| after[i] - before[i])
 }
