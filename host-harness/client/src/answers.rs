@@ -481,6 +481,29 @@ mod tests {
         OpenRound::read(accepted).unwrap()
     }
 
+    /// What the owner types (`input`) and what the terminal shows, captured.
+    fn captured(input: &'static str) -> (Terminal, Arc<Mutex<Vec<u8>>>) {
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let terminal = Terminal::with_io(
+            Box::new(std::io::Cursor::new(input)),
+            Box::new(Sink(out.clone())),
+        );
+        (terminal, out)
+    }
+
     #[test]
     fn a_file_answers_by_key_for_every_round_or_round_by_round() {
         let mut every =
@@ -521,24 +544,7 @@ mod tests {
     #[test]
     fn the_terminal_form_shows_each_control_and_takes_typed_values() {
         let input = "a\n\n7\n2\n2\nAda\nx\ny\n1,3\n";
-        let out = Arc::new(Mutex::new(Vec::new()));
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl Write for Sink {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let terminal = Terminal::with_io(
-            Box::new(std::io::Cursor::new(input)),
-            Box::new(Sink(out.clone())),
-        );
+        let (terminal, out) = captured(input);
         let fields = json!([
             {"name": "bags", "type": "number", "integer": true, "minimum": 0, "maximum": 3, "required": true},
             {"name": "seat", "type": "single_select", "required": true,
@@ -581,24 +587,7 @@ mod tests {
     #[test]
     fn the_form_shows_every_server_string_escaped() {
         let evil = "\u{1b}[2J\u{1b}[H\r\n  server https://bank.example \u{1b}]8;;https://evil.example/\u{7}x\u{9b}1A\u{202e}\u{200b}";
-        let out = Arc::new(Mutex::new(Vec::new()));
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl Write for Sink {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let terminal = Terminal::with_io(
-            Box::new(std::io::Cursor::new("a\n\n\na\n")),
-            Box::new(Sink(out.clone())),
-        );
+        let (terminal, out) = captured("a\n\n\na\n");
         let fields = json!([
             {"name": "pick", "type": "single_select", "required": false, "title": evil, "description": evil,
              "default": evil, "options": [{"value": evil, "title": evil}]},
