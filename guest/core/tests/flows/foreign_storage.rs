@@ -298,41 +298,6 @@ fn a_value_held_back_that_the_gate_does_not_hold_is_refused() {
     fx.round(1, state_only("s"));
 }
 
-/// A store that records the cursor of every `list-due` call and every key read.
-#[derive(Clone)]
-struct Listed {
-    inner: mrtr_gate_core::memory::MemoryStorage,
-    cursors: std::rc::Rc<std::cell::RefCell<Vec<Option<String>>>>,
-    read: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
-}
-
-impl mrtr_gate_core::host::Storage for Listed {
-    fn read(
-        &self,
-        keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
-        self.read
-            .borrow_mut()
-            .extend(keys.iter().map(|k| k.key.to_owned()));
-        self.inner.read(keys)
-    }
-    fn write(
-        &self,
-        writes: &[mrtr_gate_core::host::Write<'_>],
-    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
-        self.inner.write(writes)
-    }
-    fn list_due(
-        &self,
-        due_by_ms: u64,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
-        self.cursors.borrow_mut().push(cursor.map(str::to_owned));
-        self.inner.list_due(due_by_ms, cursor, limit)
-    }
-}
-
 /// Keys the sweep cannot end stay due: unreadable values, records of another format, a
 /// genuine record copied under another id's key, pointers to nothing. When they fill the
 /// first pages of the due listing (they fall due before any binding), the sweep must page
@@ -343,11 +308,7 @@ fn expire_stale_pages_past_due_keys_it_cannot_end_to_the_bindings_behind_them() 
     use mrtr_gate_core::Gate;
     use mrtr_gate_core::host::{Services, Storage, Write};
     let fx = Fx::new();
-    let store = Listed {
-        inner: fx.storage.clone(),
-        cursors: Default::default(),
-        read: Default::default(),
-    };
+    let store = Recorded::over(fx.storage.clone());
     let mut gate = Gate::new(Services {
         clock: fx.clock.clone(),
         storage: store.clone(),

@@ -299,51 +299,12 @@ fn a_store_that_answers_fewer_entries_than_keys_denies_and_is_never_read_as_abse
         .unwrap();
 }
 
-/// A store that counts what `expire-stale` asks of it: `list-due` pages and the keys read.
-#[derive(Clone)]
-struct Counted {
-    inner: mrtr_gate_core::memory::MemoryStorage,
-    pages: std::rc::Rc<std::cell::Cell<u32>>,
-    read: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
-}
-
-impl mrtr_gate_core::host::Storage for Counted {
-    fn read(
-        &self,
-        keys: &[mrtr_gate_core::host::ReadKey<'_>],
-    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
-        self.read
-            .borrow_mut()
-            .extend(keys.iter().map(|k| k.key.to_owned()));
-        self.inner.read(keys)
-    }
-    fn write(
-        &self,
-        writes: &[mrtr_gate_core::host::Write<'_>],
-    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
-        self.inner.write(writes)
-    }
-    fn list_due(
-        &self,
-        due_by_ms: u64,
-        cursor: Option<&str>,
-        limit: u32,
-    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
-        self.pages.set(self.pages.get() + 1);
-        self.inner.list_due(due_by_ms, cursor, limit)
-    }
-}
-
 #[test]
 fn expire_stale_reads_only_what_is_due_and_ends_exactly_that() {
     use mrtr_gate_core::Gate;
     use mrtr_gate_core::host::Services;
     let fx = Fx::new();
-    let store = Counted {
-        inner: fx.storage.clone(),
-        pages: Default::default(),
-        read: Default::default(),
-    };
+    let store = Recorded::over(fx.storage.clone());
     let mut gate = Gate::new(Services {
         clock: fx.clock.clone(),
         storage: store.clone(),
@@ -391,7 +352,7 @@ fn expire_stale_reads_only_what_is_due_and_ends_exactly_that() {
     got.sort();
     let want: Vec<String> = (1_000..1_070).map(|id| id.to_string()).collect();
     assert_eq!(got, want, "{read:?}");
-    assert_eq!(store.pages.get(), 2);
+    assert_eq!(store.cursors.borrow().len(), 2, "list-due pages");
     assert_eq!(fx.storage.live_keys("").len(), live_before - 75);
     // A second sweep finds nothing due and reads nothing.
     store.read.borrow_mut().clear();

@@ -70,3 +70,49 @@ pub fn sampling_request(tools: bool) -> Value {
 pub fn all_caps() -> Value {
     json!({"elicitation": {"form": {}, "url": {}}, "roots": {}, "sampling": {}})
 }
+
+/// A store that records what the gate asks of it: every key read and the cursor of every
+/// `list-due` call (one per page), over the fixture's in-memory store.
+#[derive(Clone)]
+pub struct Recorded {
+    pub inner: mrtr_gate_core::memory::MemoryStorage,
+    pub cursors: std::rc::Rc<std::cell::RefCell<Vec<Option<String>>>>,
+    pub read: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+}
+
+impl Recorded {
+    pub fn over(inner: mrtr_gate_core::memory::MemoryStorage) -> Self {
+        Self {
+            inner,
+            cursors: Default::default(),
+            read: Default::default(),
+        }
+    }
+}
+
+impl mrtr_gate_core::host::Storage for Recorded {
+    fn read(
+        &self,
+        keys: &[mrtr_gate_core::host::ReadKey<'_>],
+    ) -> Result<Vec<mrtr_gate_core::host::Versioned>, mrtr_gate_core::host::HostError> {
+        self.read
+            .borrow_mut()
+            .extend(keys.iter().map(|k| k.key.to_owned()));
+        self.inner.read(keys)
+    }
+    fn write(
+        &self,
+        writes: &[mrtr_gate_core::host::Write<'_>],
+    ) -> Result<Vec<u64>, mrtr_gate_core::host::HostError> {
+        self.inner.write(writes)
+    }
+    fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<mrtr_gate_core::host::DuePage, mrtr_gate_core::host::HostError> {
+        self.cursors.borrow_mut().push(cursor.map(str::to_owned));
+        self.inner.list_due(due_by_ms, cursor, limit)
+    }
+}
