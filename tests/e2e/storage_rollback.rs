@@ -72,6 +72,16 @@ fn raw(inner: &MemoryStorage, key: &str) -> Versioned {
         .unwrap()
 }
 
+/// A write of `value` over the test key at version `expected` (0: absent).
+fn put(expected: u64, value: &str) -> Write<'_> {
+    Write {
+        key: KEY,
+        expected,
+        value: Some(value),
+        ttl_ms: 60_000,
+    }
+}
+
 #[test]
 fn a_value_at_the_version_the_gate_holds_still_has_its_mac_checked() {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
@@ -84,12 +94,6 @@ fn a_value_at_the_version_the_gate_holds_still_has_its_mac_checked() {
         },
         keys(),
     );
-    let put = |expected, value| Write {
-        key: KEY,
-        expected,
-        value: Some(value),
-        ttl_ms: 60_000,
-    };
     let v1 = store.write(&[put(0, "round open")]).unwrap()[0];
     let sealed_open = raw(&inner, KEY).value;
     let v2 = store.write(&[put(v1, "round used")]).unwrap()[0];
@@ -229,12 +233,6 @@ fn a_read_that_crossed_a_newer_write_reads_again_and_is_not_taken_for_a_rollback
         },
         keys(),
     );
-    let put = |expected, value| Write {
-        key: KEY,
-        expected,
-        value: Some(value),
-        ttl_ms: 60_000,
-    };
     let v1 = store.write(&[put(0, "first")]).unwrap()[0];
     let old = raw(&inner, KEY);
     store.write(&[put(v1, "second")]).unwrap();
