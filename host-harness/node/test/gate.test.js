@@ -4,20 +4,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Gate, GateError, HostError } from "../src/index.js";
 import { CallbackConsent, DecidedConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
-import { cachedLoader } from "./support.js";
+import { ANSWERS, META, PARAMS, SERVER, cachedLoader, complete, formRound } from "./support.js";
 
 const loadCoreModule = cachedLoader();
-const SERVER = { origin: "https://mcp.example.com/mcp" };
-const META = {
-  "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-  "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {}, url: {} } },
-};
-const PARAMS = { name: "book", arguments: { party: 4 }, _meta: META };
-const SCHEMA = { type: "object", properties: { email: { type: "string", format: "email" } }, required: ["email"] };
-const formRound = (id) => JSON.stringify({ jsonrpc: "2.0", id, result: { resultType: "input_required", inputRequests: {
-  contact: { method: "elicitation/create", params: { message: "Email?", requestedSchema: SCHEMA } } } } });
-const complete = (id) => JSON.stringify({ jsonrpc: "2.0", id, result: { resultType: "complete", content: [] } });
-const ANSWERS = { contact: { action: "accept", content: { email: "ada@example.com" } } };
 
 async function fx(overrides = {}) {
   const clock = new ManualClock();

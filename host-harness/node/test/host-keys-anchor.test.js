@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { Gate, HostError } from "../src/index.js";
 import { CallbackConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
 import { AnchoredAudit, HostKeys, verifyAnchor } from "../src/host-keys.js";
-import { cachedLoader } from "./support.js";
+import { ANSWERS, PARAMS, SERVER, cachedLoader, formRound } from "./support.js";
 
 const fixture = (name) => readFileSync(new URL(`../../../tests/host_keys/${name}`, import.meta.url), "utf8");
 // `k1` of vectors.json, which keyed the recorded trail.
@@ -57,16 +57,6 @@ test("the Rust keyed trail is intact and keyed here to the same bytes", () =>
 
 test("a round under AnchoredAudit is intact and each tampering is found", () =>
   withDir(async (dir) => {
-    const SERVER = { origin: "https://mcp.example.com/mcp" };
-    const META = {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {}, url: {} } },
-    };
-    const PARAMS = { name: "book", arguments: { party: 4 }, _meta: META };
-    const SCHEMA = { type: "object", properties: { email: { type: "string", format: "email" } }, required: ["email"] };
-    const formRound = (id) => JSON.stringify({ jsonrpc: "2.0", id, result: { resultType: "input_required", inputRequests: {
-      contact: { method: "elicitation/create", params: { message: "Email?", requestedSchema: SCHEMA } } } } });
-    const ANSWERS = { contact: { action: "accept", content: { email: "ada@example.com" } } };
     const trail = new MemoryAudit();
     const links = join(dir, "audit.jsonl.links");
     const [first, second] = [join(dir, "first.anchor"), join(dir, "second.anchor")];
@@ -133,14 +123,6 @@ test("an anchor that cannot be written fails the append, after its link", () =>
 // Rust host's verify_anchor.
 test("a trail this package keys is recorded for the Rust verifier", () =>
   withDir(async (dir) => {
-    const SERVER = { origin: "https://mcp.example.com/mcp" };
-    const META = {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {}, url: {} } },
-    };
-    const SCHEMA = { type: "object", properties: { email: { type: "string", format: "email" } }, required: ["email"] };
-    const round = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { resultType: "input_required", inputRequests: {
-      contact: { method: "elicitation/create", params: { message: "Email?", requestedSchema: SCHEMA } } } } });
     const trail = new MemoryAudit();
     const [links, anchor] = [join(dir, "trail.jsonl.links"), join(dir, "trail.anchor")];
     const clock = new ManualClock();
@@ -148,10 +130,10 @@ test("a trail this package keys is recorded for the Rust verifier", () =>
       { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new AnchoredAudit(trail, KEYS, anchor, links) },
       { loadCoreModule: cachedLoader() },
     );
-    await gate.register({ requestId: 1, server: SERVER, user: "u", tenant: "t", method: "tools/call", params: { name: "book", arguments: { party: 4 }, _meta: META } });
-    assert.equal((await gate.acceptResponse(SERVER, round)).kind, "input_required");
+    await gate.register({ requestId: 1, server: SERVER, user: "u", tenant: "t", method: "tools/call", params: PARAMS });
+    assert.equal((await gate.acceptResponse(SERVER, formRound(1))).kind, "input_required");
     await gate.buildRetry({ server: SERVER, requestId: 1, retryId: 2, user: "u", tenant: "t",
-      responses: { contact: { action: "accept", content: { email: "ada@example.com" } } } });
+      responses: ANSWERS });
     const text = trail.lines.map((l) => `${l}\n`).join("");
     assert.deepEqual(verifyAnchor(text, read(links), read(anchor), KEYS), { kind: "intact", events: 3n });
     const recorded = ["node_trail.jsonl", "node_trail.jsonl.links", "node_trail.anchor"];

@@ -8,7 +8,7 @@ import { inspect } from "node:util";
 import { Gate, GateError, HostError } from "../src/index.js";
 import { CallbackConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
 import { AuthenticatedStorage, HostKeyError, HostKeys, Pseudonyms } from "../src/host-keys.js";
-import { cachedLoader } from "./support.js";
+import { ANSWERS, PARAMS, SERVER, cachedLoader, formRound } from "./support.js";
 
 const VECTORS = JSON.parse(readFileSync(new URL("../../../tests/host_keys/vectors.json", import.meta.url), "utf8"));
 const unhex = (h) => Buffer.from(h, "hex");
@@ -109,16 +109,6 @@ test("a value written back after a newer one was seen is refused as a rollback",
 });
 
 test("the gate runs a round over authenticated storage and pseudonyms and refuses a rewritten value", async () => {
-  const SERVER = { origin: "https://mcp.example.com/mcp" };
-  const META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": { elicitation: { form: {}, url: {} } },
-  };
-  const PARAMS = { name: "book", arguments: { party: 4 }, _meta: META };
-  const SCHEMA = { type: "object", properties: { email: { type: "string", format: "email" } }, required: ["email"] };
-  const formRound = (id) => JSON.stringify({ jsonrpc: "2.0", id, result: { resultType: "input_required", inputRequests: {
-    contact: { method: "elicitation/create", params: { message: "Email?", requestedSchema: SCHEMA } } } } });
-  const ANSWERS = { contact: { action: "accept", content: { email: "ada@example.com" } } };
 
   const keys = new HostKeys("k1", new Uint8Array(32).fill(7));
   const names = new Pseudonyms(keys);
