@@ -49,6 +49,8 @@ pub use gate::{
     VIEW_FORMAT, ViewError, ViewInput, ViewRequest, ViewState,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
+// What a relay reads of a message without deciding on it (the proxy's routing and id splice).
+pub use json::{JsonError, NOT_AN_OBJECT, parse_members};
 pub use policy::{DeprecatedMethod, Policy, hidden_or_control, limits};
 pub use schema::{Broken, FieldKind, FormField, SchemaMismatch, SelectOption};
 pub use url_view::{UrlView, UrlWarning};

@@ -2,6 +2,7 @@
 //! line ([`mrtr_gate_client`] does the work; this module picks the services from the flags
 //! and writes what happened for people or, with `--json`, for machines).
 
+use crate::services::{ServiceOptions, Wired};
 use mrtr_gate_client::{
     Answerer, AnswersFile, Client, ClientConfig, ClientError, Completed, HttpTransport, Observer,
     OpenRound, ServerStderr, StdioTransport, Terminal, TerminalForm, Transport,
@@ -11,11 +12,9 @@ use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
 use mrtr_gate_host::core::{MRTR_METHODS, Policy};
-use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
-use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage, SystemClock};
-use mrtr_gate_host::services::{SharedAudit, SharedStorage};
+use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::shown::{json_text_for_terminal, shown_lines, shown_text};
-use mrtr_gate_host::{ComponentGate, GateRuntime, HostServices};
+use mrtr_gate_host::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -245,14 +244,16 @@ pub fn connect(
     } else {
         Arc::new(terminal.consent().with_views(views.clone()))
     };
-    let keyed = crate::keys::load(&options.keys).map_err(ClientError::Usage)?;
-    let (storage, audit) = keyed_services(options, keyed.as_ref(), clock.clone())?;
-    let services = HostServices {
+    let wired = Wired::open(
+        &ServiceOptions {
+            audit: options.audit.clone(),
+            redis: None,
+            keys: options.keys.clone(),
+        },
         clock,
-        storage,
-        consent,
-        audit,
-    };
+    )
+    .map_err(ClientError::Usage)?;
+    let services = wired.services(consent);
     let answers: Box<dyn Answerer> = match &options.answers {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -262,13 +263,8 @@ pub fn connect(
         None => Box::new(TerminalForm::new(terminal.clone())),
     };
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
-    let mut config = match &keyed {
-        Some(k) => ClientConfig::new(
-            k.pseudonyms.user(&options.user),
-            k.pseudonyms.tenant(&options.tenant),
-        ),
-        None => ClientConfig::new(options.user.clone(), options.tenant.clone()),
-    };
+    let (user, tenant) = wired.principal(&options.user, &options.tenant);
+    let mut config = ClientConfig::new(user, tenant);
     if let Some(n) = options.max_rounds {
         config.policy = Policy {
             max_rounds: n,
@@ -290,44 +286,6 @@ pub fn connect(
         answers,
     )
     .with_observer(Box::new(observer)))
-}
-
-/// The store and the audit sink: under the host keys when there are keys (values
-/// authenticated; the trail file's lines keyed beside it and its head anchored apart from it),
-/// else plain. A trail kept in memory dies with the process: there is nothing to anchor.
-fn keyed_services(
-    options: &CallOptions,
-    keyed: Option<&crate::keys::Keyed>,
-    clock: Arc<SystemClock>,
-) -> Result<(SharedStorage, SharedAudit), ClientError> {
-    let usage = |what: String| ClientError::Usage(what);
-    let storage = MemoryStorage::new(clock);
-    let Some(path) = &options.audit else {
-        let storage: SharedStorage = match keyed {
-            Some(k) => Arc::new(AuthenticatedStorage::new(storage, k.keys.clone())),
-            None => Arc::new(storage),
-        };
-        return Ok((storage, Arc::new(MemoryAudit::new())));
-    };
-    let file = FileAudit::open(path).map_err(|e| {
-        usage(format!(
-            "--audit {}: {}",
-            path.display(),
-            crate::error_chain(&e)
-        ))
-    })?;
-    let Some(k) = keyed else {
-        return Ok((Arc::new(storage), Arc::new(file)));
-    };
-    let anchor = k.anchor_path(&options.keys, path).map_err(usage)?;
-    if let Some(dir) = anchor.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
-    }
-    let audit = AnchoredAudit::new(file, k.keys.clone(), anchor, crate::keys::links_path(path));
-    Ok((
-        Arc::new(AuthenticatedStorage::new(storage, k.keys.clone())),
-        Arc::new(audit),
-    ))
 }
 
 /// The params of `method` for `name` (a tool or prompt name, or a resource URI) and the

@@ -1,0 +1,165 @@
+//! The host services a command runs its gates over, picked from its flags: the store (in
+//! memory, or Redis shared by every process of a deployment), the audit sink (in memory, a
+//! JSON-lines file, or one Redis trail), both under the host keys when there are keys, and
+//! the pseudonyms the gate binds and the trail digests instead of the user and tenant.
+//! `mrtr-gate call` builds one gate over them; `mrtr-gate proxy` builds a pool, one store
+//! connection per gate ([`Wired::storage_for_another_gate`]).
+
+use crate::keys::{KeyOptions, Keyed};
+use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
+use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
+use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
+use mrtr_gate_host::{HostServices, core::host::HostError};
+use mrtr_gate_redis::{RedisAudit, RedisStorage};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where the rounds and the trail of a run are kept.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceOptions {
+    /// `--audit FILE`: append the trail to this JSON-lines file.
+    pub audit: Option<PathBuf>,
+    /// `--redis URL` (with its namespace and trail name): rounds and the trail on Redis.
+    pub redis: Option<RedisChoice>,
+    /// The host keys.
+    pub keys: KeyOptions,
+}
+
+/// Rounds and the trail on one Redis, shared by every process that names the same namespace
+/// and trail.
+#[derive(Clone, Debug)]
+pub struct RedisChoice {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Every key lives under it.
+    pub namespace: String,
+    /// The trail's name (`mrtr-gate reconcile redis:<trail>`).
+    pub trail: String,
+}
+
+/// The services of a run, ready to put gates over.
+pub struct Wired {
+    keyed: Option<Keyed>,
+    clock: SharedClock,
+    storage: SharedStorage,
+    audit: SharedAudit,
+    redis: Option<RedisChoice>,
+}
+
+impl std::fmt::Debug for Wired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wired")
+            .field("keyed", &self.keyed.is_some())
+            .field("redis", &self.redis)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wired {
+    /// Load the host keys (created on first use, said on stderr; `--insecure-no-host-keys`
+    /// warns there) and open the store and the sink: under the keys when there are keys
+    /// (values authenticated; a trail file's lines keyed beside it and its head anchored apart
+    /// from it), else plain. A trail kept in memory dies with the process: there is nothing to
+    /// anchor. A Redis trail is shared by processes that each hold only their own appends, so
+    /// no one process can anchor it either: its lines are chained, not keyed.
+    pub fn open(options: &ServiceOptions, clock: SharedClock) -> Result<Self, String> {
+        if options.audit.is_some() && options.redis.is_some() {
+            return Err("--audit FILE and --redis name two trails: give one".into());
+        }
+        let keyed = crate::keys::load(&options.keys)?;
+        let (storage, audit) = match (&options.redis, &options.audit) {
+            (Some(redis), _) => {
+                let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
+                let audit = RedisAudit::connect(&redis.url, &redis.namespace, &redis.trail)
+                    .map_err(|e| redis_error(&e))?;
+                let audit: SharedAudit = Arc::new(audit);
+                (storage, audit)
+            }
+            (None, None) => {
+                let audit: SharedAudit = Arc::new(MemoryAudit::new());
+                (memory_storage(keyed.as_ref(), &clock), audit)
+            }
+            (None, Some(path)) => file_services(path, keyed.as_ref(), &options.keys, &clock)?,
+        };
+        Ok(Self {
+            keyed,
+            clock,
+            storage,
+            audit,
+            redis: options.redis.clone(),
+        })
+    }
+
+    /// The four services with `consent`, over the one store and sink of the run.
+    pub fn services(&self, consent: SharedConsent) -> HostServices {
+        HostServices {
+            clock: self.clock.clone(),
+            storage: self.storage.clone(),
+            consent,
+            audit: self.audit.clone(),
+        }
+    }
+
+    /// A store for one more gate of the run: the same rounds, through a connection of its
+    /// own on Redis (one connection serialises its calls), the very store in memory.
+    pub fn storage_for_another_gate(&self) -> Result<SharedStorage, String> {
+        match &self.redis {
+            Some(redis) => redis_storage(redis, self.keyed.as_ref(), &self.clock),
+            None => Ok(self.storage.clone()),
+        }
+    }
+
+    /// The user and tenant as the gate binds them and the trail digests them: keyed
+    /// pseudonyms when there are keys, else as given.
+    pub fn principal(&self, user: &str, tenant: &str) -> (String, String) {
+        match &self.keyed {
+            Some(k) => (k.pseudonyms.user(user), k.pseudonyms.tenant(tenant)),
+            None => (user.to_owned(), tenant.to_owned()),
+        }
+    }
+}
+
+fn memory_storage(keyed: Option<&Keyed>, clock: &SharedClock) -> SharedStorage {
+    let storage = MemoryStorage::new(clock.clone());
+    match keyed {
+        Some(k) => Arc::new(AuthenticatedStorage::new(storage, k.keys.clone())),
+        None => Arc::new(storage),
+    }
+}
+
+fn redis_storage(
+    redis: &RedisChoice,
+    keyed: Option<&Keyed>,
+    clock: &SharedClock,
+) -> Result<SharedStorage, String> {
+    let storage = RedisStorage::connect(&redis.url, &redis.namespace, clock.clone())
+        .map_err(|e| redis_error(&e))?;
+    Ok(match keyed {
+        Some(k) => Arc::new(AuthenticatedStorage::new(storage, k.keys.clone())),
+        None => Arc::new(storage),
+    })
+}
+
+/// The URL may carry a password: the flag is named, not the URL.
+fn redis_error(e: &HostError) -> String {
+    format!("--redis: {e}")
+}
+
+fn file_services(
+    path: &std::path::Path,
+    keyed: Option<&Keyed>,
+    keys: &KeyOptions,
+    clock: &SharedClock,
+) -> Result<(SharedStorage, SharedAudit), String> {
+    let file = FileAudit::open(path)
+        .map_err(|e| format!("--audit {}: {}", path.display(), crate::error_chain(&e)))?;
+    let Some(k) = keyed else {
+        return Ok((memory_storage(None, clock), Arc::new(file)));
+    };
+    let anchor = k.anchor_path(keys, path)?;
+    if let Some(dir) = anchor.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let audit = AnchoredAudit::new(file, k.keys.clone(), anchor, crate::keys::links_path(path));
+    Ok((memory_storage(Some(k), clock), Arc::new(audit)))
+}

@@ -1,0 +1,298 @@
+//! The engine over the native gate and in-memory services: what reaches each side.
+
+use super::*;
+use crate::errors::{CALLER_REFUSED, MESSAGE_REFUSED, PEER_REFUSED, UPSTREAM_FAILED};
+use mrtr_gate_host::core::memory::{
+    ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+};
+use mrtr_gate_host::{HostServices, NativeGate};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+struct Rig {
+    engine: Engine<NativeGate>,
+    audit: MemoryAudit,
+}
+
+fn rig() -> Rig {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let audit = MemoryAudit::new();
+    let services = HostServices {
+        clock: clock.clone(),
+        storage: Arc::new(MemoryStorage::new(clock)),
+        consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+        audit: Arc::new(audit.clone()),
+    };
+    let config = EngineConfig {
+        server: ServerIdentity::endpoint("stdio:test-server").unwrap(),
+        user: "alice".into(),
+        tenant: "acme".into(),
+        policy: Policy::default(),
+    };
+    Rig {
+        engine: Engine::new(
+            NativeGate::new(services),
+            config,
+            IdMinter::with_nonce(0xabc),
+        ),
+        audit,
+    }
+}
+
+fn call(id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"book","arguments":{{"to":"LIS"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}}}}}}}}"#
+    )
+}
+
+fn form_round(id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"input_required","inputRequests":{{"seat":{{"method":"elicitation/create","params":{{"message":"Pick a seat","requestedSchema":{{"type":"object","properties":{{"seat":{{"type":"string","maxLength":4}}}},"required":["seat"]}}}}}}}},"requestState":"opaque"}}}}"#
+    )
+}
+
+fn complete(id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0",  "id":{id},"result":{{"content":[{{"type":"text","text":"booked \u00e9"}}]}}}}"#
+    )
+}
+
+/// The id the engine sent upstream, as JSON text.
+fn sent_id(action: &Action) -> String {
+    let Action::ToServer(text) = action else {
+        panic!("nothing went upstream: {action:?}");
+    };
+    let v: Value = serde_json::from_str(text).unwrap();
+    let id = v["id"].as_str().unwrap();
+    assert!(id.starts_with("mg:0000000000000abc:"), "{id}");
+    v["id"].to_string()
+}
+
+fn to_client(action: Action) -> String {
+    let Action::ToClient(text) = action else {
+        panic!("nothing for the client: {action:?}");
+    };
+    text
+}
+
+fn error_of(text: &str) -> (Value, i64, String) {
+    let v: Value = serde_json::from_str(text).unwrap();
+    let code = v["error"]["code"].as_i64().unwrap();
+    let gate_code = v["error"]["data"]["mrtr_gate"]["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (v["id"].clone(), code, gate_code)
+}
+
+#[test]
+fn a_gated_call_goes_up_under_a_minted_id_and_comes_back_byte_exact_under_the_clients() {
+    let mut r = rig();
+    for client_id in [
+        "7",
+        r#""seven""#,
+        "1e400",
+        &"9".repeat(300),
+        &format!("\"{}\"", "i".repeat(5000)),
+    ] {
+        let up = r.engine.on_client(&call(client_id));
+        let minted = sent_id(&up);
+        assert_eq!(r.engine.in_flight(), 1);
+        let back = to_client(r.engine.on_server(&complete(&minted)));
+        assert_eq!(back, complete(client_id), "byte-exact but for the id");
+        assert_eq!(r.engine.in_flight(), 0);
+    }
+}
+
+#[test]
+fn the_gates_text_goes_upstream_with_the_clients_params() {
+    let mut r = rig();
+    let up = r.engine.on_client(&call("1"));
+    let Action::ToServer(text) = &up else {
+        panic!("{up:?}");
+    };
+    let v: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(v["method"], "tools/call");
+    assert_eq!(v["params"]["name"], "book");
+    assert_eq!(v["params"]["arguments"], json!({"to": "LIS"}));
+}
+
+#[test]
+fn an_accepted_round_reaches_the_client_byte_exact_and_its_binding_stays_open() {
+    let mut r = rig();
+    let minted = sent_id(&r.engine.on_client(&call(r#""a""#)));
+    let back = to_client(r.engine.on_server(&form_round(&minted)));
+    assert_eq!(back, form_round(r#""a""#));
+    assert_eq!((r.engine.in_flight(), r.engine.open_rounds()), (0, 1));
+    // The client leaves: the binding ends cancelled.
+    r.engine.on_client_gone();
+    assert_eq!(r.engine.open_rounds(), 0);
+    let ends: Vec<Value> = r
+        .audit
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "terminal")
+        .map(|e| e["outcome"].clone())
+        .collect();
+    assert_eq!(ends, vec![json!("cancelled")]);
+}
+
+#[test]
+fn a_round_the_gate_refuses_never_reaches_the_client() {
+    let mut r = rig();
+    let minted = sent_id(&r.engine.on_client(&call("3")));
+    // A URL round over plain http: the gate refuses it (peer).
+    let hostile = format!(
+        r#"{{"jsonrpc":"2.0","id":{minted},"result":{{"resultType":"input_required","inputRequests":{{"u":{{"method":"elicitation/create","params":{{"mode":"url","message":"Sign in","url":"javascript:alert(1)","elicitationId":"e1"}}}}}}}}}}"#
+    );
+    let back = to_client(r.engine.on_server(&hostile));
+    let (id, code, gate_code) = error_of(&back);
+    assert_eq!(id, json!(3));
+    assert_eq!(code, PEER_REFUSED, "{back}");
+    assert!(!back.contains("javascript"), "{back}");
+    assert!(!gate_code.is_empty());
+    assert_eq!((r.engine.in_flight(), r.engine.open_rounds()), (0, 0));
+}
+
+#[test]
+fn a_request_the_gate_refuses_never_goes_upstream() {
+    let mut r = rig();
+    // A retry before retries are matched, and a call without params: both refused (caller).
+    let retry = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"book","arguments":{},"inputResponses":{},"requestState":"opaque"}}"#;
+    let (id, code, gate_code) = error_of(&to_client(r.engine.on_client(retry)));
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!(4), CALLER_REFUSED, "params_carry_mrtr_fields")
+    );
+    let bare = r#"{"jsonrpc":"2.0","id":"b","method":"resources/read"}"#;
+    let (id, code, _) = error_of(&to_client(r.engine.on_client(bare)));
+    assert_eq!((id, code), (json!("b"), CALLER_REFUSED));
+    assert_eq!(r.engine.in_flight(), 0);
+}
+
+#[test]
+fn hostile_client_messages_are_refused_by_the_proxy() {
+    let mut r = rig();
+    for (text, id) in [
+        (format!("[{}]", call("1")), json!(null)),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{}}"#.to_owned(),
+            json!(null),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}"#.to_owned(),
+            json!(null),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{}}"#.to_owned(),
+            json!(null),
+        ),
+        (
+            call(r#""mg:0000000000000abc:1""#),
+            json!("mg:0000000000000abc:1"),
+        ),
+    ] {
+        let (got, code, _) = error_of(&to_client(r.engine.on_client(&text)));
+        assert_eq!((got, code), (id, MESSAGE_REFUSED), "{text}");
+    }
+    assert_eq!(r.engine.in_flight(), 0);
+}
+
+#[test]
+fn ungated_messages_pass_both_ways_unchanged() {
+    let mut r = rig();
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":9,"result":{}}"#,
+    ] {
+        assert_eq!(r.engine.on_client(text), Action::ToServer(text.into()));
+    }
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+    ] {
+        assert_eq!(r.engine.on_server(text), Action::ToClient(text.into()));
+    }
+}
+
+#[test]
+fn an_old_servers_own_input_requests_are_answered_unknown_and_never_reach_the_client() {
+    let mut r = rig();
+    let ask = r#"{"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{}}"#;
+    let Action::ToServer(answer) = r.engine.on_server(ask) else {
+        panic!("the server is answered");
+    };
+    let v: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!("s1"), json!(-32601))
+    );
+}
+
+#[test]
+fn responses_under_duplicate_ids_or_unreadable_go_to_the_gate_when_one_call_waits() {
+    let mut r = rig();
+    let minted = sent_id(&r.engine.on_client(&call("5")));
+    let twice = format!(r#"{{"jsonrpc":"2.0","id":{minted},"id":{minted},"result":{{}}}}"#);
+    let (id, code, _) = error_of(&to_client(r.engine.on_server(&twice)));
+    assert_eq!((id, code), (json!(5), PEER_REFUSED));
+    // With two calls waiting an unreadable message is nobody's.
+    sent_id(&r.engine.on_client(&call("6")));
+    sent_id(&r.engine.on_client(&call("7")));
+    assert!(matches!(r.engine.on_server("{not json"), Action::Drop(_)));
+    assert_eq!(r.engine.in_flight(), 2);
+}
+
+#[test]
+fn many_calls_in_flight_are_answered_each_under_its_own_id() {
+    let mut r = rig();
+    let minted: Vec<(String, String)> = (0..20)
+        .map(|n| {
+            let client = if n % 2 == 0 {
+                n.to_string()
+            } else {
+                format!("\"{n}\"")
+            };
+            let up = sent_id(&r.engine.on_client(&call(&client)));
+            (client, up)
+        })
+        .collect();
+    // Answered in reverse: each goes back under its own client id.
+    for (client, up) in minted.iter().rev() {
+        assert_eq!(
+            to_client(r.engine.on_server(&complete(up))),
+            complete(client)
+        );
+    }
+    // A second answer to an ended call is never judged twice, nor shown to the client.
+    let (_, up) = &minted[0];
+    assert!(matches!(r.engine.on_server(&complete(up)), Action::Drop(_)));
+}
+
+#[test]
+fn a_server_that_goes_away_ends_every_call_with_an_error() {
+    let mut r = rig();
+    let a = sent_id(&r.engine.on_client(&call("1")));
+    to_client(r.engine.on_server(&form_round(&a)));
+    sent_id(&r.engine.on_client(&call("2")));
+    let mut ids: Vec<Value> = r
+        .engine
+        .on_server_gone()
+        .iter()
+        .map(|text| {
+            let (id, code, gate_code) = error_of(text);
+            assert_eq!(
+                (code, gate_code.as_str()),
+                (UPSTREAM_FAILED, "server_closed")
+            );
+            id
+        })
+        .collect();
+    ids.sort_by_key(Value::as_i64);
+    // Call 1's round was answered already: only call 2 is told.
+    assert_eq!(ids, vec![json!(2)]);
+    assert_eq!((r.engine.in_flight(), r.engine.open_rounds()), (0, 0));
+}

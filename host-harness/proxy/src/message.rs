@@ -1,0 +1,216 @@
+//! What a message is, read once with the gate's own member parser (a key given twice is
+//! refused, the values are kept as their exact text): a request, a notification or a
+//! response, and for a request whether the gate binds it. Nothing here decides on content;
+//! that is the gate's.
+
+use crate::errors::Refusal;
+use crate::ids::{MAX_MESSAGE_BYTES, client_id_problem};
+use mrtr_gate_host::core::{JsonError, MRTR_METHODS, RequestId, parse_members};
+
+/// A message from the client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FromClient<'a> {
+    /// A `tools/call`, `prompts/get` or `resources/read`: the gate binds it.
+    Gated {
+        /// The client's id, its exact JSON text.
+        raw_id: &'a str,
+        /// The method.
+        method: String,
+        /// The params, their exact JSON text (`None`: the request had none).
+        params: Option<&'a str>,
+    },
+    /// Any other request, a notification, or the client's response to a server request:
+    /// relayed as it came.
+    Relay,
+}
+
+/// A message from the server.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FromServer {
+    /// A response (or an error) with this id; `None`: its id is no JSON-RPC id
+    /// (`null`, an object, a number past i64).
+    Response(Option<RequestId>),
+    /// A request of the server's own: `(its id's JSON text, its method)`.
+    Request(String, String),
+    /// A notification.
+    Notification,
+    /// Not one JSON object with unique keys, or neither a request nor a response.
+    Unreadable,
+}
+
+/// Read a client's message; a refusal is answered to the client and nothing goes upstream.
+pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
+    let null = || "null".to_owned();
+    if text.trim_start().starts_with('[') {
+        // A batch would carry gated requests past the one-request-one-binding reading;
+        // 2025-06-18 removed batches, and no SDK client sends them.
+        return Err((
+            null(),
+            Refusal::message(
+                "batch_message",
+                "a batch is not relayed: send one message at a time",
+            ),
+        ));
+    }
+    let members = parse_members(text, MAX_MESSAGE_BYTES)
+        .map_err(|e| (null(), Refusal::message("invalid_message", describe(&e))))?;
+    let method = members.get("method").map(|m| m.get());
+    let Some(raw_id) = members.get("id").map(|id| id.get()) else {
+        return Ok(FromClient::Relay);
+    };
+    let Some(method) = method else {
+        // The client's answer to a server request.
+        return Ok(FromClient::Relay);
+    };
+    if let Some(problem) = client_id_problem(raw_id) {
+        // A string is an id the response can carry back; anything else is answered as `null`.
+        let shown = if raw_id.starts_with('"') {
+            raw_id.to_owned()
+        } else {
+            null()
+        };
+        return Err((shown, Refusal::message("invalid_request_id", problem)));
+    }
+    let method: String = serde_json::from_str(method).map_err(|_| {
+        (
+            raw_id.to_owned(),
+            Refusal::message("invalid_message", "the method is not a string"),
+        )
+    })?;
+    if !MRTR_METHODS.contains(&method.as_str()) {
+        return Ok(FromClient::Relay);
+    }
+    Ok(FromClient::Gated {
+        raw_id,
+        method,
+        params: members.get("params").map(|p| p.get()),
+    })
+}
+
+/// Read a server's message.
+pub fn from_server(text: &str) -> FromServer {
+    let Ok(members) = parse_members(text, MAX_MESSAGE_BYTES) else {
+        return FromServer::Unreadable;
+    };
+    let id = members.get("id").map(|id| id.get());
+    match (id, members.get("method")) {
+        (Some(id), Some(method)) => match serde_json::from_str::<String>(method.get()) {
+            Ok(method) => FromServer::Request(id.to_owned(), method),
+            Err(_) => FromServer::Unreadable,
+        },
+        (None, Some(_)) => FromServer::Notification,
+        (Some(id), None) => FromServer::Response(
+            serde_json::from_str::<serde_json::Value>(id)
+                .ok()
+                .and_then(|v| RequestId::from_json(&v)),
+        ),
+        (None, None) => FromServer::Unreadable,
+    }
+}
+
+/// A parser's refusal in words.
+pub fn describe(e: &JsonError) -> String {
+    match e {
+        JsonError::Syntax(why) => format!("not json: {why}"),
+        JsonError::DuplicateKey(key) => format!("the key {key} is given twice"),
+        JsonError::Limit(what) => format!("too large: {what}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gated_requests_are_the_cores_methods_with_an_id() {
+        let m =
+            from_client(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t"}}"#);
+        assert_eq!(
+            m,
+            Ok(FromClient::Gated {
+                raw_id: "3",
+                method: "tools/call".into(),
+                params: Some(r#"{"name":"t"}"#),
+            })
+        );
+        for relayed in [
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ] {
+            assert_eq!(from_client(relayed), Ok(FromClient::Relay), "{relayed}");
+        }
+    }
+
+    #[test]
+    fn batches_broken_text_duplicate_members_and_bad_ids_are_refused() {
+        fn code(text: &str) -> Result<(), (String, String)> {
+            from_client(text)
+                .map(|_| ())
+                .map_err(|(id, r)| (id, r.code))
+        }
+        assert_eq!(
+            code(r#" [{"jsonrpc":"2.0","id":1,"method":"tools/call"}]"#),
+            Err(("null".into(), "batch_message".into()))
+        );
+        for broken in [
+            "",
+            "{",
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list"}"#,
+        ] {
+            assert_eq!(
+                code(broken),
+                Err(("null".into(), "invalid_message".into())),
+                "{broken}"
+            );
+        }
+        for (id, shown) in [
+            ("null", "null"),
+            ("true", "null"),
+            ("{}", "null"),
+            ("[1]", "null"),
+            (r#""mg:1:1""#, r#""mg:1:1""#),
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"}}"#);
+            assert_eq!(
+                code(&text),
+                Err((shown.into(), "invalid_request_id".into())),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":7}"#),
+            Err(("1".into(), "invalid_message".into()))
+        );
+    }
+
+    #[test]
+    fn server_messages_are_told_apart() {
+        assert_eq!(
+            from_server(r#"{"jsonrpc":"2.0","id":"mg:1:1","result":{}}"#),
+            FromServer::Response(Some(RequestId::Text("mg:1:1".into())))
+        );
+        assert_eq!(
+            from_server(r#"{"jsonrpc":"2.0","id":null,"error":{}}"#),
+            FromServer::Response(None)
+        );
+        assert_eq!(
+            from_server(r#"{"jsonrpc":"2.0","id":5,"method":"elicitation/create"}"#),
+            FromServer::Request("5".into(), "elicitation/create".into())
+        );
+        assert_eq!(
+            from_server(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
+            FromServer::Notification
+        );
+        for broken in [
+            "",
+            "[]",
+            r#"{"id":1,"id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+        ] {
+            assert_eq!(from_server(broken), FromServer::Unreadable, "{broken}");
+        }
+    }
+}
