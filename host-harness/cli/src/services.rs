@@ -163,3 +163,95 @@ fn file_services(
     let audit = AnchoredAudit::new(file, k.keys.clone(), anchor, crate::keys::links_path(path));
     Ok((memory_storage(Some(k), clock), Arc::new(audit)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mrtr_gate_host::reference_hosts::SystemClock;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("mrtr-gate-services-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn clock() -> SharedClock {
+        Arc::new(SystemClock)
+    }
+
+    #[test]
+    fn a_file_trail_and_a_redis_trail_are_not_both_taken() {
+        let options = ServiceOptions {
+            audit: Some(PathBuf::from("trail.jsonl")),
+            redis: Some(RedisChoice {
+                url: "redis://127.0.0.1:1/".into(),
+                namespace: "n".into(),
+                trail: "t".into(),
+            }),
+            keys: KeyOptions::default(),
+        };
+        let refused = Wired::open(&options, clock()).unwrap_err();
+        assert!(refused.contains("--audit FILE and --redis"), "{refused}");
+    }
+
+    #[test]
+    fn without_keys_the_principal_is_as_given_and_every_gate_shares_the_memory_store() {
+        let options = ServiceOptions {
+            keys: KeyOptions {
+                insecure_no_host_keys: true,
+                ..KeyOptions::default()
+            },
+            ..ServiceOptions::default()
+        };
+        let wired = Wired::open(&options, clock()).unwrap();
+        assert_eq!(
+            wired.principal("alice", "acme"),
+            ("alice".into(), "acme".into())
+        );
+        let another = wired.storage_for_another_gate().unwrap();
+        assert!(Arc::ptr_eq(&another, &wired.storage));
+    }
+
+    #[test]
+    fn under_keys_the_principal_is_a_stable_pseudonym_and_a_file_trail_is_anchored_apart() {
+        let dir = scratch("keys");
+        let keys = KeyOptions {
+            key_file: Some(dir.join("host-keys.json")),
+            anchor: Some(dir.join("anchors").join("trail.anchor")),
+            ..KeyOptions::default()
+        };
+        let options = ServiceOptions {
+            audit: Some(dir.join("trail.jsonl")),
+            redis: None,
+            keys,
+        };
+        let wired = Wired::open(&options, clock()).unwrap();
+        let (user, tenant) = wired.principal("alice", "acme");
+        assert!(user != "alice" && tenant != "acme");
+        assert_eq!(wired.principal("alice", "acme"), (user, tenant));
+        // The anchor's folder is made before the first event needs it.
+        assert!(dir.join("anchors").is_dir());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_redis_that_cannot_be_reached_is_named_by_its_flag_not_its_url() {
+        let options = ServiceOptions {
+            redis: Some(RedisChoice {
+                url: "redis://user:secret@127.0.0.1:1/".into(),
+                namespace: "n".into(),
+                trail: "t".into(),
+            }),
+            keys: KeyOptions {
+                insecure_no_host_keys: true,
+                ..KeyOptions::default()
+            },
+            ..ServiceOptions::default()
+        };
+        let refused = Wired::open(&options, clock()).unwrap_err();
+        assert!(refused.starts_with("--redis: "), "{refused}");
+        assert!(!refused.contains("secret"), "{refused}");
+    }
+}
