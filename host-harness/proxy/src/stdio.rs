@@ -1,4 +1,316 @@
-//! The stdio wrapper (to come): `mrtr-gate proxy -- COMMAND ARGS` spawns the server without a
-//! shell, relays JSON-RPC lines both ways through the [`crate::engine`], logs the server's
-//! stderr to a private file (never the client's protocol stream), and ends every binding
-//! when either side goes away.
+//! The stdio wrapper: `mrtr-gate proxy -- COMMAND ARGS` spawns the server without a shell,
+//! relays JSON-RPC lines both ways through the [`crate::engine`], and ends every binding
+//! when either side goes away (the client: `cancelled`; the server: an error to every call
+//! in flight). The server's stderr goes where the caller says (a private log file), never
+//! to the client's protocol stream.
+//!
+//! Not yet here: `notifications/cancelled` is relayed as it came (not yet mapped to the
+//! minted id and the binding ended).
+
+use crate::engine::{Action, Engine};
+use crate::ids::MAX_MESSAGE_BYTES;
+use mrtr_gate_host::GateApi;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
+use tokio::sync::mpsc;
+
+/// How long a server is given to exit once the client has gone and its stdin is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Lines queued for one side before the reader of the other side waits.
+const QUEUE: usize = 256;
+
+/// What a writer task is told.
+enum Out {
+    Line(String),
+    Close,
+}
+
+/// What the engine's thread is told.
+enum Event {
+    Client(String),
+    Server(String),
+    ClientGone,
+    ServerGone,
+}
+
+/// Spawn `argv` (no shell) with its stderr to `stderr`, and relay `client_in`/`client_out`
+/// through the engine `make_engine` builds until the server's output ends. The server's
+/// exit code, if it exited.
+///
+/// The engine lives on a thread of its own: gate calls are synchronous (and the component's
+/// deadline reads the calling thread's CPU clock), so they never hold up the relay's tasks,
+/// and a gate need not be `Send`.
+pub async fn relay<G, F, R, W>(
+    make_engine: F,
+    argv: &[String],
+    stderr: Stdio,
+    client_in: R,
+    client_out: W,
+) -> Result<Option<i32>, String>
+where
+    G: GateApi + 'static,
+    F: FnOnce() -> Engine<G> + Send + 'static,
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (program, args) = argv.split_first().ok_or("no server command to run")?;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("could not start the server `{program}`: {e}"))?;
+    let server_in = child.stdin.take().ok_or("the server has no stdin")?;
+    let server_out = child.stdout.take().ok_or("the server has no stdout")?;
+    let (to_server, server_queue) = mpsc::channel(QUEUE);
+    let (to_client, client_queue) = mpsc::channel(QUEUE);
+    let server_writer = tokio::spawn(write_lines(server_in, server_queue));
+    let client_writer = tokio::spawn(write_lines(client_out, client_queue));
+    let (events, inbox) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("mrtr-gate-engine".into())
+        .spawn(move || run_engine(make_engine, &inbox, &to_server, &to_client))
+        .map_err(|e| format!("could not start the gate's thread: {e}"))?;
+    let mut from_client = {
+        let events = events.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(client_in);
+            while let Ok(Some(line)) = read_line(&mut lines).await {
+                let _ = events.send(Event::Client(line));
+            }
+            let _ = events.send(Event::ClientGone);
+        })
+    };
+    let mut from_server = tokio::spawn(async move {
+        let mut lines = BufReader::new(server_out);
+        while let Ok(Some(line)) = read_line(&mut lines).await {
+            let _ = events.send(Event::Server(line));
+        }
+        let _ = events.send(Event::ServerGone);
+    });
+    tokio::select! {
+        _ = &mut from_server => {}
+        _ = &mut from_client => {
+            // The client is gone and the server's stdin closed: it has a moment to exit.
+            if tokio::time::timeout(EXIT_GRACE, &mut from_server).await.is_err() {
+                let _ = child.start_kill();
+                let _ = from_server.await;
+            }
+        }
+    }
+    from_client.abort();
+    // The engine closes the client's stream once it has told the client everything.
+    let _ = tokio::time::timeout(EXIT_GRACE, client_writer).await;
+    server_writer.abort();
+    match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(status)) => Ok(status.code()),
+        _ => {
+            let _ = child.start_kill();
+            Ok(None)
+        }
+    }
+}
+
+/// The engine's thread: one event at a time, in the order the readers saw them.
+fn run_engine<G: GateApi>(
+    make_engine: impl FnOnce() -> Engine<G>,
+    inbox: &std::sync::mpsc::Receiver<Event>,
+    to_server: &mpsc::Sender<Out>,
+    to_client: &mpsc::Sender<Out>,
+) {
+    let mut engine = make_engine();
+    // A writer that is gone has nobody left to tell.
+    let send = |queue: &mpsc::Sender<Out>, out: Out| {
+        let _ = queue.blocking_send(out);
+    };
+    while let Ok(event) = inbox.recv() {
+        let action = match event {
+            Event::Client(line) => engine.on_client(&line),
+            Event::Server(line) => engine.on_server(&line),
+            Event::ClientGone => {
+                engine.on_client_gone();
+                send(to_server, Out::Close);
+                continue;
+            }
+            Event::ServerGone => {
+                for reply in engine.on_server_gone() {
+                    send(to_client, Out::Line(reply));
+                }
+                send(to_client, Out::Close);
+                continue;
+            }
+        };
+        match action {
+            Action::ToServer(text) => send(to_server, Out::Line(text)),
+            Action::ToClient(text) => send(to_client, Out::Line(text)),
+            Action::Drop(why) => eprintln!("mrtr-gate proxy: dropped {why}"),
+        }
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(mut out: W, mut queue: mpsc::Receiver<Out>) {
+    while let Some(Out::Line(mut line)) = queue.recv().await {
+        line.push('\n');
+        if out.write_all(line.as_bytes()).await.is_err() || out.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+/// The next line without its end (`\n`, or `\r\n`), empty lines skipped; `None` at the end
+/// of input. A line over [`MAX_MESSAGE_BYTES`] or not UTF-8 ends the stream: nothing after
+/// it can be framed with certainty.
+async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<Option<String>> {
+    loop {
+        let mut bytes = Vec::new();
+        let n = (&mut *input)
+            .take(MAX_MESSAGE_BYTES as u64 + 2)
+            .read_until(b'\n', &mut bytes)
+            .await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if bytes.last() != Some(&b'\n') && n > MAX_MESSAGE_BYTES {
+            return Err(std::io::Error::other("a line over the message cap"));
+        }
+        while matches!(bytes.last(), Some(b'\n' | b'\r')) {
+            bytes.pop();
+        }
+        if bytes.is_empty() {
+            continue;
+        }
+        return String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| std::io::Error::other("a line that is not utf-8"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineConfig;
+    use crate::ids::IdMinter;
+    use mrtr_gate_host::core::memory::{
+        ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+    };
+    use mrtr_gate_host::core::{Policy, ServerIdentity};
+    use mrtr_gate_host::{HostServices, NativeGate};
+    use std::sync::Arc;
+
+    /// Answers every request with a tool result under its id (Python's own JSON spacing),
+    /// and says something on stderr first.
+    const SERVER: &str = r#"
+import json, sys
+sys.stderr.write("server noise\n"); sys.stderr.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" in m and "method" in m:
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": m["method"]}]}}), flush=True)
+"#;
+
+    fn engine() -> Engine<NativeGate> {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let services = HostServices {
+            clock: clock.clone(),
+            storage: Arc::new(MemoryStorage::new(clock)),
+            consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+            audit: Arc::new(MemoryAudit::new()),
+        };
+        Engine::new(
+            NativeGate::new(services),
+            EngineConfig {
+                server: ServerIdentity::endpoint("stdio:python3").unwrap(),
+                user: "alice".into(),
+                tenant: "acme".into(),
+                policy: Policy::default(),
+            },
+            IdMinter::with_nonce(1),
+        )
+    }
+
+    fn answer(id: &str, text: &str) -> String {
+        format!(
+            r#"{{"jsonrpc": "2.0", "id": {id}, "result": {{"content": [{{"type": "text", "text": "{text}"}}]}}}}"#
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gated_call_and_an_ungated_one_go_through_a_real_child_and_back() {
+        let (client, proxy_end) = tokio::io::duplex(1 << 16);
+        let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
+        let argv = vec!["python3".to_owned(), "-c".to_owned(), SERVER.to_owned()];
+        let proxy =
+            tokio::spawn(
+                async move { relay(engine, &argv, Stdio::null(), proxy_in, proxy_out).await },
+            );
+        let (client_in, mut client_out) = tokio::io::split(client);
+        let mut client_in = BufReader::new(client_in);
+        let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        client_out
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+        let back = read_line(&mut client_in).await.unwrap().unwrap();
+        assert_eq!(back, answer("7", "tools/call"), "byte-exact but for the id");
+        let list = r#"{"jsonrpc":"2.0","id":"x","method":"tools/list"}"#;
+        client_out
+            .write_all(format!("\n{list}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let back = read_line(&mut client_in).await.unwrap().unwrap();
+        assert_eq!(back, answer(r#""x""#, "tools/list"));
+        // A batch never reaches the server.
+        client_out
+            .write_all(format!("[{call}]\n").as_bytes())
+            .await
+            .unwrap();
+        let back = read_line(&mut client_in).await.unwrap().unwrap();
+        assert!(
+            back.contains("-31004") && back.contains("batch_message"),
+            "{back}"
+        );
+        // The client leaves: the server's stdin closes, it exits, the relay ends.
+        client_out.shutdown().await.unwrap();
+        drop(client_out);
+        let exit = tokio::time::timeout(Duration::from_secs(10), proxy).await;
+        assert_eq!(exit.unwrap().unwrap(), Ok(Some(0)));
+        assert_eq!(read_line(&mut client_in).await.unwrap(), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_that_dies_mid_call_gives_the_client_an_error() {
+        let (client, proxy_end) = tokio::io::duplex(1 << 16);
+        let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
+        // Reads one line and exits without answering.
+        let argv = vec![
+            "python3".to_owned(),
+            "-c".to_owned(),
+            "import sys; sys.stdin.readline()".to_owned(),
+        ];
+        let proxy =
+            tokio::spawn(
+                async move { relay(engine, &argv, Stdio::null(), proxy_in, proxy_out).await },
+            );
+        let (client_in, mut client_out) = tokio::io::split(client);
+        let mut client_in = BufReader::new(client_in);
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;
+        client_out
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+        let back = read_line(&mut client_in).await.unwrap().unwrap();
+        assert!(
+            back.contains("-31003") && back.contains("server_closed"),
+            "{back}"
+        );
+        let exit = tokio::time::timeout(Duration::from_secs(10), proxy).await;
+        assert_eq!(exit.unwrap().unwrap(), Ok(Some(0)));
+    }
+}
