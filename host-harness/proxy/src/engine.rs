@@ -28,19 +28,35 @@ pub struct EngineConfig {
     /// The upstream as configured (the spawned command, the `--upstream` URL), never what
     /// the server or the client says about it.
     pub server: ServerIdentity,
-    /// The user, as the gate binds it (a keyed pseudonym when there are host keys).
-    pub user: String,
-    /// The tenant, likewise.
-    pub tenant: String,
+    /// Who calls are bound to when the transport names nobody ([`Engine::on_client`]).
+    pub principal: Principal,
     /// Every binding's policy.
     pub policy: Policy,
+}
+
+/// Who a gated call is bound to: the user and tenant as the gate binds them (keyed
+/// pseudonyms when there are host keys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// The user.
+    pub user: String,
+    /// The tenant.
+    pub tenant: String,
 }
 
 /// Where a message goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// This text goes to the server.
+    /// This text goes to the server as it came.
     ToServer(String),
+    /// The gate's text goes to the server, under the id the proxy minted for it (a transport
+    /// that can tell a call was abandoned ends it with [`Engine::on_cancel`]).
+    Gated {
+        /// The request to send.
+        text: String,
+        /// Its id upstream.
+        upstream_id: RequestId,
+    },
     /// This text goes to the client.
     ToClient(String),
     /// Nothing goes anywhere (the reason, for the log).
@@ -52,6 +68,8 @@ pub enum Action {
 struct Call {
     /// The client's id, its exact JSON text.
     client_id: String,
+    /// Who the binding is bound to.
+    principal: Principal,
 }
 
 /// The 2025-era requests a server sends for input, which 2026-07-28 carries in
@@ -103,8 +121,15 @@ impl<G: GateApi> Engine<G> {
         self.open_rounds.len()
     }
 
-    /// A message from the client.
+    /// A message from the client, whose calls are bound to the configured principal.
     pub fn on_client(&mut self, text: &str) -> Action {
+        let principal = self.config.principal.clone();
+        self.on_client_as(&principal, text)
+    }
+
+    /// A message from the client, whose calls are bound to `principal` (an HTTP front that
+    /// authenticated the caller names it per request).
+    pub fn on_client_as(&mut self, principal: &Principal, text: &str) -> Action {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
             Ok(FromClient::Relay) => Action::ToServer(text.to_owned()),
@@ -112,17 +137,23 @@ impl<G: GateApi> Engine<G> {
                 raw_id,
                 method,
                 params,
-            }) => self.register(raw_id, method, params),
+            }) => self.register(principal, raw_id, method, params),
         }
     }
 
-    fn register(&mut self, raw_id: &str, method: String, params: Option<&str>) -> Action {
+    fn register(
+        &mut self,
+        principal: &Principal,
+        raw_id: &str,
+        method: String,
+        params: Option<&str>,
+    ) -> Action {
         let minted = self.ids.mint();
         let registration = Registration {
             request_id: minted.clone(),
             server: self.config.server.clone(),
-            user: self.config.user.clone(),
-            tenant: self.config.tenant.clone(),
+            user: principal.user.clone(),
+            tenant: principal.tenant.clone(),
             method,
             // No params is no params: the gate refuses the request, it is not made up.
             params_json: params.unwrap_or("null").to_owned(),
@@ -132,9 +163,13 @@ impl<G: GateApi> Engine<G> {
             Ok(registered) => {
                 let call = Call {
                     client_id: raw_id.to_owned(),
+                    principal: principal.clone(),
                 };
-                self.in_flight.insert(minted, call);
-                Action::ToServer(registered.request_json)
+                self.in_flight.insert(minted.clone(), call);
+                Action::Gated {
+                    text: registered.request_json,
+                    upstream_id: minted,
+                }
             }
             Err(d) => Action::ToClient(Refusal::from_denial(&d).response(raw_id)),
         }
@@ -197,7 +232,11 @@ impl<G: GateApi> Engine<G> {
                 // text with the same parser, so this is a fault of the proxy's, not the
                 // server's, and the call cannot go on.
                 Err(_) => {
-                    self.end(&id, CallerOutcome::Error("proxy_fault".into()));
+                    self.end(
+                        &id,
+                        &call.principal,
+                        CallerOutcome::Error("proxy_fault".into()),
+                    );
                     let refusal = Refusal::upstream(
                         "invalid_message",
                         "the answer's id could not be replaced",
@@ -208,49 +247,73 @@ impl<G: GateApi> Engine<G> {
             Err(denial) => {
                 // Most refusals end the binding in the gate; the rest (a duplicate round)
                 // keep it, and the proxy gives it up here. Either way nothing more is sent.
-                self.end(&id, CallerOutcome::Error("gate_refused".into()));
+                self.end(
+                    &id,
+                    &call.principal,
+                    CallerOutcome::Error("gate_refused".into()),
+                );
                 Action::ToClient(Refusal::from_denial(&denial).response(&call.client_id))
             }
         }
     }
 
+    /// The client abandoned the call sent upstream as `upstream_id` (it closed the exchange,
+    /// or cancelled it): its binding ends `cancelled`. Nothing is sent to anyone.
+    pub fn on_cancel(&mut self, upstream_id: &RequestId) {
+        let call = match self.in_flight.remove(upstream_id) {
+            Some(call) => call,
+            None => match self.open_rounds.remove(upstream_id) {
+                Some(call) => call,
+                None => return,
+            },
+        };
+        self.end(upstream_id, &call.principal, CallerOutcome::Cancelled);
+    }
+
     /// The client went away: every call of its ends `cancelled`.
     pub fn on_client_gone(&mut self) {
-        let ids: Vec<RequestId> = self
+        let calls: Vec<(RequestId, Call)> = self
             .in_flight
             .drain()
             .chain(self.open_rounds.drain())
-            .map(|(id, _)| id)
             .collect();
-        for id in ids {
-            self.end(&id, CallerOutcome::Cancelled);
+        for (id, call) in calls {
+            self.end(&id, &call.principal, CallerOutcome::Cancelled);
         }
     }
 
     /// The server went away: every call in flight gets an error (a call whose round the
     /// client holds was answered already), every binding ends.
     pub fn on_server_gone(&mut self) -> Vec<String> {
-        let rounds: Vec<RequestId> = self.open_rounds.drain().map(|(id, _)| id).collect();
-        for id in rounds {
-            self.end(&id, CallerOutcome::Error("server_closed".into()));
+        let rounds: Vec<(RequestId, Call)> = self.open_rounds.drain().collect();
+        for (id, call) in rounds {
+            self.end(
+                &id,
+                &call.principal,
+                CallerOutcome::Error("server_closed".into()),
+            );
         }
         let calls: Vec<(RequestId, Call)> = self.in_flight.drain().collect();
         let refusal = Refusal::upstream("server_closed", "the server went away");
         let mut replies = Vec::new();
         for (id, call) in calls {
-            self.end(&id, CallerOutcome::Error("server_closed".into()));
+            self.end(
+                &id,
+                &call.principal,
+                CallerOutcome::Error("server_closed".into()),
+            );
             replies.push(refusal.response(&call.client_id));
         }
         replies
     }
 
-    fn end(&mut self, id: &RequestId, outcome: CallerOutcome) {
+    fn end(&mut self, id: &RequestId, principal: &Principal, outcome: CallerOutcome) {
         // A binding the gate already ended answers `unknown_request`: nothing is left to end.
         let _ = self.gate.finish(FinishRequest {
             server: self.config.server.clone(),
             request_id: id.clone(),
-            user: self.config.user.clone(),
-            tenant: self.config.tenant.clone(),
+            user: principal.user.clone(),
+            tenant: principal.tenant.clone(),
             outcome,
         });
     }

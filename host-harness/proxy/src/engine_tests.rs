@@ -25,8 +25,10 @@ fn rig() -> Rig {
     };
     let config = EngineConfig {
         server: ServerIdentity::endpoint("stdio:test-server").unwrap(),
-        user: "alice".into(),
-        tenant: "acme".into(),
+        principal: Principal {
+            user: "alice".into(),
+            tenant: "acme".into(),
+        },
         policy: Policy::default(),
     };
     Rig {
@@ -59,9 +61,18 @@ fn complete(id: &str) -> String {
 
 /// The id the engine sent upstream, as JSON text.
 fn sent_id(action: &Action) -> String {
-    let Action::ToServer(text) = action else {
+    let Action::Gated { text, upstream_id } = action else {
         panic!("nothing went upstream: {action:?}");
     };
+    assert_eq!(
+        &RequestId::Text(
+            serde_json::from_str::<String>(
+                &serde_json::from_str::<Value>(text).unwrap()["id"].to_string()
+            )
+            .unwrap()
+        ),
+        upstream_id
+    );
     let v: Value = serde_json::from_str(text).unwrap();
     let id = v["id"].as_str().unwrap();
     assert!(id.starts_with("mg:0000000000000abc:"), "{id}");
@@ -108,7 +119,7 @@ fn a_gated_call_goes_up_under_a_minted_id_and_comes_back_byte_exact_under_the_cl
 fn the_gates_text_goes_upstream_with_the_clients_params() {
     let mut r = rig();
     let up = r.engine.on_client(&call("1"));
-    let Action::ToServer(text) = &up else {
+    let Action::Gated { text, .. } = &up else {
         panic!("{up:?}");
     };
     let v: Value = serde_json::from_str(text).unwrap();

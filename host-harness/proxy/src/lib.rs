@@ -21,6 +21,6 @@ pub mod message;
 pub mod pool;
 pub mod stdio;
 
-pub use engine::{Action, Engine, EngineConfig};
+pub use engine::{Action, Engine, EngineConfig, Principal};
 pub use errors::Refusal;
 pub use ids::{IdMinter, splice_id};

@@ -147,7 +147,7 @@ fn run_engine<G: GateApi>(
             }
         };
         match action {
-            Action::ToServer(text) => send(to_server, Out::Line(text)),
+            Action::ToServer(text) | Action::Gated { text, .. } => send(to_server, Out::Line(text)),
             Action::ToClient(text) => send(to_client, Out::Line(text)),
             Action::Drop(why) => eprintln!("mrtr-gate proxy: dropped {why}"),
         }
@@ -227,8 +227,10 @@ for line in sys.stdin:
             NativeGate::new(services),
             EngineConfig {
                 server: ServerIdentity::endpoint("stdio:python3").unwrap(),
-                user: "alice".into(),
-                tenant: "acme".into(),
+                principal: crate::engine::Principal {
+                    user: "alice".into(),
+                    tenant: "acme".into(),
+                },
                 policy: Policy::default(),
             },
             IdMinter::with_nonce(1),
