@@ -1,4 +1,284 @@
-//! The consent modes of `--consent` (to come): `client` (the client's own elicitation UI
-//! collected the answers; the trail says consent was delegated, never that the user was
-//! seen), `tty` (the gate's screen on the controlling terminal, never the protocol streams)
-//! and `command CMD` (a hook that gets the consent view on stdin and answers yes or no).
+//! The consent modes of `--consent` (docs/proxy.md, "Consent"): who approves the answers a
+//! retry carries, and what the trail may claim of it.
+//!
+//! - `client` ([`DelegatedConsent`]): the client's own elicitation UI collected the answers
+//!   and sent them; the proxy cannot see who, or whether anyone, looked. It grants exactly
+//!   the view and answers of the prompt, and the trail says `delegated_to_client`, never
+//!   that a user was seen.
+//! - `tty` ([`TtyConsent`]): the gate's consent screen on the controlling terminal
+//!   (`/dev/tty`), never on the protocol streams; `user_at_screen`. No terminal: the gate
+//!   answers `consent_unavailable`.
+//! - `command CMD` ([`CommandConsent`]): a program, spawned without a shell, gets the view
+//!   and the answers as JSON on stdin and grants only by printing exactly `yes` and exiting
+//!   0 within a time limit; anything else is a refusal; `policy_hook`. A hook that cannot
+//!   be started: `consent_unavailable`.
+
+use mrtr_gate_host::consent_screen::render_view_text;
+use mrtr_gate_host::core::host::{
+    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
+};
+use mrtr_gate_host::reference_hosts::TerminalConsent;
+use mrtr_gate_host::services::SharedConsent;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// What `--consent` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsentMode {
+    /// `client`: the client's UI consented.
+    Client,
+    /// `tty`: ask on the controlling terminal.
+    Tty,
+    /// `command CMD`: ask a program (its argv, run without a shell) within `timeout`.
+    Command {
+        /// The program and its arguments.
+        argv: Vec<String>,
+        /// How long the program has to answer before the answer is no.
+        timeout: Duration,
+    },
+}
+
+/// The default time a `--consent command` hook has to answer. A hook may ask a person, so
+/// it is long; it is a guard against a hook that hangs, not a pace.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most a hook may print. Anything but `yes` is a refusal, so a little past it is enough
+/// to tell; a hook that writes more is cut off (and refused), never buffered.
+const MAX_HOOK_OUTPUT: u64 = 64;
+
+/// The consent import for `mode`.
+pub fn consent_for(mode: &ConsentMode) -> SharedConsent {
+    match mode {
+        ConsentMode::Client => Arc::new(DelegatedConsent::default()),
+        ConsentMode::Tty => Arc::new(TtyConsent::controlling_terminal()),
+        ConsentMode::Command { argv, timeout } => {
+            Arc::new(CommandConsent::new(argv.clone(), *timeout))
+        }
+    }
+}
+
+/// A receipt id unique in this process: `<kind>-<pid>-<n>`.
+fn receipt_id(kind: &str, counter: &AtomicU64) -> String {
+    let n = counter.fetch_add(1, Ordering::Relaxed);
+    format!("{kind}-{}-{n}", std::process::id())
+}
+
+fn receipt(
+    prompt: &ConsentPrompt,
+    receipt_id: String,
+    decision: ConsentDecision,
+    method: ConsentMethod,
+) -> ConsentReceipt {
+    ConsentReceipt {
+        receipt_id,
+        decision,
+        method,
+        view_sha256: prompt.view_sha256.clone(),
+        responses_sha256: prompt.responses_sha256.clone(),
+    }
+}
+
+/// `--consent client`: the answers came from the client's own elicitation UI, which is
+/// where any consent was given. Grants exactly the prompt's view and answers (the gate has
+/// already checked the answers against the round's schema); `delegated_to_client`.
+#[derive(Debug, Default)]
+pub struct DelegatedConsent {
+    counter: AtomicU64,
+}
+
+impl Consent for DelegatedConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        Ok(receipt(
+            prompt,
+            receipt_id("client", &self.counter),
+            ConsentDecision::Granted,
+            ConsentMethod::DelegatedToClient,
+        ))
+    }
+}
+
+/// `--consent tty`: the gate's consent screen on a terminal, opened when the first round
+/// needs it (a proxy started by a desktop app has none, and learns it then).
+pub struct TtyConsent {
+    path: PathBuf,
+    opened: Mutex<Option<TerminalConsent>>,
+}
+
+impl std::fmt::Debug for TtyConsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TtyConsent")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TtyConsent {
+    /// The process's controlling terminal, `/dev/tty`: never stdin or stdout, which carry
+    /// the protocol in stdio mode.
+    pub fn controlling_terminal() -> Self {
+        Self::at(PathBuf::from("/dev/tty"))
+    }
+
+    /// The terminal at `path` (tests).
+    pub fn at(path: PathBuf) -> Self {
+        Self {
+            path,
+            opened: Mutex::new(None),
+        }
+    }
+
+    fn open(&self) -> Result<TerminalConsent, HostError> {
+        let unavailable = |e: std::io::Error| {
+            HostError::new(format!(
+                "--consent tty: no terminal to ask on ({}: {e})",
+                self.path.display()
+            ))
+        };
+        let input = std::fs::File::open(&self.path).map_err(unavailable)?;
+        // Appending: the screen never writes over what the person has yet to type.
+        let output = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(unavailable)?;
+        Ok(TerminalConsent::with_io(
+            Box::new(std::io::BufReader::new(input)),
+            Box::new(output),
+        ))
+    }
+}
+
+impl Consent for TtyConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let mut opened = self.opened.lock().unwrap_or_else(PoisonError::into_inner);
+        if opened.is_none() {
+            *opened = Some(self.open()?);
+        }
+        match opened.as_ref() {
+            Some(terminal) => terminal.request_consent(prompt),
+            None => Err(HostError::new("--consent tty: no terminal to ask on")),
+        }
+    }
+}
+
+/// `--consent command CMD`: a policy program decides.
+#[derive(Debug)]
+pub struct CommandConsent {
+    argv: Vec<String>,
+    timeout: Duration,
+    counter: AtomicU64,
+}
+
+impl CommandConsent {
+    /// Run `argv` (no shell) for each prompt; no answer within `timeout` is a refusal.
+    pub fn new(argv: Vec<String>, timeout: Duration) -> Self {
+        Self {
+            argv,
+            timeout,
+            counter: AtomicU64::new(1),
+        }
+    }
+
+    /// What the hook reads on stdin: the view and the answers as the gate hashed them, their
+    /// digests, and the screen a person would be shown.
+    fn input(prompt: &ConsentPrompt) -> Result<Vec<u8>, HostError> {
+        let parse = |text: &str| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| HostError::new(format!("the consent prompt is not json: {e}")))
+        };
+        let (screen, _) = render_view_text(&prompt.view_json);
+        let input = serde_json::json!({
+            "view": parse(&prompt.view_json)?,
+            "view_sha256": prompt.view_sha256,
+            "answers": parse(&prompt.responses_json)?,
+            "responses_sha256": prompt.responses_sha256,
+            "screen": screen,
+        });
+        let mut bytes = input.to_string().into_bytes();
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+
+    /// Whether the hook granted: it printed exactly `yes` (a final newline allowed) and
+    /// exited 0, all before the deadline.
+    fn ask(&self, input: Vec<u8>) -> Result<bool, HostError> {
+        let (program, args) = self
+            .argv
+            .split_first()
+            .ok_or_else(|| HostError::new("--consent command: no command"))?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // The hook's own complaints are the operator's, beside the proxy's.
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                HostError::new(format!("--consent command: `{program}` did not start: {e}"))
+            })?;
+        let deadline = Instant::now() + self.timeout;
+        // Written from a thread of its own: a hook that never reads must not hold up the
+        // deadline (a pipe takes only so much), and one that exits unread is no error here.
+        if let Some(mut stdin) = child.stdin.take() {
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            });
+        }
+        let (said, heard) = std::sync::mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let read = stdout.take(MAX_HOOK_OUTPUT + 1).read_to_end(&mut out);
+                let _ = said.send(read.map(|_| out));
+            });
+        }
+        let output = heard
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .ok()
+            .and_then(Result::ok);
+        let granted = match output {
+            Some(out) if out == b"yes" || out == b"yes\n" => wait_until(&mut child, deadline),
+            _ => false,
+        };
+        // Whatever it was doing (still writing, sleeping, past its time), it is done now.
+        let _ = child.kill();
+        let _ = child.wait();
+        Ok(granted)
+    }
+}
+
+/// Whether `child` exits with status 0 before `deadline`.
+fn wait_until(child: &mut std::process::Child, deadline: Instant) -> bool {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            _ => return false,
+        }
+    }
+}
+
+impl Consent for CommandConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let granted = self.ask(Self::input(prompt)?)?;
+        Ok(receipt(
+            prompt,
+            receipt_id("hook", &self.counter),
+            if granted {
+                ConsentDecision::Granted
+            } else {
+                ConsentDecision::Refused
+            },
+            ConsentMethod::PolicyHook,
+        ))
+    }
+}
+
+#[cfg(test)]
+#[path = "consent_tests.rs"]
+mod tests;
