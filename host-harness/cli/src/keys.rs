@@ -24,6 +24,30 @@ pub struct KeyOptions {
     pub anchor: Option<PathBuf>,
 }
 
+/// The host-key flags every command that gates takes.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct KeyFlags {
+    /// The host key file (default: $MRTR_GATE_HOST_KEYS, else host-keys.json in
+    /// $XDG_CONFIG_HOME/mrtr-gate or ~/.config/mrtr-gate; made on first use, mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub host_keys: Option<PathBuf>,
+    /// Run without host keys: stored rounds unauthenticated, the user and tenant as plain
+    /// digests in the trail, the trail neither keyed nor anchored. Warned on stderr every run.
+    #[arg(long)]
+    pub insecure_no_host_keys: bool,
+}
+
+impl KeyFlags {
+    /// The key options, with the trail's anchor when one is named.
+    pub fn options(&self, anchor: Option<&PathBuf>) -> KeyOptions {
+        KeyOptions {
+            key_file: self.host_keys.clone(),
+            insecure_no_host_keys: self.insecure_no_host_keys,
+            anchor: anchor.cloned(),
+        }
+    }
+}
+
 /// The printed warning of `--insecure-no-host-keys` (stderr, every run).
 pub const INSECURE_WARNING: &str = "mrtr-gate: WARNING: --insecure-no-host-keys: stored rounds are not authenticated, the user and tenant reach the audit trail as plain digests, and the trail is neither keyed nor anchored (lines can be appended or cut off unnoticed)";
 

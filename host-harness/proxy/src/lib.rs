@@ -6,10 +6,12 @@
 //!
 //! Work in progress. Done: [`engine`], the transport-free core that binds a client's gated
 //! request under a minted id ([`ids`]), judges the server's answer and gives the client the
-//! judged bytes under its own id, or the gate's refusal as a JSON-RPC error ([`errors`]); and
-//! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own).
-//! Still to come, each in its module: the options ([`config`]), consent modes ([`consent`]),
-//! the gate pool ([`pool`]) and the HTTP endpoint ([`http`]).
+//! judged bytes under its own id, or the gate's refusal as a JSON-RPC error ([`errors`]);
+//! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own),
+//! run on this process's stdin and stdout by [`run_stdio`]; and the consent modes
+//! ([`consent`]). The command line is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
+//! Still to come, each in its module: the gate pool ([`pool`]) and the HTTP endpoint
+//! ([`http`]).
 
 pub mod config;
 pub mod consent;
@@ -24,3 +26,36 @@ pub mod stdio;
 pub use engine::{Action, Engine, EngineConfig, Principal};
 pub use errors::Refusal;
 pub use ids::{IdMinter, splice_id};
+
+use mrtr_gate_host::GateApi;
+
+/// The stdio wrapper on this process's own stdin and stdout: spawn `argv` (no shell) with
+/// its stderr to `server_stderr`, relay and gate until the server's output ends (or the
+/// client leaves and the server exits). The server's exit code, if it exited on its own
+/// time; an error when it could not be started.
+pub fn run_stdio<G, F>(
+    make_engine: F,
+    argv: &[String],
+    server_stderr: std::process::Stdio,
+) -> Result<Option<i32>, String>
+where
+    G: GateApi + 'static,
+    F: FnOnce() -> Engine<G> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("could not start the async runtime: {e}"))?;
+    let outcome = runtime.block_on(stdio::relay(
+        make_engine,
+        argv,
+        server_stderr,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ));
+    // The reader of stdin may sit in a blocking read the client never ends (the server went
+    // first): nothing is left to wait for.
+    runtime.shutdown_background();
+    outcome
+}

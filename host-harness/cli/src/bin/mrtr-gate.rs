@@ -6,6 +6,9 @@
 //!                                 the terminal or from --answers FILE (docs/cli.md)
 //! mrtr-gate list (--stdio CMD | --http URL) tools|prompts|resources
 //!                                 what the server offers (never a gate round)
+//! mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...]
+//!                                 gate any MCP client's calls to a server it spawns (or,
+//!                                 with --listen ADDR --upstream URL, over HTTP; docs/proxy.md)
 //! mrtr-gate conformance [FLAGS] URL
 //!                                 the client of the official conformance suite
 //! mrtr-gate demo [--audit FILE]   realistic rounds end to end through the component
@@ -22,7 +25,7 @@
 use clap::{Args, Parser, Subcommand};
 use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
-use mrtr_gate_cli::keys::KeyOptions;
+use mrtr_gate_cli::keys::{KeyFlags, KeyOptions};
 use mrtr_gate_client::ServerStderr;
 use mrtr_gate_host::shown::json_for_terminal;
 use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
@@ -72,6 +75,13 @@ enum Command {
         json: bool,
         /// `tools`, `prompts` or `resources`.
         what: String,
+    },
+    /// Gate any MCP client's calls to a server: `mrtr-gate proxy [OPTIONS] -- COMMAND
+    /// [ARGS...]` spawns the server (no shell) and relays its stdio, every input_required
+    /// round judged, bound and audited (docs/proxy.md).
+    Proxy {
+        #[command(flatten)]
+        flags: mrtr_gate_cli::proxy::ProxyFlags,
     },
     /// Be the client of the official conformance suite: run the scenario named by
     /// MCP_CONFORMANCE_SCENARIO against URL (the runner appends it).
@@ -169,28 +179,6 @@ impl ServerFlags {
 }
 
 #[derive(Args)]
-struct KeyFlags {
-    /// The host key file (default: $MRTR_GATE_HOST_KEYS, else host-keys.json in
-    /// $XDG_CONFIG_HOME/mrtr-gate or ~/.config/mrtr-gate; made on first use, mode 0600).
-    #[arg(long, value_name = "FILE")]
-    host_keys: Option<PathBuf>,
-    /// Run without host keys: stored rounds unauthenticated, the user and tenant as plain
-    /// digests in the trail, the trail neither keyed nor anchored. Warned on stderr every run.
-    #[arg(long)]
-    insecure_no_host_keys: bool,
-}
-
-impl KeyFlags {
-    fn options(&self, anchor: Option<&PathBuf>) -> KeyOptions {
-        KeyOptions {
-            key_file: self.host_keys.clone(),
-            insecure_no_host_keys: self.insecure_no_host_keys,
-            anchor: anchor.cloned(),
-        }
-    }
-}
-
-#[derive(Args)]
 struct CallFlags {
     /// The user the request is bound to (default: $USER).
     #[arg(long)]
@@ -269,6 +257,7 @@ fn main() -> ExitCode {
             );
         }
         Command::Conformance { flags, url } => return conformance(&flags, &url),
+        Command::Proxy { flags } => return ExitCode::from(mrtr_gate_cli::proxy::run(&flags)),
         Command::List {
             server,
             stderr,

@@ -42,7 +42,7 @@ pub enum ServerStderr {
 
 /// Open `path` for appending, creating it readable by its owner only: a server's log can
 /// hold what it was sent.
-fn append_private(path: &Path, create_new: bool) -> std::io::Result<File> {
+pub fn append_private(path: &Path, create_new: bool) -> std::io::Result<File> {
     let mut options = OpenOptions::new();
     options.append(true);
     if create_new {
@@ -60,7 +60,7 @@ fn append_private(path: &Path, create_new: bool) -> std::io::Result<File> {
 
 /// A fresh log file in the temporary folder. `create_new` never follows a link planted at
 /// the name, and a taken name moves on to the next.
-fn temp_log() -> std::io::Result<(PathBuf, File)> {
+pub fn temp_log() -> std::io::Result<(PathBuf, File)> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let mut last = None;
     for _ in 0..64 {

@@ -1,0 +1,417 @@
+//! `mrtr-gate proxy`: the gate in front of any MCP server, for any client (docs/proxy.md).
+//! This module is the command's flags and their checks, and the glue from them to the proxy
+//! crate ([`mrtr_gate_proxy`]): the host services ([`crate::services`]), the consent mode, the
+//! server's identity and stderr log, then the relay. Every mistake in the flags is a usage
+//! error (exit 2) before anything starts. The proxy's own lines go to stderr, for the
+//! operator; its stdout carries protocol lines only.
+
+use crate::keys::KeyFlags;
+use crate::services::{RedisChoice, ServiceOptions, Wired};
+use mrtr_gate_client::transport::stdio::{append_private, endpoint_id, temp_log};
+use mrtr_gate_host::core::{Policy, ServerIdentity};
+use mrtr_gate_host::reference_hosts::SystemClock;
+use mrtr_gate_host::shown::shown_text;
+use mrtr_gate_host::{ComponentGate, GateRuntime};
+use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, consent_for};
+use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit status: the flags are wrong (nothing was started).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status: the server could not be started, or did not exit by itself.
+pub const EXIT_TRANSPORT: u8 = 4;
+
+/// The flags of `mrtr-gate proxy`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ProxyFlags {
+    /// HTTP mode: serve the MCP endpoint on this address (with --upstream).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "upstream",
+        conflicts_with = "command"
+    )]
+    pub listen: Option<String>,
+    /// HTTP mode: the MCP endpoint the gate binds every call to (with --listen).
+    #[arg(long, value_name = "URL", requires = "listen")]
+    pub upstream: Option<String>,
+    /// The user calls are bound to (default: $USER).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The tenant calls are bound to.
+    #[arg(long, default_value = "default")]
+    pub tenant: String,
+    /// Append the hash-chained audit trail to this JSON-lines file (this or --redis is
+    /// required: a proxy runs for days, and a trail kept in memory would grow without end).
+    #[arg(long, value_name = "FILE", conflicts_with = "redis")]
+    pub audit: Option<PathBuf>,
+    /// Where the --audit trail's anchor goes (default: anchors/ beside the key file).
+    #[arg(long, value_name = "FILE", requires = "audit")]
+    pub audit_anchor: Option<PathBuf>,
+    /// Keep rounds and one audit trail on this Redis, shared by every replica that names the
+    /// same --namespace and --trail.
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+    /// The Redis namespace every key lives under.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+    /// The Redis trail's name (`mrtr-gate reconcile redis:<trail>`).
+    #[arg(long, value_name = "NAME", default_value = "mrtr-gate-proxy")]
+    pub trail: String,
+    /// `--host-keys FILE`, `--insecure-no-host-keys`.
+    #[command(flatten)]
+    pub keys: KeyFlags,
+    /// At most this many input_required rounds per call (1 to 64).
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+    /// Who approves the answers a retry carries: `client` (the client's own UI; the trail
+    /// says delegated_to_client), `tty` (the controlling terminal), or `command CMD` (a hook,
+    /// split like a shell would and run without one, that prints exactly `yes` to grant).
+    #[arg(long, value_name = "MODE", num_args = 1..=2, default_value = "client")]
+    pub consent: Vec<String>,
+    /// How long a `--consent command` hook has to answer before the answer is no.
+    #[arg(long, value_name = "SECONDS")]
+    pub consent_timeout: Option<u64>,
+    /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
+    /// the temporary folder, named on stderr). It never reaches the client's stream.
+    #[arg(long, value_name = "FILE")]
+    pub server_log: Option<PathBuf>,
+    /// Pass a server's 2025-era elicitation/create, sampling/createMessage and roots/list
+    /// requests to the client instead of refusing them (they reach the user around the gate).
+    #[arg(long)]
+    pub allow_legacy_server_requests: bool,
+    /// stdio mode: the server to spawn (no shell), after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The flags, checked: what a run needs.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The server's argv.
+    pub argv: Vec<String>,
+    /// Bound to every call: the spawned command's endpoint id.
+    pub server: ServerIdentity,
+    /// The store and the trail.
+    pub services: ServiceOptions,
+    /// Who approves.
+    pub consent: ConsentMode,
+    /// Every binding's policy.
+    pub policy: Policy,
+    /// The user, as given.
+    pub user: String,
+    /// The tenant, as given.
+    pub tenant: String,
+}
+
+impl ProxyFlags {
+    /// Check every flag; a usage error names what is wrong.
+    pub fn check(&self) -> Result<Checked, String> {
+        if let (Some(listen), Some(upstream)) = (&self.listen, &self.upstream) {
+            listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|e| format!("--listen {listen}: {e} (an address and a port)"))?;
+            ServerIdentity::origin(upstream).map_err(|e| format!("--upstream: {e}"))?;
+            return Err(
+                "HTTP mode (--listen/--upstream) is not in this build yet; use the stdio mode: \
+                 mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...]"
+                    .into(),
+            );
+        }
+        if self.command.is_empty() {
+            return Err(
+                "name the server: mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...] (or --listen \
+                 ADDR --upstream URL)"
+                    .into(),
+            );
+        }
+        if self.audit.is_none() && self.redis.is_none() {
+            return Err(
+                "give --audit FILE or --redis URL: a proxy runs for days, and a trail kept in \
+                 memory would grow without end"
+                    .into(),
+            );
+        }
+        let server = ServerIdentity::endpoint(&endpoint_id(&self.command))
+            .map_err(|e| format!("the server command: {e}"))?;
+        let mut policy = Policy::default();
+        if let Some(n) = self.max_rounds {
+            policy.max_rounds = n;
+        }
+        policy
+            .validate()
+            .map_err(|e| format!("--max-rounds: {e}"))?;
+        Ok(Checked {
+            argv: self.command.clone(),
+            server,
+            services: ServiceOptions {
+                audit: self.audit.clone(),
+                redis: self.redis.as_ref().map(|url| RedisChoice {
+                    url: url.clone(),
+                    namespace: self.namespace.clone(),
+                    trail: self.trail.clone(),
+                }),
+                keys: self.keys.options(self.audit_anchor.as_ref()),
+            },
+            consent: self.consent_mode()?,
+            policy,
+            user: self
+                .user
+                .clone()
+                .or_else(|| std::env::var("USER").ok())
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| "user".into()),
+            tenant: self.tenant.clone(),
+        })
+    }
+
+    fn consent_mode(&self) -> Result<ConsentMode, String> {
+        let words: Vec<&str> = self.consent.iter().map(String::as_str).collect();
+        let timeout = self.consent_timeout.map(Duration::from_secs);
+        if timeout.is_some() && words.first() != Some(&"command") {
+            return Err("--consent-timeout is for --consent command CMD".into());
+        }
+        match words.as_slice() {
+            ["client"] => Ok(ConsentMode::Client),
+            ["tty"] => Ok(ConsentMode::Tty),
+            ["command", command] => {
+                let argv = shlex::split(command)
+                    .filter(|argv| !argv.is_empty())
+                    .ok_or(
+                        "--consent command CMD: the command is empty or its quotes do not close",
+                    )?;
+                if timeout == Some(Duration::ZERO) {
+                    return Err("--consent-timeout: at least one second".into());
+                }
+                Ok(ConsentMode::Command {
+                    argv,
+                    timeout: timeout.unwrap_or(DEFAULT_HOOK_TIMEOUT),
+                })
+            }
+            ["command"] => Err("--consent command needs the hook: --consent command CMD".into()),
+            _ => Err(format!(
+                "--consent {}: one of client, tty, command CMD",
+                shown_text(&self.consent.join(" "))
+            )),
+        }
+    }
+}
+
+/// Where the server's stderr goes: the file asked for, else a new private one; said on
+/// stderr either way.
+fn server_log(path: Option<&PathBuf>) -> Result<std::process::Stdio, String> {
+    let (path, file) = match path {
+        Some(path) => (
+            path.clone(),
+            append_private(path, false)
+                .map_err(|e| format!("--server-log {}: {e}", path.display()))?,
+        ),
+        None => temp_log().map_err(|e| format!("the server's stderr log: {e}"))?,
+    };
+    eprintln!(
+        "mrtr-gate proxy: the server's stderr is logged to {}",
+        shown_text(&path.display().to_string())
+    );
+    Ok(std::process::Stdio::from(file))
+}
+
+/// Run `mrtr-gate proxy`; the process exit status.
+pub fn run(flags: &ProxyFlags) -> u8 {
+    let usage = |e: String| {
+        eprintln!("mrtr-gate proxy: {e}");
+        EXIT_USAGE
+    };
+    let checked = match flags.check() {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    let wired = match Wired::open(&checked.services, Arc::new(SystemClock)) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
+    };
+    let runtime = match GateRuntime::embedded() {
+        Ok(r) => r,
+        Err(e) => return usage(format!("loading the gate: {}", crate::error_chain(&e))),
+    };
+    let ids = match IdMinter::random() {
+        Ok(ids) => ids,
+        Err(e) => return usage(e),
+    };
+    let stderr = match server_log(flags.server_log.as_ref()) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
+    let (user, tenant) = wired.principal(&checked.user, &checked.tenant);
+    let services = wired.services(consent_for(&checked.consent));
+    let config = EngineConfig {
+        server: checked.server.clone(),
+        principal: Principal { user, tenant },
+        policy: checked.policy.clone(),
+    };
+    if flags.allow_legacy_server_requests {
+        eprintln!(
+            "mrtr-gate proxy: --allow-legacy-server-requests is not in this build yet: a \
+             server's elicitation/create, sampling/createMessage and roots/list requests are \
+             still refused"
+        );
+    }
+    eprintln!(
+        "mrtr-gate proxy: gating {} (consent: {})",
+        shown_text(&checked.server.display()),
+        consent_name(&checked.consent)
+    );
+    let make_engine = move || Engine::new(ComponentGate::new(&runtime, services), config, ids);
+    match mrtr_gate_proxy::run_stdio(make_engine, &checked.argv, stderr) {
+        Ok(Some(code)) => u8::try_from(code).unwrap_or(EXIT_TRANSPORT),
+        Ok(None) => {
+            eprintln!("mrtr-gate proxy: the server did not exit by itself and was stopped");
+            EXIT_TRANSPORT
+        }
+        Err(e) => {
+            eprintln!("mrtr-gate proxy: {}", shown_text(&e));
+            EXIT_TRANSPORT
+        }
+    }
+}
+
+fn consent_name(mode: &ConsentMode) -> &'static str {
+    match mode {
+        ConsentMode::Client => "client, delegated_to_client",
+        ConsentMode::Tty => "tty, user_at_screen",
+        ConsentMode::Command { .. } => "command, policy_hook",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: ProxyFlags,
+    }
+
+    fn parse(args: &[&str]) -> Result<ProxyFlags, String> {
+        Cli::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))
+            .map(|c| c.flags)
+            .map_err(|e| e.to_string())
+    }
+
+    fn checked(args: &[&str]) -> Result<Checked, String> {
+        parse(args)?.check()
+    }
+
+    #[test]
+    fn the_stdio_server_is_bound_as_mrtr_gate_call_binds_it() {
+        let c = checked(&["--audit", "t.jsonl", "--", "python3", "server.py", "--x"]).unwrap();
+        assert_eq!(c.argv, ["python3", "server.py", "--x"]);
+        let argv: Vec<String> = c.argv.clone();
+        assert_eq!(
+            c.server,
+            ServerIdentity::endpoint(&endpoint_id(&argv)).unwrap()
+        );
+        assert_eq!(c.consent, ConsentMode::Client);
+        assert_eq!(c.tenant, "default");
+    }
+
+    #[test]
+    fn a_trail_is_required_and_only_one() {
+        let refused = checked(&["--", "server"]).unwrap_err();
+        assert!(refused.contains("--audit FILE or --redis URL"), "{refused}");
+        assert!(parse(&["--audit", "t", "--redis", "redis://x/", "--", "s"]).is_err());
+        let c = checked(&["--redis", "redis://127.0.0.1:6379/", "--", "s"]).unwrap();
+        let redis = c.services.redis.unwrap();
+        assert_eq!(
+            (redis.namespace.as_str(), redis.trail.as_str()),
+            ("default", "mrtr-gate-proxy")
+        );
+    }
+
+    #[test]
+    fn the_consent_modes_and_their_mistakes() {
+        let mode = |args: &[&str]| {
+            let mut all = vec!["--audit", "t"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--", "s"]);
+            checked(&all).map(|c| c.consent)
+        };
+        assert_eq!(mode(&["--consent", "tty"]).unwrap(), ConsentMode::Tty);
+        assert_eq!(
+            mode(&[
+                "--consent",
+                "command",
+                "hook --strict 'a b'",
+                "--consent-timeout",
+                "5"
+            ])
+            .unwrap(),
+            ConsentMode::Command {
+                argv: vec!["hook".into(), "--strict".into(), "a b".into()],
+                timeout: Duration::from_secs(5)
+            }
+        );
+        for bad in [
+            &["--consent", "yes"][..],
+            &["--consent", "command"],
+            &["--consent", "command", ""],
+            &["--consent", "command", "'unclosed"],
+            &["--consent", "tty", "extra"],
+            &["--consent-timeout", "5"],
+            &["--consent", "command", "hook", "--consent-timeout", "0"],
+        ] {
+            assert!(mode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_http_flags_are_checked_and_then_refused_until_http_mode_lands() {
+        assert!(
+            parse(&["--listen", "127.0.0.1:1"]).is_err(),
+            "--listen needs --upstream"
+        );
+        assert!(
+            parse(&[
+                "--listen",
+                "127.0.0.1:1",
+                "--upstream",
+                "http://x/",
+                "--",
+                "s"
+            ])
+            .is_err()
+        );
+        let bad_addr = checked(&["--listen", "nowhere", "--upstream", "http://127.0.0.1/mcp"]);
+        assert!(bad_addr.unwrap_err().starts_with("--listen nowhere"));
+        let bad_url = checked(&["--listen", "127.0.0.1:1", "--upstream", "ftp://x"]);
+        assert!(bad_url.unwrap_err().starts_with("--upstream"));
+        let later = checked(&[
+            "--listen",
+            "127.0.0.1:1",
+            "--upstream",
+            "http://127.0.0.1:2/mcp",
+        ]);
+        assert!(later.unwrap_err().contains("not in this build yet"));
+    }
+
+    #[test]
+    fn max_rounds_outside_the_gates_caps_is_a_usage_error() {
+        assert!(checked(&["--audit", "t", "--max-rounds", "0", "--", "s"]).is_err());
+        assert!(checked(&["--audit", "t", "--max-rounds", "65", "--", "s"]).is_err());
+        let c = checked(&["--audit", "t", "--max-rounds", "3", "--", "s"]).unwrap();
+        assert_eq!(c.policy.max_rounds, 3);
+    }
+
+    #[test]
+    fn nothing_to_run_is_a_usage_error() {
+        assert!(
+            checked(&["--audit", "t"])
+                .unwrap_err()
+                .contains("-- COMMAND")
+        );
+    }
+}

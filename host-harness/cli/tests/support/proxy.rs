@@ -1,0 +1,234 @@
+//! What the `mrtr-gate proxy` tests share: the built command, the official SDK clients that
+//! spawn it as their stdio server (tests/peers/python_sdk/proxy_client.py,
+//! host-harness/node/test/proxy-stdio-client.mjs), the SDK servers behind it, and readers of
+//! its audit trail.
+//!
+//! The clients need the Python SDK's venv (`./scripts/python --install`) and the Node
+//! packages (`npm ci` in host-harness/node and tests/peers/ts_sdk); `scripts/test` installs
+//! them before the Rust tests run.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The repository's root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The built `mrtr-gate`.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mrtr-gate"))
+}
+
+/// The Python SDK's venv interpreter (`$MRTR_GATE_VENV`, else `<target>/python-venv`).
+pub fn python() -> PathBuf {
+    let venv = std::env::var_os("MRTR_GATE_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            // target/debug/mrtr-gate → target
+            bin()
+                .parent()
+                .and_then(Path::parent)
+                .map(|t| t.join("python-venv"))
+                .unwrap()
+        });
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run ./scripts/python --install",
+        python.display()
+    );
+    python
+}
+
+/// Node, with the TypeScript SDK client and server installed.
+pub fn node() -> PathBuf {
+    for package in [
+        "host-harness/node/node_modules/@modelcontextprotocol/client",
+        "tests/peers/ts_sdk/node_modules/@modelcontextprotocol/server",
+    ] {
+        assert!(
+            root().join(package).exists(),
+            "{package} is missing: run npm ci in its folder"
+        );
+    }
+    PathBuf::from("node")
+}
+
+/// A fresh folder of its own for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-proxy-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The Python SDK's server (tests/peers/python_sdk/server.py) over stdio.
+pub fn python_server() -> Vec<String> {
+    vec![
+        python().display().to_string(),
+        root()
+            .join("tests/peers/python_sdk/server.py")
+            .display()
+            .to_string(),
+    ]
+}
+
+/// The TypeScript SDK's server (tests/peers/ts_sdk/server.mjs) over stdio.
+pub fn ts_server() -> Vec<String> {
+    vec![
+        node().display().to_string(),
+        root()
+            .join("tests/peers/ts_sdk/server.mjs")
+            .display()
+            .to_string(),
+    ]
+}
+
+/// One run of the proxy: its folder, trail, server log and host keys.
+pub struct Proxy {
+    /// The test's folder.
+    pub dir: PathBuf,
+    /// `--audit`.
+    pub trail: PathBuf,
+    /// `--server-log`.
+    pub log: PathBuf,
+    /// `--host-keys`.
+    pub keys: PathBuf,
+}
+
+impl Proxy {
+    /// A proxy run in a fresh folder.
+    pub fn new(name: &str) -> Self {
+        let dir = scratch(name);
+        Self {
+            trail: dir.join("trail.jsonl"),
+            log: dir.join("server.log"),
+            keys: dir.join("host-keys.json"),
+            dir,
+        }
+    }
+
+    /// `mrtr-gate proxy --audit … --host-keys … --server-log … EXTRA -- SERVER`.
+    pub fn argv(&self, extra: &[&str], server: &[String]) -> Vec<String> {
+        let mut argv = vec![
+            bin().display().to_string(),
+            "proxy".into(),
+            "--audit".into(),
+            self.trail.display().to_string(),
+            "--host-keys".into(),
+            self.keys.display().to_string(),
+            "--server-log".into(),
+            self.log.display().to_string(),
+            "--user".into(),
+            "alice".into(),
+        ];
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        argv.push("--".into());
+        argv.extend(server.iter().cloned());
+        argv
+    }
+
+    /// The trail's events.
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.trail)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `mrtr-gate verify-audit` of the trail under the run's keys: the chain, every keyed
+    /// link and the anchor.
+    pub fn verify(&self) {
+        let out = Command::new(bin())
+            .arg("verify-audit")
+            .arg(&self.trail)
+            .arg("--host-keys")
+            .arg(&self.keys)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "verify-audit: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The client's report: one JSON object per call.
+pub struct Report {
+    /// Per call.
+    pub calls: Vec<Value>,
+    /// The client's stderr (the proxy's own lines land there too).
+    pub stderr: String,
+}
+
+fn report(out: Output) -> Report {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "the client failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    Report {
+        calls: stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\nstderr: {stderr}"))
+            })
+            .collect(),
+        stderr,
+    }
+}
+
+/// The Python SDK client (automatic MRTR mode) with `proxy` as its stdio server.
+pub fn python_client(calls: &Value, proxy: &[String]) -> Report {
+    let out = Command::new(python())
+        .arg(root().join("tests/peers/python_sdk/proxy_client.py"))
+        .arg(calls.to_string())
+        .arg("--")
+        .args(proxy)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    report(out)
+}
+
+/// The TypeScript SDK client (automatic MRTR mode) with `proxy` as its stdio server.
+pub fn ts_client(calls: &Value, proxy: &[String]) -> Report {
+    let out = Command::new(node())
+        .arg(root().join("host-harness/node/test/proxy-stdio-client.mjs"))
+        .arg(calls.to_string())
+        .arg("--")
+        .args(proxy)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    report(out)
+}
+
+/// The events of one binding (by its `request_id`), in order.
+pub fn binding<'a>(events: &'a [Value], request_id: &Value) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| &e["request_id"] == request_id)
+        .collect()
+}
+
+/// Every binding's `request_id`, in the order they were first seen.
+pub fn bindings(events: &[Value]) -> Vec<Value> {
+    let mut ids: Vec<Value> = Vec::new();
+    for e in events {
+        let id = &e["request_id"];
+        if !id.is_null() && !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    ids
+}
