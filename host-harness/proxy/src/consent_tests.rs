@@ -222,9 +222,8 @@ fn a_hook_that_cannot_start_is_consent_unavailable() {
 
 #[test]
 fn tty_mode_asks_on_the_terminal_it_names_and_never_without_one() {
-    let (mut gate, audit, _) = open_round(Arc::new(TtyConsent::at(PathBuf::from(
-        "/nonexistent/tty",
-    ))));
+    let (mut gate, audit, _) =
+        open_round(Arc::new(TtyConsent::at(PathBuf::from("/nonexistent/tty"))));
     assert_eq!(
         retry(&mut gate).unwrap_err().code.as_str(),
         "consent_unavailable"
