@@ -5,11 +5,14 @@
 // client spawns a server entry, runs each call of CALLS (a JSON list of [tool, arguments]) in
 // turn, answering every elicitation with its handler, and prints one JSON line per call:
 // {tool, ok: true, text, elicited} or {tool, ok: false, code, message, data, elicited}.
+// `--legacy` first: the SDK's default handshake (2025-11-25 `initialize`), under which a server
+// asks for input with its own elicitation/create requests instead of input_required rounds.
 import { Client, ProtocolError } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const split = process.argv.indexOf("--");
-const calls = JSON.parse(process.argv[2]);
+const legacy = process.argv[2] === "--legacy";
+const calls = JSON.parse(process.argv[legacy ? 3 : 2]);
 const [command, ...args] = process.argv.slice(split + 1);
 // What a user would type into each form field the peers ask for.
 const FILLED = { full_name: "Ada Lovelace", seat: "window", email: "ada@example.com", answer: "yes" };
@@ -20,7 +23,7 @@ let elicited = [];
 // automatic.
 const client = new Client({ name: "proxy-test-ts", version: "1" }, {
   capabilities: { elicitation: { form: {}, url: {} } },
-  versionNegotiation: { mode: "auto" },
+  ...(legacy ? {} : { versionNegotiation: { mode: "auto" } }),
 });
 client.setRequestHandler("elicitation/create", async (request) => {
   const p = request.params;

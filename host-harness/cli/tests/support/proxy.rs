@@ -202,8 +202,14 @@ pub fn python_client(calls: &Value, proxy: &[String]) -> Report {
 
 /// The TypeScript SDK client (automatic MRTR mode) with `proxy` as its stdio server.
 pub fn ts_client(calls: &Value, proxy: &[String]) -> Report {
+    ts_client_with(&[], calls, proxy)
+}
+
+/// The same, with the client's `flags` (`--legacy`: the 2025 handshake, the SDK's default).
+pub fn ts_client_with(flags: &[&str], calls: &Value, proxy: &[String]) -> Report {
     let out = Command::new(node())
         .arg(root().join("host-harness/node/test/proxy-stdio-client.mjs"))
+        .args(flags)
         .arg(calls.to_string())
         .arg("--")
         .args(proxy)

@@ -1,0 +1,30 @@
+//! A client that speaks the 2025 handshake (the TypeScript SDK client 2.4.0 by default) through
+//! `mrtr-gate proxy`: its server asks for input with an `elicitation/create` request of its own,
+//! which would reach the user around the gate. The proxy answers it upstream (−32601) and the
+//! client's elicitation handler never sees it; the call fails at the server instead of taking
+//! the user's answers unbound.
+
+#![cfg(all(test, unix))]
+
+#[path = "support/proxy.rs"]
+mod support;
+
+use serde_json::json;
+use support::{Proxy, ts_client_with, ts_server};
+
+#[test]
+fn a_servers_own_elicitation_request_never_reaches_a_2025_client() {
+    let proxy = Proxy::new("legacy");
+    let report = ts_client_with(
+        &["--legacy"],
+        &json!([["book_flight", {"origin": "OSL", "destination": "SFO"}]]),
+        &proxy.argv(&[], &ts_server()),
+    );
+    let call = &report.calls[0];
+    assert_eq!(call["elicited"], json!([]), "{call}");
+    // The SDK server turns the refused request into a failed tool call.
+    let failed = call["ok"] == false || call["is_error"] == true;
+    assert!(failed, "{call}");
+    // No round was gated: nothing was bound, nothing answered.
+    assert!(proxy.events().iter().all(|e| e["event"] != "consented"));
+}
