@@ -258,6 +258,12 @@ pub fn run(flags: &ProxyFlags) -> u8 {
              still refused"
         );
     }
+    if checked.consent == ConsentMode::Tty && std::fs::File::open("/dev/tty").is_err() {
+        eprintln!(
+            "mrtr-gate proxy: WARNING: --consent tty: this process has no terminal; every form \
+             or URL round will be refused (consent_unavailable)"
+        );
+    }
     eprintln!(
         "mrtr-gate proxy: gating {} (consent: {})",
         shown_text(&checked.server.display()),

@@ -4,7 +4,8 @@
 //! client's elicitation handler never sees it; the call fails at the server instead of taking
 //! the user's answers unbound.
 
-#![cfg(all(test, unix))]
+#![cfg(test)]
+#![cfg(unix)]
 
 #[path = "support/proxy.rs"]
 mod support;

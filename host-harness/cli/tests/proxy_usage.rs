@@ -2,7 +2,8 @@
 //! on stdout, which belongs to the client's protocol stream; a server that cannot be started
 //! is a transport failure (exit 4); a run ends with the server's own exit status.
 
-#![cfg(all(test, unix))]
+#![cfg(test)]
+#![cfg(unix)]
 
 #[path = "support/proxy.rs"]
 mod support;
