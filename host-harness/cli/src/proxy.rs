@@ -13,10 +13,14 @@ use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_host::{ComponentGate, GateRuntime};
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, consent_for};
+use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long an entry of the index of open rounds outlives the round's lifetime.
+const ROUND_INDEX_GRACE_MS: u64 = 60_000;
 
 /// Exit status: the flags are wrong (nothing was started).
 pub const EXIT_USAGE: u8 = 2;
@@ -250,12 +254,19 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         server: checked.server.clone(),
         principal: Principal { user, tenant },
         policy: checked.policy.clone(),
+        // Over the gate's own store: replicas on one Redis find each other's rounds. An entry
+        // outlives the longest a round can (its lifetime and the gate's grace after it).
+        rounds: RoundIndex::new(
+            services.storage.clone(),
+            checked.policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS,
+        ),
+        allow_legacy_server_requests: flags.allow_legacy_server_requests,
     };
     if flags.allow_legacy_server_requests {
         eprintln!(
-            "mrtr-gate proxy: --allow-legacy-server-requests is not in this build yet: a \
-             server's elicitation/create, sampling/createMessage and roots/list requests are \
-             still refused"
+            "mrtr-gate proxy: WARNING: --allow-legacy-server-requests: the server's own \
+             elicitation/create, sampling/createMessage and roots/list requests reach the client \
+             unchecked"
         );
     }
     if checked.consent == ConsentMode::Tty && std::fs::File::open("/dev/tty").is_err() {

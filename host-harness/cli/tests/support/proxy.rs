@@ -114,18 +114,22 @@ impl Proxy {
 
     /// `mrtr-gate proxy --audit … --host-keys … --server-log … EXTRA -- SERVER`.
     pub fn argv(&self, extra: &[&str], server: &[String]) -> Vec<String> {
-        let mut argv = vec![
-            bin().display().to_string(),
-            "proxy".into(),
-            "--audit".into(),
-            self.trail.display().to_string(),
+        let trail = self.trail.display().to_string();
+        self.argv_on(&["--audit", &trail], extra, server)
+    }
+
+    /// The same with the trail flags given (`--redis URL …`).
+    pub fn argv_on(&self, trail: &[&str], extra: &[&str], server: &[String]) -> Vec<String> {
+        let mut argv = vec![bin().display().to_string(), "proxy".into()];
+        argv.extend(trail.iter().map(|s| (*s).to_owned()));
+        argv.extend([
             "--host-keys".into(),
             self.keys.display().to_string(),
             "--server-log".into(),
             self.log.display().to_string(),
             "--user".into(),
             "alice".into(),
-        ];
+        ]);
         argv.extend(extra.iter().map(|s| (*s).to_owned()));
         argv.push("--".into());
         argv.extend(server.iter().cloned());

@@ -1,0 +1,64 @@
+//! `mrtr-gate proxy --redis URL`: two stdio proxies of one server command, each the server
+//! entry of its own official Python SDK client (automatic MRTR mode), keep their rounds and
+//! one trail on one Redis. Both clients' rounds complete; the shared trail reconciles clean
+//! (`mrtr-gate reconcile redis:<trail>`), every round consented as the client's.
+//!
+//! Needs a Redis (`eval "$(./scripts/redis start)"` sets MRTR_GATE_REDIS_URL; the test
+//! command starts one). Without it the test says so and passes, except on CI.
+
+#![cfg(test)]
+#![cfg(unix)]
+
+#[path = "support/proxy.rs"]
+mod support;
+
+use serde_json::{Value, json};
+use std::process::Command;
+use support::{Proxy, bin, python_client, python_server};
+
+fn redis_url() -> Option<String> {
+    match std::env::var("MRTR_GATE_REDIS_URL") {
+        Ok(url) => Some(url),
+        Err(_) if std::env::var_os("CI").is_some() => panic!("MRTR_GATE_REDIS_URL is not set"),
+        Err(_) => {
+            eprintln!("MRTR_GATE_REDIS_URL is not set: the Redis proxy test is skipped");
+            None
+        }
+    }
+}
+
+#[test]
+fn two_proxies_on_one_redis_share_one_trail_that_reconciles_clean() {
+    let Some(url) = redis_url() else { return };
+    let namespace = format!("proxy-test-{}", std::process::id());
+    let trail = "proxies";
+    let redis = ["--redis", &url, "--namespace", &namespace, "--trail", trail];
+    let calls =
+        json!([["book_flight", {"origin": "OSL", "destination": "SFO"}], ["continue_job", {}]]);
+    let (a, b) = (Proxy::new("redis-a"), Proxy::new("redis-b"));
+    let first = python_client(&calls, &a.argv_on(&redis, &[], &python_server()));
+    // One key file for every replica: the rounds each stores are authenticated under it.
+    std::fs::copy(&a.keys, &b.keys).unwrap();
+    let second = python_client(&calls, &b.argv_on(&redis, &[], &python_server()));
+    for report in [&first, &second] {
+        for call in &report.calls {
+            assert_eq!(call["ok"], true, "{call}\n{}", report.stderr);
+        }
+    }
+    let out = Command::new(bin())
+        .args([
+            "reconcile",
+            &format!("redis:{trail}"),
+            "--redis",
+            &url,
+            "--namespace",
+            &namespace,
+        ])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["clean"], true, "{report}");
+    assert!(out.status.success());
+    assert_eq!(report["bindings"], 4, "{report}");
+    assert_eq!(report["open"], json!([]), "{report}");
+}
