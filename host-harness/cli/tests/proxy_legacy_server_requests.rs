@@ -3,6 +3,7 @@
 //! which would reach the user around the gate. The proxy answers it upstream (−32601) and the
 //! client's elicitation handler never sees it; the call fails at the server instead of taking
 //! the user's answers unbound.
+//! With `--allow-legacy-server-requests` the request is relayed, and the operator warned.
 
 #![cfg(test)]
 #![cfg(unix)]
@@ -28,4 +29,25 @@ fn a_servers_own_elicitation_request_never_reaches_a_2025_client() {
     assert!(failed, "{call}");
     // No round was gated: nothing was bound, nothing answered.
     assert!(proxy.events().iter().all(|e| e["event"] != "consented"));
+}
+
+#[test]
+fn with_allow_legacy_server_requests_the_servers_request_reaches_the_client() {
+    let proxy = Proxy::new("legacy-allowed");
+    let report = ts_client_with(
+        &["--legacy"],
+        &json!([["book_flight", {"origin": "OSL", "destination": "SFO"}]]),
+        &proxy.argv(&["--allow-legacy-server-requests"], &ts_server()),
+    );
+    let call = &report.calls[0];
+    // Around the gate: the client's handler was asked, and nothing was bound or audited.
+    assert_eq!(call["elicited"].as_array().unwrap().len(), 1, "{call}");
+    assert_eq!(call["ok"], true, "{call}");
+    assert_eq!(call["is_error"], false, "{call}");
+    assert!(proxy.events().is_empty());
+    assert!(
+        report.stderr.contains("--allow-legacy-server-requests"),
+        "the operator is warned: {}",
+        report.stderr
+    );
 }
