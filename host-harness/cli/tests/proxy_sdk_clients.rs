@@ -8,13 +8,16 @@
 #![cfg(test)]
 #![cfg(unix)]
 
+#[path = "support/sdk_rounds.rs"]
+mod sdk_rounds;
 #[path = "support/proxy.rs"]
 mod support;
 
-use serde_json::{Value, json};
-use support::{
-    Proxy, Report, binding, bindings, python_client, python_server, ts_client, ts_server,
-};
+use sdk_rounds::{assert_completed, assert_trail, book_flight, calls, continue_job, pay, survey};
+use support::{Proxy, Report, python_client, python_server, ts_client, ts_server};
+
+/// How the trail names the stdio server: the command the proxy spawned (`sh -c …` here).
+const STDIO_SERVER: &str = "endpoint:stdio:sh/-c/";
 
 /// What the server writes on its stderr before it starts (a wrapper line: the SDK servers'
 /// own logging is theirs to change).
@@ -40,141 +43,6 @@ fn noisy(server: Vec<String>) -> Vec<String> {
     ]
 }
 
-/// One expected call: the tool, its arguments, what its text holds, and the elicitations the
-/// client's handler saw (`form:<message>` or `url:<url>`), round after round.
-struct Expect {
-    tool: &'static str,
-    arguments: Value,
-    text: &'static [&'static str],
-    elicited: &'static [&'static str],
-}
-
-fn book_flight() -> Expect {
-    Expect {
-        tool: "book_flight",
-        arguments: json!({"origin": "OSL", "destination": "SFO"}),
-        text: &["booked", "Ada Lovelace", "window"],
-        elicited: &["form:Who is flying?"],
-    }
-}
-
-fn pay() -> Expect {
-    Expect {
-        tool: "pay",
-        arguments: json!({"amount": 5}),
-        text: &["paid 5", "accept"],
-        elicited: &["url:https://pay.example.com/authorize?session=SECRET-SESSION"],
-    }
-}
-
-fn continue_job() -> Expect {
-    Expect {
-        tool: "continue_job",
-        arguments: json!({}),
-        text: &["job done after step-1"],
-        elicited: &[],
-    }
-}
-
-fn survey() -> Expect {
-    Expect {
-        tool: "survey",
-        arguments: json!({}),
-        text: &["survey:", "yes"],
-        elicited: &["form:Question 1", "form:Question 2", "form:Question 3"],
-    }
-}
-
-fn calls(expected: &[Expect]) -> Value {
-    Value::Array(
-        expected
-            .iter()
-            .map(|e| json!([e.tool, e.arguments]))
-            .collect(),
-    )
-}
-
-fn seen(call: &Value) -> Vec<String> {
-    call["elicited"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| match e["mode"].as_str().unwrap() {
-            "url" => format!("url:{}", e["url"].as_str().unwrap()),
-            _ => format!("form:{}", e["message"].as_str().unwrap()),
-        })
-        .collect()
-}
-
-/// Every call completed with what its tool returns, after exactly its rounds.
-fn assert_completed(report: &Report, expected: &[Expect]) {
-    assert_eq!(report.calls.len(), expected.len(), "{:?}", report.calls);
-    for (call, e) in report.calls.iter().zip(expected) {
-        assert_eq!(call["tool"], e.tool);
-        assert_eq!(
-            call["ok"], true,
-            "{} failed: {call}\n{}",
-            e.tool, report.stderr
-        );
-        assert_eq!(call["is_error"], false, "{call}");
-        let text = call["text"].as_str().unwrap();
-        for part in e.text {
-            assert!(text.contains(part), "{}: {text:?} lacks {part:?}", e.tool);
-        }
-        assert_eq!(seen(call), e.elicited, "{}", e.tool);
-    }
-}
-
-/// The trail verifies; each call is one binding whose every round was received, consented
-/// to as the client's (a state-only round has nothing to consent to) and submitted, and which
-/// ended complete, once.
-fn assert_trail(proxy: &Proxy, expected: &[Expect]) {
-    proxy.verify();
-    let events = proxy.events();
-    let ids = bindings(&events);
-    assert_eq!(
-        ids.len(),
-        expected.len(),
-        "one binding per call: {events:#?}"
-    );
-    for (id, e) in ids.iter().zip(expected) {
-        let of = binding(&events, id);
-        let kinds: Vec<&str> = of.iter().map(|e| e["event"].as_str().unwrap()).collect();
-        let rounds = e.elicited.len().max(1);
-        let mut want = Vec::new();
-        for _ in 0..rounds {
-            want.push("received");
-            if !e.elicited.is_empty() {
-                want.push("consented");
-            }
-            want.push("submitted");
-        }
-        want.push("terminal");
-        assert_eq!(kinds, want, "{}: {of:#?}", e.tool);
-        for event in &of {
-            assert_eq!(event["name"], e.tool);
-            if event["event"] == "consented" {
-                assert_eq!(event["consent_method"], "delegated_to_client", "{event}");
-            }
-        }
-        assert_eq!(of.last().unwrap()["outcome"], "complete", "{}", e.tool);
-        // The server is the spawned command the trail names, never what it says of itself.
-        assert!(
-            of[0]["server"]
-                .as_str()
-                .unwrap()
-                .starts_with("endpoint:stdio:sh/-c/"),
-            "{}",
-            of[0]["server"]
-        );
-    }
-    // The URL's secret and the user's answers are digested, never written.
-    let text = std::fs::read_to_string(&proxy.trail).unwrap();
-    for secret in ["SECRET-SESSION", "Ada Lovelace"] {
-        assert!(!text.contains(secret), "{secret} in the trail");
-    }
-}
-
 /// The server's stderr went to the log, never to the client (whose stderr the proxy's own
 /// lines share) nor onto the protocol stream (every line the client read parsed).
 fn assert_server_stderr_logged(proxy: &Proxy, report: &Report) {
@@ -197,7 +65,7 @@ fn the_python_sdk_client_completes_every_kind_of_round_through_the_proxy() {
     let proxy = Proxy::new("py-py");
     let report = python_client(&calls(&expected), &proxy.argv(&[], &noisy(python_server())));
     assert_completed(&report, &expected);
-    assert_trail(&proxy, &expected);
+    assert_trail(&proxy, &expected, STDIO_SERVER);
     assert_server_stderr_logged(&proxy, &report);
 }
 
@@ -207,7 +75,7 @@ fn the_python_sdk_client_completes_the_typescript_servers_rounds_through_the_pro
     let proxy = Proxy::new("py-ts");
     let report = python_client(&calls(&expected), &proxy.argv(&[], &noisy(ts_server())));
     assert_completed(&report, &expected);
-    assert_trail(&proxy, &expected);
+    assert_trail(&proxy, &expected, STDIO_SERVER);
 }
 
 #[test]
@@ -216,7 +84,7 @@ fn the_typescript_sdk_client_completes_every_kind_of_round_through_the_proxy() {
     let proxy = Proxy::new("ts-ts");
     let report = ts_client(&calls(&expected), &proxy.argv(&[], &noisy(ts_server())));
     assert_completed(&report, &expected);
-    assert_trail(&proxy, &expected);
+    assert_trail(&proxy, &expected, STDIO_SERVER);
     assert_server_stderr_logged(&proxy, &report);
 }
 
@@ -226,5 +94,5 @@ fn the_typescript_sdk_client_completes_the_python_servers_rounds_through_the_pro
     let proxy = Proxy::new("ts-py");
     let report = ts_client(&calls(&expected), &proxy.argv(&[], &noisy(python_server())));
     assert_completed(&report, &expected);
-    assert_trail(&proxy, &expected);
+    assert_trail(&proxy, &expected, STDIO_SERVER);
 }

@@ -5,9 +5,10 @@
 // client spawns a server entry, runs each call of CALLS (a JSON list of [tool, arguments]) in
 // turn, answering every elicitation with its handler, and prints one JSON line per call:
 // {tool, ok: true, text, elicited} or {tool, ok: false, code, message, data, elicited}.
+// `-- URL` instead: a proxy serving streamable HTTP.
 // `--legacy` first: the SDK's default handshake (2025-11-25 `initialize`), under which a server
 // asks for input with its own elicitation/create requests instead of input_required rounds.
-import { Client, ProtocolError } from "@modelcontextprotocol/client";
+import { Client, ProtocolError, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const split = process.argv.indexOf("--");
@@ -36,7 +37,10 @@ client.setRequestHandler("elicitation/create", async (request) => {
   return { action: "accept", content: Object.fromEntries(fields.filter((k) => k in FILLED).map((k) => [k, FILLED[k]])) };
 });
 // stderr inherited: the proxy's lines for the operator land beside this script's own.
-await client.connect(new StdioClientTransport({ command, args, stderr: "inherit" }));
+// A URL: the proxy serves streamable HTTP; else the command that runs it over stdio.
+await client.connect(command.startsWith("http")
+  ? new StreamableHTTPClientTransport(new URL(command))
+  : new StdioClientTransport({ command, args, stderr: "inherit" }));
 for (const [tool, toolArgs] of calls) {
   elicited = [];
   let out;

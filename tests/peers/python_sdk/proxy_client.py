@@ -4,7 +4,7 @@ COMMAND (the `mrtr-gate proxy ... -- server` line) the way a desktop client spaw
 entry, runs each call of CALLS (a JSON list of `[tool, arguments]`) in turn, answering every
 elicitation with its callback, and prints one JSON line per call on stdout:
 `{"tool", "ok": true, "text", "elicited": [...]}` or `{"tool", "ok": false, "code", "message",
-"data"}`. The elicitations the callback saw are what the client's user was shown."""
+"data"}`. `proxy_client.py CALLS -- URL` talks to a proxy serving streamable HTTP instead. The elicitations the callback saw are what the client's user was shown."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def main() -> None:
         return t.ElicitResult(action="accept", content={k: FILLED[k] for k in fields if k in FILLED})
 
     async def run() -> None:
-        server = StdioServerParameters(command=command[0], args=command[1:])
+        # A URL: the proxy serves streamable HTTP; else the command that runs it over stdio.
+        server = command[0] if command[0].startswith("http") else StdioServerParameters(command=command[0], args=command[1:])
         async with Client(server, elicitation_callback=elicit) as client:
             for tool, arguments in calls:
                 elicited.clear()
