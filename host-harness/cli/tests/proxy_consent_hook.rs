@@ -2,6 +2,7 @@
 //! MRTR mode) and the Python SDK server: a hook that answers `yes` lets the round through,
 //! recorded as `policy_hook`; one that answers anything else refuses it, and the client gets
 //! the gate's refusal as a JSON-RPC error (−31001, `consent_refused`) instead of a result.
+//! A hook that never answers is refused once `--consent-timeout` has passed.
 
 #![cfg(test)]
 #![cfg(unix)]
@@ -69,5 +70,30 @@ fn a_hook_that_says_no_refuses_and_the_client_gets_consent_refused() {
             .iter()
             .any(|e| e["event"] == "rejected" && e["reason"] == "consent_refused"),
         "{events:#?}"
+    );
+}
+
+#[test]
+fn a_hook_that_never_answers_is_refused_after_consent_timeout() {
+    let proxy = Proxy::new("hook-hangs");
+    let argv = proxy.argv(
+        &[
+            "--consent",
+            "command",
+            "sh -c 'exec sleep 600'",
+            "--consent-timeout",
+            "1",
+        ],
+        &python_server(),
+    );
+    let report = python_client(
+        &json!([["book_flight", {"origin": "OSL", "destination": "SFO"}]]),
+        &argv,
+    );
+    let call = &report.calls[0];
+    assert_eq!(call["code"], -31001, "{call}");
+    assert_eq!(
+        call["data"]["mrtr_gate"]["code"], "consent_refused",
+        "{call}"
     );
 }
