@@ -327,6 +327,9 @@ fn unknown_method(raw_id: &str) -> String {
     )
 }
 
+#[path = "engine_transport.rs"]
+mod transport;
+
 #[cfg(test)]
 #[path = "engine_tests.rs"]
 mod tests;

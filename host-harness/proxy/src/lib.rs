@@ -7,9 +7,10 @@
 //! Work in progress. Done: [`engine`], the transport-free core that binds a client's gated
 //! request under a minted id ([`ids`]), judges the server's answer and gives the client the
 //! judged bytes under its own id, or the gate's refusal as a JSON-RPC error ([`errors`]); and
-//! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own).
-//! Still to come, each in its module: the options ([`config`]), consent modes ([`consent`]),
-//! the gate pool ([`pool`]) and the HTTP endpoint ([`http`]).
+//! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own);
+//! and [`http::serve`], the streamable-HTTP endpoint on hyper (the engine likewise).
+//! Still to come, each in its module: the options ([`config`]), consent modes ([`consent`])
+//! and the gate pool ([`pool`]).
 
 pub mod config;
 pub mod consent;
