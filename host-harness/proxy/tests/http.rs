@@ -885,6 +885,122 @@ async fn a_trusted_principal_header_binds_the_call_and_never_goes_upstream() {
     assert_ne!(digest(&p, 0).1, digest(&plain, 0).1, "globex is not acme");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_at_once_each_get_their_own_answer() {
+    // Each answer names the tool it was for.
+    let up = upstream(|s| {
+        let v = s.json();
+        Script::Json(
+            StatusCode::OK,
+            vec![],
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}]}}}}"#,
+                s.id(),
+                v["params"]["name"]
+            ),
+        )
+    })
+    .await;
+    let p = proxy(&up).await;
+    let calls = (0..32).map(|n| {
+        let url = p.url.clone();
+        tokio::spawn(async move {
+            let tool = format!("tool-{n}");
+            let name: &'static str = Box::leak(tool.clone().into_boxed_str());
+            // Every client starts at id 1.
+            let a = post(
+                &url,
+                &mcp_headers("tools/call", Some(name)),
+                &call("1", &tool),
+            )
+            .await;
+            (tool, a)
+        })
+    });
+    for call in calls {
+        let (tool, a) = call.await.unwrap();
+        let v = a.json();
+        assert_eq!(v["id"], 1);
+        assert_eq!(
+            v["result"]["content"][0]["text"],
+            tool.as_str(),
+            "{}",
+            a.body
+        );
+    }
+    assert_eq!(up.seen().len(), 32);
+    assert_eq!(p.bindings(), 0, "every call ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_http_errors_and_encoded_answers_end_the_call_with_31003() {
+    let up = upstream(|s| match s.json()["params"]["name"].as_str().unwrap() {
+        "gone" => Script::Status(StatusCode::NOT_FOUND, vec![]),
+        "broken" => Script::Json(StatusCode::INTERNAL_SERVER_ERROR, vec![], "oops".into()),
+        "gzip" => Script::Json(
+            StatusCode::OK,
+            vec![("content-encoding", "gzip".into())],
+            complete(&s.id()),
+        ),
+        "accepted" => Script::Status(StatusCode::ACCEPTED, vec![]),
+        // An error the upstream sends as a JSON-RPC error under the call's id: judged.
+        _ => Script::Json(
+            StatusCode::BAD_REQUEST,
+            vec![],
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32602,"message":"bad tool"}}}}"#,
+                s.id()
+            ),
+        ),
+    })
+    .await;
+    let p = proxy(&up).await;
+    for (tool, status, code) in [
+        ("gone", StatusCode::NOT_FOUND, "http_status"),
+        ("broken", StatusCode::INTERNAL_SERVER_ERROR, "http_status"),
+        ("gzip", StatusCode::OK, "content_encoding"),
+        ("accepted", StatusCode::OK, "no_response"),
+    ] {
+        let name: &'static str = Box::leak(tool.to_owned().into_boxed_str());
+        let a = post(
+            &p.url,
+            &mcp_headers("tools/call", Some(name)),
+            &call("8", tool),
+        )
+        .await;
+        assert_eq!(a.status, status, "{tool}");
+        assert_eq!(a.refusal(), (-31003, code.to_owned()), "{tool}");
+        assert_eq!(a.json()["id"], 8);
+    }
+    let a = post(
+        &p.url,
+        &mcp_headers("tools/call", Some("err")),
+        &call("9", "err"),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        a.body,
+        r#"{"jsonrpc":"2.0","id":9,"error":{"code":-32602,"message":"bad tool"}}"#
+    );
+    let reasons: Vec<Value> = p
+        .wait_terminals(4)
+        .await
+        .into_iter()
+        .map(|(_, e)| e["reason"].clone())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            json!("http_status"),
+            json!("http_status"),
+            json!("content_encoding"),
+            json!("no_response")
+        ]
+    );
+    assert_eq!(p.bindings(), 0);
+}
+
 // ---------------------------------------------------------------- the Python SDK server
 
 /// The venv `./scripts/python --install` makes, with the official `mcp` package.

@@ -179,11 +179,16 @@ impl Exchange {
     }
 
     /// What the client gets for the one response `text`: the judged text of a gated call,
-    /// the text itself of a relayed one.
+    /// the engine's answer to a relayed one (the text as it came).
     async fn deliver(&mut self, text: String) -> String {
         let session = self.session_text();
         match &mut self.call {
-            Call::Relayed => text,
+            // The engine sees every response, so whatever it checks of an ungated one holds
+            // over HTTP as over stdio; it gives the text back as it came.
+            Call::Relayed => match self.bridge.server(text).await {
+                Action::ToClient(text) => text,
+                _ => engine_gone().response(&self.client_id),
+            },
             Call::Gated { upstream_id, guard } => {
                 let action = self
                     .bridge
