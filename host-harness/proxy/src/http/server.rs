@@ -53,6 +53,9 @@ pub struct HttpOptions {
     pub bind_principal: BindPrincipal,
     /// The hang guard on the upstream.
     pub upstream_timeout: Duration,
+    /// Root certificates (DER) an `https` upstream may chain to besides the public ones (a
+    /// private CA).
+    pub upstream_roots: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -78,6 +81,7 @@ impl HttpOptions {
                 tenant: tenant.to_owned(),
             }),
             upstream_timeout: UPSTREAM_TIMEOUT,
+            upstream_roots: Vec::new(),
         }
     }
 }
@@ -120,7 +124,7 @@ where
         ServerIdentity::Origin(url) => url.clone(),
         ServerIdentity::Endpoint(_) => return Err("the upstream is not a url".into()),
     };
-    let upstream = Upstream::new(&url, options.upstream_timeout)?;
+    let upstream = Upstream::new(&url, options.upstream_timeout, &options.upstream_roots)?;
     let bridge = Bridge::start(move || make_engine(identity))?;
     let state = Arc::new(State {
         bridge,

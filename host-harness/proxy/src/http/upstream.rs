@@ -1,4 +1,5 @@
-//! The upstream client: pooled HTTP/1 connections to the configured URL and nothing else,
+//! The upstream client: pooled HTTP/1 connections (TLS for `https`, verified against the
+//! public roots and any the operator adds) to the configured URL and nothing else,
 //! redirects never followed, a generous timeout that only guards against a hang, and answer
 //! bodies read under the client's cap.
 
@@ -8,15 +9,19 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::HeaderMap;
 use hyper::{Method, Request, Response, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The configured upstream.
 #[derive(Clone, Debug)]
 pub struct Upstream {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     uri: Uri,
     timeout: Duration,
 }
@@ -24,18 +29,37 @@ pub struct Upstream {
 impl Upstream {
     /// A client of `url` (the normalised URL the gate binds to: the proxy contacts exactly
     /// what it binds), waiting at most `timeout` for an answer's head or any part of its body.
-    pub fn new(url: &str, timeout: Duration) -> Result<Self, String> {
+    /// An `https` upstream's certificate must chain to a public root or to one of
+    /// `extra_roots` (DER).
+    pub fn new(url: &str, timeout: Duration, extra_roots: &[Vec<u8>]) -> Result<Self, String> {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("the upstream url does not parse: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            // TLS to the upstream is not built yet; refusing is better than sending in clear
-            // what the client meant for https.
-            return Err("the upstream must be an http:// url (https is not supported yet)".into());
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err("the upstream must be an http:// or https:// url".into());
         }
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        for der in extra_roots {
+            roots
+                .add(CertificateDer::from(der.clone()))
+                .map_err(|e| format!("an upstream root certificate is refused: {e}"))?;
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("no tls configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
-            .build_http();
+            .build(connector);
         Ok(Self {
             client,
             uri,

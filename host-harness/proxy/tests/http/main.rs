@@ -9,3 +9,4 @@ mod requests;
 mod sdk;
 mod streams;
 mod support;
+mod tls;

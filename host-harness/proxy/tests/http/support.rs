@@ -80,9 +80,18 @@ impl Drop for DropFlag {
 }
 
 pub async fn upstream(answer: impl Fn(&Seen) -> Script + Send + Sync + 'static) -> Upstream {
+    upstream_on(answer, None).await
+}
+
+/// The raw upstream, over TLS when `tls` is given.
+pub async fn upstream_on(
+    answer: impl Fn(&Seen) -> Script + Send + Sync + 'static,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Upstream {
     let answer: Answer = Arc::new(answer);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/mcp", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let dropped = Arc::new(Mutex::new(0));
     let (s, d) = (seen.clone(), dropped.clone());
@@ -90,6 +99,7 @@ pub async fn upstream(answer: impl Fn(&Seen) -> Script + Send + Sync + 'static) 
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let (answer, seen, dropped) = (answer.clone(), s.clone(), d.clone());
+            let tls = tls.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<Incoming>| {
                     let (answer, seen, dropped) = (answer.clone(), seen.clone(), dropped.clone());
@@ -121,9 +131,21 @@ pub async fn upstream(answer: impl Fn(&Seen) -> Script + Send + Sync + 'static) 
                         Ok::<_, Infallible>(response)
                     }
                 });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                match tls {
+                    None => {
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                    Some(tls) => {
+                        // A client that refuses the certificate ends the handshake.
+                        if let Ok(stream) = tls.accept(stream).await {
+                            let _ = http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                        }
+                    }
+                }
             });
         }
     });
