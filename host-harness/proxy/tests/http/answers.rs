@@ -162,3 +162,29 @@ async fn upstream_http_errors_and_encoded_answers_end_the_call_with_31003() {
     );
     assert_eq!(p.bindings(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_64_mib_ends_the_call_with_31003() {
+    let up = upstream(|s| {
+        let cap = 64 * 1024 * 1024;
+        let body = complete(&s.id());
+        let padded = format!("{body}{}", " ".repeat(cap + 1 - body.len()));
+        Script::Json(StatusCode::OK, vec![], padded)
+    })
+    .await;
+    let p = proxy(&up).await;
+    let a = post(
+        &p.url,
+        &mcp_headers("tools/call", Some("book")),
+        &call("4", "book"),
+    )
+    .await;
+    assert_eq!(
+        a.refusal(),
+        (-31003, "message_too_large".into()),
+        "{}",
+        &a.body[..a.body.len().min(300)]
+    );
+    assert_eq!(a.json()["id"], 4);
+    assert_eq!(p.bindings(), 0);
+}

@@ -198,3 +198,29 @@ async fn a_trusted_principal_header_binds_the_call_and_never_goes_upstream() {
     assert_ne!(digest(&p, 0).0, digest(&plain, 0).0, "bob is not alice");
     assert_ne!(digest(&p, 0).1, digest(&plain, 0).1, "globex is not acme");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_stops_when_told_to() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(mrtr_gate_proxy::http::serve_until(
+        HttpOptions::new("http://127.0.0.1:9/mcp"),
+        listener,
+        engine_for,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let _ = stop.send(());
+    let ended = tokio::time::timeout(GUARD, served).await.unwrap().unwrap();
+    assert_eq!(ended, Ok(()));
+    // An upstream that is no http(s) url is refused before anything is served.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let refused = mrtr_gate_proxy::http::serve(
+        HttpOptions::new("ftp://127.0.0.1/mcp"),
+        listener,
+        engine_for,
+    )
+    .await;
+    assert!(refused.is_err());
+}

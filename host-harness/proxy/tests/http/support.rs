@@ -207,6 +207,17 @@ impl Proxy {
     }
 }
 
+/// An engine over fresh in-memory services.
+pub fn engine_for(server: ServerIdentity) -> Engine<NativeGate> {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    engine(
+        server,
+        MemoryAudit::new(),
+        MemoryStorage::new(clock.clone()),
+        clock,
+    )
+}
+
 pub fn engine(
     server: ServerIdentity,
     audit: MemoryAudit,
