@@ -194,6 +194,20 @@ impl From<core::RetryRequest> for wit::RetryRequest {
     }
 }
 
+impl From<core::ClientRetry> for wit::ClientRetry {
+    fn from(r: core::ClientRetry) -> Self {
+        Self {
+            server: (&r.server).into(),
+            request_id: r.request_id.as_ref().map(Into::into),
+            retry_id: (&r.retry_id).into(),
+            user: r.user,
+            tenant: r.tenant,
+            method: r.method,
+            params_json: r.params_json,
+        }
+    }
+}
+
 impl From<core::CallerOutcome> for wit::CallerOutcome {
     fn from(o: core::CallerOutcome) -> Self {
         match o {

@@ -11,8 +11,8 @@ use crate::runtime::{CallBudget, GateRuntime};
 use crate::services::HostServices;
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
-    FinishRequest, Registered, Registration, ResponseVerdict, Retry, RetryRequest, ServerIdentity,
-    TerminalOutcome,
+    ClientRetry, FinishRequest, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
+    ServerIdentity, TerminalOutcome,
 };
 use wasmtime::{Store, StoreLimitsBuilder};
 
@@ -28,6 +28,9 @@ pub trait GateApi {
     ) -> Result<ResponseVerdict, GateDenial>;
     /// Validate the answers, obtain consent, consume the round, return the retry.
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial>;
+    /// Hold a client's own retry to its round, then build it as `build_retry` does with the
+    /// client's answers (a relay's path: `mrtr-gate proxy`).
+    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial>;
     /// End a binding from the caller's side.
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial>;
     /// End every binding whose lifetime has passed.
@@ -48,6 +51,9 @@ impl<G: GateApi + ?Sized> GateApi for Box<G> {
     }
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
         (**self).build_retry(r)
+    }
+    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
+        (**self).retry_from_client(r)
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         (**self).finish(r)
@@ -86,6 +92,9 @@ impl GateApi for NativeGate {
     }
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
         self.gate.build_retry(r).map_err(Into::into)
+    }
+    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
+        self.gate.retry_from_client(r).map_err(Into::into)
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         self.gate.finish(r).map_err(Into::into)
@@ -288,6 +297,12 @@ impl GateApi for ComponentGate {
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
         let request = wit::RetryRequest::from(r);
         self.call(|p, s| p.mrtr_gate_gate().call_build_retry(s, &request))
+            .map(Into::into)
+    }
+
+    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
+        let request = wit::ClientRetry::from(r);
+        self.call(|p, s| p.mrtr_gate_gate().call_retry_from_client(s, &request))
             .map(Into::into)
     }
 

@@ -198,6 +198,22 @@ impl TryFrom<wit::RetryRequest> for core::RetryRequest {
     }
 }
 
+impl TryFrom<wit::ClientRetry> for core::ClientRetry {
+    type Error = core::GateError;
+
+    fn try_from(r: wit::ClientRetry) -> Result<Self, Self::Error> {
+        Ok(Self {
+            server: r.server.try_into()?,
+            request_id: r.request_id.map(Into::into),
+            retry_id: r.retry_id.into(),
+            user: r.user,
+            tenant: r.tenant,
+            method: r.method,
+            params_json: r.params_json,
+        })
+    }
+}
+
 impl From<wit::CallerOutcome> for core::CallerOutcome {
     fn from(o: wit::CallerOutcome) -> Self {
         match o {

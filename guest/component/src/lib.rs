@@ -124,6 +124,13 @@ impl wit::Guest for Component {
             .map_err(Into::into)
     }
 
+    fn retry_from_client(r: wit::ClientRetry) -> Result<wit::Retry, wit::GateError> {
+        let request = core::ClientRetry::try_from(r)?;
+        with_gate(|g| g.retry_from_client(request))
+            .map(Into::into)
+            .map_err(Into::into)
+    }
+
     fn finish(r: wit::FinishRequest) -> Result<wit::TerminalOutcome, wit::GateError> {
         let request = core::FinishRequest::try_from(r)?;
         with_gate(|g| g.finish(request))

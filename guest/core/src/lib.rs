@@ -8,7 +8,7 @@
 //! [`host::Audit`]), which the WebAssembly component gets from its imports and native
 //! tests get from [`memory`] (feature `memory-hosts`).
 //!
-//! Start at [`Gate`]: its five operations are the whole API. What a host implements is in
+//! Start at [`Gate`]: its operations are the whole API. What a host implements is in
 //! [`host`]; every denial is a [`GateError`] with a stable code and a cause.
 //!
 //! Public modules are the ones a host needs beyond the gate itself: [`host`] (the traits),
@@ -43,10 +43,10 @@ pub use error::{
     PeerMisbehaved,
 };
 pub use gate::{
-    AcceptedRound, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ConsentView, EXPIRY_GRACE_MS,
-    FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, OriginMemo, Registered,
-    Registration, ResponseVerdict, Retry, RetryRequest, ShownArguments, TerminalOutcome,
-    VIEW_FORMAT, ViewError, ViewInput, ViewRequest, ViewState,
+    AcceptedRound, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ClientRetry, ConsentView,
+    EXPIRY_GRACE_MS, FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, OriginMemo,
+    Registered, Registration, ResponseVerdict, Retry, RetryRequest, ShownArguments,
+    TerminalOutcome, VIEW_FORMAT, ViewError, ViewInput, ViewRequest, ViewState,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 // What a relay reads of a message without deciding on it (the proxy's routing and id splice).

@@ -68,6 +68,14 @@ pub mod limits {
         max_depth: 32,
         max_nodes: 50_000,
     };
+    /// Bounds for a client's whole retry params (`retry-from-client`): the registered
+    /// params, the answers and a round's state in one document, so room for each of them
+    /// at its own bound, the answers one level deeper than in their own document.
+    pub const CLIENT_RETRY: JsonLimits = JsonLimits {
+        max_bytes: PARAMS.max_bytes + RESPONSES.max_bytes + RESPONSE.max_bytes,
+        max_depth: RESPONSES.max_depth + 1,
+        max_nodes: PARAMS.max_nodes + RESPONSES.max_nodes + 1,
+    };
 }
 
 /// True when `name` (an input key or a form property name: strings a server picks and the

@@ -719,6 +719,12 @@ mod tests {
         ) -> Result<mrtr_gate_host::core::Retry, mrtr_gate_host::GateDenial> {
             panic!("nothing is answered on an unreadable view")
         }
+        fn retry_from_client(
+            &mut self,
+            _: mrtr_gate_host::core::ClientRetry,
+        ) -> Result<mrtr_gate_host::core::Retry, mrtr_gate_host::GateDenial> {
+            panic!("the client library sends no client's retry")
+        }
         fn finish(
             &mut self,
             r: FinishRequest,

@@ -156,6 +156,16 @@ export declare class Gate {
     tenant: string;
     responses: string | Record<string, unknown>;
   }): Promise<Retry>;
+  /** A client's own retry, held to the round open on `requestId` (null: none found). */
+  retryFromClient(r: {
+    server: ServerIdentity;
+    requestId: RequestId | null;
+    retryId: RequestId;
+    user: string;
+    tenant: string;
+    method: string;
+    params: string | Record<string, unknown>;
+  }): Promise<Retry>;
   finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string }): Promise<TerminalOutcome>;
   expireStale(): Promise<number>;
 }

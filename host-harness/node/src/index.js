@@ -1,4 +1,4 @@
-// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.4.0 component, transpiled by
+// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.5.0 component, transpiled by
 // jco into core WebAssembly plus glue (`gen/`, built by the project's scripts/node), over four
 // host services written in JavaScript (see ./hosts.js for reference ones).
 //
@@ -13,7 +13,7 @@
 
 import { shownText } from "./shown.js";
 
-const WIT = "0.4.0";
+const WIT = "0.5.0";
 // The WIT's `consent-method` cases (hosts.js exports them as CONSENT_METHODS).
 const CONSENT_METHOD_NAMES = new Set(["user-at-screen", "preset-answers", "delegated-to-client", "policy-hook"]);
 const S64_MAX = (1n << 63n) - 1n;
@@ -314,6 +314,25 @@ export class Gate {
       user: text(user, "user"),
       tenant: text(tenant, "tenant"),
       responsesJson: jsonText(responses, "responses"),
+    });
+    return { requestJson: r.requestJson, round: r.round, consentReceiptId: r.consentReceiptId ?? null };
+  }
+
+  /**
+   * A relay's path: hold a client's own retry (its `method` and whole `params`, with
+   * `inputResponses` and `requestState`) to the round open on `requestId` (null: the relay
+   * found none; refused `inactive_mrtr_round`, audited), then build it as `buildRetry` does
+   * with the client's answers. Send the returned `requestJson`, never the client's text.
+   */
+  async retryFromClient({ server: s, requestId: id, retryId, user, tenant, method, params }) {
+    const r = await this.#call("retryFromClient", {
+      server: server(s),
+      requestId: id === null || id === undefined ? undefined : requestId(id, "requestId"),
+      retryId: requestId(retryId, "retryId"),
+      user: text(user, "user"),
+      tenant: text(tenant, "tenant"),
+      method: text(method, "method"),
+      paramsJson: jsonText(params, "params"),
     });
     return { requestJson: r.requestJson, round: r.round, consentReceiptId: r.consentReceiptId ?? null };
   }

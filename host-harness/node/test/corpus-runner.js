@@ -173,6 +173,15 @@ function check(expect, got, at) {
   }
 }
 
+function queueConsent(step, h, at) {
+  if (typeof step.consent === "string") {
+    if (!["grant", "refuse", "other_view", "other_answers", "fail"].includes(step.consent)) {
+      throw new AuthoringError(`${at}: unknown consent \`${step.consent}\``);
+    }
+    h.consent.queue.push(step.consent);
+  }
+}
+
 export async function runSteps(scenario, gate, h, transcript = null) {
   if (!Array.isArray(scenario.steps)) throw new AuthoringError("a scenario needs `steps`");
   for (const [i, step] of scenario.steps.entries()) {
@@ -200,12 +209,7 @@ export async function runSteps(scenario, gate, h, transcript = null) {
       const server = serverOf(step);
       call = async () => verdictJson(await gate.acceptResponse(server, text));
     } else if (op === "retry") {
-      if (typeof step.consent === "string") {
-        if (!["grant", "refuse", "other_view", "other_answers", "fail"].includes(step.consent)) {
-          throw new AuthoringError(`${at}: unknown consent \`${step.consent}\``);
-        }
-        h.consent.queue.push(step.consent);
-      }
+      queueConsent(step, h, at);
       const responses = typeof step.responses_text === "string" ? step.responses_text : has(step, "responses") ? dumps(step.responses) : "{}";
       const args = {
         server: serverOf(step), requestId: idOf(step.id), retryId: idOf(step.retry_id),
@@ -213,6 +217,21 @@ export async function runSteps(scenario, gate, h, transcript = null) {
       };
       call = async () => {
         const r = await gate.buildRetry(args);
+        return { request: parse(r.requestJson), round: r.round, consent_receipt_id: r.consentReceiptId };
+      };
+    } else if (op === "retry_from_client") {
+      queueConsent(step, h, at);
+      let params;
+      if (typeof step.params_text === "string") params = step.params_text;
+      else if (has(step, "params")) params = dumps(step.params);
+      else throw new AuthoringError(`${at}: \`retry_from_client\` needs \`params\``);
+      const args = {
+        server: serverOf(step), requestId: step.id === undefined || step.id === null ? null : idOf(step.id),
+        retryId: idOf(step.retry_id), user: textOr(step, "user", "alice"), tenant: textOr(step, "tenant", "acme"),
+        method: textOr(step, "method", "tools/call"), params,
+      };
+      call = async () => {
+        const r = await gate.retryFromClient(args);
         return { request: parse(r.requestJson), round: r.round, consent_receipt_id: r.consentReceiptId };
       };
     } else if (op === "finish") {

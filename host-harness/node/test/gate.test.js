@@ -44,6 +44,25 @@ test("a form round end to end", async () => {
   assert.deepEqual(f.audit.lines.map((l) => JSON.parse(l).event), ["received", "consented", "submitted", "terminal"]);
 });
 
+test("a client's own retry is held to its round and goes out as the gate writes it", async () => {
+  const f = await fx();
+  await f.register();
+  await f.gate.acceptResponse(SERVER, formRound(1));
+  const mine = { name: "book", arguments: { party: 4 }, _meta: { progressToken: 3 }, inputResponses: ANSWERS };
+  const args = { server: SERVER, retryId: "c-2", user: "alice", tenant: "acme", method: "tools/call" };
+  await assert.rejects(f.gate.retryFromClient({ ...args, requestId: null, params: mine }),
+    (e) => e.code === "inactive_mrtr_round" && e.audited);
+  assert.equal(JSON.parse(f.audit.lines.at(-1)).retry_id, "c-2");
+  await assert.rejects(f.gate.retryFromClient({ ...args, requestId: 1, params: { ...mine, arguments: { party: 40 } } }),
+    (e) => e.code === "mrtr_identity_or_argument_mismatch" && e.audited);
+  const r = await f.gate.retryFromClient({ ...args, requestId: 1, params: JSON.stringify(mine) });
+  const sent = JSON.parse(r.requestJson);
+  assert.equal(sent.id, "c-2");
+  assert.deepEqual(sent.params._meta, META);
+  assert.deepEqual(sent.params.inputResponses, ANSWERS);
+  assert.equal(r.consentReceiptId, "consent-1");
+});
+
 test("consent decided in advance by a dialog is found for exactly what it showed", async () => {
   const consent = new DecidedConsent();
   const f = await fx({ consent });
@@ -149,7 +168,7 @@ test("a trap denies as guest_trapped and the next call gets a fresh instance", a
   const gate = new Gate(async () => {
     made += 1;
     if (made === 1) return { acceptResponse: () => { throw new WebAssembly.RuntimeError("unreachable"); } };
-    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.4.0"];
+    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.5.0"];
   }, services);
   await assert.rejects(gate.acceptResponse(SERVER, formRound(1)), (e) => e.code === "guest_trapped" && e.cause === "host" && !e.audited);
   assert.equal(gate.traps, 1);

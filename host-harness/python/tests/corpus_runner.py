@@ -344,6 +344,14 @@ def check(expect: dict, got: dict, at: str) -> None:
             fail(f"expected {ptr} absent")
 
 
+def queue_consent(step: dict, h: ScenarioHosts, at: str) -> None:
+    answer = step.get("consent")
+    if isinstance(answer, str):
+        if answer not in ("grant", "refuse", "other_view", "other_answers", "fail"):
+            raise AuthoringError(f"{at}: unknown consent `{answer}`")
+        h.consent.queue.append(answer)
+
+
 def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Optional[list] = None) -> None:
     steps = scenario.get("steps")
     if not isinstance(steps, list):
@@ -390,11 +398,7 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Option
                 return _verdict(gate.accept_response(server, text))
 
         elif op == "retry":
-            answer = step.get("consent")
-            if isinstance(answer, str):
-                if answer not in ("grant", "refuse", "other_view", "other_answers", "fail"):
-                    raise AuthoringError(f"{at}: unknown consent `{answer}`")
-                h.consent.queue.append(answer)
+            queue_consent(step, h, at)
             if isinstance(step.get("responses_text"), str):
                 responses = step["responses_text"]
             elif "responses" in step:
@@ -412,6 +416,28 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Option
 
             def call():
                 r = gate.build_retry(**kw)
+                return {"request": loads(r.request_json), "round": r.round, "consent_receipt_id": r.consent_receipt_id}
+
+        elif op == "retry_from_client":
+            queue_consent(step, h, at)
+            if isinstance(step.get("params_text"), str):
+                params = step["params_text"]
+            elif "params" in step:
+                params = dumps(step["params"])
+            else:
+                raise AuthoringError(f"{at}: `retry_from_client` needs `params`")
+            kw = dict(
+                server=server_of(step),
+                request_id=None if step.get("id") is None else id_of(step.get("id")),
+                retry_id=id_of(step.get("retry_id")),
+                user=text_or(step, "user", "alice"),
+                tenant=text_or(step, "tenant", "acme"),
+                method=text_or(step, "method", "tools/call"),
+                params=params,
+            )
+
+            def call():
+                r = gate.retry_from_client(**kw)
                 return {"request": loads(r.request_json), "round": r.round, "consent_receipt_id": r.consent_receipt_id}
 
         elif op == "finish":

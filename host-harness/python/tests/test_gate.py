@@ -82,6 +82,23 @@ def test_another_user_cannot_retry_and_the_denial_is_audited():
     assert fx.shown == [], "nobody was asked"
 
 
+def test_a_clients_own_retry_is_held_to_its_round_and_goes_out_as_the_gates():
+    fx = Fx()
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    mine = {"name": "book", "arguments": {"party": 4}, "_meta": {"progressToken": 3}, "inputResponses": ANSWERS}
+    kw = dict(server=SERVER, retry_id="c-2", user="alice", tenant="acme", method="tools/call")
+    e = denied("inactive_mrtr_round", lambda: fx.gate.retry_from_client(request_id=None, params=mine, **kw))
+    assert e.audited and json.loads(fx.audit.lines[-1])["retry_id"] == "c-2"
+    changed = dict(mine, arguments={"party": 40})
+    e = denied("mrtr_identity_or_argument_mismatch", lambda: fx.gate.retry_from_client(request_id=1, params=changed, **kw))
+    assert e.audited and fx.shown == []
+    r = fx.gate.retry_from_client(request_id=1, params=json.dumps(mine), **kw)
+    sent = json.loads(r.request_json)
+    assert sent["id"] == "c-2" and sent["params"]["_meta"] == META and sent["params"]["inputResponses"] == ANSWERS
+    assert r.consent_receipt_id == "consent-1"
+
+
 def test_finish_and_expire_stale():
     fx = Fx()
     fx.register(1)

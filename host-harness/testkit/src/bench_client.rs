@@ -10,8 +10,8 @@
 use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
 use mrtr_gate_host::core::{
-    AcceptedRound, FinishRequest, Registered, Registration, RequestId, ResponseVerdict, Retry,
-    RetryRequest, ServerIdentity, TerminalOutcome,
+    AcceptedRound, ClientRetry, FinishRequest, Registered, Registration, RequestId,
+    ResponseVerdict, Retry, RetryRequest, ServerIdentity, TerminalOutcome,
 };
 use mrtr_gate_host::reference_hosts::{
     MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
@@ -107,6 +107,24 @@ impl GateApi for GateOff {
         })
     }
 
+    /// The client's retry as it sent it, under its new id (what a relay without a gate sends).
+    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
+        let (method, _, state) = r
+            .request_id
+            .and_then(|id| self.calls.remove(&id.key_fragment()))
+            .ok_or_else(|| off_denial("round"))?;
+        let params: Map<String, Value> =
+            serde_json::from_str(&r.params_json).map_err(|_| off_denial("params"))?;
+        let text = json!({"jsonrpc": "2.0", "id": r.retry_id.to_json(), "method": method, "params": params}).to_string();
+        self.calls
+            .insert(r.retry_id.key_fragment(), (method, params, state));
+        Ok(Retry {
+            request_json: text,
+            round: 1,
+            consent_receipt_id: None,
+        })
+    }
+
     fn finish(&mut self, _: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         Ok(TerminalOutcome::Cancelled)
     }
@@ -145,6 +163,9 @@ impl<G: GateApi> GateApi for Timed<G> {
     }
     fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
         self.time(|g| g.build_retry(r))
+    }
+    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
+        self.time(|g| g.retry_from_client(r))
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         self.time(|g| g.finish(r))

@@ -9,10 +9,10 @@
 
 use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{
-    CallerOutcome, DeprecatedMethod, FinishRequest, Policy, Registration, RequestId,
+    CallerOutcome, ClientRetry, DeprecatedMethod, FinishRequest, Policy, Registration, RequestId,
     ResponseVerdict, RetryRequest, ServerIdentity,
 };
-use mrtr_gate_host::reference_hosts::{AuditFault, ScriptedAnswer};
+use mrtr_gate_host::reference_hosts::{AuditFault, ScriptedAnswer, ScriptedConsent};
 use mrtr_gate_host::{GateApi, GateDenial};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -95,6 +95,21 @@ fn default_params(method: &str) -> Value {
         "resources/read" => json!({"uri": "file:///project/README.md", "_meta": meta}),
         _ => json!({"name": "tool", "arguments": {}, "_meta": meta}),
     }
+}
+
+/// Queue the step's `consent` answer, if it names one.
+fn queue_consent(step: &Value, consent: &ScriptedConsent) -> Result<(), String> {
+    if let Some(answer) = step.get("consent").and_then(Value::as_str) {
+        consent.push(match answer {
+            "grant" => ScriptedAnswer::Grant,
+            "refuse" => ScriptedAnswer::Refuse,
+            "other_view" => ScriptedAnswer::GrantOtherView,
+            "other_answers" => ScriptedAnswer::GrantOtherAnswers,
+            "fail" => ScriptedAnswer::Fail,
+            other => return Err(format!("unknown consent `{other}`")),
+        });
+    }
+    Ok(())
 }
 
 /// A string field of a step, or its default.
@@ -302,16 +317,7 @@ pub fn run_scenario_with(
                 )
             }
             "retry" => {
-                if let Some(answer) = step.get("consent").and_then(Value::as_str) {
-                    hosts.consent.push(match answer {
-                        "grant" => ScriptedAnswer::Grant,
-                        "refuse" => ScriptedAnswer::Refuse,
-                        "other_view" => ScriptedAnswer::GrantOtherView,
-                        "other_answers" => ScriptedAnswer::GrantOtherAnswers,
-                        "fail" => ScriptedAnswer::Fail,
-                        other => return Err(format!("{at}: unknown consent `{other}`")),
-                    });
-                }
+                queue_consent(step, &hosts.consent).map_err(|e| format!("{at}: {e}"))?;
                 let responses_json = match (step.get("responses"), step.get("responses_text")) {
                     (_, Some(Value::String(t))) => t.clone(),
                     (Some(r), _) => r.to_string(),
@@ -326,6 +332,38 @@ pub fn run_scenario_with(
                     responses_json,
                 };
                 outcome(gate.build_retry(r), |ok| {
+                    json!({
+                        "request": serde_json::from_str::<Value>(&ok.request_json).unwrap_or(Value::Null),
+                        "round": ok.round,
+                        "consent_receipt_id": ok.consent_receipt_id,
+                    })
+                })
+            }
+            "retry_from_client" => {
+                queue_consent(step, &hosts.consent).map_err(|e| format!("{at}: {e}"))?;
+                let method = step
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or("tools/call");
+                let params_json = match (step.get("params"), step.get("params_text")) {
+                    (_, Some(Value::String(t))) => t.clone(),
+                    (Some(p), _) => p.to_string(),
+                    _ => return Err(format!("{at}: `retry_from_client` needs `params`")),
+                };
+                let request_id = match step.get("id") {
+                    None | Some(Value::Null) => None,
+                    Some(id) => Some(id_of(id)?),
+                };
+                let r = ClientRetry {
+                    server: server_of(step)?,
+                    request_id,
+                    retry_id: id_of(step.get("retry_id").unwrap_or(&Value::Null))?,
+                    user: text_or(step, "user", "alice"),
+                    tenant: text_or(step, "tenant", "acme"),
+                    method: method.into(),
+                    params_json,
+                };
+                outcome(gate.retry_from_client(r), |ok| {
                     json!({
                         "request": serde_json::from_str::<Value>(&ok.request_json).unwrap_or(Value::Null),
                         "round": ok.round,

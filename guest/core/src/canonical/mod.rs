@@ -101,6 +101,11 @@ impl<'a> CanonicalObject<'a> {
         ordered.then_some(Self { members })
     }
 
+    /// The members, in order: each key with its value's canonical text.
+    pub(crate) fn members(&self) -> impl Iterator<Item = (&str, &'a str)> {
+        self.members.iter().map(|(k, v)| (k.as_str(), v.get()))
+    }
+
     /// The text of the member `key`, when the object has one.
     pub fn member(&self, key: &str) -> Option<&'a str> {
         self.members

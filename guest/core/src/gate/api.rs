@@ -1,4 +1,4 @@
-//! The types of the gate's five operations: what a caller passes in and gets back.
+//! The types of the gate's operations: what a caller passes in and gets back.
 
 use crate::ids::{RequestId, ServerIdentity};
 use crate::policy::Policy;
@@ -76,6 +76,29 @@ pub struct RetryRequest {
     pub tenant: String,
     /// The `inputResponses` object, JSON text.
     pub responses_json: String,
+}
+
+/// A client's own retry of a round (a relay's client sent it, the relay found the round):
+/// the gate checks it is the round's request again, then builds the retry as
+/// [`RetryRequest`] does, with the client's `inputResponses`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientRetry {
+    /// The server the round came from (ids are per server).
+    pub server: ServerIdentity,
+    /// The live id of the open round this retry is for, as the host found it; `None`: no
+    /// open round matched (refused `inactive_mrtr_round`, audited).
+    pub request_id: Option<RequestId>,
+    /// A new id for the retry.
+    pub retry_id: RequestId,
+    /// Must be the binding's user.
+    pub user: String,
+    /// Must be the binding's tenant.
+    pub tenant: String,
+    /// Must be the binding's method.
+    pub method: String,
+    /// The client's whole params object as JSON text: the registered params (but `_meta`)
+    /// with the round's `requestState` and the answers (`inputResponses`, absent meaning `{}`).
+    pub params_json: String,
 }
 
 /// A retry ready to send.

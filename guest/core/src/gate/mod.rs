@@ -10,11 +10,13 @@
 //!
 //! Each operation has its own file: [`register`], [`accept`] (with [`round`], what a
 //! server's round may hold, and [`consent_view`], what the user is shown, read back as a type
-//! by [`view_model`]), [`retry`] (with [`responses`], what the answers must be) and [`finish`]
+//! by [`view_model`]), [`retry`] (with [`responses`], what the answers must be, and
+//! [`client_retry`], a client's own retry held to its round) and [`finish`]
 //! (also expiry); how any binding ends is [`lifecycle`].
 
 mod accept;
 mod api;
+mod client_retry;
 mod consent_view;
 mod finish;
 mod lifecycle;
@@ -28,8 +30,8 @@ mod store;
 mod view_model;
 
 pub use api::{
-    AcceptedRound, CallerOutcome, FinishRequest, Registered, Registration, ResponseVerdict, Retry,
-    RetryRequest, TerminalOutcome,
+    AcceptedRound, CallerOutcome, ClientRetry, FinishRequest, Registered, Registration,
+    ResponseVerdict, Retry, RetryRequest, TerminalOutcome,
 };
 pub use consent_view::VIEW_FORMAT;
 pub use memo::OriginMemo;
@@ -60,7 +62,8 @@ pub const CLOCK_SKEW_TOLERANCE_MS: u64 = 5_000;
 /// client library routes exactly these through the gate; no host keeps a copy).
 pub const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
-/// The gate over a host: the five operations a client calls around each request.
+/// The gate over a host: the operations a client (or a relay for its client) calls around
+/// each request.
 pub struct Gate<H: Host> {
     host: H,
     chain: ChainWriter,
@@ -109,6 +112,14 @@ impl<H: Host> Gate<H> {
     pub fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
         self.begin_call().map_err(Denial::unaudited)?;
         self.retry_round(r)
+    }
+
+    /// A client's own retry of a round (a relay's client sent it): held to the binding's
+    /// method, params and round state, then built as [`Gate::build_retry`] builds one, with
+    /// the client's answers.
+    pub fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, Denial> {
+        self.begin_call().map_err(Denial::unaudited)?;
+        self.retry_client(r)
     }
 
     /// End a binding from the caller's side (cancelled, or the transport failed), on behalf

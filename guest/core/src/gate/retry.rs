@@ -1,7 +1,10 @@
 //! `build-retry`: validate the user's answers ([`super::responses`]), check the new id is
 //! free, obtain consent for exactly the view and the answers, reserve the id and consume the
 //! round in one storage call, audit it, and write the retry from the registered params.
+//! `retry-from-client` takes the same path once the client's own retry is found to be the
+//! round's request again ([`super::client_retry`]).
 
+use super::client_retry::ClientParams;
 use super::record::{Binding, OpenRound, id_key};
 use super::responses;
 use super::store::{Consume, UNKNOWN_VERSION};
@@ -11,7 +14,7 @@ use crate::canonical;
 use crate::digest;
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
 use crate::host::{ConsentDecision, ConsentPrompt, Host};
-use crate::ids::RequestId;
+use crate::ids::{RequestId, ServerIdentity};
 use crate::json::{self, JsonError};
 use crate::policy::limits;
 use serde_json::Value;
@@ -25,14 +28,52 @@ struct Prepared {
     params: String,
 }
 
+/// Who asks for a retry of which round, as the caller claims it.
+pub(super) struct Claim<'a> {
+    pub(super) server: &'a ServerIdentity,
+    pub(super) request_id: &'a RequestId,
+    pub(super) retry_id: &'a RequestId,
+    pub(super) user: &'a str,
+    pub(super) tenant: &'a str,
+}
+
+/// Where a retry's answers come from.
+pub(super) enum Answers<'a> {
+    /// `build-retry`: the caller's `inputResponses`, JSON text.
+    Given(&'a str),
+    /// `retry-from-client`: the client's method and whole params, held to the binding's
+    /// before its answers are read.
+    Client {
+        method: &'a str,
+        params_json: &'a str,
+    },
+}
+
 impl<H: Host> Gate<H> {
     pub(super) fn retry_round(&mut self, r: RetryRequest) -> Result<Retry, Denial> {
+        let claim = Claim {
+            server: &r.server,
+            request_id: &r.request_id,
+            retry_id: &r.retry_id,
+            user: &r.user,
+            tenant: &r.tenant,
+        };
+        self.retry_claimed(&claim, Answers::Given(&r.responses_json))
+    }
+
+    /// The retry path of both exports: the binding loaded, the claim and the answers
+    /// checked, consent obtained, the round consumed and the retry written.
+    pub(super) fn retry_claimed(
+        &mut self,
+        r: &Claim<'_>,
+        answers: Answers<'_>,
+    ) -> Result<Retry, Denial> {
         let request_id = r
             .request_id
             .clone()
             .validated()
             .map_err(Denial::unaudited)?;
-        let server_key = self.principals.server(&r.server).key;
+        let server_key = self.principals.server(r.server).key;
         // Whether the retry id is live on the server is read with the binding (one storage
         // call); the reservation itself comes with the consume, below.
         let retry_key = r
@@ -43,18 +84,18 @@ impl<H: Host> Gate<H> {
             .map(|id| id_key(&server_key, &id));
         let (binding, version, retry_id_free) = match self.store.load_and_probe(
             self.host.storage(),
-            &r.server,
+            r.server,
             &server_key,
             &request_id,
             retry_key.as_deref(),
         ) {
             Ok((Some((binding, version)), probed)) => (binding, version, probed == Some(false)),
             Ok((None, _)) => {
-                let event = self.unbound_event(&request_id, &r);
+                let event = self.unbound_event(Some(&request_id), r.server, r.user, r.tenant);
                 return Err(self.deny(GateError::from(CallerMisuse::InactiveRound), event));
             }
             Err(e) => {
-                let event = self.unbound_event(&request_id, &r);
+                let event = self.unbound_event(Some(&request_id), r.server, r.user, r.tenant);
                 return Err(self.deny(e, event));
             }
         };
@@ -74,7 +115,7 @@ impl<H: Host> Gate<H> {
                 TerminalOutcome::Expired,
             ));
         }
-        let prepared = match self.prepare_retry(&binding, &r, retry_id_free) {
+        let prepared = match self.prepare_retry(&binding, r, answers, retry_id_free) {
             Ok(p) => p,
             Err(e) => {
                 let event = rejected(&binding);
@@ -139,13 +180,20 @@ impl<H: Host> Gate<H> {
         })
     }
 
-    /// The `rejected` event of a retry for no binding: what the caller claimed, digested.
-    fn unbound_event(&mut self, request_id: &RequestId, r: &RetryRequest) -> Event {
+    /// The `rejected` event of a retry for no binding: what the caller claimed, digested
+    /// (no live id: the host found no open round for a client's retry).
+    pub(super) fn unbound_event(
+        &mut self,
+        request_id: Option<&RequestId>,
+        server: &ServerIdentity,
+        user: &str,
+        tenant: &str,
+    ) -> Event {
         Event::new(EventKind::Rejected)
-            .set_raw(Field::Server, self.principals.server(&r.server).audited)
-            .set(Field::LiveId, request_id.to_json())
-            .set(Field::UserSha256, self.principals.user(&r.user))
-            .set(Field::TenantSha256, self.principals.tenant(&r.tenant))
+            .set_raw(Field::Server, self.principals.server(server).audited)
+            .set(Field::LiveId, request_id.map(RequestId::to_json))
+            .set(Field::UserSha256, self.principals.user(user))
+            .set(Field::TenantSha256, self.principals.tenant(tenant))
     }
 
     /// Everything a retry needs before the round is consumed: the checks, the answers, the
@@ -153,10 +201,11 @@ impl<H: Host> Gate<H> {
     fn prepare_retry(
         &mut self,
         binding: &Binding,
-        r: &RetryRequest,
+        r: &Claim<'_>,
+        answers: Answers<'_>,
         retry_id_free: bool,
     ) -> Result<Prepared, GateError> {
-        let open = match (&binding.open, binding.live_id == r.request_id) {
+        let open = match (&binding.open, binding.live_id == *r.request_id) {
             (Some(open), true) => open,
             _ => return Err(GateError::from(CallerMisuse::InactiveRound)),
         };
@@ -182,27 +231,18 @@ impl<H: Host> Gate<H> {
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
             return Err(GateError::from(CallerMisuse::IdentityOrArgumentMismatch));
         }
-        let responses = match json::parse_strict(&r.responses_json, limits::RESPONSES) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => {
-                return Err(GateError::from(CallerMisuse::InvalidInputResponse(
-                    "`inputResponses` must be an object".into(),
-                )));
-            }
-            Err(e) => {
-                return Err(GateError::from(CallerMisuse::InvalidInputResponse(
-                    match e {
-                        JsonError::Syntax(w) | JsonError::Limit(w) => w,
-                        JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
-                    },
-                )));
-            }
-        };
-        responses::check_responses(&responses, &open.inputs)?;
         // Read before anything is reserved or asked, so a corrupt record can never leave a
         // `consented` or `submitted` event for a retry that does not go out.
         let params = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
             .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
+        let responses = match answers {
+            Answers::Given(text) => parse_responses(text)?,
+            Answers::Client {
+                method,
+                params_json,
+            } => ClientParams::parse(params_json)?.matched(method, binding, open, &params)?,
+        };
+        responses::check_responses(&responses, &open.inputs)?;
 
         // A retry id live on the server (another binding's record or pointer) is refused
         // before consent, so the user is never asked about a retry that cannot go out. (Only
@@ -300,5 +340,21 @@ impl<H: Host> Gate<H> {
             .set(Field::RetryId, retry_id.to_json());
         self.audit(consented)?;
         Ok(receipt.receipt_id)
+    }
+}
+
+/// `build-retry`'s `inputResponses` text as an object.
+fn parse_responses(text: &str) -> Result<serde_json::Map<String, Value>, GateError> {
+    match json::parse_strict(text, limits::RESPONSES) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(GateError::from(CallerMisuse::InvalidInputResponse(
+            "`inputResponses` must be an object".into(),
+        ))),
+        Err(e) => Err(GateError::from(CallerMisuse::InvalidInputResponse(
+            match e {
+                JsonError::Syntax(w) | JsonError::Limit(w) => w,
+                JsonError::DuplicateKey(k) => format!("the key `{k}` appears twice"),
+            },
+        ))),
     }
 }

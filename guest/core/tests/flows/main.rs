@@ -8,6 +8,7 @@ mod support;
 
 mod audit_content;
 mod audit_faults;
+mod client_retry;
 mod clock;
 mod consent;
 mod cross_server;

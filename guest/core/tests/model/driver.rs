@@ -10,7 +10,7 @@ use mrtr_gate_core::{
     ALL_CODES, CallerOutcome, Denial, DeprecatedMethod, Policy, RequestId, ResponseVerdict,
     ServerIdentity,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 fn assert_known(d: &Denial) {
@@ -126,6 +126,45 @@ impl World {
             .unwrap_or_else(|| BTreeMap::from([("f0".to_owned(), Input::Form)]))
     }
 
+    /// What a client sends as its retry of the round on (server, id): the params it sent
+    /// (the binding's, as the model holds them, or a request of the pool's shape) with the
+    /// round's state and `answers` (`{}` omitted, as the Python SDK does), then `change`.
+    fn client_params(
+        &self,
+        server: usize,
+        id: &RequestId,
+        answers: &Value,
+        change: ClientChange,
+    ) -> (Option<RequestId>, &'static str, Value) {
+        let binding = self.model.find(server, id).map(|i| &self.model.bindings[i]);
+        let mut params =
+            binding.map_or_else(|| tool_params("t", json!({"n": 0})), |b| b.params.clone());
+        let mut state = binding
+            .and_then(|b| b.open.as_ref())
+            .and_then(|o| o.state.clone());
+        let mut method = "tools/call";
+        let mut request_id = Some(id.clone());
+        match change {
+            ClientChange::None => {}
+            ClientChange::Meta => params["_meta"] = json!({"progressToken": 1}),
+            ClientChange::Arguments => params["arguments"] = json!({"n": 99}),
+            ClientChange::Name => params["name"] = json!("t2"),
+            ClientChange::Method => method = "prompts/get",
+            ClientChange::State => {
+                state = Some(state.map_or_else(|| "added".to_owned(), |s| format!("{s}!")));
+            }
+            ClientChange::NoState => state = None,
+            ClientChange::NoRound => request_id = None,
+        }
+        if answers.as_object().is_none_or(|a| !a.is_empty()) {
+            params["inputResponses"] = answers.clone();
+        }
+        if let Some(state) = state {
+            params["requestState"] = json!(state);
+        }
+        (request_id, method, params)
+    }
+
     /// One operation on the gate and on the model: (the gate's result, the model's), none
     /// for an operation on the hosts alone.
     pub(crate) fn run(&mut self, op: &Op) -> Option<(Seen, Seen)> {
@@ -235,6 +274,7 @@ impl World {
                 answers,
                 other_user,
                 other_tenant,
+                client,
             } => {
                 let (server, id) = self.resolve(&target);
                 let retry_id = match retry_id {
@@ -259,22 +299,49 @@ impl World {
                 let (own_user, own_tenant) = self.principals_of(server, &id);
                 let user = own_user ^ usize::from(other_user);
                 let tenant = own_tenant ^ usize::from(other_tenant);
-                let request = mrtr_gate_core::RetryRequest {
-                    server: server_identity(server),
-                    request_id: id.clone(),
-                    retry_id: retry_id.clone(),
-                    user: USERS[user].into(),
-                    tenant: TENANTS[tenant].into(),
-                    responses_json: answers.to_string(),
-                };
-                let got = seen_of(self.gate(gate).build_retry(request), |r| Seen::Retry {
+                let seen = |r: mrtr_gate_core::Retry| Seen::Retry {
                     request: parse(&r.request_json),
                     round: r.round,
                     receipt: r.consent_receipt_id.is_some(),
-                });
-                let want = self
-                    .model
-                    .retry(server, &id, &retry_id, user, tenant, &answers);
+                };
+                let (got, want) = if let Some(change) = client {
+                    let (request_id, method, params) =
+                        self.client_params(server, &id, &answers, change);
+                    let request = mrtr_gate_core::ClientRetry {
+                        server: server_identity(server),
+                        request_id: request_id.clone(),
+                        retry_id: retry_id.clone(),
+                        user: USERS[user].into(),
+                        tenant: TENANTS[tenant].into(),
+                        method: method.into(),
+                        params_json: params.to_string(),
+                    };
+                    let got = seen_of(self.gate(gate).retry_from_client(request), seen);
+                    let want = self.model.client_retry(
+                        server,
+                        request_id.as_ref(),
+                        &retry_id,
+                        user,
+                        tenant,
+                        method,
+                        &params,
+                    );
+                    (got, want)
+                } else {
+                    let request = mrtr_gate_core::RetryRequest {
+                        server: server_identity(server),
+                        request_id: id.clone(),
+                        retry_id: retry_id.clone(),
+                        user: USERS[user].into(),
+                        tenant: TENANTS[tenant].into(),
+                        responses_json: answers.to_string(),
+                    };
+                    let got = seen_of(self.gate(gate).build_retry(request), seen);
+                    let want = self
+                        .model
+                        .retry(server, &id, &retry_id, user, tenant, &answers);
+                    (got, want)
+                };
                 let want = with_audit(Operation::Retry, want);
                 (got, want)
             }

@@ -88,6 +88,43 @@ fn retry(picks: Vec<usize>, other_tenant: bool) -> Op {
         },
         other_user: false,
         other_tenant,
+        client: None,
+    }
+}
+
+/// Each change a client can make to its own retry, on a form round with a state and on a
+/// state-only round, through the gate and the model; then the retry with only its own `_meta`,
+/// which goes out.
+#[test]
+fn client_retries_agree_with_the_model() {
+    let changes = [
+        ClientChange::Arguments,
+        ClientChange::Name,
+        ClientChange::Method,
+        ClientChange::State,
+        ClientChange::NoState,
+        ClientChange::NoRound,
+        ClientChange::Meta,
+    ];
+    for round in [
+        respond(&[("f0", Request::Form)], Some("s1")),
+        respond(&[], Some("s1")),
+    ] {
+        let mut world = World::new();
+        world.apply(&register(0, 0, false));
+        world.apply(&round);
+        for change in changes {
+            let mut op = retry(vec![0], false);
+            if let Op::Retry { client, .. } = &mut op {
+                *client = Some(change);
+            }
+            world.apply(&op);
+        }
+        assert!(
+            world.model.bindings.iter().all(|b| b.open.is_none()),
+            "the retry with the client's own _meta went out"
+        );
+        world.assert_chain();
     }
 }
 

@@ -90,6 +90,25 @@ pub(crate) enum RetryIdPick {
     Pool(usize),
 }
 
+/// `retry-from-client` rather than `build-retry`: the client sends the request it saw again
+/// (its params as registered, the round's state, the answers; `{}` answers omitted), with
+/// this change.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ClientChange {
+    None,
+    /// The client's own `_meta`.
+    Meta,
+    Arguments,
+    Name,
+    Method,
+    /// The round's state edited, or one added to a round that sent none.
+    State,
+    /// The state dropped.
+    NoState,
+    /// The relay found no round: no request id.
+    NoRound,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum ClockPick {
     Forward(u64),
@@ -121,6 +140,8 @@ pub(crate) enum Op {
         answers: AnswerPlan,
         other_user: bool,
         other_tenant: bool,
+        /// `None`: `build-retry`.
+        client: Option<ClientChange>,
     },
     QueueConsent(ConsentAnswer),
     Finish {
@@ -212,6 +233,21 @@ fn arb_reply() -> impl Strategy<Value = ReplyPick> {
     ]
 }
 
+/// Mostly `build-retry`; a client's retry mostly unchanged (its own `_meta` is no change).
+fn arb_client() -> impl Strategy<Value = Option<ClientChange>> {
+    prop_oneof![
+        12 => Just(None),
+        4 => Just(Some(ClientChange::None)),
+        2 => Just(Some(ClientChange::Meta)),
+        1 => Just(Some(ClientChange::Arguments)),
+        1 => Just(Some(ClientChange::Name)),
+        1 => Just(Some(ClientChange::Method)),
+        1 => Just(Some(ClientChange::State)),
+        1 => Just(Some(ClientChange::NoState)),
+        1 => Just(Some(ClientChange::NoRound)),
+    ]
+}
+
 fn arb_answers() -> impl Strategy<Value = AnswerPlan> {
     let pick = prop_oneof![4 => Just(0usize), 1 => 0usize..16];
     let change = prop_oneof![
@@ -292,8 +328,9 @@ pub(crate) fn arb_op() -> impl Strategy<Value = Op> {
             arb_answers(),
             who,
             who,
+            arb_client(),
         )
-            .prop_map(|(gate, target, retry_id, answers, other_user, other_tenant)| Op::Retry { gate, target, retry_id, answers, other_user, other_tenant }),
+            .prop_map(|(gate, target, retry_id, answers, other_user, other_tenant, client)| Op::Retry { gate, target, retry_id, answers, other_user, other_tenant, client }),
         1 => prop_oneof![
             Just(ConsentAnswer::Refuse),
             Just(ConsentAnswer::GrantOtherView),

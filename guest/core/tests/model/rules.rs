@@ -384,6 +384,66 @@ impl Model {
         }
     }
 
+    /// `retry-from-client`: no round found is refused (audited); otherwise a retry whose
+    /// request (its method, its params but `_meta` and the MRTR fields) is the binding's
+    /// request, and whose state is the round's, with `inputResponses` (absent: `{}`) as the
+    /// answers; anything else is a mismatch, judged after the principal and before the answers.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn client_retry(
+        &mut self,
+        server: usize,
+        id: Option<&RequestId>,
+        retry_id: &RequestId,
+        user: usize,
+        tenant: usize,
+        method: &str,
+        params: &Value,
+    ) -> Seen {
+        if self.clock_out_of_range {
+            return denied("clock_out_of_range");
+        }
+        let Some(id) = id else {
+            return denied("inactive_mrtr_round");
+        };
+        let mut request = params.as_object().cloned().unwrap_or_default();
+        let answers = request
+            .remove("inputResponses")
+            .unwrap_or_else(|| json!({}));
+        let state = request.remove("requestState");
+        request.remove("_meta");
+        let same = |b: &ModelBinding| {
+            let mut registered = b.params.as_object().cloned().unwrap_or_default();
+            registered.remove("_meta");
+            let round_state = b
+                .open
+                .as_ref()
+                .and_then(|o| o.state.clone())
+                .map(Value::from);
+            method == "tools/call" && registered == request && round_state == state
+        };
+        // Every check of `retry` before the answers, then the client's own.
+        let Some(i) = self.find(server, id) else {
+            return self.retry(server, id, retry_id, user, tenant, &answers);
+        };
+        let b = &self.bindings[i];
+        let ahead = self.clock_behind(b)
+            || self.expired(b)
+            || b.open.is_none()
+            || b.live != *id
+            || b.used.contains(retry_id)
+            || b.user != user
+            || b.tenant != tenant;
+        if !ahead {
+            if !answers.is_object() {
+                return denied("invalid_input_response");
+            }
+            if !same(b) {
+                return denied("mrtr_identity_or_argument_mismatch");
+            }
+        }
+        self.retry(server, id, retry_id, user, tenant, &answers)
+    }
+
     /// Precedence: the clock; the binding (by any id it used); user and tenant (another
     /// principal cannot end it, not even as expired); the clock against it; the lifetime.
     pub(crate) fn finish(

@@ -37,7 +37,7 @@ from ._types import (
     WriteOp,
 )
 
-WIT_VERSION = "0.4.0"
+WIT_VERSION = "0.5.0"
 U64_MAX = (1 << 64) - 1
 
 
@@ -180,7 +180,7 @@ class Compiled:
         return found
 
 
-EXPORTS = ("register", "accept-response", "build-retry", "finish", "expire-stale")
+EXPORTS = ("register", "accept-response", "build-retry", "retry-from-client", "finish", "expire-stale")
 
 
 def engine_name() -> str:

@@ -204,6 +204,37 @@ class Gate:
         ok = r.payload
         return Retry(getattr(ok, "request-json"), ok.round, getattr(ok, "consent-receipt-id"))
 
+    def retry_from_client(
+        self,
+        *,
+        server: ServerIdentity,
+        request_id: Optional[RequestId],
+        retry_id: RequestId,
+        user: str,
+        tenant: str,
+        method: str,
+        params: Union[str, Mapping[str, Any]],
+    ) -> Retry:
+        """A relay's path: hold a client's own retry (its `method` and whole `params`, with
+        `inputResponses` and `requestState`) to the round open on `request_id` (`None`: the
+        relay found none; refused `inactive_mrtr_round`, audited), then build it as
+        `build_retry` does with the client's answers. Send the returned `request_json`, never
+        the client's text."""
+        req = c.record(
+            server=_server(server),
+            request_id=None if request_id is None else _request_id(request_id, "request_id"),
+            retry_id=_request_id(retry_id, "retry_id"),
+            user=_text(user, "user"),
+            tenant=_text(tenant, "tenant"),
+            method=_text(method, "method"),
+            params_json=_json_text(params, "params"),
+        )
+        r = self._call("retry-from-client", req)
+        if r.tag == "err":
+            raise _denial(r.payload)
+        ok = r.payload
+        return Retry(getattr(ok, "request-json"), ok.round, getattr(ok, "consent-receipt-id"))
+
     def finish(
         self,
         *,
