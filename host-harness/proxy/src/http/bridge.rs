@@ -4,13 +4,15 @@
 //! jobs and await its answers, so a gate call never holds up the runtime's threads.
 //!
 //! The thread also keeps which open rounds came under which 2025-era protocol session, so a
-//! DELETE of the session ends them.
+//! DELETE of the session ends them, and runs the engine's sweep (expired bindings ended).
 
 use crate::engine::{Action, Engine, Principal};
 use crate::errors::{HOST_FAILED, Refusal};
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::RequestId;
 use std::collections::HashMap;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 enum Job {
@@ -133,10 +135,24 @@ impl Bridge {
     }
 }
 
-/// The engine's thread: one job at a time, in the order they came.
+/// How often the engine ends the bindings whose lifetime has passed ([`Engine::sweep`]).
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// The engine's thread: one job at a time, in the order they came, and the engine's sweep
+/// between them every little while.
 fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>) {
     let mut sessions: HashMap<String, Vec<RequestId>> = HashMap::new();
-    while let Ok(job) = inbox.recv() {
+    let mut swept = Instant::now();
+    loop {
+        if swept.elapsed() >= SWEEP_EVERY {
+            engine.sweep();
+            swept = Instant::now();
+        }
+        let job = match inbox.recv_timeout(SWEEP_EVERY) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         // A caller that went away has nobody left to tell.
         match job {
             Job::Client {

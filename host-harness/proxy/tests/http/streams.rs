@@ -106,16 +106,14 @@ async fn a_second_response_a_foreign_one_or_a_batch_on_the_stream_is_refused() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_hangs_up_mid_call_ends_its_binding_cancelled_and_the_upstream_request() {
-    let up = upstream(|_| Script::Hang).await;
-    let p = proxy(&up).await;
+/// Send `body` on a raw connection, wait until the upstream has seen `seen` requests, and
+/// hang up.
+async fn send_and_hang_up(p: &Proxy, up: &Upstream, body: &str, seen: usize) {
     let addr = p
         .url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let body = call("1", "book");
     let mut s = TcpStream::connect(&addr).await.unwrap();
     let head = format!(
         "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: book\r\ncontent-length: {}\r\n\r\n{body}",
@@ -123,24 +121,65 @@ async fn a_client_that_hangs_up_mid_call_ends_its_binding_cancelled_and_the_upst
     );
     s.write_all(head.as_bytes()).await.unwrap();
     let start = std::time::Instant::now();
-    while up.seen().is_empty() && start.elapsed() < GUARD {
+    while up.seen().len() < seen && start.elapsed() < GUARD {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(up.seen().len(), 1);
-    assert_eq!(p.bindings(), 1);
+    assert_eq!(up.seen().len(), seen);
     drop(s);
-    // The call had opened no round, so the trail has no terminal event for it (audit.md);
-    // the binding is gone from the gate, and the upstream's request closed.
     let start = std::time::Instant::now();
-    while (p.bindings() > 0 || *up.dropped.lock().unwrap() == 0) && start.elapsed() < GUARD {
+    while *up.dropped.lock().unwrap() == 0 && start.elapsed() < GUARD {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(p.bindings(), 0, "the binding ended");
     assert_eq!(
         *up.dropped.lock().unwrap(),
         1,
         "the upstream request was dropped"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_mid_call_ends_its_binding_and_the_upstream_request() {
+    let up = upstream(|_| Script::Hang).await;
+    let p = proxy(&up).await;
+    send_and_hang_up(&p, &up, &call("1", "book"), 1).await;
+    // The call had opened no round, so the trail has no terminal event for it (audit.md);
+    // the binding is gone from the gate.
+    let start = std::time::Instant::now();
+    while p.bindings() > 0 && start.elapsed() < GUARD {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(p.bindings(), 0, "the binding ended");
+    assert!(p.terminals().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_mid_retry_ends_its_binding_cancelled_in_the_trail() {
+    // The call gets a round; its retry never gets an answer.
+    let up = upstream(|s| {
+        if s.body.contains("inputResponses") {
+            Script::Hang
+        } else {
+            Script::Json(StatusCode::OK, vec![], form_round(&s.id()))
+        }
+    })
+    .await;
+    let p = proxy(&up).await;
+    let round = post(
+        &p.url,
+        &mcp_headers("tools/call", Some("book")),
+        &call("1", "book"),
+    )
+    .await;
+    assert_eq!(round.body, form_round("1"));
+    let retry = call("2", "book").replacen(
+        r#""_meta""#,
+        r#""inputResponses":{"seat":{"action":"accept","content":{"seat":"12A"}}},"requestState":"opaque \u00e9","_meta""#,
+        1,
+    );
+    send_and_hang_up(&p, &up, &retry, 2).await;
+    let ends = p.wait_terminals(1).await;
+    assert_eq!(ends.len(), 1, "{:?}", p.audit.events());
+    assert_eq!(ends[0].0, "cancelled");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,8 +14,10 @@ use mrtr_gate_host::core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use mrtr_gate_host::core::{Policy, ServerIdentity};
+use mrtr_gate_host::services::SharedStorage;
 use mrtr_gate_host::{HostServices, NativeGate};
 use mrtr_gate_proxy::http::{HttpOptions, serve};
+use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
 use serde_json::Value;
 use std::convert::Infallible;
@@ -224,19 +226,23 @@ pub fn engine(
     storage: MemoryStorage,
     clock: Arc<ManualClock>,
 ) -> Engine<NativeGate> {
+    let storage: SharedStorage = Arc::new(storage);
     let services = HostServices {
         clock,
-        storage: Arc::new(storage),
+        storage: storage.clone(),
         consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
         audit: Arc::new(audit),
     };
+    let policy = Policy::default();
     let config = EngineConfig {
         server,
         principal: Principal {
             user: "alice".into(),
             tenant: "acme".into(),
         },
-        policy: Policy::default(),
+        rounds: RoundIndex::new(storage, policy.round_trip_lifetime_ms + 60_000),
+        policy,
+        allow_legacy_server_requests: false,
     };
     Engine::new(
         NativeGate::new(services),
