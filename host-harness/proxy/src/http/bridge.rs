@@ -164,7 +164,11 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
                     Some(p) => engine.on_client_as(&p, &text),
                     None => engine.on_client(&text),
                 };
-                let _ = reply.send(action);
+                // A client gone while its call was being registered never sends it: the
+                // binding ends here rather than at its expiry.
+                if let Err(Action::Gated { upstream_id, .. }) = reply.send(action) {
+                    engine.on_cancel(&upstream_id);
+                }
             }
             Job::Server { text, reply } => {
                 let _ = reply.send(engine.on_server(&text));
@@ -182,13 +186,16 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
                     // a session that is never deleted keeps no more than its open rounds.
                     ids.retain(|id| engine.is_open(id));
                     if engine.is_open(&upstream_id) {
-                        ids.push(upstream_id);
+                        ids.push(upstream_id.clone());
                     }
                     if ids.is_empty() {
                         sessions.remove(&session);
                     }
                 }
-                let _ = reply.send(action);
+                // A client gone while its answer was judged never gets the round it opened.
+                if reply.send(action).is_err() {
+                    engine.on_cancel(&upstream_id);
+                }
             }
             Job::Failed {
                 upstream_id,
