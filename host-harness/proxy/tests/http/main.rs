@@ -6,6 +6,7 @@
 
 mod answers;
 mod requests;
+mod retries;
 mod sdk;
 mod streams;
 mod support;
