@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod answers;
+mod differential;
 mod requests;
 mod retries;
 mod sdk;
