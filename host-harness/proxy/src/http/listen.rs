@@ -2,7 +2,8 @@
 //! own requests wherever they come. On the GET stream no request of the client's waits, so
 //! nothing on it can be judged: notifications pass, a response is dropped, and a request for
 //! input (`elicitation/create`, `sampling/createMessage`, `roots/list`) is answered upstream
-//! by the engine (unknown method) and never shown to the client.
+//! by the engine (unknown method) and never shown to the client, unless the engine is told
+//! to let such requests through (`--allow-legacy-server-requests`).
 
 use super::answer::{ProxyBody, Read, channel_body, empty, read};
 use super::bridge::Bridge;
