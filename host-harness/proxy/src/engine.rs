@@ -8,19 +8,24 @@
 //! client's id put back. What the gate refuses never reaches the client: it gets a JSON-RPC
 //! error carrying the gate's code ([`crate::errors`]), and the binding ends.
 //!
-//! Not yet here (issue 25, next): the client's retry matched to its open round (until then a
-//! retry is registered like a new request, which the gate refuses with
-//! `params_carry_mrtr_fields`, and nothing goes upstream), ungated results checked for
-//! `input_required`, and an audited refusal of a server's own requests.
+//! A client's retry (a gated method whose params carry `inputResponses` or `requestState`)
+//! finds its round in the index of open rounds ([`crate::rounds`]) and the gate checks it
+//! against that round and builds it (`retry-from-client`); a retry that matches no open round
+//! is refused by the gate and audited, and nothing goes upstream.
 
 use crate::errors::Refusal;
-use crate::ids::{IdMinter, MINTED_PREFIX, splice_id};
+use crate::ids::{IdMinter, MINTED_PREFIX, id_span, splice_id};
 use crate::message::{FromClient, FromServer, from_client, from_server};
-use mrtr_gate_host::GateApi;
+use crate::rounds::{self, Filed, Named, RoundIndex};
 use mrtr_gate_host::core::{
-    CallerOutcome, FinishRequest, Policy, Registration, RequestId, ResponseVerdict, ServerIdentity,
+    CallerOutcome, ClientRetry, EXPIRY_GRACE_MS, ErrorCause, ErrorCode, FinishRequest, Policy,
+    Registration, RequestId, ResponseVerdict, ServerIdentity, parse_members,
 };
+
+use mrtr_gate_host::{GateApi, GateDenial};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// What the engine binds every call to.
 #[derive(Clone, Debug)]
@@ -32,6 +37,12 @@ pub struct EngineConfig {
     pub principal: Principal,
     /// Every binding's policy.
     pub policy: Policy,
+    /// Where the rounds delivered to clients are filed for their retries: over the gate's own
+    /// storage, so replicas sharing it find each other's rounds.
+    pub rounds: RoundIndex,
+    /// Relay a server's own `elicitation/create`, `sampling/createMessage` and `roots/list`
+    /// requests (2025-era input requests the gate never sees) instead of refusing them.
+    pub allow_legacy_server_requests: bool,
 }
 
 /// Who a gated call is bound to: the user and tenant as the gate binds them (keyed
@@ -70,6 +81,13 @@ struct Call {
     client_id: String,
     /// Who the binding is bound to.
     principal: Principal,
+    /// The method.
+    method: String,
+    /// The params as the client sent them, their exact text: a round without a state is filed
+    /// under them.
+    params: String,
+    /// When the call was sent upstream (for a round: when it was delivered).
+    since: Instant,
 }
 
 /// The 2025-era requests a server sends for input, which 2026-07-28 carries in
@@ -133,11 +151,15 @@ impl<G: GateApi> Engine<G> {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
             Ok(FromClient::Relay) => Action::ToServer(text.to_owned()),
+            Ok(FromClient::Cancelled { params }) => self.cancelled(text, params),
             Ok(FromClient::Gated {
                 raw_id,
                 method,
                 params,
-            }) => self.register(principal, raw_id, method, params),
+            }) => match params {
+                Some(params) if is_retry(params) => self.retry(principal, raw_id, method, params),
+                _ => self.register(principal, raw_id, method, params),
+            },
         }
     }
 
@@ -149,6 +171,7 @@ impl<G: GateApi> Engine<G> {
         params: Option<&str>,
     ) -> Action {
         let minted = self.ids.mint();
+        let registration_method = method.clone();
         let registration = Registration {
             request_id: minted.clone(),
             server: self.config.server.clone(),
@@ -164,6 +187,9 @@ impl<G: GateApi> Engine<G> {
                 let call = Call {
                     client_id: raw_id.to_owned(),
                     principal: principal.clone(),
+                    method: registration_method,
+                    params: params.unwrap_or("null").to_owned(),
+                    since: Instant::now(),
                 };
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
@@ -178,20 +204,38 @@ impl<G: GateApi> Engine<G> {
     /// A message from the server.
     pub fn on_server(&mut self, text: &str) -> Action {
         match from_server(text) {
-            FromServer::Response(Some(id)) if self.in_flight.contains_key(&id) => {
+            FromServer::Response(Some(id), _) if self.in_flight.contains_key(&id) => {
                 self.judge(id, text)
             }
             // A minted id no call waits on: a second answer to a call already answered (or
             // one made up). The client never sent that id; only the gate's one answer counts.
-            FromServer::Response(Some(RequestId::Text(id))) if id.starts_with(MINTED_PREFIX) => {
+            FromServer::Response(Some(RequestId::Text(id)), _) if id.starts_with(MINTED_PREFIX) => {
                 Action::Drop("a response to no gated request in flight")
             }
-            // A response to a request relayed as it came carries the client's own id; one
-            // without a readable id (`null`: the server could not read a request) is the
-            // client's to make sense of.
-            FromServer::Response(_) | FromServer::Notification => Action::ToClient(text.to_owned()),
+            // A response to a request relayed as it came carries the client's own id (one
+            // without a readable id, `null`, is the client's to make sense of). Only the three
+            // gated methods may be answered with a round: one on any other answer would reach
+            // the client with no binding behind it.
+            FromServer::Response(_, Some(result)) if is_input_required(result) => {
+                let refusal = Refusal::peer(
+                    "input_required_not_allowed",
+                    "the server answered a method the gate does not bind with input_required",
+                );
+                match id_span(text) {
+                    Ok((start, end)) => match text.get(start..end) {
+                        Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
+                        None => Action::Drop("an unreadable id on an input_required answer"),
+                    },
+                    Err(_) => Action::Drop("an unreadable id on an input_required answer"),
+                }
+            }
+            FromServer::Response(..) | FromServer::Notification => {
+                Action::ToClient(text.to_owned())
+            }
             FromServer::Request(raw_id, method) => {
-                if INPUT_REQUESTS_OF_OLD.contains(&method.as_str()) {
+                if INPUT_REQUESTS_OF_OLD.contains(&method.as_str())
+                    && !self.config.allow_legacy_server_requests
+                {
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
                     Action::ToClient(text.to_owned())
@@ -223,8 +267,25 @@ impl<G: GateApi> Engine<G> {
         match verdict {
             Ok(verdict) => match splice_id(text, &call.client_id) {
                 Ok(judged) => {
-                    if matches!(verdict, ResponseVerdict::InputRequired(_)) {
-                        self.open_rounds.insert(id, call);
+                    if let ResponseVerdict::InputRequired(round) = verdict {
+                        // Filed before it is delivered: a retry can come as soon as the client
+                        // has it. A round that cannot be filed could never be retried.
+                        let filed = self.file(&id, &call, round.request_state_sha256.as_deref());
+                        if let Err(refusal) = filed {
+                            self.end(
+                                &id,
+                                &call.principal,
+                                CallerOutcome::Error("proxy_fault".into()),
+                            );
+                            return Action::ToClient(refusal.response(&call.client_id));
+                        }
+                        self.open_rounds.insert(
+                            id,
+                            Call {
+                                since: Instant::now(),
+                                ..call
+                            },
+                        );
                     }
                     Action::ToClient(judged)
                 }
@@ -257,6 +318,156 @@ impl<G: GateApi> Engine<G> {
         }
     }
 
+    /// File the round the binding `live_id` of `call` now waits on.
+    fn file(
+        &self,
+        live_id: &RequestId,
+        call: &Call,
+        state_sha256: Option<&str>,
+    ) -> Result<(), Refusal> {
+        let key = match state_sha256 {
+            Some(sha) => self.round_key(&call.principal, &call.method, Filed::State(sha)),
+            None => {
+                let params = params_object(&call.params).ok_or_else(|| {
+                    Refusal::host("proxy_fault", "the registered params are not an object")
+                })?;
+                self.round_key(&call.principal, &call.method, Filed::Params(&params))
+            }
+        };
+        self.config.rounds.file(&key, live_id).map_err(|e| {
+            Refusal::host(
+                "storage_failed",
+                format!("the round could not be filed: {}", e.0),
+            )
+        })
+    }
+
+    fn round_key(&self, principal: &Principal, method: &str, filed: Filed<'_>) -> String {
+        rounds::key(&self.config.server, principal, method, filed)
+    }
+
+    /// A client's retry: the round it names by its state or its params is taken from the
+    /// index, and the gate checks the retry against it and builds what goes upstream.
+    fn retry(
+        &mut self,
+        principal: &Principal,
+        raw_id: &str,
+        method: String,
+        params: &str,
+    ) -> Action {
+        // What cannot be read names no round; the gate says what is wrong with it.
+        let key = params_object(params).and_then(|p| match rounds::named_by(&p) {
+            Named::ByState(sha) => Some(self.round_key(principal, &method, Filed::State(&sha))),
+            Named::ByParams => Some(self.round_key(principal, &method, Filed::Params(&p))),
+            Named::Nothing => None,
+        });
+        let live = match &key {
+            Some(key) => match self.config.rounds.take(key) {
+                Ok(live) => live,
+                Err(e) => {
+                    let refusal = Refusal::host(
+                        "storage_failed",
+                        format!("the open rounds could not be read: {}", e.0),
+                    );
+                    return Action::ToClient(refusal.response(raw_id));
+                }
+            },
+            None => None,
+        };
+        let retry_id = self.ids.mint();
+        let asked = ClientRetry {
+            server: self.config.server.clone(),
+            request_id: live.clone(),
+            retry_id: retry_id.clone(),
+            user: principal.user.clone(),
+            tenant: principal.tenant.clone(),
+            method: method.clone(),
+            params_json: params.to_owned(),
+        };
+        match self.gate.retry_from_client(asked) {
+            Ok(retry) => {
+                if let Some(live) = &live {
+                    self.open_rounds.remove(live);
+                }
+                let call = Call {
+                    client_id: raw_id.to_owned(),
+                    principal: principal.clone(),
+                    method,
+                    params: params.to_owned(),
+                    since: Instant::now(),
+                };
+                self.in_flight.insert(retry_id.clone(), call);
+                Action::Gated {
+                    text: retry.request_json,
+                    upstream_id: retry_id,
+                }
+            }
+            Err(denial) => {
+                if let (Some(key), Some(live)) = (&key, &live) {
+                    self.after_refused_retry(key, live, principal, &denial);
+                }
+                Action::ToClient(Refusal::from_denial(&denial).response(raw_id))
+            }
+        }
+    }
+
+    /// A refused retry for the round `live`: a round the gate keeps open (the answers or the
+    /// arguments were wrong, the user said no) is filed again for a retry that gets it right;
+    /// one the gate could not judge is ended, so nothing is left half decided.
+    fn after_refused_retry(
+        &mut self,
+        key: &str,
+        live: &RequestId,
+        principal: &Principal,
+        denial: &GateDenial,
+    ) {
+        let still_open = denial.cause == ErrorCause::Caller
+            && !denial.is(ErrorCode::InactiveRound)
+            && !denial.is(ErrorCode::RetryIdNotNew);
+        if still_open {
+            if self.config.rounds.file(key, live).is_ok() {
+                return;
+            }
+        } else if denial.cause != ErrorCause::Host {
+            // The round is gone (used, expired, ended): nothing to end.
+            self.open_rounds.remove(live);
+            return;
+        }
+        self.open_rounds.remove(live);
+        self.end(
+            live,
+            principal,
+            CallerOutcome::Error("retry_refused".into()),
+        );
+    }
+
+    /// `notifications/cancelled` from the client: a gated call in flight is cancelled under
+    /// its minted id upstream and its binding ends `cancelled`; any other is relayed as it
+    /// came (a relayed request went upstream under the client's own id).
+    fn cancelled(&mut self, text: &str, params: Option<&str>) -> Action {
+        let Some(mut params) = params.and_then(params_object) else {
+            return Action::ToServer(text.to_owned());
+        };
+        let Some(asked) = params.get("requestId").cloned() else {
+            return Action::ToServer(text.to_owned());
+        };
+        let found = self.in_flight.iter().find_map(|(id, call)| {
+            let client_id: Value = serde_json::from_str(&call.client_id).ok()?;
+            (client_id == asked).then(|| id.clone())
+        });
+        let Some(upstream_id) = found else {
+            return Action::ToServer(text.to_owned());
+        };
+        self.on_cancel(&upstream_id);
+        params.insert("requestId".into(), upstream_id.to_json());
+        let note = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": Value::Object(params),
+        });
+        Action::ToServer(note.to_string())
+    }
+
     /// The client abandoned the call sent upstream as `upstream_id` (it closed the exchange,
     /// or cancelled it): its binding ends `cancelled`. Nothing is sent to anyone.
     pub fn on_cancel(&mut self, upstream_id: &RequestId) {
@@ -268,6 +479,22 @@ impl<G: GateApi> Engine<G> {
             },
         };
         self.end(upstream_id, &call.principal, CallerOutcome::Cancelled);
+    }
+
+    /// Housekeeping, every little while: the gate ends the bindings whose lifetime has passed
+    /// (`expired` in the trail, whichever replica holds them), and the engine forgets the
+    /// rounds it delivered that can no longer be retried. A failure is the next sweep's to
+    /// retry; the gate refuses a retry of an expired round whatever happens here.
+    pub fn sweep(&mut self) {
+        let _ = self.gate.expire_stale();
+        let lifetime = Duration::from_millis(
+            self.config
+                .policy
+                .round_trip_lifetime_ms
+                .saturating_add(EXPIRY_GRACE_MS),
+        );
+        self.open_rounds
+            .retain(|_, call| call.since.elapsed() < lifetime);
     }
 
     /// The client went away: every call of its ends `cancelled`.
@@ -317,6 +544,38 @@ impl<G: GateApi> Engine<G> {
             outcome,
         });
     }
+}
+
+/// Whether a gated request's params carry a round's answers or state: a retry.
+fn is_retry(params: &str) -> bool {
+    match parse_members(params, crate::ids::MAX_MESSAGE_BYTES) {
+        Ok(members) => {
+            members.contains_key("inputResponses") || members.contains_key("requestState")
+        }
+        // Unreadable params go to the gate as a new request, which refuses them.
+        Err(_) => false,
+    }
+}
+
+/// Params as an object, when they are one.
+fn params_object(params: &str) -> Option<Map<String, Value>> {
+    match serde_json::from_str(params) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// Whether a result's `resultType` asks for input, in any spelling of case a lenient client
+/// might honour.
+fn is_input_required(result: &str) -> bool {
+    let Ok(members) = parse_members(result, crate::ids::MAX_MESSAGE_BYTES) else {
+        return false;
+    };
+    members.iter().any(|(key, value)| {
+        key.eq_ignore_ascii_case("resultType")
+            && serde_json::from_str::<String>(value.get())
+                .is_ok_and(|t| t.eq_ignore_ascii_case("input_required"))
+    })
 }
 
 /// The answer to a server's request the client must not see: unknown method, as the

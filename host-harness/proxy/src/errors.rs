@@ -67,6 +67,28 @@ impl Refusal {
         }
     }
 
+    /// The proxy refuses what the server sent, where no binding was there to judge it.
+    pub fn peer(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            rpc_code: PEER_REFUSED,
+            code: code.to_owned(),
+            cause: "peer",
+            message: message.into(),
+            audited: false,
+        }
+    }
+
+    /// The proxy's own host services failed (its index of open rounds).
+    pub fn host(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            rpc_code: HOST_FAILED,
+            code: code.to_owned(),
+            cause: "host",
+            message: message.into(),
+            audited: false,
+        }
+    }
+
     /// The upstream failed.
     pub fn upstream(code: &str, message: impl Into<String>) -> Self {
         Self {

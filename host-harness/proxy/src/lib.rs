@@ -19,6 +19,7 @@ pub mod http;
 pub mod ids;
 pub mod message;
 pub mod pool;
+pub mod rounds;
 pub mod stdio;
 
 pub use engine::{Action, Engine, EngineConfig, Principal};

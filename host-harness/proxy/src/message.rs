@@ -19,6 +19,11 @@ pub enum FromClient<'a> {
         /// The params, their exact JSON text (`None`: the request had none).
         params: Option<&'a str>,
     },
+    /// `notifications/cancelled`: the client gives up a request (its params' exact text).
+    Cancelled {
+        /// The params, their exact JSON text (`None`: none).
+        params: Option<&'a str>,
+    },
     /// Any other request, a notification, or the client's response to a server request:
     /// relayed as it came.
     Relay,
@@ -26,10 +31,10 @@ pub enum FromClient<'a> {
 
 /// A message from the server.
 #[derive(Debug, PartialEq, Eq)]
-pub enum FromServer {
-    /// A response (or an error) with this id; `None`: its id is no JSON-RPC id
-    /// (`null`, an object, a number past i64).
-    Response(Option<RequestId>),
+pub enum FromServer<'a> {
+    /// A response (or an error) with this id (`None`: its id is no JSON-RPC id: `null`, an
+    /// object, a number past i64), and its `result` member's exact text, if it has one.
+    Response(Option<RequestId>, Option<&'a str>),
     /// A request of the server's own: `(its id's JSON text, its method)`.
     Request(String, String),
     /// A notification.
@@ -56,6 +61,11 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
         .map_err(|e| (null(), Refusal::message("invalid_message", describe(&e))))?;
     let method = members.get("method").map(|m| m.get());
     let Some(raw_id) = members.get("id").map(|id| id.get()) else {
+        if method == Some(r#""notifications/cancelled""#) {
+            return Ok(FromClient::Cancelled {
+                params: members.get("params").map(|p| p.get()),
+            });
+        }
         return Ok(FromClient::Relay);
     };
     let Some(method) = method else {
@@ -88,7 +98,7 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
 }
 
 /// Read a server's message.
-pub fn from_server(text: &str) -> FromServer {
+pub fn from_server(text: &str) -> FromServer<'_> {
     let Ok(members) = parse_members(text, MAX_MESSAGE_BYTES) else {
         return FromServer::Unreadable;
     };
@@ -103,6 +113,7 @@ pub fn from_server(text: &str) -> FromServer {
             serde_json::from_str::<serde_json::Value>(id)
                 .ok()
                 .and_then(|v| RequestId::from_json(&v)),
+            members.get("result").map(|r| r.get()),
         ),
         (None, None) => FromServer::Unreadable,
     }
@@ -138,9 +149,18 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"tools/call"}"#,
             r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled"}"#,
         ] {
             assert_eq!(from_client(relayed), Ok(FromClient::Relay), "{relayed}");
         }
+        assert_eq!(
+            from_client(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#
+            ),
+            Ok(FromClient::Cancelled {
+                params: Some(r#"{"requestId":3}"#)
+            })
+        );
     }
 
     #[test]
@@ -190,11 +210,11 @@ mod tests {
     fn server_messages_are_told_apart() {
         assert_eq!(
             from_server(r#"{"jsonrpc":"2.0","id":"mg:1:1","result":{}}"#),
-            FromServer::Response(Some(RequestId::Text("mg:1:1".into())))
+            FromServer::Response(Some(RequestId::Text("mg:1:1".into())), Some("{}"))
         );
         assert_eq!(
             from_server(r#"{"jsonrpc":"2.0","id":null,"error":{}}"#),
-            FromServer::Response(None)
+            FromServer::Response(None, None)
         );
         assert_eq!(
             from_server(r#"{"jsonrpc":"2.0","id":5,"method":"elicitation/create"}"#),

@@ -3,9 +3,8 @@
 //! when either side goes away (the client: `cancelled`; the server: an error to every call
 //! in flight). The server's stderr goes where the caller says (a private log file), never
 //! to the client's protocol stream.
-//!
-//! Not yet here: `notifications/cancelled` is relayed as it came (not yet mapped to the
-//! minted id and the binding ended).
+//! A client's `notifications/cancelled` for a gated call is the engine's to map
+//! ([`Engine::on_client`]).
 
 use crate::engine::{Action, Engine};
 use crate::ids::MAX_MESSAGE_BYTES;
@@ -19,6 +18,9 @@ use tokio::sync::mpsc;
 
 /// How long a server is given to exit once the client has gone and its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// How often the engine ends the bindings whose lifetime has passed ([`Engine::sweep`]).
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// Lines queued for one side before the reader of the other side waits.
 const QUEUE: usize = 256;
@@ -129,7 +131,20 @@ fn run_engine<G: GateApi>(
     let send = |queue: &mpsc::Sender<Out>, out: Out| {
         let _ = queue.blocking_send(out);
     };
-    while let Ok(event) = inbox.recv() {
+    let mut swept = std::time::Instant::now();
+    loop {
+        let event = match inbox.recv_timeout(SWEEP_EVERY) {
+            Ok(event) => Some(event),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        if swept.elapsed() >= SWEEP_EVERY {
+            engine.sweep();
+            swept = std::time::Instant::now();
+        }
+        let Some(event) = event else {
+            continue;
+        };
         let action = match event {
             Event::Client(line) => engine.on_client(&line),
             Event::Server(line) => engine.on_server(&line),
@@ -217,12 +232,14 @@ for line in sys.stdin:
 
     fn engine() -> Engine<NativeGate> {
         let clock = Arc::new(ManualClock::new(1_000_000));
+        let storage = Arc::new(MemoryStorage::new(clock.clone()));
         let services = HostServices {
-            clock: clock.clone(),
-            storage: Arc::new(MemoryStorage::new(clock)),
+            clock,
+            storage: storage.clone(),
             consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
             audit: Arc::new(MemoryAudit::new()),
         };
+        let policy = Policy::default();
         Engine::new(
             NativeGate::new(services),
             EngineConfig {
@@ -231,7 +248,12 @@ for line in sys.stdin:
                     user: "alice".into(),
                     tenant: "acme".into(),
                 },
-                policy: Policy::default(),
+                rounds: crate::rounds::RoundIndex::new(
+                    storage,
+                    policy.round_trip_lifetime_ms + 60_000,
+                ),
+                policy,
+                allow_legacy_server_requests: false,
             },
             IdMinter::with_nonce(1),
         )
