@@ -31,6 +31,15 @@ pub trait GateApi {
     /// Hold a client's own retry to its round, then build it as `build_retry` does with the
     /// client's answers (a relay's path: `mrtr-gate proxy`).
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial>;
+    /// Refuse a server's request outside any round (a 2025-era server-to-client request):
+    /// the audited denial `legacy_server_request`.
+    fn refuse_server_request(
+        &mut self,
+        server: &ServerIdentity,
+        user: &str,
+        tenant: &str,
+        method: &str,
+    ) -> GateDenial;
     /// End a binding from the caller's side.
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial>;
     /// End every binding whose lifetime has passed.
@@ -54,6 +63,15 @@ impl<G: GateApi + ?Sized> GateApi for Box<G> {
     }
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
         (**self).retry_from_client(r)
+    }
+    fn refuse_server_request(
+        &mut self,
+        server: &ServerIdentity,
+        user: &str,
+        tenant: &str,
+        method: &str,
+    ) -> GateDenial {
+        (**self).refuse_server_request(server, user, tenant, method)
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         (**self).finish(r)
@@ -95,6 +113,17 @@ impl GateApi for NativeGate {
     }
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
         self.gate.retry_from_client(r).map_err(Into::into)
+    }
+    fn refuse_server_request(
+        &mut self,
+        server: &ServerIdentity,
+        user: &str,
+        tenant: &str,
+        method: &str,
+    ) -> GateDenial {
+        self.gate
+            .refuse_server_request(server, user, tenant, method)
+            .into()
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         self.gate.finish(r).map_err(Into::into)
@@ -304,6 +333,27 @@ impl GateApi for ComponentGate {
         let request = wit::ClientRetry::from(r);
         self.call(|p, s| p.mrtr_gate_gate().call_retry_from_client(s, &request))
             .map(Into::into)
+    }
+
+    fn refuse_server_request(
+        &mut self,
+        server: &ServerIdentity,
+        user: &str,
+        tenant: &str,
+        method: &str,
+    ) -> GateDenial {
+        let server = wit::ServerIdentity::from(server);
+        // The export returns the denial itself: carried as the error of a call that cannot
+        // succeed, so a trap and a denial come back the same way.
+        let refused = self.call(|p, s| {
+            p.mrtr_gate_gate()
+                .call_refuse_server_request(s, &server, user, tenant, method)
+                .map(Err::<std::convert::Infallible, _>)
+        });
+        match refused {
+            Err(denial) => denial,
+            Ok(never) => match never {},
+        }
     }
 
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {

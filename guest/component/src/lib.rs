@@ -131,6 +131,20 @@ impl wit::Guest for Component {
             .map_err(Into::into)
     }
 
+    fn refuse_server_request(
+        server: wit::ServerIdentity,
+        user: String,
+        tenant: String,
+        method: String,
+    ) -> wit::GateError {
+        match core::ServerIdentity::try_from(server) {
+            Ok(server) => {
+                with_gate(|g| g.refuse_server_request(&server, &user, &tenant, &method)).into()
+            }
+            Err(e) => e.into(),
+        }
+    }
+
     fn finish(r: wit::FinishRequest) -> Result<wit::TerminalOutcome, wit::GateError> {
         let request = core::FinishRequest::try_from(r)?;
         with_gate(|g| g.finish(request))

@@ -188,6 +188,11 @@ gate_errors! {
         /// A second `input_required` result for a round that is still open.
         ServerSentDuplicateRound => "duplicate_round",
             "the server sent a second round while one is still open";
+        /// A server-to-client request outside any round (`elicitation/create`,
+        /// `sampling/createMessage`, `roots/list` sent as requests, as 2025-era servers do),
+        /// refused by a relay and audited (`refuse-server-request`).
+        ServerSentLegacyRequest(method: String) => "legacy_server_request",
+            "the server sent the request `{method}` outside a round (a 2025-era server-to-client request)";
     }
 
     /// What the caller (or the user's answers) got wrong.

@@ -44,9 +44,9 @@ pub use error::{
 };
 pub use gate::{
     AcceptedRound, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ClientRetry, ConsentView,
-    EXPIRY_GRACE_MS, FinishRequest, Gate, ID_PREFIX, MAX_TIME_MS, MRTR_METHODS, OriginMemo,
-    Registered, Registration, ResponseVerdict, Retry, RetryRequest, ShownArguments,
-    TerminalOutcome, VIEW_FORMAT, ViewError, ViewInput, ViewRequest, ViewState,
+    EXPIRY_GRACE_MS, FinishRequest, Gate, ID_PREFIX, LEGACY_SERVER_REQUESTS, MAX_TIME_MS,
+    MRTR_METHODS, OriginMemo, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
+    ShownArguments, TerminalOutcome, VIEW_FORMAT, ViewError, ViewInput, ViewRequest, ViewState,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 // What a relay reads of a message without deciding on it (the proxy's routing and id splice).

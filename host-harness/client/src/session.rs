@@ -725,6 +725,15 @@ mod tests {
         ) -> Result<mrtr_gate_host::core::Retry, mrtr_gate_host::GateDenial> {
             panic!("the client library sends no client's retry")
         }
+        fn refuse_server_request(
+            &mut self,
+            _: &ServerIdentity,
+            _: &str,
+            _: &str,
+            _: &str,
+        ) -> mrtr_gate_host::GateDenial {
+            panic!("the client library answers a server's request itself")
+        }
         fn finish(
             &mut self,
             r: FinishRequest,

@@ -166,6 +166,8 @@ export declare class Gate {
     method: string;
     params: string | Record<string, unknown>;
   }): Promise<Retry>;
+  /** Refuse a server's request outside any round: the audited denial, returned. */
+  refuseServerRequest(r: { server: ServerIdentity; user: string; tenant: string; method: string }): Promise<GateError>;
   finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string }): Promise<TerminalOutcome>;
   expireStale(): Promise<number>;
 }

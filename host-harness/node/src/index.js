@@ -337,6 +337,17 @@ export class Gate {
     return { requestJson: r.requestJson, round: r.round, consentReceiptId: r.consentReceiptId ?? null };
   }
 
+  /**
+   * A relay's path: refuse a request the server sent outside any round (a 2025-era
+   * `elicitation/create`, `sampling/createMessage` or `roots/list`) for the client of `user`
+   * and `tenant`. Returns the denial (`legacy_server_request`, audited) as a GateError; answer
+   * the server with an error yourself.
+   */
+  async refuseServerRequest({ server: s, user, tenant, method }) {
+    const e = await this.#call("refuseServerRequest", server(s), text(user, "user"), text(tenant, "tenant"), text(method, "method"));
+    return new GateError(e.code, e.cause, e.message, e.audited);
+  }
+
   /** End a binding: cancelled, or (`error`: a short code) failed. Returns how it ended. */
   async finish({ server: s, requestId: id, user, tenant, error }) {
     return this.#call("finish", {

@@ -234,6 +234,12 @@ export async function runSteps(scenario, gate, h, transcript = null) {
         const r = await gate.retryFromClient(args);
         return { request: parse(r.requestJson), round: r.round, consent_receipt_id: r.consentReceiptId };
       };
+    } else if (op === "refuse_server_request") {
+      if (typeof step.method !== "string") throw new AuthoringError(`${at}: \`refuse_server_request\` needs \`method\``);
+      const args = { server: serverOf(step), user: textOr(step, "user", "alice"), tenant: textOr(step, "tenant", "acme"), method: step.method };
+      call = async () => {
+        throw await gate.refuseServerRequest(args);
+      };
     } else if (op === "finish") {
       const o = step.outcome;
       const args = {

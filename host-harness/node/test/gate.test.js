@@ -63,6 +63,16 @@ test("a client's own retry is held to its round and goes out as the gate writes 
   assert.equal(r.consentReceiptId, "consent-1");
 });
 
+test("a server's request outside a round is refused and audited", async () => {
+  const f = await fx();
+  const e = await f.gate.refuseServerRequest({ server: SERVER, user: "alice", tenant: "acme", method: "roots/list" });
+  assert.ok(e instanceof GateError);
+  assert.equal(e.code, "legacy_server_request");
+  assert.equal(e.cause, "peer");
+  assert.equal(e.audited, true);
+  assert.equal(JSON.parse(f.audit.lines.at(-1)).method, "roots/list");
+});
+
 test("consent decided in advance by a dialog is found for exactly what it showed", async () => {
   const consent = new DecidedConsent();
   const f = await fx({ consent });

@@ -12,7 +12,8 @@ export async function example(services: Services): Promise<string> {
   if (verdict.kind === "input_required") {
     const retry = await gate.buildRetry({ server, requestId: 1, retryId: 2n, user: "alice", tenant: "acme", responses: {} });
     const mine = await gate.retryFromClient({ server, requestId: null, retryId: "c", user: "alice", tenant: "acme", method: "tools/call", params: "{}" });
-    return retry.requestJson + mine.requestJson + String(verdict.round) + verdict.inputKeys.join(",");
+    const refused: GateError = await gate.refuseServerRequest({ server, user: "alice", tenant: "acme", method: "roots/list" });
+    return refused.code + retry.requestJson + mine.requestJson + String(verdict.round) + verdict.inputKeys.join(",");
   }
   if (verdict.kind === "error") return String(verdict.code);
   try {

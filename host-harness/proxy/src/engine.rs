@@ -236,6 +236,15 @@ impl<G: GateApi> Engine<G> {
                 if INPUT_REQUESTS_OF_OLD.contains(&method.as_str())
                     && !self.config.allow_legacy_server_requests
                 {
+                    // The refusal goes to the trail (a denial the sink did not take changes
+                    // nothing: the request is refused either way).
+                    let principal = &self.config.principal;
+                    let _ = self.gate.refuse_server_request(
+                        &self.config.server,
+                        &principal.user,
+                        &principal.tenant,
+                        &method,
+                    );
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
                     Action::ToClient(text.to_owned())
@@ -585,6 +594,9 @@ fn unknown_method(raw_id: &str) -> String {
         r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{{"code":-32601,"message":"this client takes input only through input_required results"}}}}"#
     )
 }
+
+#[path = "engine_transport.rs"]
+mod transport;
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]

@@ -254,6 +254,18 @@ fn an_old_servers_own_input_requests_are_answered_unknown_and_never_reach_the_cl
         (v["id"].clone(), v["error"]["code"].clone()),
         (json!("s1"), json!(-32601))
     );
+    // And the refusal is in the trail.
+    let refused: Vec<Value> = r
+        .audit
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "rejected")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(
+        (refused[0]["reason"].clone(), refused[0]["method"].clone()),
+        (json!("legacy_server_request"), json!("elicitation/create"))
+    );
 }
 
 #[test]

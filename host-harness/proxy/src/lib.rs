@@ -8,10 +8,10 @@
 //! request under a minted id ([`ids`]), judges the server's answer and gives the client the
 //! judged bytes under its own id, or the gate's refusal as a JSON-RPC error ([`errors`]);
 //! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own),
-//! run on this process's stdin and stdout by [`run_stdio`]; and the consent modes
+//! run on this process's stdin and stdout by [`run_stdio`]; [`http::serve`], the
+//! streamable-HTTP endpoint on hyper (the engine likewise); and the consent modes
 //! ([`consent`]). The command line is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
-//! Still to come, each in its module: the gate pool ([`pool`]) and the HTTP endpoint
-//! ([`http`]).
+//! Still to come: the gate pool ([`pool`]).
 
 pub mod config;
 pub mod consent;

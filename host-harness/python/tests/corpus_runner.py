@@ -440,6 +440,19 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Option
                 r = gate.retry_from_client(**kw)
                 return {"request": loads(r.request_json), "round": r.round, "consent_receipt_id": r.consent_receipt_id}
 
+        elif op == "refuse_server_request":
+            if not isinstance(step.get("method"), str):
+                raise AuthoringError(f"{at}: `refuse_server_request` needs `method`")
+            kw = dict(
+                server=server_of(step),
+                user=text_or(step, "user", "alice"),
+                tenant=text_or(step, "tenant", "acme"),
+                method=step["method"],
+            )
+
+            def call():
+                raise gate.refuse_server_request(**kw)
+
         elif op == "finish":
             outcome = step.get("outcome")
             kw = dict(

@@ -99,6 +99,13 @@ def test_a_clients_own_retry_is_held_to_its_round_and_goes_out_as_the_gates():
     assert r.consent_receipt_id == "consent-1"
 
 
+def test_a_servers_request_outside_a_round_is_refused_and_audited():
+    fx = Fx()
+    e = fx.gate.refuse_server_request(server=SERVER, user="alice", tenant="acme", method="sampling/createMessage")
+    assert isinstance(e, m.GateError) and e.code == "legacy_server_request" and e.cause is m.ErrorCause.PEER
+    assert e.audited and json.loads(fx.audit.lines[-1])["method"] == "sampling/createMessage"
+
+
 def test_finish_and_expire_stale():
     fx = Fx()
     fx.register(1)

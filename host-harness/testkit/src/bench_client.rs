@@ -125,6 +125,22 @@ impl GateApi for GateOff {
         })
     }
 
+    /// Refused, as any client must, but not audited.
+    fn refuse_server_request(
+        &mut self,
+        _: &ServerIdentity,
+        _: &str,
+        _: &str,
+        m: &str,
+    ) -> GateDenial {
+        GateDenial::from(mrtr_gate_host::core::Denial {
+            error: mrtr_gate_host::core::GateError::Peer(
+                mrtr_gate_host::core::PeerMisbehaved::ServerSentLegacyRequest(m.into()),
+            ),
+            audited: false,
+        })
+    }
+
     fn finish(&mut self, _: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         Ok(TerminalOutcome::Cancelled)
     }
@@ -166,6 +182,15 @@ impl<G: GateApi> GateApi for Timed<G> {
     }
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
         self.time(|g| g.retry_from_client(r))
+    }
+    fn refuse_server_request(
+        &mut self,
+        s: &ServerIdentity,
+        u: &str,
+        t: &str,
+        m: &str,
+    ) -> GateDenial {
+        self.time(|g| g.refuse_server_request(s, u, t, m))
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         self.time(|g| g.finish(r))

@@ -371,6 +371,19 @@ pub fn run_scenario_with(
                     })
                 })
             }
+            "refuse_server_request" => {
+                let method = step
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("{at}: `refuse_server_request` needs `method`"))?;
+                let denial = gate.refuse_server_request(
+                    &server_of(step)?,
+                    &text_or(step, "user", "alice"),
+                    &text_or(step, "tenant", "acme"),
+                    method,
+                );
+                outcome(Err::<(), _>(denial), |()| Value::Null)
+            }
             "finish" => {
                 let outcome_in = match step.get("outcome").and_then(Value::as_str) {
                     Some("cancelled") | None => CallerOutcome::Cancelled,

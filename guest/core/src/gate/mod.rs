@@ -12,7 +12,8 @@
 //! server's round may hold, and [`consent_view`], what the user is shown, read back as a type
 //! by [`view_model`]), [`retry`] (with [`responses`], what the answers must be, and
 //! [`client_retry`], a client's own retry held to its round) and [`finish`]
-//! (also expiry); how any binding ends is [`lifecycle`].
+//! (also expiry); how any binding ends is [`lifecycle`]. A relay's refusal of a server's
+//! request outside any round is [`server_request`].
 
 mod accept;
 mod api;
@@ -26,6 +27,7 @@ mod register;
 mod responses;
 mod retry;
 mod round;
+mod server_request;
 mod store;
 mod view_model;
 
@@ -39,6 +41,7 @@ pub use memo::OriginMemo;
 pub(crate) use memo::SCHEMA_CACHE_ENTRIES;
 pub(crate) use memo::SchemaCache;
 pub use record::ID_PREFIX;
+pub use server_request::LEGACY_SERVER_REQUESTS;
 pub use store::EXPIRY_GRACE_MS;
 pub use view_model::{ConsentView, ShownArguments, ViewError, ViewInput, ViewRequest, ViewState};
 
@@ -120,6 +123,19 @@ impl<H: Host> Gate<H> {
     pub fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, Denial> {
         self.begin_call().map_err(Denial::unaudited)?;
         self.retry_client(r)
+    }
+
+    /// Refuse a server-to-client request sent outside any round (a 2025-era server's
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list`), for the client of
+    /// `user` and `tenant`: the denial (`legacy_server_request`), audited.
+    pub fn refuse_server_request(
+        &mut self,
+        server: &crate::ids::ServerIdentity,
+        user: &str,
+        tenant: &str,
+        method: &str,
+    ) -> Denial {
+        self.refuse_legacy(server, user, tenant, method)
     }
 
     /// End a binding from the caller's side (cancelled, or the transport failed), on behalf

@@ -22,6 +22,7 @@ mod population_and_schema;
 mod reconcile_orderings;
 mod registration_refusals;
 mod rounds;
+mod server_requests;
 mod spec_legal;
 mod storage_calls;
 mod storage_faults;

@@ -184,6 +184,85 @@ proptest! {
     }
 }
 
+/// A change to a client's retry of the round `fresh_round` opened: what a hostile client
+/// may send in place of the request, its state or its answers.
+#[derive(Clone, Debug)]
+enum ClientEdit {
+    Remove(String),
+    Set(String, Value),
+}
+
+fn arb_client_edit() -> impl Strategy<Value = ClientEdit> {
+    let member = prop::sample::select(vec![
+        "name",
+        "arguments",
+        "_meta",
+        "inputResponses",
+        "requestState",
+        "task",
+    ])
+    .prop_map(str::to_owned);
+    prop_oneof![
+        member.clone().prop_map(ClientEdit::Remove),
+        (member, arb_json()).prop_map(|(k, v)| ClientEdit::Set(k, v)),
+        (arb_key(), arb_json()).prop_map(|(k, v)| ClientEdit::Set(k, v)),
+    ]
+}
+
+/// The client's params minus `_meta` and the MRTR fields, and its state.
+fn request_and_state(params: &Value) -> (Value, Option<Value>) {
+    let mut request = params.as_object().cloned().unwrap_or_default();
+    let state = request.remove("requestState");
+    request.remove("inputResponses");
+    request.remove("_meta");
+    (Value::Object(request), state)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A client's retry with random edits never panics, gets a known code when refused, and
+    /// never passes unless its request (but `_meta`) and state are the round's: then the
+    /// retry that goes out is the registered request's.
+    #[test]
+    fn edited_client_retries_never_pass_changed(edits in prop::collection::vec(arb_client_edit(), 0..3), raw in "\\PC{0,40}") {
+        let mut fx = fresh();
+        fx.round(1, state_only("S"));
+        let registered = json!({"name": "t", "arguments": {}});
+        let mut params = json!({"name": "t", "arguments": {}, "_meta": {"progressToken": 1}, "requestState": "S"});
+        for edit in &edits {
+            match edit {
+                ClientEdit::Remove(k) => { params.as_object_mut().map(|o| o.remove(k)); }
+                ClientEdit::Set(k, v) => { params[k.as_str()] = v.clone(); }
+            }
+        }
+        let retry = |fx: &mut Fx, text: String, id: i64| fx.gate.retry_from_client(mrtr_gate_core::ClientRetry {
+            server: server(),
+            request_id: Some(RequestId::Number(1)),
+            retry_id: RequestId::Number(id),
+            user: USER.into(),
+            tenant: TENANT.into(),
+            method: "tools/call".into(),
+            params_json: text,
+        });
+        if let Err(d) = retry(&mut fx, raw, 2) {
+            assert_known(&d);
+        }
+        match retry(&mut fx, params.to_string(), 3) {
+            Ok(r) => {
+                let (request, state) = request_and_state(&params);
+                prop_assert_eq!(request, registered);
+                prop_assert_eq!(state, Some(json!("S")));
+                let sent = parse(&r.request_json);
+                prop_assert_eq!(&sent["params"]["_meta"], &meta_with(json!({"elicitation": {"form": {}, "url": {}}, "roots": {}, "sampling": {}})));
+                prop_assert_eq!(&sent["params"]["requestState"], &json!("S"));
+            }
+            Err(d) => assert_known(&d),
+        }
+        fx.assert_chain();
+    }
+}
+
 fn parse_id(text: &str) -> Option<Value> {
     serde_json::from_str::<Value>(text).ok()?.get("id").cloned()
 }

@@ -1,3 +1,401 @@
-//! The listener (to come): one hyper HTTP/1 connection task per accepted socket; POST, GET
-//! and DELETE routed, anything else 405; `Origin` checked; body caps; a drop guard that ends
-//! a binding `cancelled` when its client disconnects mid-call.
+//! The listener: one hyper HTTP/1 connection task per accepted socket, each request routed
+//! (POST, GET, DELETE; anything else 405), `Origin` checked, the principal read from trusted
+//! headers when the proxy is told to, the body capped, and a gated call's cancel guard armed
+//! from the moment it goes upstream.
+
+use super::answer::{Call, Exchange, ProxyBody, empty, json};
+use super::bridge::{Bridge, CancelGuard, engine_gone};
+use super::headers::{self, LAST_EVENT_ID, Mismatch, PROTOCOL_VERSION, SESSION};
+use super::listen::{Listener, status_only};
+use super::upstream::Upstream;
+use crate::engine::{Action, Engine, Principal};
+use crate::errors::Refusal;
+use crate::ids::MAX_MESSAGE_BYTES;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use mrtr_gate_host::GateApi;
+use mrtr_gate_host::core::{ServerIdentity, parse_members};
+use serde_json::json as json_value;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How long the upstream may take to answer, or to send the next part of an answer, before
+/// the call fails: a guard against a hang, never a deadline a slow tool would meet.
+pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The JSON-RPC code of a header that disagrees with the body (MCP `HeaderMismatch`).
+pub const HEADER_MISMATCH: i64 = -32020;
+
+/// Binds a principal named by trusted headers the way the gate binds users (keyed
+/// pseudonyms when there are host keys).
+pub type BindPrincipal = Arc<dyn Fn(&str, &str) -> Principal + Send + Sync>;
+
+/// The HTTP endpoint's options.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// The upstream's URL: the one server every call is bound to and sent to.
+    pub upstream: String,
+    /// `Origin` values allowed besides loopback ones (exact match).
+    pub allowed_origins: Vec<String>,
+    /// `(user header, tenant header)`: take each call's principal from these headers (set
+    /// by an authenticating front the proxy trusts); `None`: the engine's configured one.
+    pub trust_principal_headers: Option<(String, String)>,
+    /// How a principal named by trusted headers is bound (default: as named).
+    pub bind_principal: BindPrincipal,
+    /// The hang guard on the upstream.
+    pub upstream_timeout: Duration,
+    /// Root certificates (DER) an `https` upstream may chain to besides the public ones (a
+    /// private CA).
+    pub upstream_roots: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("upstream", &self.upstream)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("trust_principal_headers", &self.trust_principal_headers)
+            .field("upstream_timeout", &self.upstream_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpOptions {
+    /// Options for `upstream`, every other one at its default.
+    pub fn new(upstream: impl Into<String>) -> Self {
+        Self {
+            upstream: upstream.into(),
+            allowed_origins: Vec::new(),
+            trust_principal_headers: None,
+            bind_principal: Arc::new(|user: &str, tenant: &str| Principal {
+                user: user.to_owned(),
+                tenant: tenant.to_owned(),
+            }),
+            upstream_timeout: UPSTREAM_TIMEOUT,
+            upstream_roots: Vec::new(),
+        }
+    }
+}
+
+struct State {
+    bridge: Bridge,
+    upstream: Upstream,
+    options: HttpOptions,
+}
+
+/// Serve the MCP endpoint on `listener` for ever (see [`serve_until`]).
+pub async fn serve<G, F>(
+    options: HttpOptions,
+    listener: TcpListener,
+    make_engine: F,
+) -> Result<(), String>
+where
+    G: GateApi + 'static,
+    F: FnOnce(ServerIdentity) -> Engine<G> + Send + 'static,
+{
+    serve_until(options, listener, make_engine, std::future::pending()).await
+}
+
+/// Serve the MCP endpoint on `listener` until `shutdown` completes. `make_engine` is given
+/// the identity the gate binds every call to: the configured upstream, normalised, which is
+/// also exactly the URL the proxy sends to (never what a client or server says of itself).
+pub async fn serve_until<G, F>(
+    options: HttpOptions,
+    listener: TcpListener,
+    make_engine: F,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String>
+where
+    G: GateApi + 'static,
+    F: FnOnce(ServerIdentity) -> Engine<G> + Send + 'static,
+{
+    let identity = ServerIdentity::origin(&options.upstream)
+        .map_err(|e| format!("the upstream url is refused: {e:?}"))?;
+    let url = match &identity {
+        ServerIdentity::Origin(url) => url.clone(),
+        ServerIdentity::Endpoint(_) => return Err("the upstream is not a url".into()),
+    };
+    let upstream = Upstream::new(&url, options.upstream_timeout, &options.upstream_roots)?;
+    let bridge = Bridge::start(move || make_engine(identity))?;
+    let state = Arc::new(State {
+        bridge,
+        upstream,
+        options,
+    });
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors or a connection reset before it was taken: the next
+                // accept may succeed; a moment's pause keeps the loop from spinning.
+                eprintln!("mrtr-gate proxy: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(route(&state, request).await) }
+            });
+            // A client that hangs up mid-request ends the connection; nothing to report.
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// A refusal of the proxy's own, answered with `status` and the JSON-RPC error under `id`.
+fn refuse(status: StatusCode, id: &str, refusal: &Refusal) -> Response<ProxyBody> {
+    json(status, HeaderMap::new(), refusal.response(id))
+}
+
+async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
+    let origins = request.headers().get_all(header::ORIGIN);
+    let mut count = 0;
+    for origin in origins {
+        count += 1;
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|o| headers::origin_allowed(o, &state.options.allowed_origins));
+        if !allowed || count > 1 {
+            // A page on another site must not drive the user's local tools (DNS rebinding).
+            let r = Refusal::message("origin_refused", "the request's origin is not allowed");
+            return refuse(StatusCode::FORBIDDEN, "null", &r);
+        }
+    }
+    let principal = match principal(&state.options, request.headers()) {
+        Ok(p) => p,
+        Err(r) => return refuse(StatusCode::FORBIDDEN, "null", &r),
+    };
+    match *request.method() {
+        Method::POST => post(state, request, principal).await,
+        Method::GET => get(state, request).await,
+        Method::DELETE => delete(state, request).await,
+        _ => {
+            let mut response = Response::new(empty());
+            *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            response
+        }
+    }
+}
+
+/// The principal named by the trusted headers, when the proxy trusts any.
+fn principal(options: &HttpOptions, headers: &HeaderMap) -> Result<Option<Principal>, Refusal> {
+    let Some((user, tenant)) = &options.trust_principal_headers else {
+        return Ok(None);
+    };
+    let one = |name: &str| {
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (Some(v), None) => v.to_str().ok().filter(|v| !v.is_empty()).map(str::to_owned),
+            _ => None,
+        }
+    };
+    match (one(user), one(tenant)) {
+        (Some(u), Some(t)) => Ok(Some((options.bind_principal)(&u, &t))),
+        _ => Err(Refusal::message(
+            "principal_missing",
+            "the principal headers are missing, empty or given more than once",
+        )),
+    }
+}
+
+/// The headers of the trusted principal, never passed upstream.
+fn stripped(options: &HttpOptions) -> Vec<&str> {
+    options
+        .trust_principal_headers
+        .as_ref()
+        .map(|(u, t)| vec![u.as_str(), t.as_str()])
+        .unwrap_or_default()
+}
+
+/// A client message's id (its JSON text) if it is a request, and whether it has one at all.
+fn request_id(text: &str) -> Option<String> {
+    let members = parse_members(text, MAX_MESSAGE_BYTES).ok()?;
+    members.get("method")?;
+    members.get("id").map(|id| id.get().to_owned())
+}
+
+async fn post(
+    state: &State,
+    request: Request<Incoming>,
+    principal: Option<Principal>,
+) -> Response<ProxyBody> {
+    let (parts, body) = request.into_parts();
+    let too_large = || {
+        let r = Refusal::message(
+            "message_too_large",
+            format!("a message is at most {MAX_MESSAGE_BYTES} bytes"),
+        );
+        refuse(StatusCode::PAYLOAD_TOO_LARGE, "null", &r)
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_MESSAGE_BYTES as u64) {
+        return too_large();
+    }
+    let bytes = match Limited::new(body, MAX_MESSAGE_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(_) => {
+            let r = Refusal::message("invalid_message", "the request's body broke off");
+            return refuse(StatusCode::BAD_REQUEST, "null", &r);
+        }
+    };
+    let Ok(text) = String::from_utf8(bytes.to_vec()) else {
+        let r = Refusal::message("invalid_message", "the body is not utf-8");
+        return refuse(StatusCode::BAD_REQUEST, "null", &r);
+    };
+    if text.trim_start().starts_with('[') {
+        let r = Refusal::message(
+            "batch_message",
+            "a batch is not relayed: send one message per request",
+        );
+        return refuse(StatusCode::BAD_REQUEST, "null", &r);
+    }
+    let client_id = request_id(&text);
+    if let Err(Mismatch(why)) = headers::check_mirrored(&parts.headers, &text) {
+        return header_mismatch(client_id.as_deref().unwrap_or("null"), &why);
+    }
+    let action = state.bridge.client(principal, text).await;
+    let session = parts.headers.get(SESSION).cloned();
+    let version = parts.headers.get(PROTOCOL_VERSION).cloned();
+    let up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));
+    let (call, sent) = match action {
+        Action::ToClient(text) => return json(StatusCode::OK, HeaderMap::new(), text),
+        Action::Drop(_) => {
+            let id = client_id.as_deref().unwrap_or("null");
+            return refuse(StatusCode::OK, id, &engine_gone());
+        }
+        Action::Gated { text, upstream_id } => {
+            let guard = CancelGuard::new(state.bridge.clone(), upstream_id.clone());
+            (Call::Gated { upstream_id, guard }, text)
+        }
+        Action::ToServer(text) => (Call::Relayed, text),
+    };
+    let Some(client_id) = client_id else {
+        // A notification, or the client's answer to a server request: no reader takes a
+        // message from what comes back, so only the status is passed.
+        return match state
+            .upstream
+            .send(Method::POST, up_headers, Bytes::from(sent))
+            .await
+        {
+            Ok(answer) => status_only(&answer),
+            Err(r) => refuse(StatusCode::BAD_GATEWAY, "null", &r),
+        };
+    };
+    let exchange = Exchange {
+        bridge: state.bridge.clone(),
+        upstream: state.upstream.clone(),
+        call,
+        client_id,
+        session,
+        version,
+    };
+    match state
+        .upstream
+        .send(Method::POST, up_headers, Bytes::from(sent))
+        .await
+    {
+        Ok(answer) => exchange.answer(answer).await,
+        Err(refusal) => exchange.failed(refusal).await,
+    }
+}
+
+/// HTTP 400 with the MCP `HeaderMismatch` error: the spec's answer, which the SDK clients
+/// act on (re-reading tools, resending once).
+fn header_mismatch(id: &str, why: &str) -> Response<ProxyBody> {
+    let error = json_value!({
+        "code": HEADER_MISMATCH,
+        "message": format!("refused by mrtr-gate (header_mismatch): {why}"),
+        "data": {"mrtr_gate": {"code": "header_mismatch", "cause": "client", "audited": false}},
+    });
+    let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#);
+    json(StatusCode::BAD_REQUEST, HeaderMap::new(), text)
+}
+
+async fn get(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
+    if request.headers().contains_key(LAST_EVENT_ID) {
+        // A resumed stream would replay what the gate judged once, or what it never saw.
+        let mut response = Response::new(empty());
+        *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        return response;
+    }
+    let up_headers = headers::upstream_request(request.headers(), &stripped(&state.options));
+    let answer = match state
+        .upstream
+        .send(Method::GET, up_headers, Bytes::new())
+        .await
+    {
+        Ok(answer) => answer,
+        Err(r) => return refuse(StatusCode::BAD_GATEWAY, "null", &r),
+    };
+    let stream = answer.status().is_success()
+        && !headers::encoded(answer.headers())
+        && headers::media_type(answer.headers()).as_deref() == Some("text/event-stream");
+    if !stream {
+        return status_only(&answer);
+    }
+    let mut response = status_only(&answer);
+    let out = response.headers_mut();
+    out.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    out.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let listener = Listener {
+        bridge: state.bridge.clone(),
+        upstream: state.upstream.clone(),
+        session: request.headers().get(SESSION).cloned(),
+        version: request.headers().get(PROTOCOL_VERSION).cloned(),
+    };
+    *response.body_mut() = listener.relay(answer.into_body());
+    response
+}
+
+async fn delete(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
+    let session = request.headers().get(SESSION).cloned();
+    let up_headers = headers::upstream_request(request.headers(), &stripped(&state.options));
+    match state
+        .upstream
+        .send(Method::DELETE, up_headers, Bytes::new())
+        .await
+    {
+        Ok(answer) => {
+            if answer.status().is_success()
+                && let Some(session) = session.as_ref().and_then(|s| s.to_str().ok())
+            {
+                state.bridge.end_session(session.to_owned());
+            }
+            status_only(&answer)
+        }
+        Err(r) => refuse(StatusCode::BAD_GATEWAY, "null", &r),
+    }
+}

@@ -180,7 +180,15 @@ class Compiled:
         return found
 
 
-EXPORTS = ("register", "accept-response", "build-retry", "retry-from-client", "finish", "expire-stale")
+EXPORTS = (
+    "register",
+    "accept-response",
+    "build-retry",
+    "retry-from-client",
+    "refuse-server-request",
+    "finish",
+    "expire-stale",
+)
 
 
 def engine_name() -> str:

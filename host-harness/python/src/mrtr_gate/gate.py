@@ -235,6 +235,16 @@ class Gate:
         ok = r.payload
         return Retry(getattr(ok, "request-json"), ok.round, getattr(ok, "consent-receipt-id"))
 
+    def refuse_server_request(self, *, server: ServerIdentity, user: str, tenant: str, method: str) -> GateError:
+        """A relay's path: refuse a request the server sent outside any round (a 2025-era
+        `elicitation/create`, `sampling/createMessage` or `roots/list`) for the client of
+        `user` and `tenant`. Returns the denial (`legacy_server_request`, audited); answer the
+        server with an error yourself."""
+        r = self._call(
+            "refuse-server-request", _server(server), _text(user, "user"), _text(tenant, "tenant"), _text(method, "method")
+        )
+        return _denial(r)
+
     def finish(
         self,
         *,

@@ -1,0 +1,145 @@
+//! The 2025-era GET stream (a server's messages outside any request), and the upstream's
+//! own requests wherever they come. On the GET stream no request of the client's waits, so
+//! nothing on it can be judged: notifications pass, a response is dropped, and a request for
+//! input (`elicitation/create`, `sampling/createMessage`, `roots/list`) is answered upstream
+//! by the engine (unknown method) and never shown to the client, unless the engine is told
+//! to let such requests through (`--allow-legacy-server-requests`).
+
+use super::answer::{ProxyBody, Read, channel_body, empty, read};
+use super::bridge::Bridge;
+use super::headers;
+use super::sse::{self, Parser};
+use super::upstream::{self, Upstream};
+use crate::engine::Action;
+use crate::ids::MAX_MESSAGE_BYTES;
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Response};
+use serde_json::Value;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Events queued for a client's GET stream before the upstream's reader waits.
+const STREAM_QUEUE: usize = 64;
+
+/// What answering the upstream's requests needs.
+#[derive(Clone, Debug)]
+pub struct Listener {
+    /// The engine.
+    pub bridge: Bridge,
+    /// The upstream.
+    pub upstream: Upstream,
+    /// The protocol session the stream belongs to.
+    pub session: Option<HeaderValue>,
+    /// The protocol version the client named.
+    pub version: Option<HeaderValue>,
+}
+
+impl Listener {
+    /// A request of the upstream's: the engine answers it upstream itself, or lets the
+    /// client see it on `tx`.
+    pub async fn server_request(&self, text: String, tx: &mpsc::Sender<Bytes>) {
+        match self.bridge.server(text).await {
+            Action::ToServer(answer) => {
+                let this = self.clone();
+                tokio::spawn(async move { this.answer_upstream(answer).await });
+            }
+            Action::ToClient(text) => {
+                let _ = tx.send(sse::message_event(&text)).await;
+            }
+            Action::Gated { .. } | Action::Drop(_) => {}
+        }
+    }
+
+    /// POST the engine's answer to a request of the upstream's, under the stream's session.
+    async fn answer_upstream(&self, answer: String) {
+        let mut out = HeaderMap::new();
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        out.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        out.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        if let Some(s) = &self.session {
+            out.insert(headers::SESSION, s.clone());
+        }
+        if let Some(v) = &self.version {
+            out.insert(headers::PROTOCOL_VERSION, v.clone());
+        }
+        match self
+            .upstream
+            .send(Method::POST, out, Bytes::from(answer))
+            .await
+        {
+            // Whatever comes back answers nobody's request.
+            Ok(response) => {
+                let mut body = response.into_body();
+                let _ =
+                    upstream::read_capped(&mut body, MAX_MESSAGE_BYTES, self.upstream.timeout())
+                        .await;
+            }
+            Err(refusal) => eprintln!(
+                "mrtr-gate proxy: could not answer the upstream's request: {}",
+                refusal.message
+            ),
+        }
+    }
+
+    /// Relay the upstream's GET stream to the client until either side ends it.
+    pub fn relay(self, body: Incoming) -> ProxyBody {
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        tokio::spawn(async move { self.pump(body, tx).await });
+        channel_body(rx)
+    }
+
+    async fn pump(self, mut body: Incoming, tx: mpsc::Sender<Bytes>) {
+        // A listening stream lives as long as both sides keep it: no stream cap and no idle
+        // limit, only the cap on one event.
+        let mut parser = Parser::new(MAX_MESSAGE_BYTES, None);
+        let forever = Duration::from_secs(u64::from(u32::MAX));
+        loop {
+            let next = tokio::select! {
+                () = tx.closed() => return,
+                next = upstream::next_data(&mut body, forever) => next,
+            };
+            let events = match next.map(|d| d.map(|bytes| parser.feed(&bytes))) {
+                Ok(Some(Ok(events))) => events,
+                // The end, a broken stream, or an event past its cap: the stream ends.
+                _ => return,
+            };
+            for event in events {
+                if event.kind != "message" {
+                    continue;
+                }
+                // No response is awaited here: any response is one no reader should take.
+                match read(&event.data, &Value::Bool(false)) {
+                    Ok(Read::Notification) => {
+                        let _ = tx.send(sse::message_event(&event.data)).await;
+                    }
+                    Ok(Read::Request) => self.server_request(event.data, &tx).await,
+                    Ok(Read::Response) | Err(_) => {
+                        eprintln!(
+                            "mrtr-gate proxy: dropped a message on the listening stream that is no request or notification"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The answer to a GET or DELETE whose upstream answer carries nothing to relay: its status
+/// and passed headers.
+pub fn status_only(answer: &Response<Incoming>) -> Response<ProxyBody> {
+    let mut response = Response::new(empty());
+    *response.status_mut() = answer.status();
+    *response.headers_mut() = headers::client_response(answer.headers());
+    response
+}
