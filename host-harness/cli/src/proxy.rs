@@ -13,8 +13,10 @@ use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_host::{ComponentGate, GateRuntime};
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, consent_for};
+use mrtr_gate_proxy::http::HttpOptions;
 use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,14 @@ pub struct ProxyFlags {
     /// HTTP mode: the MCP endpoint the gate binds every call to (with --listen).
     #[arg(long, value_name = "URL", requires = "listen")]
     pub upstream: Option<String>,
+    /// HTTP mode: a browser `Origin` allowed besides loopback ones (exact; repeatable).
+    #[arg(long, value_name = "ORIGIN", requires = "listen")]
+    pub allow_origin: Vec<String>,
+    /// HTTP mode, behind an authenticating front only: bind each call to the user and tenant
+    /// these two headers name (`USER_HEADER,TENANT_HEADER`) instead of --user/--tenant.
+    /// Anyone who can reach the port can name any user: never expose it.
+    #[arg(long, value_name = "USER_HEADER,TENANT_HEADER", requires = "listen")]
+    pub trust_principal_headers: Option<String>,
     /// The user calls are bound to (default: $USER).
     #[arg(long)]
     pub user: Option<String>,
@@ -80,7 +90,7 @@ pub struct ProxyFlags {
     pub consent_timeout: Option<u64>,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
     /// the temporary folder, named on stderr). It never reaches the client's stream.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "listen")]
     pub server_log: Option<PathBuf>,
     /// Pass a server's 2025-era elicitation/create, sampling/createMessage and roots/list
     /// requests to the client instead of refusing them (they reach the user around the gate).
@@ -94,10 +104,8 @@ pub struct ProxyFlags {
 /// The flags, checked: what a run needs.
 #[derive(Clone, Debug)]
 pub struct Checked {
-    /// The server's argv.
-    pub argv: Vec<String>,
-    /// Bound to every call: the spawned command's endpoint id.
-    pub server: ServerIdentity,
+    /// stdio or HTTP.
+    pub mode: Mode,
     /// The store and the trail.
     pub services: ServiceOptions,
     /// Who approves.
@@ -110,27 +118,33 @@ pub struct Checked {
     pub tenant: String,
 }
 
+/// Where the server is, and how clients reach the proxy.
+#[derive(Clone, Debug)]
+pub enum Mode {
+    /// `-- COMMAND [ARGS...]`.
+    Stdio {
+        /// The server's argv.
+        argv: Vec<String>,
+        /// Bound to every call: the spawned command's endpoint id.
+        server: ServerIdentity,
+    },
+    /// `--listen ADDR --upstream URL`.
+    Http {
+        /// Where clients connect.
+        listen: SocketAddr,
+        /// The upstream as given (the gate binds its normalised origin).
+        upstream: String,
+        /// `--allow-origin`.
+        allowed_origins: Vec<String>,
+        /// `--trust-principal-headers`.
+        principal_headers: Option<(String, String)>,
+    },
+}
+
 impl ProxyFlags {
     /// Check every flag; a usage error names what is wrong.
     pub fn check(&self) -> Result<Checked, String> {
-        if let (Some(listen), Some(upstream)) = (&self.listen, &self.upstream) {
-            listen
-                .parse::<std::net::SocketAddr>()
-                .map_err(|e| format!("--listen {listen}: {e} (an address and a port)"))?;
-            ServerIdentity::origin(upstream).map_err(|e| format!("--upstream: {e}"))?;
-            return Err(
-                "HTTP mode (--listen/--upstream) is not in this build yet; use the stdio mode: \
-                 mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...]"
-                    .into(),
-            );
-        }
-        if self.command.is_empty() {
-            return Err(
-                "name the server: mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...] (or --listen \
-                 ADDR --upstream URL)"
-                    .into(),
-            );
-        }
+        let mode = self.mode()?;
         if self.audit.is_none() && self.redis.is_none() {
             return Err(
                 "give --audit FILE or --redis URL: a proxy runs for days, and a trail kept in \
@@ -138,8 +152,6 @@ impl ProxyFlags {
                     .into(),
             );
         }
-        let server = ServerIdentity::endpoint(&endpoint_id(&self.command))
-            .map_err(|e| format!("the server command: {e}"))?;
         let mut policy = Policy::default();
         if let Some(n) = self.max_rounds {
             policy.max_rounds = n;
@@ -148,8 +160,7 @@ impl ProxyFlags {
             .validate()
             .map_err(|e| format!("--max-rounds: {e}"))?;
         Ok(Checked {
-            argv: self.command.clone(),
-            server,
+            mode,
             services: ServiceOptions {
                 audit: self.audit.clone(),
                 redis: self.redis.as_ref().map(|url| RedisChoice {
@@ -168,6 +179,51 @@ impl ProxyFlags {
                 .filter(|u| !u.is_empty())
                 .unwrap_or_else(|| "user".into()),
             tenant: self.tenant.clone(),
+        })
+    }
+
+    fn mode(&self) -> Result<Mode, String> {
+        let (Some(listen), Some(upstream)) = (&self.listen, &self.upstream) else {
+            if self.command.is_empty() {
+                return Err(
+                    "name the server: mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...] (or \
+                     --listen ADDR --upstream URL)"
+                        .into(),
+                );
+            }
+            let server = ServerIdentity::endpoint(&endpoint_id(&self.command))
+                .map_err(|e| format!("the server command: {e}"))?;
+            return Ok(Mode::Stdio {
+                argv: self.command.clone(),
+                server,
+            });
+        };
+        let listen = listen
+            .parse::<SocketAddr>()
+            .map_err(|e| format!("--listen {listen}: {e} (an address and a port)"))?;
+        ServerIdentity::origin(upstream).map_err(|e| format!("--upstream: {e}"))?;
+        let principal_headers = match &self.trust_principal_headers {
+            None => None,
+            Some(both) => match both.split_once(',') {
+                Some((user, tenant))
+                    if valid_header_name(user) && valid_header_name(tenant) && user != tenant =>
+                {
+                    Some((user.to_ascii_lowercase(), tenant.to_ascii_lowercase()))
+                }
+                _ => {
+                    return Err(format!(
+                        "--trust-principal-headers {}: two different header names, \
+                         USER_HEADER,TENANT_HEADER",
+                        shown_text(both)
+                    ));
+                }
+            },
+        };
+        Ok(Mode::Http {
+            listen,
+            upstream: upstream.clone(),
+            allowed_origins: self.allow_origin.clone(),
+            principal_headers,
         })
     }
 
@@ -201,6 +257,14 @@ impl ProxyFlags {
             )),
         }
     }
+}
+
+/// An HTTP header name: a token of RFC 9110 (letters, digits and `!#$%&'*+-.^_`|~`).
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Where the server's stderr goes: the file asked for, else a new private one; said on
@@ -243,24 +307,25 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         Ok(ids) => ids,
         Err(e) => return usage(e),
     };
-    let stderr = match server_log(flags.server_log.as_ref()) {
-        Ok(s) => s,
-        Err(e) => return usage(e),
-    };
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
     let (user, tenant) = wired.principal(&checked.user, &checked.tenant);
     let services = wired.services(consent_for(&checked.consent));
-    let config = EngineConfig {
-        server: checked.server.clone(),
-        principal: Principal { user, tenant },
-        policy: checked.policy.clone(),
-        // Over the gate's own store: replicas on one Redis find each other's rounds. An entry
-        // outlives the longest a round can (its lifetime and the gate's grace after it).
-        rounds: RoundIndex::new(
-            services.storage.clone(),
-            checked.policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS,
-        ),
-        allow_legacy_server_requests: flags.allow_legacy_server_requests,
+    let policy = checked.policy.clone();
+    let allow_legacy_server_requests = flags.allow_legacy_server_requests;
+    let engine_for = move |server: ServerIdentity| {
+        let config = EngineConfig {
+            server,
+            principal: Principal { user, tenant },
+            // Over the gate's own store: replicas on one Redis find each other's rounds. An
+            // entry outlives the longest a round can (its lifetime and the gate's grace).
+            rounds: RoundIndex::new(
+                services.storage.clone(),
+                policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS,
+            ),
+            policy,
+            allow_legacy_server_requests,
+        };
+        Engine::new(ComponentGate::new(&runtime, services), config, ids)
     };
     if flags.allow_legacy_server_requests {
         eprintln!(
@@ -275,13 +340,64 @@ pub fn run(flags: &ProxyFlags) -> u8 {
              or URL round will be refused (consent_unavailable)"
         );
     }
-    eprintln!(
-        "mrtr-gate proxy: gating {} (consent: {})",
-        shown_text(&checked.server.display()),
-        consent_name(&checked.consent)
-    );
-    let make_engine = move || Engine::new(ComponentGate::new(&runtime, services), config, ids);
-    match mrtr_gate_proxy::run_stdio(make_engine, &checked.argv, stderr) {
+    let consent = consent_name(&checked.consent);
+    match checked.mode {
+        Mode::Stdio { argv, server } => {
+            let stderr = match server_log(flags.server_log.as_ref()) {
+                Ok(s) => s,
+                Err(e) => return usage(e),
+            };
+            eprintln!(
+                "mrtr-gate proxy: gating {} (consent: {consent})",
+                shown_text(&server.display())
+            );
+            stdio_outcome(mrtr_gate_proxy::run_stdio(
+                move || engine_for(server),
+                &argv,
+                stderr,
+            ))
+        }
+        Mode::Http {
+            listen,
+            upstream,
+            allowed_origins,
+            principal_headers,
+        } => {
+            if !listen.ip().is_loopback() {
+                eprintln!(
+                    "mrtr-gate proxy: WARNING: --listen {listen} is not a loopback address: \
+                     every host that can reach it is a client of this proxy"
+                );
+            }
+            let mut options = HttpOptions::new(upstream.clone());
+            options.allowed_origins = allowed_origins;
+            options.trust_principal_headers = principal_headers;
+            let bind = wired.principal_binder();
+            options.bind_principal = Arc::new(move |user: &str, tenant: &str| {
+                let (user, tenant) = bind(user, tenant);
+                Principal { user, tenant }
+            });
+            let ready = |bound: SocketAddr| {
+                eprintln!(
+                    "mrtr-gate proxy: listening on http://{bound}/mcp, gating {} (consent: \
+                     {consent})",
+                    shown_text(&upstream)
+                );
+            };
+            match mrtr_gate_proxy::run_http(options, listen, engine_for, ready) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("mrtr-gate proxy: {}", shown_text(&e));
+                    EXIT_TRANSPORT
+                }
+            }
+        }
+    }
+}
+
+/// The exit status of a stdio run: the server's own, when it exited by itself.
+fn stdio_outcome(outcome: Result<Option<i32>, String>) -> u8 {
+    match outcome {
         Ok(Some(code)) => u8::try_from(code).unwrap_or(EXIT_TRANSPORT),
         Ok(None) => {
             eprintln!("mrtr-gate proxy: the server did not exit by itself and was stopped");
@@ -326,11 +442,13 @@ mod tests {
     #[test]
     fn the_stdio_server_is_bound_as_mrtr_gate_call_binds_it() {
         let c = checked(&["--audit", "t.jsonl", "--", "python3", "server.py", "--x"]).unwrap();
-        assert_eq!(c.argv, ["python3", "server.py", "--x"]);
-        let argv: Vec<String> = c.argv.clone();
+        let Mode::Stdio { argv, server } = &c.mode else {
+            panic!("not stdio mode");
+        };
+        assert_eq!(argv, &["python3", "server.py", "--x"]);
         assert_eq!(
-            c.server,
-            ServerIdentity::endpoint(&endpoint_id(&argv)).unwrap()
+            server,
+            &ServerIdentity::endpoint(&endpoint_id(argv)).unwrap()
         );
         assert_eq!(c.consent, ConsentMode::Client);
         assert_eq!(c.tenant, "default");
@@ -386,33 +504,82 @@ mod tests {
     }
 
     #[test]
-    fn the_http_flags_are_checked_and_then_refused_until_http_mode_lands() {
+    fn the_http_flags_are_checked() {
+        let http = |extra: &[&str]| {
+            let mut all = vec!["--audit", "t", "--listen", "127.0.0.1:1"];
+            all.extend_from_slice(extra);
+            checked(&all).map(|c| c.mode)
+        };
         assert!(
             parse(&["--listen", "127.0.0.1:1"]).is_err(),
             "--listen needs --upstream"
         );
-        assert!(
-            parse(&[
-                "--listen",
-                "127.0.0.1:1",
-                "--upstream",
-                "http://x/",
-                "--",
-                "s"
-            ])
-            .is_err()
-        );
-        let bad_addr = checked(&["--listen", "nowhere", "--upstream", "http://127.0.0.1/mcp"]);
-        assert!(bad_addr.unwrap_err().starts_with("--listen nowhere"));
-        let bad_url = checked(&["--listen", "127.0.0.1:1", "--upstream", "ftp://x"]);
-        assert!(bad_url.unwrap_err().starts_with("--upstream"));
-        let later = checked(&[
+        let both = [
             "--listen",
             "127.0.0.1:1",
             "--upstream",
-            "http://127.0.0.1:2/mcp",
+            "http://x/",
+            "--",
+            "s",
+        ];
+        assert!(parse(&both).is_err(), "a command or an upstream, not both");
+        let log = [
+            "--listen",
+            "127.0.0.1:1",
+            "--upstream",
+            "http://x/",
+            "--server-log",
+            "l",
+        ];
+        assert!(parse(&log).is_err(), "no server stderr to log over HTTP");
+        let bad_addr = checked(&[
+            "--audit",
+            "t",
+            "--listen",
+            "nowhere",
+            "--upstream",
+            "http://x/",
         ]);
-        assert!(later.unwrap_err().contains("not in this build yet"));
+        assert!(bad_addr.unwrap_err().starts_with("--listen nowhere"));
+        assert!(
+            http(&["--upstream", "ftp://x"])
+                .unwrap_err()
+                .starts_with("--upstream")
+        );
+        for bad in [
+            "x-user",
+            "x-user,",
+            ",x-tenant",
+            "x-user,x-user",
+            "x user,x-tenant",
+        ] {
+            let refused = http(&["--upstream", "http://x/", "--trust-principal-headers", bad]);
+            assert!(refused.is_err(), "{bad}");
+        }
+        let Mode::Http {
+            listen,
+            upstream,
+            principal_headers,
+            allowed_origins,
+        } = http(&[
+            "--upstream",
+            "http://127.0.0.1:2/mcp",
+            "--trust-principal-headers",
+            "X-User,X-Tenant",
+            "--allow-origin",
+            "https://app.example.com",
+        ])
+        .unwrap()
+        else {
+            panic!("not HTTP mode");
+        };
+        assert_eq!(listen.port(), 1);
+        assert_eq!(upstream, "http://127.0.0.1:2/mcp");
+        assert_eq!(
+            principal_headers,
+            Some(("x-user".into(), "x-tenant".into()))
+        );
+        assert_eq!(allowed_origins, ["https://app.example.com"]);
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct RedisChoice {
     pub trail: String,
 }
 
+/// The user and tenant as given to the user and tenant the gate binds.
+pub type PrincipalBinder = Arc<dyn Fn(&str, &str) -> (String, String) + Send + Sync>;
+
 /// The services of a run, ready to put gates over.
 pub struct Wired {
     keyed: Option<Keyed>,
@@ -107,6 +110,16 @@ impl Wired {
             Some(redis) => redis_storage(redis, self.keyed.as_ref(), &self.clock),
             None => Ok(self.storage.clone()),
         }
+    }
+
+    /// [`Self::principal`] as a function that outlives the run's services (an HTTP front
+    /// binds each caller its trusted headers name).
+    pub fn principal_binder(&self) -> PrincipalBinder {
+        let pseudonyms = self.keyed.as_ref().map(|k| k.pseudonyms.clone());
+        Arc::new(move |user: &str, tenant: &str| match &pseudonyms {
+            Some(p) => (p.user(user), p.tenant(tenant)),
+            None => (user.to_owned(), tenant.to_owned()),
+        })
     }
 
     /// The user and tenant as the gate binds them and the trail digests them: keyed

@@ -59,8 +59,10 @@ fn wrong_flags_are_usage_errors_on_stderr_and_nothing_on_stdout() {
                 "127.0.0.1:9",
                 "--upstream",
                 "http://127.0.0.1:1/mcp",
+                "--trust-principal-headers",
+                "x-user",
             ],
-            "not in this build yet",
+            "two different header names",
         ),
     ] {
         let (code, stdout, stderr) = run(&proxy(args), "");

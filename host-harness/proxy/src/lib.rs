@@ -9,9 +9,9 @@
 //! judged bytes under its own id, or the gate's refusal as a JSON-RPC error ([`errors`]);
 //! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own),
 //! run on this process's stdin and stdout by [`run_stdio`]; [`http::serve`], the
-//! streamable-HTTP endpoint on hyper (the engine likewise); and the consent modes
-//! ([`consent`]). The command line is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
-//! Still to come: the gate pool ([`pool`]).
+//! streamable-HTTP endpoint on hyper (the engine likewise), run by [`run_http`]; and the
+//! consent modes ([`consent`]). The command line is `mrtr-gate proxy` (host-harness/cli,
+//! `proxy.rs`). Still to come: the gate pool ([`pool`]).
 
 pub mod config;
 pub mod consent;
@@ -59,4 +59,59 @@ where
     // first): nothing is left to wait for.
     runtime.shutdown_background();
     outcome
+}
+
+/// The HTTP proxy: serve the MCP endpoint on `listen` in front of `options.upstream` until
+/// the process is told to stop (SIGINT, SIGTERM). `ready` is told the address bound (a port
+/// 0 becomes the one the system picked) before the first request is taken.
+pub fn run_http<G, F>(
+    options: http::HttpOptions,
+    listen: std::net::SocketAddr,
+    make_engine: F,
+    ready: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), String>
+where
+    G: GateApi + 'static,
+    F: FnOnce(mrtr_gate_host::core::ServerIdentity) -> Engine<G> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("could not start the async runtime: {e}"))?;
+    let outcome = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("--listen {listen}: {e}"))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| format!("--listen {listen}: {e}"))?;
+        ready(bound);
+        http::serve_until(options, listener, make_engine, stop_signal()).await
+    });
+    runtime.shutdown_background();
+    outcome
+}
+
+/// SIGINT or SIGTERM (a service manager's stop); either ends the serving loop.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
