@@ -1,8 +1,8 @@
 //! A client that speaks the 2025 handshake (the TypeScript SDK client 2.4.0 by default) through
 //! `mrtr-gate proxy`: its server asks for input with an `elicitation/create` request of its own,
-//! which would reach the user around the gate. The proxy answers it upstream (−32601) and the
-//! client's elicitation handler never sees it; the call fails at the server instead of taking
-//! the user's answers unbound.
+//! which would reach the user around the gate. The proxy answers it upstream (−32601), the
+//! refusal is audited (`legacy_server_request`), and the client's elicitation handler never
+//! sees it; the call fails at the server instead of taking the user's answers unbound.
 //! With `--allow-legacy-server-requests` the request is relayed, and the operator warned.
 
 #![cfg(test)]
@@ -27,8 +27,17 @@ fn a_servers_own_elicitation_request_never_reaches_a_2025_client() {
     // The SDK server turns the refused request into a failed tool call.
     let failed = call["ok"] == false || call["is_error"] == true;
     assert!(failed, "{call}");
-    // No round was gated: nothing was bound, nothing answered.
-    assert!(proxy.events().iter().all(|e| e["event"] != "consented"));
+    // No round was gated, nothing consented to; the refusal is in the trail, which verifies.
+    proxy.verify();
+    let events = proxy.events();
+    assert!(events.iter().all(|e| e["event"] != "consented"));
+    let refused: Vec<_> = events
+        .iter()
+        .filter(|e| e["event"] == "rejected" && e["reason"] == "legacy_server_request")
+        .collect();
+    assert_eq!(refused.len(), 1, "{events:#?}");
+    assert_eq!(refused[0]["method"], "elicitation/create");
+    assert_eq!(refused[0]["cause"], "peer");
 }
 
 #[test]
