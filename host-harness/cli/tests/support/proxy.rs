@@ -164,6 +164,15 @@ impl Proxy {
     }
 }
 
+impl Drop for Proxy {
+    /// A passing test leaves nothing behind; a failing one leaves its folder to look at.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// The client's report: one JSON object per call.
 pub struct Report {
     /// Per call.
