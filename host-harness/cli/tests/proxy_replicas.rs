@@ -20,6 +20,9 @@
 #![cfg(test)]
 #![cfg(unix)]
 
+#[path = "support/proxy.rs"]
+mod support;
+
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -32,6 +35,10 @@ const HANG_GUARD: Duration = Duration::from_secs(120);
 
 /// Calls spread over the two replicas before one is killed.
 const SPREAD_CALLS: usize = 12;
+
+/// Calls (each a form round and a state-only round) spread over two replicas in front of the
+/// Python SDK's server.
+const SDK_CALLS: usize = 6;
 
 /// Rounds retried at both replicas at once.
 const RACES: usize = 8;
@@ -81,14 +88,35 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The recording upstream on a free loopback port; its `/mcp` URL once it takes connections.
-fn upstream(dir: &Path) -> (Running, String) {
+/// The recording upstream (tests/peers/recording_http_server.py).
+fn recording_upstream(dir: &Path) -> (Running, String) {
+    listening(|port| {
+        let mut server = Command::new("python3");
+        server
+            .arg(repo().join("tests/peers/recording_http_server.py"))
+            .arg(port.to_string())
+            .arg(dir.join("received.jsonl"))
+            .arg(dir.join("release"));
+        server
+    })
+}
+
+/// The Python SDK's server (tests/peers/python_sdk/server.py) over streamable HTTP.
+fn python_sdk_upstream(_: &Path) -> (Running, String) {
+    listening(|port| {
+        let mut server = Command::new(support::python());
+        server
+            .arg(repo().join("tests/peers/python_sdk/server.py"))
+            .args(["http", &port.to_string()]);
+        server
+    })
+}
+
+/// The server `start` makes for a free loopback port, started; its `/mcp` URL once it takes
+/// connections.
+fn listening(start: impl FnOnce(u16) -> Command) -> (Running, String) {
     let port = free_port();
-    let child = Command::new("python3")
-        .arg(repo().join("tests/peers/recording_http_server.py"))
-        .arg(port.to_string())
-        .arg(dir.join("received.jsonl"))
-        .arg(dir.join("release"))
+    let child = start(port)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -132,19 +160,33 @@ fn replica(dir: &Path, redis: &[&str], upstream: &str) -> (Running, String) {
 }
 
 fn call(id: u64, name: &str, n: usize) -> Value {
+    tool_call(id, name, json!({"n": n}))
+}
+
+fn tool_call(id: u64, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-        "name": name, "arguments": {"n": n}, "_meta": {
+        "name": name, "arguments": arguments, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}}})
 }
 
-/// The retry of `round` (the answer to `request`) under a new id.
+/// The retry of `round` (the answer to `request`) under a new id, answering its seat form.
 fn retry(request: &Value, round: &Value, id: u64, seat: &str) -> Value {
+    let seat = json!({"seat": {"action": "accept", "content": {"seat": seat}}});
+    retry_with(request, round, id, Some(seat))
+}
+
+/// The same with these `inputResponses` (none: a state-only round's retry, as the Python
+/// SDK client sends it), and the round's state when it has one.
+fn retry_with(request: &Value, round: &Value, id: u64, responses: Option<Value>) -> Value {
     let mut r = request.clone();
     r["id"] = json!(id);
-    r["params"]["inputResponses"] =
-        json!({"seat": {"action": "accept", "content": {"seat": seat}}});
-    r["params"]["requestState"] = round["result"]["requestState"].clone();
+    if let Some(responses) = responses {
+        r["params"]["inputResponses"] = responses;
+    }
+    if let Some(state) = round["result"].get("requestState") {
+        r["params"]["requestState"] = state.clone();
+    }
     r
 }
 
@@ -159,8 +201,22 @@ fn post(url: &str, message: &Value) -> Result<Value, ureq::Error> {
         .header("mcp-method", "tools/call")
         .header("mcp-name", name)
         .send(message.to_string())?;
+    let sse = answer
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
     let text = answer.body_mut().read_to_string()?;
-    Ok(serde_json::from_str(&text).unwrap())
+    // A stream's answer is its last message event (the proxy ends a stream with it).
+    let message = if sse {
+        text.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("data:"))
+            .unwrap_or_default()
+            .trim_start()
+    } else {
+        &text
+    };
+    Ok(serde_json::from_str(message).unwrap_or_else(|e| panic!("{e}: {text}")))
 }
 
 fn ask(url: &str, message: &Value) -> Value {
@@ -253,7 +309,11 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(name: &str, redis_url: String) -> Self {
+    fn start(
+        name: &str,
+        redis_url: String,
+        upstream: impl FnOnce(&Path) -> (Running, String),
+    ) -> Self {
         let tag = format!("{name}-{}", std::process::id());
         let dir = std::env::temp_dir().join(format!("mrtr-gate-replicas-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -307,7 +367,7 @@ impl Drop for Cluster {
 #[test]
 fn two_replicas_on_one_redis_answer_each_round_once_even_when_one_is_killed_mid_round() {
     let Some(redis_url) = redis_url() else { return };
-    let mut cluster = Cluster::start("kill", redis_url);
+    let mut cluster = Cluster::start("kill", redis_url, recording_upstream);
     let (a_url, b_url, dir) = (
         cluster.a_url.clone(),
         cluster.b_url.clone(),
@@ -438,6 +498,69 @@ fn two_replicas_on_one_redis_answer_each_round_once_even_when_one_is_killed_mid_
     assert_eq!(prefix(&open[0]), prefix(&open[1]), "{report}");
 }
 
+/// The same spread in front of a real server, the Python SDK's: a form round and a
+/// state-only round per call, each delivered by one replica and retried at the other,
+/// complete; every replay at either replica is refused; the trail reconciles clean with
+/// nothing open.
+#[test]
+fn calls_spread_over_two_replicas_complete_at_the_python_sdk_server() {
+    let Some(redis_url) = redis_url() else { return };
+    let cluster = Cluster::start("sdk", redis_url, python_sdk_upstream);
+    let urls = [cluster.a_url.clone(), cluster.b_url.clone()];
+    let mut ids = 1..;
+    let mut next_id = || ids.next().unwrap();
+    let passenger = json!({"passenger": {"action": "accept",
+        "content": {"full_name": "Ada Lovelace", "seat": "aisle"}}});
+    for n in 0..SDK_CALLS {
+        let (here, there) = (&urls[n % 2], &urls[1 - n % 2]);
+        let destination = format!("D{n:02}");
+        let request = tool_call(
+            next_id(),
+            "book_flight",
+            json!({"origin": "OSL", "destination": destination}),
+        );
+        let round = ask(here, &request);
+        assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+        let done = ask(
+            there,
+            &retry_with(&request, &round, next_id(), Some(passenger.clone())),
+        );
+        let text = done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.starts_with(&format!("booked OSL-{destination}: ")),
+            "{done}"
+        );
+        for replay_at in [here, there] {
+            let replay = retry_with(&request, &round, next_id(), Some(passenger.clone()));
+            assert_refused_as_used(&ask(replay_at, &replay));
+        }
+
+        let request = tool_call(next_id(), "continue_job", json!({}));
+        let round = ask(there, &request);
+        // The SDK seals the state (`v1.` envelopes): the gate meets real opaque state.
+        assert!(round["result"]["requestState"].is_string(), "{round}");
+        let done = ask(here, &retry_with(&request, &round, next_id(), None));
+        assert_eq!(
+            done["result"]["content"][0]["text"], "job done after step-1",
+            "{done}"
+        );
+        for replay_at in [here, there] {
+            assert_refused_as_used(&ask(
+                replay_at,
+                &retry_with(&request, &round, next_id(), None),
+            ));
+        }
+    }
+    let (report, ok) = cluster.reconcile();
+    assert!(ok, "{report}");
+    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["bindings"], 2 * SDK_CALLS, "{report}");
+    assert_eq!(report["open"], json!([]), "{report}");
+    assert_eq!(report["expired"], json!([]), "{report}");
+}
+
 /// What becomes of the killed replica's open bindings: the survivor's sweep (every 30 s, over
 /// the whole shared store) ends them `expired` once their lifetime (the default policy's five
 /// minutes; no flag shortens it yet) has passed, and the trail is then clean with nothing
@@ -446,7 +569,7 @@ fn two_replicas_on_one_redis_answer_each_round_once_even_when_one_is_killed_mid_
 #[ignore = "waits out a round's five-minute lifetime"]
 fn a_killed_replicas_open_bindings_end_expired_by_the_survivors_sweep() {
     let Some(redis_url) = redis_url() else { return };
-    let mut cluster = Cluster::start("expiry", redis_url);
+    let mut cluster = Cluster::start("expiry", redis_url, recording_upstream);
     let (a_url, b_url, dir) = (
         cluster.a_url.clone(),
         cluster.b_url.clone(),
