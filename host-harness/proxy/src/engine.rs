@@ -105,6 +105,10 @@ pub struct Engine<G> {
     in_flight: HashMap<RequestId, Call>,
     /// Calls whose last answer was an accepted round: their bindings are open in the gate.
     open_rounds: HashMap<RequestId, Call>,
+    /// Many clients share this engine (the HTTP endpoint): a client's id names none of
+    /// another's calls, so a `notifications/cancelled` is never mapped to a gated call (an
+    /// HTTP client cancels by closing its exchange).
+    shared: bool,
 }
 
 impl<G> std::fmt::Debug for Engine<G> {
@@ -126,7 +130,14 @@ impl<G: GateApi> Engine<G> {
             ids,
             in_flight: HashMap::new(),
             open_rounds: HashMap::new(),
+            shared: false,
         }
+    }
+
+    /// This engine serves many clients at once (the HTTP endpoint): see [`Engine::on_client`].
+    pub fn shared_by_many_clients(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     /// Gated requests awaiting their response.
@@ -139,7 +150,10 @@ impl<G: GateApi> Engine<G> {
         self.open_rounds.len()
     }
 
-    /// A message from the client, whose calls are bound to the configured principal.
+    /// A message from the client, whose calls are bound to the configured principal. On an
+    /// engine [`shared_by_many_clients`](Engine::shared_by_many_clients), a client's
+    /// `notifications/cancelled` that names a gated call is dropped: client ids collide across
+    /// clients, and one client must never end another's call.
     pub fn on_client(&mut self, text: &str) -> Action {
         let principal = self.config.principal.clone();
         self.on_client_as(&principal, text)
@@ -460,6 +474,13 @@ impl<G: GateApi> Engine<G> {
         let Some(asked) = params.get("requestId").cloned() else {
             return Action::ToServer(text.to_owned());
         };
+        // A minted id is the proxy's own: no client names it.
+        if asked
+            .as_str()
+            .is_some_and(|id| id.starts_with(MINTED_PREFIX))
+        {
+            return Action::Drop("a cancel naming an id the proxy minted");
+        }
         let found = self.in_flight.iter().find_map(|(id, call)| {
             let client_id: Value = serde_json::from_str(&call.client_id).ok()?;
             (client_id == asked).then(|| id.clone())
@@ -467,6 +488,9 @@ impl<G: GateApi> Engine<G> {
         let Some(upstream_id) = found else {
             return Action::ToServer(text.to_owned());
         };
+        if self.shared {
+            return Action::Drop("a cancel over a shared endpoint may name another client's call");
+        }
         self.on_cancel(&upstream_id);
         params.insert("requestId".into(), upstream_id.to_json());
         let note = serde_json::json!({
@@ -575,10 +599,12 @@ fn params_object(params: &str) -> Option<Map<String, Value>> {
 }
 
 /// Whether a result's `resultType` asks for input, in any spelling of case a lenient client
-/// might honour.
+/// might honour, or the result cannot be read for sure.
 fn is_input_required(result: &str) -> bool {
+    // A result whose members cannot be told apart (a key twice: parsers keeping the last one
+    // may read a round) is refused like one.
     let Ok(members) = parse_members(result, crate::ids::MAX_MESSAGE_BYTES) else {
-        return false;
+        return true;
     };
     members.iter().any(|(key, value)| {
         key.eq_ignore_ascii_case("resultType")

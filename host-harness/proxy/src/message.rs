@@ -61,6 +61,18 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
         .map_err(|e| (null(), Refusal::message("invalid_message", describe(&e))))?;
     let method = members.get("method").map(|m| m.get());
     let Some(raw_id) = members.get("id").map(|id| id.get()) else {
+        // A gated method without an id would run upstream with no binding and no answer.
+        if method.is_some_and(|m| {
+            serde_json::from_str::<String>(m).is_ok_and(|m| MRTR_METHODS.contains(&m.as_str()))
+        }) {
+            return Err((
+                null(),
+                Refusal::message(
+                    "invalid_message",
+                    "a tools/call, prompts/get or resources/read needs an id",
+                ),
+            ));
+        }
         if method == Some(r#""notifications/cancelled""#) {
             return Ok(FromClient::Cancelled {
                 params: members.get("params").map(|p| p.get()),
@@ -146,7 +158,6 @@ mod tests {
         );
         for relayed in [
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
-            r#"{"jsonrpc":"2.0","method":"tools/call"}"#,
             r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled"}"#,

@@ -285,3 +285,47 @@ fn a_sweep_ends_the_bindings_past_their_lifetime() {
         .collect();
     assert_eq!(ends, vec![json!("expired")]);
 }
+
+#[test]
+fn on_a_shared_endpoint_a_cancel_never_ends_a_call() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let storage = Arc::new(MemoryStorage::new(clock.clone()));
+    let mut r = replica(clock, storage, MemoryAudit::new(), 5);
+    r.engine = r.engine.shared_by_many_clients();
+    // Another client's call with id 1 in flight; this client cancels "its" id 1.
+    let minted = sent_id(&r.engine.on_client(&call("1")));
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+    assert!(matches!(r.engine.on_client(note), Action::Drop(_)));
+    assert_eq!(r.engine.in_flight(), 1);
+    assert_eq!(
+        to_client(r.engine.on_server(&complete(&minted))),
+        complete("1")
+    );
+    // A minted id is nobody's to cancel, shared or not.
+    let mut one = rig();
+    let minted = sent_id(&one.engine.on_client(&call("2")));
+    let forged = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{minted}}}}}"#
+    );
+    assert!(matches!(one.engine.on_client(&forged), Action::Drop(_)));
+    assert_eq!(one.engine.in_flight(), 1);
+}
+
+#[test]
+fn an_answer_whose_result_cannot_be_read_for_sure_is_refused_like_a_round() {
+    let mut r = rig();
+    let twice = r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","resultType":"input_required","inputRequests":{}}}"#;
+    let (id, code, gate_code) = error_of(&to_client(r.engine.on_server(twice)));
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!(3), PEER_REFUSED, "input_required_not_allowed")
+    );
+}
+
+#[test]
+fn a_gated_method_sent_as_a_notification_never_goes_upstream() {
+    let mut r = rig();
+    let note = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{},"inputResponses":{}}}"#;
+    let (id, code, _) = error_of(&to_client(r.engine.on_client(note)));
+    assert_eq!((id, code), (json!(null), MESSAGE_REFUSED));
+}
