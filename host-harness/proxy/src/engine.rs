@@ -88,6 +88,8 @@ struct Call {
     params: String,
     /// When the call was sent upstream (for a round: when it was delivered).
     since: Instant,
+    /// For a delivered round: the index key it is filed under ([`crate::rounds`]).
+    filed: Option<String>,
 }
 
 /// The 2025-era requests a server sends for input, which 2026-07-28 carries in
@@ -204,6 +206,7 @@ impl<G: GateApi> Engine<G> {
                     method: registration_method,
                     params: params.unwrap_or("null").to_owned(),
                     since: Instant::now(),
+                    filed: None,
                 };
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
@@ -294,18 +297,22 @@ impl<G: GateApi> Engine<G> {
                         // Filed before it is delivered: a retry can come as soon as the client
                         // has it. A round that cannot be filed could never be retried.
                         let filed = self.file(&id, &call, round.request_state_sha256.as_deref());
-                        if let Err(refusal) = filed {
-                            self.end(
-                                &id,
-                                &call.principal,
-                                CallerOutcome::Error("proxy_fault".into()),
-                            );
-                            return Action::ToClient(refusal.response(&call.client_id));
-                        }
+                        let filed = match filed {
+                            Ok(key) => key,
+                            Err(refusal) => {
+                                self.end(
+                                    &id,
+                                    &call.principal,
+                                    CallerOutcome::Error("proxy_fault".into()),
+                                );
+                                return Action::ToClient(refusal.response(&call.client_id));
+                            }
+                        };
                         self.open_rounds.insert(
                             id,
                             Call {
                                 since: Instant::now(),
+                                filed: Some(filed),
                                 ..call
                             },
                         );
@@ -347,7 +354,7 @@ impl<G: GateApi> Engine<G> {
         live_id: &RequestId,
         call: &Call,
         state_sha256: Option<&str>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<String, Refusal> {
         let key = match state_sha256 {
             Some(sha) => self.round_key(&call.principal, &call.method, Filed::State(sha)),
             None => {
@@ -362,11 +369,23 @@ impl<G: GateApi> Engine<G> {
                 "storage_failed",
                 format!("the round could not be filed: {}", e.0),
             )
-        })
+        })?;
+        Ok(key)
+    }
+
+    /// A delivered round ended another way than by its retry: its index entry goes too, so
+    /// no later retry is matched to it first. (An entry that stays, a replica's that died,
+    /// only costs a refused attempt: see [`Engine::retry`].)
+    fn unfile(&self, live_id: &RequestId, call: &Call) {
+        if let Some(key) = &call.filed {
+            let _ = self.config.rounds.remove(key, live_id);
+        }
     }
 
     fn round_key(&self, principal: &Principal, method: &str, filed: Filed<'_>) -> String {
-        rounds::key(&self.config.server, principal, method, filed)
+        // One client per engine (stdio): its rounds are its own, never another replica's.
+        let scope = if self.shared { "" } else { self.ids.nonce() };
+        rounds::key(scope, &self.config.server, principal, method, filed)
     }
 
     /// A client's retry: the round it names by its state or its params is taken from the
@@ -384,19 +403,88 @@ impl<G: GateApi> Engine<G> {
             Named::ByParams => Some(self.round_key(principal, &method, Filed::Params(&p))),
             Named::Nothing => None,
         });
-        let live = match &key {
-            Some(key) => match self.config.rounds.take(key) {
-                Ok(live) => live,
+        let Some(key) = key else {
+            return self.retry_round(principal, raw_id, method, params, None);
+        };
+        // The oldest round filed under the key first. A round the gate finds used, ended or
+        // answered for another (parallel identical calls without state, a replica that died
+        // with its entry) costs one refused attempt (audited) and the next is tried; the
+        // rounds refused for these answers are filed again for a retry that fits them.
+        let mut kept = Vec::new();
+        let mut last = None;
+        for _ in 0..MATCH_ATTEMPTS {
+            let live = match self.config.rounds.take(&key) {
+                Ok(Some(live)) => live,
+                Ok(None) => break,
                 Err(e) => {
+                    self.refile(&key, &kept);
                     let refusal = Refusal::host(
                         "storage_failed",
                         format!("the open rounds could not be read: {}", e.0),
                     );
                     return Action::ToClient(refusal.response(raw_id));
                 }
-            },
-            None => None,
-        };
+            };
+            match self.try_retry(principal, raw_id, &method, params, Some(live.clone())) {
+                Ok(action) => {
+                    self.refile(&key, &kept);
+                    return action;
+                }
+                Err(denial) => {
+                    if is_dead(&denial) {
+                        self.open_rounds.remove(&live);
+                    } else if fits_another(&denial) {
+                        kept.push(live);
+                    } else {
+                        self.refile(&key, &kept);
+                        self.after_refused_retry(&key, &live, principal, &denial);
+                        return Action::ToClient(Refusal::from_denial(&denial).response(raw_id));
+                    }
+                    last = Some(denial);
+                }
+            }
+        }
+        self.refile(&key, &kept);
+        match last {
+            Some(denial) => Action::ToClient(Refusal::from_denial(&denial).response(raw_id)),
+            // Nothing was filed under the key: the gate refuses (and audits) a retry of no round.
+            None => self.retry_round(principal, raw_id, method, params, None),
+        }
+    }
+
+    /// File again the rounds a retry was refused for (its answers or arguments did not fit
+    /// them): they stay open for a retry that does.
+    fn refile(&self, key: &str, kept: &[RequestId]) {
+        for live in kept {
+            let _ = self.config.rounds.file(key, live);
+        }
+    }
+
+    /// [`Engine::try_retry`] as an action: the refusal goes to the client.
+    fn retry_round(
+        &mut self,
+        principal: &Principal,
+        raw_id: &str,
+        method: String,
+        params: &str,
+        live: Option<RequestId>,
+    ) -> Action {
+        match self.try_retry(principal, raw_id, &method, params, live) {
+            Ok(action) => action,
+            Err(denial) => Action::ToClient(Refusal::from_denial(&denial).response(raw_id)),
+        }
+    }
+
+    /// The gate checks the retry against the round `live` and builds it: on success the
+    /// gate's text goes upstream under a new minted id.
+    fn try_retry(
+        &mut self,
+        principal: &Principal,
+        raw_id: &str,
+        method: &str,
+        params: &str,
+        live: Option<RequestId>,
+    ) -> Result<Action, GateDenial> {
         let retry_id = self.ids.mint();
         let asked = ClientRetry {
             server: self.config.server.clone(),
@@ -404,34 +492,26 @@ impl<G: GateApi> Engine<G> {
             retry_id: retry_id.clone(),
             user: principal.user.clone(),
             tenant: principal.tenant.clone(),
-            method: method.clone(),
+            method: method.to_owned(),
             params_json: params.to_owned(),
         };
-        match self.gate.retry_from_client(asked) {
-            Ok(retry) => {
-                if let Some(live) = &live {
-                    self.open_rounds.remove(live);
-                }
-                let call = Call {
-                    client_id: raw_id.to_owned(),
-                    principal: principal.clone(),
-                    method,
-                    params: params.to_owned(),
-                    since: Instant::now(),
-                };
-                self.in_flight.insert(retry_id.clone(), call);
-                Action::Gated {
-                    text: retry.request_json,
-                    upstream_id: retry_id,
-                }
-            }
-            Err(denial) => {
-                if let (Some(key), Some(live)) = (&key, &live) {
-                    self.after_refused_retry(key, live, principal, &denial);
-                }
-                Action::ToClient(Refusal::from_denial(&denial).response(raw_id))
-            }
+        let retry = self.gate.retry_from_client(asked)?;
+        if let Some(live) = &live {
+            self.open_rounds.remove(live);
         }
+        let call = Call {
+            client_id: raw_id.to_owned(),
+            principal: principal.clone(),
+            method: method.to_owned(),
+            params: params.to_owned(),
+            since: Instant::now(),
+            filed: None,
+        };
+        self.in_flight.insert(retry_id.clone(), call);
+        Ok(Action::Gated {
+            text: retry.request_json,
+            upstream_id: retry_id,
+        })
     }
 
     /// A refused retry for the round `live`: a round the gate keeps open (the answers or the
@@ -507,7 +587,10 @@ impl<G: GateApi> Engine<G> {
         let call = match self.in_flight.remove(upstream_id) {
             Some(call) => call,
             None => match self.open_rounds.remove(upstream_id) {
-                Some(call) => call,
+                Some(call) => {
+                    self.unfile(upstream_id, &call);
+                    call
+                }
                 None => return,
             },
         };
@@ -538,6 +621,7 @@ impl<G: GateApi> Engine<G> {
             .chain(self.open_rounds.drain())
             .collect();
         for (id, call) in calls {
+            self.unfile(&id, &call);
             self.end(&id, &call.principal, CallerOutcome::Cancelled);
         }
     }
@@ -547,6 +631,7 @@ impl<G: GateApi> Engine<G> {
     pub fn on_server_gone(&mut self) -> Vec<String> {
         let rounds: Vec<(RequestId, Call)> = self.open_rounds.drain().collect();
         for (id, call) in rounds {
+            self.unfile(&id, &call);
             self.end(
                 &id,
                 &call.principal,
@@ -577,6 +662,30 @@ impl<G: GateApi> Engine<G> {
             outcome,
         });
     }
+}
+
+/// How many rounds filed under one key a retry is tried against.
+const MATCH_ATTEMPTS: usize = 4;
+
+/// The round is gone (used, ended, expired): its entry was stale.
+fn is_dead(denial: &GateDenial) -> bool {
+    denial.is(ErrorCode::InactiveRound) || denial.is(ErrorCode::StateAlreadyUsed)
+}
+
+/// The retry did not fit this round but may fit another filed under the same key (parallel
+/// identical calls whose rounds ask different things). Never a consent refusal: the user is
+/// asked once per retry.
+fn fits_another(denial: &GateDenial) -> bool {
+    [
+        ErrorCode::IdentityOrArgumentMismatch,
+        ErrorCode::ResponsePopulationMismatch,
+        ErrorCode::InvalidInputResponse,
+        ErrorCode::ResponseSchemaMismatch,
+        ErrorCode::NonAcceptResponseHadContent,
+        ErrorCode::UrlResponseHadContent,
+    ]
+    .into_iter()
+    .any(|code| denial.is(code))
 }
 
 /// Whether a gated request's params carry a round's answers or state: a retry.
