@@ -107,6 +107,9 @@ pub struct Engine<G> {
     in_flight: HashMap<RequestId, Call>,
     /// Calls whose last answer was an accepted round: their bindings are open in the gate.
     open_rounds: HashMap<RequestId, Call>,
+    /// The server's own requests shown to the client and not yet answered (their ids as
+    /// JSON), with when they were shown: only those the client may answer.
+    asked: HashMap<String, Instant>,
     /// Many clients share this engine (the HTTP endpoint): a client's id names none of
     /// another's calls, so a `notifications/cancelled` is never mapped to a gated call (an
     /// HTTP client cancels by closing its exchange).
@@ -132,6 +135,7 @@ impl<G: GateApi> Engine<G> {
             ids,
             in_flight: HashMap::new(),
             open_rounds: HashMap::new(),
+            asked: HashMap::new(),
             shared: false,
         }
     }
@@ -167,6 +171,12 @@ impl<G: GateApi> Engine<G> {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
             Ok(FromClient::Relay) => Action::ToServer(text.to_owned()),
+            // Only an answer to a request the client was shown: the proxy refuses some of the
+            // server's requests itself, and the client must not answer those in their stead.
+            Ok(FromClient::Answer { raw_id }) => match id_text(raw_id) {
+                Some(id) if self.asked.remove(&id).is_some() => Action::ToServer(text.to_owned()),
+                _ => Action::Drop("an answer to no request of the server's the client was shown"),
+            },
             Ok(FromClient::Cancelled { params }) => self.cancelled(text, params),
             Ok(FromClient::Gated {
                 raw_id,
@@ -264,6 +274,9 @@ impl<G: GateApi> Engine<G> {
                     );
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
+                    if let Some(id) = id_text(&raw_id) {
+                        self.asked.insert(id, Instant::now());
+                    }
                     Action::ToClient(text.to_owned())
                 }
             }
@@ -662,6 +675,14 @@ impl<G: GateApi> Engine<G> {
             outcome,
         });
     }
+}
+
+/// An id's JSON text as one spelling (`1.0` and `1` apart, as JSON-RPC peers echo ids as
+/// they were sent); `None` when it is no JSON.
+fn id_text(raw: &str) -> Option<String> {
+    serde_json::from_str::<Value>(raw)
+        .ok()
+        .map(|v| v.to_string())
 }
 
 /// How many rounds filed under one key a retry is tried against.
