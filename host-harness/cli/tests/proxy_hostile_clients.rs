@@ -76,8 +76,13 @@ impl Proxy {
 
     /// Send `message` and read the one line that comes back.
     fn ask(&mut self, message: &Value) -> Value {
+        self.ask_raw(&message.to_string())
+    }
+
+    /// Send `line` as it is and read the one line that comes back.
+    fn ask_raw(&mut self, line: &str) -> Value {
         let input = self.input.as_mut().unwrap();
-        writeln!(input, "{message}").unwrap();
+        writeln!(input, "{line}").unwrap();
         input.flush().unwrap();
         let line = self
             .output
@@ -255,5 +260,28 @@ fn a_round_without_state_is_retried_by_its_arguments_once() {
     let again = proxy.ask(&retry(json!("e"), "confirm", json!({"n": 1}), "1", None));
     assert_eq!(refusal(&again), (-31001, "inactive_mrtr_round".into()));
     assert_eq!(retries_received(&proxy), 1);
+    proxy.finish();
+}
+
+#[test]
+fn a_carriage_return_inside_a_line_never_smuggles_a_message_to_the_server() {
+    let mut proxy = Proxy::start("cr");
+    // JSON whitespace to the proxy; a line end to the server's reader (Python's universal
+    // newlines): the middle "line" would be a retry the gate never saw.
+    let inner = retry(
+        json!(1),
+        "book",
+        json!({"to": "LIS"}),
+        "12A",
+        Some(&json!("state-1")),
+    );
+    let smuggled = format!("{{\"a\":\r{inner}\r}}");
+    let answer = proxy.ask_raw(&smuggled);
+    assert_eq!(
+        refusal(&answer),
+        (-31004, "invalid_message".into()),
+        "{answer}"
+    );
+    assert!(proxy.received().is_empty(), "{:?}", proxy.received());
     proxy.finish();
 }

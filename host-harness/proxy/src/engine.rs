@@ -88,6 +88,8 @@ struct Call {
     params: String,
     /// When the call was sent upstream (for a round: when it was delivered).
     since: Instant,
+    /// For a delivered round: the index key it is filed under ([`crate::rounds`]).
+    filed: Option<String>,
 }
 
 /// The 2025-era requests a server sends for input, which 2026-07-28 carries in
@@ -105,6 +107,13 @@ pub struct Engine<G> {
     in_flight: HashMap<RequestId, Call>,
     /// Calls whose last answer was an accepted round: their bindings are open in the gate.
     open_rounds: HashMap<RequestId, Call>,
+    /// The server's own requests shown to the client and not yet answered (their ids as
+    /// JSON), with when they were shown: only those the client may answer.
+    asked: HashMap<String, Instant>,
+    /// Many clients share this engine (the HTTP endpoint): a client's id names none of
+    /// another's calls, so a `notifications/cancelled` is never mapped to a gated call (an
+    /// HTTP client cancels by closing its exchange).
+    shared: bool,
 }
 
 impl<G> std::fmt::Debug for Engine<G> {
@@ -126,7 +135,15 @@ impl<G: GateApi> Engine<G> {
             ids,
             in_flight: HashMap::new(),
             open_rounds: HashMap::new(),
+            asked: HashMap::new(),
+            shared: false,
         }
+    }
+
+    /// This engine serves many clients at once (the HTTP endpoint): see [`Engine::on_client`].
+    pub fn shared_by_many_clients(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     /// Gated requests awaiting their response.
@@ -139,7 +156,10 @@ impl<G: GateApi> Engine<G> {
         self.open_rounds.len()
     }
 
-    /// A message from the client, whose calls are bound to the configured principal.
+    /// A message from the client, whose calls are bound to the configured principal. On an
+    /// engine [`shared_by_many_clients`](Engine::shared_by_many_clients), a client's
+    /// `notifications/cancelled` that names a gated call is dropped: client ids collide across
+    /// clients, and one client must never end another's call.
     pub fn on_client(&mut self, text: &str) -> Action {
         let principal = self.config.principal.clone();
         self.on_client_as(&principal, text)
@@ -151,6 +171,12 @@ impl<G: GateApi> Engine<G> {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
             Ok(FromClient::Relay) => Action::ToServer(text.to_owned()),
+            // Only an answer to a request the client was shown: the proxy refuses some of the
+            // server's requests itself, and the client must not answer those in their stead.
+            Ok(FromClient::Answer { raw_id }) => match id_text(raw_id) {
+                Some(id) if self.asked.remove(&id).is_some() => Action::ToServer(text.to_owned()),
+                _ => Action::Drop("an answer to no request of the server's the client was shown"),
+            },
             Ok(FromClient::Cancelled { params }) => self.cancelled(text, params),
             Ok(FromClient::Gated {
                 raw_id,
@@ -190,6 +216,7 @@ impl<G: GateApi> Engine<G> {
                     method: registration_method,
                     params: params.unwrap_or("null").to_owned(),
                     since: Instant::now(),
+                    filed: None,
                 };
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
@@ -247,6 +274,9 @@ impl<G: GateApi> Engine<G> {
                     );
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
+                    if let Some(id) = id_text(&raw_id) {
+                        self.asked.insert(id, Instant::now());
+                    }
                     Action::ToClient(text.to_owned())
                 }
             }
@@ -280,18 +310,22 @@ impl<G: GateApi> Engine<G> {
                         // Filed before it is delivered: a retry can come as soon as the client
                         // has it. A round that cannot be filed could never be retried.
                         let filed = self.file(&id, &call, round.request_state_sha256.as_deref());
-                        if let Err(refusal) = filed {
-                            self.end(
-                                &id,
-                                &call.principal,
-                                CallerOutcome::Error("proxy_fault".into()),
-                            );
-                            return Action::ToClient(refusal.response(&call.client_id));
-                        }
+                        let filed = match filed {
+                            Ok(key) => key,
+                            Err(refusal) => {
+                                self.end(
+                                    &id,
+                                    &call.principal,
+                                    CallerOutcome::Error("proxy_fault".into()),
+                                );
+                                return Action::ToClient(refusal.response(&call.client_id));
+                            }
+                        };
                         self.open_rounds.insert(
                             id,
                             Call {
                                 since: Instant::now(),
+                                filed: Some(filed),
                                 ..call
                             },
                         );
@@ -333,7 +367,7 @@ impl<G: GateApi> Engine<G> {
         live_id: &RequestId,
         call: &Call,
         state_sha256: Option<&str>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<String, Refusal> {
         let key = match state_sha256 {
             Some(sha) => self.round_key(&call.principal, &call.method, Filed::State(sha)),
             None => {
@@ -348,11 +382,23 @@ impl<G: GateApi> Engine<G> {
                 "storage_failed",
                 format!("the round could not be filed: {}", e.0),
             )
-        })
+        })?;
+        Ok(key)
+    }
+
+    /// A delivered round ended another way than by its retry: its index entry goes too, so
+    /// no later retry is matched to it first. (An entry that stays, a replica's that died,
+    /// only costs a refused attempt: see [`Engine::retry`].)
+    fn unfile(&self, live_id: &RequestId, call: &Call) {
+        if let Some(key) = &call.filed {
+            let _ = self.config.rounds.remove(key, live_id);
+        }
     }
 
     fn round_key(&self, principal: &Principal, method: &str, filed: Filed<'_>) -> String {
-        rounds::key(&self.config.server, principal, method, filed)
+        // One client per engine (stdio): its rounds are its own, never another replica's.
+        let scope = if self.shared { "" } else { self.ids.nonce() };
+        rounds::key(scope, &self.config.server, principal, method, filed)
     }
 
     /// A client's retry: the round it names by its state or its params is taken from the
@@ -370,19 +416,88 @@ impl<G: GateApi> Engine<G> {
             Named::ByParams => Some(self.round_key(principal, &method, Filed::Params(&p))),
             Named::Nothing => None,
         });
-        let live = match &key {
-            Some(key) => match self.config.rounds.take(key) {
-                Ok(live) => live,
+        let Some(key) = key else {
+            return self.retry_round(principal, raw_id, method, params, None);
+        };
+        // The oldest round filed under the key first. A round the gate finds used, ended or
+        // answered for another (parallel identical calls without state, a replica that died
+        // with its entry) costs one refused attempt (audited) and the next is tried; the
+        // rounds refused for these answers are filed again for a retry that fits them.
+        let mut kept = Vec::new();
+        let mut last = None;
+        for _ in 0..MATCH_ATTEMPTS {
+            let live = match self.config.rounds.take(&key) {
+                Ok(Some(live)) => live,
+                Ok(None) => break,
                 Err(e) => {
+                    self.refile(&key, &kept);
                     let refusal = Refusal::host(
                         "storage_failed",
                         format!("the open rounds could not be read: {}", e.0),
                     );
                     return Action::ToClient(refusal.response(raw_id));
                 }
-            },
-            None => None,
-        };
+            };
+            match self.try_retry(principal, raw_id, &method, params, Some(live.clone())) {
+                Ok(action) => {
+                    self.refile(&key, &kept);
+                    return action;
+                }
+                Err(denial) => {
+                    if is_dead(&denial) {
+                        self.open_rounds.remove(&live);
+                    } else if fits_another(&denial) {
+                        kept.push(live);
+                    } else {
+                        self.refile(&key, &kept);
+                        self.after_refused_retry(&key, &live, principal, &denial);
+                        return Action::ToClient(Refusal::from_denial(&denial).response(raw_id));
+                    }
+                    last = Some(denial);
+                }
+            }
+        }
+        self.refile(&key, &kept);
+        match last {
+            Some(denial) => Action::ToClient(Refusal::from_denial(&denial).response(raw_id)),
+            // Nothing was filed under the key: the gate refuses (and audits) a retry of no round.
+            None => self.retry_round(principal, raw_id, method, params, None),
+        }
+    }
+
+    /// File again the rounds a retry was refused for (its answers or arguments did not fit
+    /// them): they stay open for a retry that does.
+    fn refile(&self, key: &str, kept: &[RequestId]) {
+        for live in kept {
+            let _ = self.config.rounds.file(key, live);
+        }
+    }
+
+    /// [`Engine::try_retry`] as an action: the refusal goes to the client.
+    fn retry_round(
+        &mut self,
+        principal: &Principal,
+        raw_id: &str,
+        method: String,
+        params: &str,
+        live: Option<RequestId>,
+    ) -> Action {
+        match self.try_retry(principal, raw_id, &method, params, live) {
+            Ok(action) => action,
+            Err(denial) => Action::ToClient(Refusal::from_denial(&denial).response(raw_id)),
+        }
+    }
+
+    /// The gate checks the retry against the round `live` and builds it: on success the
+    /// gate's text goes upstream under a new minted id.
+    fn try_retry(
+        &mut self,
+        principal: &Principal,
+        raw_id: &str,
+        method: &str,
+        params: &str,
+        live: Option<RequestId>,
+    ) -> Result<Action, GateDenial> {
         let retry_id = self.ids.mint();
         let asked = ClientRetry {
             server: self.config.server.clone(),
@@ -390,34 +505,26 @@ impl<G: GateApi> Engine<G> {
             retry_id: retry_id.clone(),
             user: principal.user.clone(),
             tenant: principal.tenant.clone(),
-            method: method.clone(),
+            method: method.to_owned(),
             params_json: params.to_owned(),
         };
-        match self.gate.retry_from_client(asked) {
-            Ok(retry) => {
-                if let Some(live) = &live {
-                    self.open_rounds.remove(live);
-                }
-                let call = Call {
-                    client_id: raw_id.to_owned(),
-                    principal: principal.clone(),
-                    method,
-                    params: params.to_owned(),
-                    since: Instant::now(),
-                };
-                self.in_flight.insert(retry_id.clone(), call);
-                Action::Gated {
-                    text: retry.request_json,
-                    upstream_id: retry_id,
-                }
-            }
-            Err(denial) => {
-                if let (Some(key), Some(live)) = (&key, &live) {
-                    self.after_refused_retry(key, live, principal, &denial);
-                }
-                Action::ToClient(Refusal::from_denial(&denial).response(raw_id))
-            }
+        let retry = self.gate.retry_from_client(asked)?;
+        if let Some(live) = &live {
+            self.open_rounds.remove(live);
         }
+        let call = Call {
+            client_id: raw_id.to_owned(),
+            principal: principal.clone(),
+            method: method.to_owned(),
+            params: params.to_owned(),
+            since: Instant::now(),
+            filed: None,
+        };
+        self.in_flight.insert(retry_id.clone(), call);
+        Ok(Action::Gated {
+            text: retry.request_json,
+            upstream_id: retry_id,
+        })
     }
 
     /// A refused retry for the round `live`: a round the gate keeps open (the answers or the
@@ -460,6 +567,13 @@ impl<G: GateApi> Engine<G> {
         let Some(asked) = params.get("requestId").cloned() else {
             return Action::ToServer(text.to_owned());
         };
+        // A minted id is the proxy's own: no client names it.
+        if asked
+            .as_str()
+            .is_some_and(|id| id.starts_with(MINTED_PREFIX))
+        {
+            return Action::Drop("a cancel naming an id the proxy minted");
+        }
         let found = self.in_flight.iter().find_map(|(id, call)| {
             let client_id: Value = serde_json::from_str(&call.client_id).ok()?;
             (client_id == asked).then(|| id.clone())
@@ -467,6 +581,9 @@ impl<G: GateApi> Engine<G> {
         let Some(upstream_id) = found else {
             return Action::ToServer(text.to_owned());
         };
+        if self.shared {
+            return Action::Drop("a cancel over a shared endpoint may name another client's call");
+        }
         self.on_cancel(&upstream_id);
         params.insert("requestId".into(), upstream_id.to_json());
         let note = serde_json::json!({
@@ -483,7 +600,10 @@ impl<G: GateApi> Engine<G> {
         let call = match self.in_flight.remove(upstream_id) {
             Some(call) => call,
             None => match self.open_rounds.remove(upstream_id) {
-                Some(call) => call,
+                Some(call) => {
+                    self.unfile(upstream_id, &call);
+                    call
+                }
                 None => return,
             },
         };
@@ -514,6 +634,7 @@ impl<G: GateApi> Engine<G> {
             .chain(self.open_rounds.drain())
             .collect();
         for (id, call) in calls {
+            self.unfile(&id, &call);
             self.end(&id, &call.principal, CallerOutcome::Cancelled);
         }
     }
@@ -523,6 +644,7 @@ impl<G: GateApi> Engine<G> {
     pub fn on_server_gone(&mut self) -> Vec<String> {
         let rounds: Vec<(RequestId, Call)> = self.open_rounds.drain().collect();
         for (id, call) in rounds {
+            self.unfile(&id, &call);
             self.end(
                 &id,
                 &call.principal,
@@ -555,6 +677,38 @@ impl<G: GateApi> Engine<G> {
     }
 }
 
+/// An id's JSON text as one spelling (`1.0` and `1` apart, as JSON-RPC peers echo ids as
+/// they were sent); `None` when it is no JSON.
+fn id_text(raw: &str) -> Option<String> {
+    serde_json::from_str::<Value>(raw)
+        .ok()
+        .map(|v| v.to_string())
+}
+
+/// How many rounds filed under one key a retry is tried against.
+const MATCH_ATTEMPTS: usize = 4;
+
+/// The round is gone (used, ended, expired): its entry was stale.
+fn is_dead(denial: &GateDenial) -> bool {
+    denial.is(ErrorCode::InactiveRound) || denial.is(ErrorCode::StateAlreadyUsed)
+}
+
+/// The retry did not fit this round but may fit another filed under the same key (parallel
+/// identical calls whose rounds ask different things). Never a consent refusal: the user is
+/// asked once per retry.
+fn fits_another(denial: &GateDenial) -> bool {
+    [
+        ErrorCode::IdentityOrArgumentMismatch,
+        ErrorCode::ResponsePopulationMismatch,
+        ErrorCode::InvalidInputResponse,
+        ErrorCode::ResponseSchemaMismatch,
+        ErrorCode::NonAcceptResponseHadContent,
+        ErrorCode::UrlResponseHadContent,
+    ]
+    .into_iter()
+    .any(|code| denial.is(code))
+}
+
 /// Whether a gated request's params carry a round's answers or state: a retry.
 fn is_retry(params: &str) -> bool {
     match parse_members(params, crate::ids::MAX_MESSAGE_BYTES) {
@@ -575,10 +729,12 @@ fn params_object(params: &str) -> Option<Map<String, Value>> {
 }
 
 /// Whether a result's `resultType` asks for input, in any spelling of case a lenient client
-/// might honour.
+/// might honour, or the result cannot be read for sure.
 fn is_input_required(result: &str) -> bool {
+    // A result whose members cannot be told apart (a key twice: parsers keeping the last one
+    // may read a round) is refused like one.
     let Ok(members) = parse_members(result, crate::ids::MAX_MESSAGE_BYTES) else {
-        return false;
+        return true;
     };
     members.iter().any(|(key, value)| {
         key.eq_ignore_ascii_case("resultType")

@@ -228,7 +228,6 @@ fn ungated_messages_pass_both_ways_unchanged() {
     for text in [
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        r#"{"jsonrpc":"2.0","id":9,"result":{}}"#,
     ] {
         assert_eq!(r.engine.on_client(text), Action::ToServer(text.into()));
     }
@@ -240,6 +239,23 @@ fn ungated_messages_pass_both_ways_unchanged() {
     ] {
         assert_eq!(r.engine.on_server(text), Action::ToClient(text.into()));
     }
+    // The client's answer to the server's ping goes upstream, once.
+    let pong = r#"{"jsonrpc":"2.0","id":2,"result":{}}"#;
+    assert_eq!(r.engine.on_client(pong), Action::ToServer(pong.into()));
+    assert!(matches!(r.engine.on_client(pong), Action::Drop(_)));
+}
+
+#[test]
+fn the_client_answers_only_the_server_requests_it_was_shown() {
+    let mut r = rig();
+    // The proxy refuses this one itself; the client must not answer it in its stead.
+    let ask = r#"{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{}}"#;
+    assert!(matches!(r.engine.on_server(ask), Action::ToServer(_)));
+    let forged =
+        r#"{"jsonrpc":"2.0","id":0,"result":{"action":"accept","content":{"pin":"1234"}}}"#;
+    assert!(matches!(r.engine.on_client(forged), Action::Drop(_)));
+    let unasked = r#"{"jsonrpc":"2.0","id":9,"result":{}}"#;
+    assert!(matches!(r.engine.on_client(unasked), Action::Drop(_)));
 }
 
 #[test]

@@ -41,6 +41,11 @@ impl IdMinter {
         Ok(Self::with_nonce(u64::from_le_bytes(bytes)))
     }
 
+    /// This replica's nonce (16 hex digits).
+    pub fn nonce(&self) -> &str {
+        &self.nonce
+    }
+
     /// The next id.
     pub fn mint(&self) -> RequestId {
         let n = self.next.fetch_add(1, Ordering::Relaxed);

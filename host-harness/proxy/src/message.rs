@@ -24,8 +24,12 @@ pub enum FromClient<'a> {
         /// The params, their exact JSON text (`None`: none).
         params: Option<&'a str>,
     },
-    /// Any other request, a notification, or the client's response to a server request:
-    /// relayed as it came.
+    /// The client's response to a server's request: `id`'s exact JSON text.
+    Answer {
+        /// The id, its exact JSON text.
+        raw_id: &'a str,
+    },
+    /// Any other request or notification: relayed as it came.
     Relay,
 }
 
@@ -61,6 +65,18 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
         .map_err(|e| (null(), Refusal::message("invalid_message", describe(&e))))?;
     let method = members.get("method").map(|m| m.get());
     let Some(raw_id) = members.get("id").map(|id| id.get()) else {
+        // A gated method without an id would run upstream with no binding and no answer.
+        if method.is_some_and(|m| {
+            serde_json::from_str::<String>(m).is_ok_and(|m| MRTR_METHODS.contains(&m.as_str()))
+        }) {
+            return Err((
+                null(),
+                Refusal::message(
+                    "invalid_message",
+                    "a tools/call, prompts/get or resources/read needs an id",
+                ),
+            ));
+        }
         if method == Some(r#""notifications/cancelled""#) {
             return Ok(FromClient::Cancelled {
                 params: members.get("params").map(|p| p.get()),
@@ -69,8 +85,7 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
         return Ok(FromClient::Relay);
     };
     let Some(method) = method else {
-        // The client's answer to a server request.
-        return Ok(FromClient::Relay);
+        return Ok(FromClient::Answer { raw_id });
     };
     if let Some(problem) = client_id_problem(raw_id) {
         // A string is an id the response can carry back; anything else is answered as `null`.
@@ -146,8 +161,6 @@ mod tests {
         );
         for relayed in [
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
-            r#"{"jsonrpc":"2.0","method":"tools/call"}"#,
-            r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled"}"#,
         ] {

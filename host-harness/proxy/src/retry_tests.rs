@@ -199,8 +199,11 @@ fn a_retry_finds_a_round_another_replica_delivered_and_is_refused_after_it_was_u
     let clock = Arc::new(ManualClock::new(1_000_000));
     let storage = Arc::new(MemoryStorage::new(clock.clone()));
     let audit = MemoryAudit::new();
+    // HTTP replicas of one endpoint: every replica may take a round.
     let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
+    a.engine = a.engine.shared_by_many_clients();
     let mut b = replica(clock, storage, audit.clone(), 2);
+    b.engine = b.engine.shared_by_many_clients();
     delivered(&mut a, "1", form_round);
     let text = retry("2", LIS, Some(SEAT), Some(r#""opaque""#));
     let up = sent_id(&b.engine.on_client(&text));
@@ -284,4 +287,112 @@ fn a_sweep_ends_the_bindings_past_their_lifetime() {
         .map(|e| e["outcome"].clone())
         .collect();
     assert_eq!(ends, vec![json!("expired")]);
+}
+
+#[test]
+fn on_a_shared_endpoint_a_cancel_never_ends_a_call() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let storage = Arc::new(MemoryStorage::new(clock.clone()));
+    let mut r = replica(clock, storage, MemoryAudit::new(), 5);
+    r.engine = r.engine.shared_by_many_clients();
+    // Another client's call with id 1 in flight; this client cancels "its" id 1.
+    let minted = sent_id(&r.engine.on_client(&call("1")));
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+    assert!(matches!(r.engine.on_client(note), Action::Drop(_)));
+    assert_eq!(r.engine.in_flight(), 1);
+    assert_eq!(
+        to_client(r.engine.on_server(&complete(&minted))),
+        complete("1")
+    );
+    // A minted id is nobody's to cancel, shared or not.
+    let mut one = rig();
+    let minted = sent_id(&one.engine.on_client(&call("2")));
+    let forged = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{minted}}}}}"#
+    );
+    assert!(matches!(one.engine.on_client(&forged), Action::Drop(_)));
+    assert_eq!(one.engine.in_flight(), 1);
+}
+
+#[test]
+fn an_answer_whose_result_cannot_be_read_for_sure_is_refused_like_a_round() {
+    let mut r = rig();
+    let twice = r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","resultType":"input_required","inputRequests":{}}}"#;
+    let (id, code, gate_code) = error_of(&to_client(r.engine.on_server(twice)));
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!(3), PEER_REFUSED, "input_required_not_allowed")
+    );
+}
+
+#[test]
+fn a_gated_method_sent_as_a_notification_never_goes_upstream() {
+    let mut r = rig();
+    let note = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{},"inputResponses":{}}}"#;
+    let (id, code, _) = error_of(&to_client(r.engine.on_client(note)));
+    assert_eq!((id, code), (json!(null), MESSAGE_REFUSED));
+}
+
+#[test]
+fn a_stdio_proxys_rounds_are_its_own_even_on_a_shared_store() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let storage = Arc::new(MemoryStorage::new(clock.clone()));
+    let audit = MemoryAudit::new();
+    let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
+    let mut b = replica(clock, storage, audit.clone(), 2);
+    delivered(&mut a, "1", form_round);
+    let text = retry("2", LIS, Some(SEAT), Some(r#""opaque""#));
+    // Another stdio proxy's client (and server process) cannot take it...
+    let (code, gate_code) = refused(b.engine.on_client(&text));
+    assert_eq!(
+        (code, gate_code.as_str()),
+        (CALLER_REFUSED, "inactive_mrtr_round")
+    );
+    // ...its own client can.
+    sent_id(&a.engine.on_client(&text));
+}
+
+/// A round without state whose seat may be at most `max` characters.
+fn stateless_seat_round(id: &str, max: u32) -> String {
+    stateless_round(id).replace(r#""maxLength":4"#, &format!(r#""maxLength":{max}"#))
+}
+
+#[test]
+fn parallel_identical_calls_each_get_the_retry_that_fits_their_round() {
+    let mut r = rig();
+    // Two identical calls in flight; the rounds ask different things and carry no state.
+    let one = sent_id(&r.engine.on_client(&call("1")));
+    let two = sent_id(&r.engine.on_client(&call("2")));
+    to_client(r.engine.on_server(&stateless_seat_round(&one, 1)));
+    to_client(r.engine.on_server(&stateless_seat_round(&two, 4)));
+    // The answer to the second round comes first: the oldest round refuses it (audited), the
+    // next takes it.
+    sent_id(&r.engine.on_client(&retry("3", LIS, Some(SEAT), None)));
+    // The first round is still there for its own answer.
+    let short = r#"{"seat":{"action":"accept","content":{"seat":"9"}}}"#;
+    sent_id(&r.engine.on_client(&retry("4", LIS, Some(short), None)));
+    assert_eq!(events(&r.audit, "submitted").len(), 2);
+}
+
+#[test]
+fn a_round_whose_client_left_is_taken_out_of_the_index() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let storage = Arc::new(MemoryStorage::new(clock.clone()));
+    let audit = MemoryAudit::new();
+    let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
+    a.engine = a.engine.shared_by_many_clients();
+    let mut b = replica(clock, storage, audit.clone(), 2);
+    b.engine = b.engine.shared_by_many_clients();
+    let minted = delivered(&mut a, "1", stateless_round);
+    // That client hangs up: its round ends cancelled and leaves the index.
+    a.engine
+        .on_cancel(&RequestId::Text(serde_json::from_str(&minted).unwrap()));
+    // A new identical call's round is the only one a retry finds: no refused attempt first.
+    delivered(&mut b, "1", stateless_round);
+    sent_id(&b.engine.on_client(&retry("2", LIS, Some(SEAT), None)));
+    assert!(
+        events(&audit, "rejected").is_empty(),
+        "{:?}",
+        events(&audit, "rejected")
+    );
 }

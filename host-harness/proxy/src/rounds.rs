@@ -40,8 +40,12 @@ pub enum Filed<'a> {
     Params(&'a Map<String, Value>),
 }
 
-/// The index's key for a round of `method` on `server` for `principal`.
+/// The index's key for a round of `method` on `server` for `principal`, within `scope`: empty
+/// where every replica may take the round (HTTP replicas of one endpoint), a replica's own
+/// nonce where only it may (a stdio proxy: its client and its server process are its own, and
+/// a round from its server is never another process's to retry).
 pub fn key(
+    scope: &str,
     server: &ServerIdentity,
     principal: &Principal,
     method: &str,
@@ -63,6 +67,7 @@ pub fn key(
         }
     };
     let named = Value::Array(vec![
+        scope.into(),
         server_kind.into(),
         server_text.into(),
         principal.user.as_str().into(),
@@ -157,6 +162,19 @@ impl RoundIndex {
         Ok(taken.map(RequestId::Text))
     }
 
+    /// Take `live_id` out of the entry under `key`: its round ended another way.
+    pub fn remove(&self, key: &str, live_id: &RequestId) -> Result<(), IndexError> {
+        let RequestId::Text(live) = live_id else {
+            return Ok(());
+        };
+        self.update(key, |ids| {
+            let before = ids.len();
+            ids.retain(|id| id != live);
+            (ids.len() != before).then_some(())
+        })
+        .map(|_| ())
+    }
+
     /// Read the ids under `key`, let `change` edit them, and write them back with a
     /// compare-and-swap on the version read (deleting the key when none are left); again
     /// when another writer got there first. `change` returning `None` writes nothing.
@@ -241,7 +259,8 @@ mod tests {
             json!({"name": "book", "arguments": {"to": "LIS"}, "_meta": {"b": 2},
             "inputResponses": {"seat": {"action": "accept"}}}),
         );
-        let k = |p: &Map<String, Value>| key(&server(), &alice(), "tools/call", Filed::Params(p));
+        let k =
+            |p: &Map<String, Value>| key("", &server(), &alice(), "tools/call", Filed::Params(p));
         assert_eq!(k(&request), k(&retry));
         let changed = object(json!({"name": "book", "arguments": {"to": "OPO"}}));
         assert_ne!(k(&request), k(&changed));
@@ -251,20 +270,37 @@ mod tests {
         };
         assert_ne!(
             k(&request),
-            key(&server(), &bob, "tools/call", Filed::Params(&request))
+            key("", &server(), &bob, "tools/call", Filed::Params(&request))
         );
         assert_ne!(
             k(&request),
-            key(&server(), &alice(), "prompts/get", Filed::Params(&request))
+            key(
+                "",
+                &server(),
+                &alice(),
+                "prompts/get",
+                Filed::Params(&request)
+            )
         );
         let other = ServerIdentity::endpoint("stdio:b").unwrap();
         assert_ne!(
             k(&request),
-            key(&other, &alice(), "tools/call", Filed::Params(&request))
+            key("", &other, &alice(), "tools/call", Filed::Params(&request))
         );
         // A state names its round whatever the arguments say.
         let sha = state_sha256("opaque");
-        let by_state = key(&server(), &alice(), "tools/call", Filed::State(&sha));
+        let by_state = key("", &server(), &alice(), "tools/call", Filed::State(&sha));
+        // A replica's own scope is apart from the shared one.
+        assert_ne!(
+            by_state,
+            key(
+                "0000000000000001",
+                &server(),
+                &alice(),
+                "tools/call",
+                Filed::State(&sha)
+            )
+        );
         assert_ne!(by_state, k(&request));
         assert!(by_state.starts_with(PREFIX));
     }
@@ -292,7 +328,14 @@ mod tests {
         index.file("k", &one).unwrap();
         index.file("k", &two).unwrap();
         index.file("k", &one).unwrap();
+        index
+            .remove("k", &RequestId::Text("mg:1:0".into()))
+            .unwrap();
         assert_eq!(index.take("k").unwrap(), Some(one));
+        index.file("k", &RequestId::Text("mg:1:3".into())).unwrap();
+        index
+            .remove("k", &RequestId::Text("mg:1:3".into()))
+            .unwrap();
         assert_eq!(index.take("k").unwrap(), Some(two));
         assert_eq!(index.take("k").unwrap(), None);
         assert_eq!(index.take("other").unwrap(), None);

@@ -7,6 +7,7 @@
 //! ([`Engine::on_client`]).
 
 use crate::engine::{Action, Engine};
+use crate::errors::Refusal;
 use crate::ids::MAX_MESSAGE_BYTES;
 use mrtr_gate_host::GateApi;
 use std::process::Stdio;
@@ -18,6 +19,10 @@ use tokio::sync::mpsc;
 
 /// How long a server is given to exit once the client has gone and its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// What a server's line the relay refuses to read counts as: no message at all (with one
+/// gated call waiting the gate names it unreadable and the call ends; else it is dropped).
+const UNREADABLE: &str = "";
 
 /// How often the engine ends the bindings whose lifetime has passed ([`Engine::sweep`]).
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -146,6 +151,18 @@ fn run_engine<G: GateApi>(
             continue;
         };
         let action = match event {
+            // A carriage return inside a line is JSON whitespace to the proxy but a line end
+            // to readers that take `\r` as one (Python's universal newlines, Node's readline):
+            // the other side would read messages the gate never saw. Such a line is refused,
+            // never relayed.
+            Event::Client(line) if line.contains('\r') => Action::ToClient(
+                Refusal::message(
+                    "invalid_message",
+                    "a carriage return inside a line: one message per line, ended by \\n",
+                )
+                .response("null"),
+            ),
+            Event::Server(line) if line.contains('\r') => engine.on_server(UNREADABLE),
             Event::Client(line) => engine.on_client(&line),
             Event::Server(line) => engine.on_server(&line),
             Event::ClientGone => {
@@ -290,6 +307,15 @@ for line in sys.stdin:
             .unwrap();
         let back = read_line(&mut client_in).await.unwrap().unwrap();
         assert_eq!(back, answer(r#""x""#, "tools/list"));
+        // A carriage return inside a line would be a line end to the server's reader (Python's
+        // universal newlines): the line is refused, and the server never sees it.
+        let smuggled = format!("{{\"a\":\r{list}\r}}\n");
+        client_out.write_all(smuggled.as_bytes()).await.unwrap();
+        let back = read_line(&mut client_in).await.unwrap().unwrap();
+        assert!(
+            back.contains("-31004") && back.contains("carriage return"),
+            "{back}"
+        );
         // A batch never reaches the server.
         client_out
             .write_all(format!("[{call}]\n").as_bytes())

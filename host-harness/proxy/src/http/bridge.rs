@@ -67,7 +67,7 @@ impl Bridge {
         let (jobs, inbox) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("mrtr-gate-engine".into())
-            .spawn(move || run(make_engine(), &inbox))
+            .spawn(move || run(make_engine().shared_by_many_clients(), &inbox))
             .map_err(|e| format!("could not start the gate's thread: {e}"))?;
         Ok(Self { jobs })
     }
