@@ -80,6 +80,10 @@ pub struct ProxyFlags {
     /// At most this many input_required rounds per call (1 to 64).
     #[arg(long)]
     pub max_rounds: Option<u32>,
+    /// How long a call may take, all its rounds included, in seconds (default: the gate's
+    /// policy, five minutes); a round not retried by then ends `expired`.
+    #[arg(long, value_name = "SECONDS")]
+    pub round_trip_lifetime: Option<u64>,
     /// Who approves the answers a retry carries: `client` (the client's own UI; the trail
     /// says delegated_to_client), `tty` (the controlling terminal), or `command CMD` (a hook,
     /// split like a shell would and run without one, that prints exactly `yes` to grant).
@@ -159,6 +163,12 @@ impl ProxyFlags {
         policy
             .validate()
             .map_err(|e| format!("--max-rounds: {e}"))?;
+        if let Some(seconds) = self.round_trip_lifetime {
+            policy.round_trip_lifetime_ms = seconds.saturating_mul(1000);
+            policy
+                .validate()
+                .map_err(|e| format!("--round-trip-lifetime: {e}"))?;
+        }
         Ok(Checked {
             mode,
             services: ServiceOptions {
@@ -588,6 +598,24 @@ mod tests {
         assert!(checked(&["--audit", "t", "--max-rounds", "65", "--", "s"]).is_err());
         let c = checked(&["--audit", "t", "--max-rounds", "3", "--", "s"]).unwrap();
         assert_eq!(c.policy.max_rounds, 3);
+    }
+
+    #[test]
+    fn a_round_trip_lifetime_outside_the_gates_bounds_is_a_usage_error() {
+        assert!(checked(&["--audit", "t", "--round-trip-lifetime", "0", "--", "s"]).is_err());
+        assert!(
+            checked(&[
+                "--audit",
+                "t",
+                "--round-trip-lifetime",
+                &u64::MAX.to_string(),
+                "--",
+                "s"
+            ])
+            .is_err()
+        );
+        let c = checked(&["--audit", "t", "--round-trip-lifetime", "4", "--", "s"]).unwrap();
+        assert_eq!(c.policy.round_trip_lifetime_ms, 4_000);
     }
 
     #[test]

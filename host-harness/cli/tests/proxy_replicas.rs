@@ -314,20 +314,31 @@ impl Cluster {
         redis_url: String,
         upstream: impl FnOnce(&Path) -> (Running, String),
     ) -> Self {
+        Self::start_with(name, redis_url, upstream, &[])
+    }
+
+    /// [`Cluster::start`], every replica given `flags` too.
+    fn start_with(
+        name: &str,
+        redis_url: String,
+        upstream: impl FnOnce(&Path) -> (Running, String),
+        flags: &[&str],
+    ) -> Self {
         let tag = format!("{name}-{}", std::process::id());
         let dir = std::env::temp_dir().join(format!("mrtr-gate-replicas-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let namespace = format!("replicas-{tag}");
         let trail = "replicas";
-        let redis = [
+        let mut redis = vec![
             "--redis",
-            &redis_url,
+            redis_url.as_str(),
             "--namespace",
-            &namespace,
+            namespace.as_str(),
             "--trail",
             trail,
         ];
+        redis.extend_from_slice(flags);
         let (upstream, upstream_url) = upstream(&dir);
         let (a, a_url) = replica(&dir, &redis, &upstream_url);
         let (b, b_url) = replica(&dir, &redis, &upstream_url);
@@ -561,15 +572,18 @@ fn calls_spread_over_two_replicas_complete_at_the_python_sdk_server() {
     assert_eq!(report["expired"], json!([]), "{report}");
 }
 
-/// What becomes of the killed replica's open bindings: the survivor's sweep (every 30 s, over
-/// the whole shared store) ends them `expired` once their lifetime (the default policy's five
-/// minutes; no flag shortens it yet) has passed, and the trail is then clean with nothing
-/// open. Slow by nature, so opt-in: `cargo test --test proxy_replicas -- --ignored`.
+/// What becomes of the killed replica's open bindings: the survivor's sweep (over the whole
+/// shared store, every quarter of a round's lifetime) ends them `expired` once their lifetime
+/// (here `--round-trip-lifetime 4`) has passed, and the trail is then clean with nothing open.
 #[test]
-#[ignore = "waits out a round's five-minute lifetime"]
 fn a_killed_replicas_open_bindings_end_expired_by_the_survivors_sweep() {
     let Some(redis_url) = redis_url() else { return };
-    let mut cluster = Cluster::start("expiry", redis_url, recording_upstream);
+    let mut cluster = Cluster::start_with(
+        "expiry",
+        redis_url,
+        recording_upstream,
+        &["--round-trip-lifetime", "4"],
+    );
     let (a_url, b_url, dir) = (
         cluster.a_url.clone(),
         cluster.b_url.clone(),

@@ -610,6 +610,13 @@ impl<G: GateApi> Engine<G> {
         self.end(upstream_id, &call.principal, CallerOutcome::Cancelled);
     }
 
+    /// How often [`Engine::sweep`] should run: a quarter of a round's lifetime, between 1 s
+    /// and 30 s, so a round not retried ends `expired` soon after its lifetime.
+    pub fn sweep_every(&self) -> Duration {
+        Duration::from_millis(self.config.policy.round_trip_lifetime_ms / 4)
+            .clamp(Duration::from_secs(1), Duration::from_secs(30))
+    }
+
     /// Housekeeping, every little while: the gate ends the bindings whose lifetime has passed
     /// (`expired` in the trail, whichever replica holds them), and the engine forgets the
     /// rounds it delivered that can no longer be retried. A failure is the next sweep's to

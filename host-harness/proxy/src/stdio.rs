@@ -24,9 +24,6 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// gated call waiting the gate names it unreadable and the call ends; else it is dropped).
 const UNREADABLE: &str = "";
 
-/// How often the engine ends the bindings whose lifetime has passed ([`Engine::sweep`]).
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
-
 /// Lines queued for one side before the reader of the other side waits.
 const QUEUE: usize = 256;
 
@@ -138,12 +135,12 @@ fn run_engine<G: GateApi>(
     };
     let mut swept = std::time::Instant::now();
     loop {
-        let event = match inbox.recv_timeout(SWEEP_EVERY) {
+        let event = match inbox.recv_timeout(engine.sweep_every()) {
             Ok(event) => Some(event),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        if swept.elapsed() >= SWEEP_EVERY {
+        if swept.elapsed() >= engine.sweep_every() {
             engine.sweep();
             swept = std::time::Instant::now();
         }

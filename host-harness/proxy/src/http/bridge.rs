@@ -12,7 +12,7 @@ use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::RequestId;
 use std::collections::HashMap;
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::oneshot;
 
 enum Job {
@@ -135,20 +135,17 @@ impl Bridge {
     }
 }
 
-/// How often the engine ends the bindings whose lifetime has passed ([`Engine::sweep`]).
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
-
 /// The engine's thread: one job at a time, in the order they came, and the engine's sweep
 /// between them every little while.
 fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>) {
     let mut sessions: HashMap<String, Vec<RequestId>> = HashMap::new();
     let mut swept = Instant::now();
     loop {
-        if swept.elapsed() >= SWEEP_EVERY {
+        if swept.elapsed() >= engine.sweep_every() {
             engine.sweep();
             swept = Instant::now();
         }
-        let job = match inbox.recv_timeout(SWEEP_EVERY) {
+        let job = match inbox.recv_timeout(engine.sweep_every()) {
             Ok(job) => job,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
