@@ -31,7 +31,7 @@ type OpenCall = (String, Map<String, Value>, Option<Value>);
 /// The gate off: the request as the client would write it, the round read for its keys and
 /// state, the retry as params + answers + state. No checks, no consent, no audit.
 #[derive(Default)]
-struct GateOff {
+pub(crate) struct GateOff {
     calls: HashMap<String, OpenCall>,
 }
 
@@ -77,8 +77,17 @@ impl GateApi for GateOff {
         if let Some(call) = self.calls.get_mut(&id.key_fragment()) {
             call.2 = result.get("requestState").cloned();
         }
+        // The least a consent view must hold for the client to read it (nothing checked).
+        let view = json!({
+            "effects": [], "inputs": [], "max_rounds": 1, "round": 1,
+            "server": "", "state": {"present": false},
+            "view": mrtr_gate_host::core::VIEW_FORMAT,
+            "request": {"arguments": null, "binding_version": 1, "id": id.to_json(),
+                "method": "tools/call", "name": "", "original_id": id.to_json(),
+                "params_sha256": "", "tenant_sha256": "", "user_sha256": ""},
+        });
         Ok(ResponseVerdict::InputRequired(AcceptedRound {
-            view_json: "{}".into(),
+            view_json: view.to_string(),
             view_sha256: String::new(),
             round: 1,
             input_keys: keys,

@@ -7,6 +7,9 @@
 //!                                 measured elsewhere: the seed's JS gate, the jco host)
 //! mrtr-gate-testkit bench-client --http URL [--calls N] [--native]
 //!                                 what the gate adds to a real round trip
+//! mrtr-gate-testkit bench-proxy --http URL [--rounds N] [--clients N,N,...] [--audit-dir DIR]...
+//!                                 [--redis URL] [--rss-rounds N]
+//!                                 what `mrtr-gate proxy` adds: direct, gate off, gate on
 //! mrtr-gate-testkit bench-redis --redis URL [--processes N] [--rounds N]
 //!                                 form rounds from several processes against one Redis
 //! mrtr-gate-testkit bench-expire [--redis URL] [--sizes N,N,...]
@@ -101,6 +104,42 @@ enum Command {
         /// The shared namespace (internal).
         #[arg(long, hide = true, default_value = "bench")]
         namespace: String,
+    },
+    /// What `mrtr-gate proxy` adds over loopback HTTP: form rounds straight to the server,
+    /// through the proxy with the gate off, with it on (a file trail per --audit-dir), and on
+    /// Redis; latency with one client, requests/s with several; then the RSS over many rounds.
+    BenchProxy {
+        /// The server (the Python SDK peer, tests/peers/python_sdk/server.py).
+        #[arg(long)]
+        http: String,
+        /// Timed rounds per client per row.
+        #[arg(long, default_value_t = 500)]
+        rounds: usize,
+        /// Clients at once, comma-separated (each one sequential loop, one connection).
+        #[arg(long, default_value = "1,8,32", value_delimiter = ',')]
+        clients: Vec<usize>,
+        /// A folder for the gate's trail file, each its own row (repeatable; default: the
+        /// temporary folder).
+        #[arg(long = "audit-dir")]
+        audit_dirs: Vec<PathBuf>,
+        /// A Redis for the Redis row.
+        #[arg(long)]
+        redis: Option<String>,
+        /// Rounds of the RSS run (0: none).
+        #[arg(long, default_value_t = 100_000)]
+        rss_rounds: usize,
+        /// The tool.
+        #[arg(long, default_value = "book_flight")]
+        tool: String,
+        /// Its arguments.
+        #[arg(long, default_value = r#"{"origin":"OSL","destination":"SFO"}"#)]
+        arguments: String,
+        /// The answers to its one round.
+        #[arg(
+            long,
+            default_value = r#"{"passenger":{"action":"accept","content":{"full_name":"Ada Lovelace","seat":"window","bags":1}}}"#
+        )]
+        answers: String,
     },
     /// One `expire-stale` sweep over N live bindings that are not due and 100 that are, with
     /// the in-memory store and (given --redis) Redis: the sweep's time and storage calls.
@@ -223,6 +262,41 @@ fn main() -> ExitCode {
             first,
             namespace,
         } => bench_redis(&redis, processes, rounds, worker, memory, first, &namespace),
+        Command::BenchProxy {
+            http,
+            rounds,
+            clients,
+            audit_dirs,
+            redis,
+            rss_rounds,
+            tool,
+            arguments,
+            answers,
+        } => serde_json::from_str(&arguments)
+            .map_err(|e| format!("--arguments: {e}"))
+            .and_then(|arguments| {
+                let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
+                let audit_dirs = if audit_dirs.is_empty() {
+                    vec![std::env::temp_dir()]
+                } else {
+                    audit_dirs
+                };
+                mrtr_gate_testkit::bench_proxy::run(
+                    &runtime,
+                    &mrtr_gate_testkit::bench_proxy::Workload {
+                        upstream: http,
+                        tool,
+                        arguments,
+                        answers,
+                        rounds,
+                        clients,
+                        audit_dirs,
+                        redis,
+                        rss_rounds,
+                    },
+                )
+            })
+            .map(|table| print!("{table}")),
         Command::BenchExpire { redis, sizes } => GateRuntime::embedded()
             .map_err(|e| error_chain(&e))
             .and_then(|runtime| {
