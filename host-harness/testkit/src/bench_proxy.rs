@@ -392,12 +392,14 @@ fn gate_on(audit: Option<PathBuf>, redis: Option<RedisChoice>) -> Gating {
     })
 }
 
-/// This run's host key (made on first use, removed at the end).
+/// This run's folder for its host key and the trails' anchors (removed at the end).
+fn key_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("mrtr-gate-bench-proxy-{}", std::process::id()))
+}
+
+/// This run's host key (made on first use).
 fn key_file() -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "mrtr-gate-bench-proxy-keys-{}.json",
-        std::process::id()
-    ))
+    key_dir().join("host-keys.json")
 }
 
 /// The process's resident set (kB), from /proc (Linux only; `None` elsewhere).
@@ -467,8 +469,10 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     }
     for trail in trails {
         let _ = std::fs::remove_file(&trail);
+        let _ = std::fs::remove_file(trail.with_extension("jsonl.links"));
     }
-    let _ = std::fs::remove_file(key_file());
+    // The host key and the anchors beside it.
+    let _ = std::fs::remove_dir_all(key_dir());
     Ok(out)
 }
 
