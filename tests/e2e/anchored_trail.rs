@@ -146,6 +146,32 @@ fn the_recorded_keyed_trail_is_intact_and_its_links_and_anchor_are_the_rust_host
 }
 
 #[test]
+fn the_anchor_is_replaced_whole_even_over_a_longer_one() {
+    // Rewritten in place: what was there before (an anchor under a longer key id, or debris)
+    // must not outlive the new line.
+    let dir = temp_dir("anchor-in-place");
+    let line = r#"{"event":"one"}"#;
+    let append = |anchor: &Path| {
+        let audit = AnchoredAudit::new(MemoryAudit::new(), keys(), anchor, dir.join("links"));
+        audit
+            .append(&AuditEntry {
+                seq: 1,
+                prev_sha256: ChainHead::genesis().event_sha256,
+                event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
+                line: line.to_owned(),
+            })
+            .unwrap();
+        std::fs::read_to_string(anchor).unwrap()
+    };
+    let over = dir.join("over");
+    std::fs::write(&over, "x".repeat(4096)).unwrap();
+    let fresh = append(&dir.join("fresh"));
+    assert!(fresh.ends_with("\"seq\":1}\n"), "{fresh}");
+    assert_eq!(append(&over), fresh);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_link_or_anchor_spelt_otherwise_than_a_host_writes_it_is_not_accepted() {
     let read = |name: &str| std::fs::read_to_string(fixture(name)).unwrap();
     let (text, linked, anchored) = (

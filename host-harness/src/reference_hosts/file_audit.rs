@@ -47,7 +47,6 @@ impl From<std::io::Error> for FileAuditError {
 struct FileInner {
     file: File,
     /// (seq, byte offset, byte length) of every line, in order.
-    index: Vec<(u64, u64, usize)>,
     head: ChainHead,
     end: u64,
 }
@@ -88,12 +87,10 @@ impl FileAudit {
         }
         let lines: Vec<&str> = text.lines().collect();
         verify_chain(lines.iter().copied()).map_err(FileAuditError::BrokenChain)?;
-        let mut index = Vec::with_capacity(lines.len());
         let mut offset = 0u64;
         let mut head = ChainHead::genesis();
         for line in &lines {
             let seq = head.seq.saturating_add(1);
-            index.push((seq, offset, line.len()));
             offset = offset.saturating_add(line.len() as u64 + 1);
             head = ChainHead {
                 seq,
@@ -104,7 +101,6 @@ impl FileAudit {
             path,
             inner: Mutex::new(FileInner {
                 file,
-                index,
                 head,
                 end: offset,
             }),
@@ -163,7 +159,6 @@ impl Audit for FileAudit {
         inner.file.write_all(&bytes).map_err(io)?;
         inner.file.sync_data().map_err(io)?;
         let offset = inner.end;
-        inner.index.push((entry.seq, offset, entry.line.len()));
         inner.end = offset.saturating_add(bytes.len() as u64);
         inner.head = ChainHead {
             seq: entry.seq,
