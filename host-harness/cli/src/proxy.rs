@@ -46,6 +46,10 @@ pub struct ProxyFlags {
     /// HTTP mode: a browser `Origin` allowed besides loopback ones (exact; repeatable).
     #[arg(long, value_name = "ORIGIN", requires = "listen")]
     pub allow_origin: Vec<String>,
+    /// HTTP mode: a `Host` allowed besides IP addresses and `localhost` (a front's name,
+    /// `NAME` or `NAME:PORT`, exact; repeatable). Any other name is refused (DNS rebinding).
+    #[arg(long, value_name = "HOST", requires = "listen")]
+    pub allow_host: Vec<String>,
     /// HTTP mode, behind an authenticating front only: bind each call to the user and tenant
     /// these two headers name (`USER_HEADER,TENANT_HEADER`) instead of --user/--tenant.
     /// Anyone who can reach the port can name any user: never expose it.
@@ -140,6 +144,8 @@ pub enum Mode {
         upstream: String,
         /// `--allow-origin`.
         allowed_origins: Vec<String>,
+        /// `--allow-host`.
+        allowed_hosts: Vec<String>,
         /// `--trust-principal-headers`.
         principal_headers: Option<(String, String)>,
     },
@@ -233,6 +239,7 @@ impl ProxyFlags {
             listen,
             upstream: upstream.clone(),
             allowed_origins: self.allow_origin.clone(),
+            allowed_hosts: self.allow_host.clone(),
             principal_headers,
         })
     }
@@ -371,6 +378,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             listen,
             upstream,
             allowed_origins,
+            allowed_hosts,
             principal_headers,
         } => {
             if !listen.ip().is_loopback() {
@@ -381,6 +389,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             }
             let mut options = HttpOptions::new(upstream.clone());
             options.allowed_origins = allowed_origins;
+            options.allowed_hosts = allowed_hosts;
             options.trust_principal_headers = principal_headers;
             let bind = wired.principal_binder();
             options.bind_principal = Arc::new(move |user: &str, tenant: &str| {
@@ -571,6 +580,7 @@ mod tests {
             upstream,
             principal_headers,
             allowed_origins,
+            allowed_hosts,
         } = http(&[
             "--upstream",
             "http://127.0.0.1:2/mcp",
@@ -578,6 +588,8 @@ mod tests {
             "X-User,X-Tenant",
             "--allow-origin",
             "https://app.example.com",
+            "--allow-host",
+            "mcp-gw.internal:8443",
         ])
         .unwrap()
         else {
@@ -590,6 +602,7 @@ mod tests {
             Some(("x-user".into(), "x-tenant".into()))
         );
         assert_eq!(allowed_origins, ["https://app.example.com"]);
+        assert_eq!(allowed_hosts, ["mcp-gw.internal:8443"]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The upstream's answer to one request of the client's, read the way the SDK adapters read
 //! it (docs/adapters.md): exactly one response under the request's id, as a JSON body or
 //! among the events of a stream; anything a client's reader could take for another response
-//! (a second one, one under another id, a batch, a typed event carrying JSON, a message that
-//! is both a request and a response) refuses the answer. The gate judges the one response of
+//! (one under another id, a batch, a typed event carrying JSON, a message that is both a
+//! request and a response) refuses the answer; on a stream, the first response ends it, and
+//! nothing after it is read. The gate judges the one response of
 //! a gated call; the client gets the judged text, on a JSON body or as the last event of a
 //! stream the proxy writes itself, after the notifications that came before it.
 
@@ -302,8 +303,8 @@ impl Exchange {
     }
 
     /// Relay the upstream's event stream to the client: notifications (and the upstream's
-    /// requests the engine lets through) as they come, the one response when the stream has
-    /// ended clean, judged; a refusal in its place otherwise.
+    /// requests the engine lets through) as they come, then the response as soon as it comes,
+    /// judged, and the upstream's stream closed; a refusal in its place otherwise.
     async fn pump(mut self, mut body: Incoming, tx: mpsc::Sender<Bytes>) {
         // The client gone: the guard, dropped with `self`, ends a gated call `cancelled`,
         // and the upstream's body dropped closes its stream.
@@ -350,7 +351,7 @@ impl Exchange {
                     {
                         return Some(Err(r));
                     }
-                    return Some(held.ok_or_else(|| {
+                    return Some(held.take().ok_or_else(|| {
                         refused(
                             "no_response",
                             "the upstream's stream ended with no response",
@@ -361,6 +362,12 @@ impl Exchange {
             for event in events {
                 if let Err(r) = self.on_event(event, &expected, &mut held, tx).await {
                     return Some(Err(r));
+                }
+                // The response ends the answer: the client has it now, even from a server
+                // that keeps the stream open after it (the specification asks it to close, but
+                // only SHOULD). What follows is never read, so it never reaches the client.
+                if let Some(response) = held.take() {
+                    return Some(Ok(response));
                 }
             }
         }
@@ -399,15 +406,7 @@ impl Exchange {
                 };
                 listener.server_request(event.data, tx).await;
             }
-            Read::Response => {
-                if held.is_some() {
-                    return Err(refused(
-                        "duplicate_response",
-                        "the upstream sent a second response",
-                    ));
-                }
-                *held = Some(event.data);
-            }
+            Read::Response => *held = Some(event.data),
         }
         Ok(())
     }

@@ -257,30 +257,59 @@ pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     if allowed.iter().any(|a| a == origin) {
         return true;
     }
-    let Some(rest) = origin
+    origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((h, port)) if port.is_empty() || port.strip_prefix(':').is_some_and(is_port) => h,
-            _ => return false,
-        }
-    } else {
-        match rest.split_once(':') {
-            Some((h, port)) if is_port(port) => h,
-            Some(_) => return false,
-            None => rest,
-        }
-    };
-    match host {
-        "localhost" | "::1" => true,
-        h => h
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback()),
+        .and_then(host_of)
+        .is_some_and(|host| match host {
+            Host::Name(name) => name == "localhost",
+            Host::Ip(ip) => ip.is_loopback(),
+        })
+}
+
+/// Whether `host` (a `Host` header's value) names this proxy as a local client or a front
+/// would: an IP address (any; a rebinding page can only name its own domain), `localhost`,
+/// or one of `allowed` exactly (a front's name, `name` or `name:port`). Another name is a
+/// page that rebound its domain to the proxy's address.
+pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    if allowed.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+        return true;
     }
+    host_of(host).is_some_and(|h| match h {
+        Host::Name(name) => name.eq_ignore_ascii_case("localhost"),
+        Host::Ip(_) => true,
+    })
+}
+
+/// The host of an authority (`host`, `host:port`, `[v6]`, `[v6]:port`).
+enum Host<'a> {
+    Name(&'a str),
+    Ip(std::net::IpAddr),
+}
+
+fn host_of(authority: &str) -> Option<Host<'_>> {
+    if let Some(v6) = authority.strip_prefix('[') {
+        let (h, port) = v6.split_once(']')?;
+        if !(port.is_empty() || port.strip_prefix(':').is_some_and(is_port)) {
+            return None;
+        }
+        return h
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(|ip| Host::Ip(ip.into()));
+    }
+    let host = match authority.split_once(':') {
+        Some((h, port)) if is_port(port) => h,
+        Some(_) => return None,
+        None => authority,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some(match host.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => Host::Ip(ip.into()),
+        Err(_) => Host::Name(host),
+    })
 }
 
 fn is_port(s: &str) -> bool {
@@ -462,5 +491,40 @@ mod tests {
             "https://app.example",
             &["https://app.example".into()]
         ));
+    }
+
+    #[test]
+    fn only_addresses_localhost_or_listed_hosts_are_allowed() {
+        for ok in [
+            "localhost",
+            "LOCALHOST:6274",
+            "127.0.0.1:8080",
+            "10.1.2.3",
+            "[::1]:3000",
+            "[::1]",
+            "[fd00::2]:443",
+        ] {
+            assert!(host_allowed(ok, &[]), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "localhost.evil.example",
+            "127.0.0.1.evil.example",
+            "127.0.0.1.nip.io:8080",
+            "localhost:99999",
+            "localhost:",
+            ":8080",
+            "[::1",
+            "[::1]x",
+            "[evil.example]",
+            "",
+            "localhost:80:80",
+        ] {
+            assert!(!host_allowed(bad, &[]), "{bad}");
+        }
+        let fronts = ["mcp-gw.internal:8443".to_owned()];
+        assert!(host_allowed("mcp-gw.internal:8443", &fronts));
+        assert!(!host_allowed("mcp-gw.internal", &fronts));
     }
 }

@@ -46,6 +46,8 @@ pub struct HttpOptions {
     pub upstream: String,
     /// `Origin` values allowed besides loopback ones (exact match).
     pub allowed_origins: Vec<String>,
+    /// `Host` values allowed besides IP addresses and `localhost` (a front's name).
+    pub allowed_hosts: Vec<String>,
     /// `(user header, tenant header)`: take each call's principal from these headers (set
     /// by an authenticating front the proxy trusts); `None`: the engine's configured one.
     pub trust_principal_headers: Option<(String, String)>,
@@ -63,6 +65,7 @@ impl std::fmt::Debug for HttpOptions {
         f.debug_struct("HttpOptions")
             .field("upstream", &self.upstream)
             .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("trust_principal_headers", &self.trust_principal_headers)
             .field("upstream_timeout", &self.upstream_timeout)
             .finish_non_exhaustive()
@@ -75,6 +78,7 @@ impl HttpOptions {
         Self {
             upstream: upstream.into(),
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             trust_principal_headers: None,
             bind_principal: Arc::new(|user: &str, tenant: &str| Principal {
                 user: user.to_owned(),
@@ -169,6 +173,19 @@ fn refuse(status: StatusCode, id: &str, refusal: &Refusal) -> Response<ProxyBody
 }
 
 async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
+    // A page whose domain was rebound to the proxy's address is same-origin to itself: its
+    // GET carries no `Origin`, but its `Host` is its own name.
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host_ok = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => host
+            .to_str()
+            .is_ok_and(|h| headers::host_allowed(h, &state.options.allowed_hosts)),
+        _ => false,
+    };
+    if !host_ok {
+        let r = Refusal::message("host_refused", "the request's host is not allowed");
+        return refuse(StatusCode::FORBIDDEN, "null", &r);
+    }
     let origins = request.headers().get_all(header::ORIGIN);
     let mut count = 0;
     for origin in origins {

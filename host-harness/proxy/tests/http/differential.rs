@@ -1,7 +1,8 @@
 //! The repo's differential server (`tests/peers/python_sdk/differential_server.py`): answers
 //! that different readers read differently, a harmless result where one looks and
 //! `REAL-UNJUDGED` where another looks. Through the proxy, each is refused with its code on
-//! the first answer and on a retry's, and `REAL-UNJUDGED` never reaches the client.
+//! the first answer and on a retry's (but a second response, which is never read: the first
+//! ends the stream), and `REAL-UNJUDGED` never reaches the client.
 
 use crate::support::*;
 use hyper::{Method, StatusCode};
@@ -58,7 +59,6 @@ async fn every_differential_answer_is_refused_and_the_unjudged_one_never_reaches
     let mut id = 0;
     for (case, code) in [
         ("typed", "typed_event"),
-        ("second", "duplicate_response"),
         ("other_id", "foreign_response"),
         ("batch", "batch_message"),
         ("batch_body", "batch_message"),
@@ -107,7 +107,29 @@ async fn every_differential_answer_is_refused_and_the_unjudged_one_never_reaches
     let get = send(&p.url, Method::GET, &[("accept", "text/event-stream")], "").await;
     assert_eq!(get.status, StatusCode::OK);
     assert!(get.events().is_empty(), "{}", get.body);
-    // Every refused call ended in the trail with the refusal's code.
-    let ends = p.wait_terminals(12).await;
-    assert!(ends.iter().all(|(o, _)| o == "error"), "{ends:?}");
+    // A second response after the first: the first ends the stream, judged; the second is
+    // never read, so it never reaches the client.
+    for place in ["first", "retry"] {
+        let name = format!("{place}:second");
+        let header: &'static str = Box::leak(name.clone().into_boxed_str());
+        let headers = mcp_headers("tools/call", Some(header));
+        id += 1;
+        let mut a = post(&p.url, &headers, &call_tool(id, &name, None)).await;
+        if place == "retry" {
+            id += 1;
+            a = post(&p.url, &headers, &call_tool(id, &name, Some("step-1"))).await;
+        }
+        assert!(!a.body.contains("REAL-UNJUDGED"), "{name}: {}", a.body);
+        let done: serde_json::Value = serde_json::from_str(&a.events().pop().unwrap()).unwrap();
+        assert_eq!(done["id"], id, "{name}");
+        assert_eq!(done["result"]["content"][0]["text"], "harmless", "{name}");
+    }
+    // Every refused call ended in the trail with the refusal's code; the retried
+    // second-response call completed (a call answered without a round has no binding to end).
+    let ends = p.wait_terminals(11).await;
+    let errors = ends.iter().filter(|(o, _)| o == "error").count();
+    assert_eq!(errors, 10, "{ends:?}");
+    let completed: Vec<_> = ends.iter().filter(|(o, _)| o != "error").collect();
+    assert_eq!(completed.len(), 1, "{ends:?}");
+    assert_eq!(completed[0].0, "complete", "{ends:?}");
 }

@@ -113,7 +113,7 @@ async fn a_body_over_64_mib_is_refused_before_anything_goes_upstream() {
     // Declared by its length: refused before a byte of the body is read.
     let mut s = TcpStream::connect(&addr).await.unwrap();
     let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         cap + 1
     );
     s.write_all(head.as_bytes()).await.unwrap();
@@ -125,7 +125,7 @@ async fn a_body_over_64_mib_is_refused_before_anything_goes_upstream() {
     );
     // Chunked, with no length given: refused when the cap is passed.
     let mut s = TcpStream::connect(&addr).await.unwrap();
-    s.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")
+    s.write_all(b"POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")
         .await
         .unwrap();
     let chunk = vec![b' '; 1 << 20];
@@ -159,6 +159,32 @@ async fn foreign_origins_batches_and_other_methods_are_refused() {
     let put = send(&p.url, Method::PUT, &[], "").await;
     assert_eq!(put.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(up.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_is_not_an_address_localhost_or_allowed_is_refused() {
+    let up = upstream(|s| Script::Json(StatusCode::OK, vec![], complete(&s.id()))).await;
+    let mut options = HttpOptions::new(up.url.clone());
+    options.allowed_hosts = vec!["gw.example".into()];
+    let p = proxy_with(options).await;
+    // A page that rebound its own domain to the proxy's address: same-origin, no `Origin`.
+    for rebound in ["evil.example", "evil.example:8080", "127.0.0.1.nip.io"] {
+        let mut h = mcp_headers("tools/call", Some("book"));
+        h.push(("host", rebound));
+        let a = post(&p.url, &h, &call("1", "book")).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{rebound}");
+        assert_eq!(a.refusal(), (-31004, "host_refused".into()), "{rebound}");
+        let g = send(&p.url, Method::GET, &[("host", rebound)], "").await;
+        assert_eq!(g.status, StatusCode::FORBIDDEN, "{rebound}");
+    }
+    assert!(up.seen().is_empty());
+    for fine in ["localhost", "gw.example"] {
+        let mut h = mcp_headers("tools/call", Some("book"));
+        h.push(("host", fine));
+        let a = post(&p.url, &h, &call("1", "book")).await;
+        assert_eq!(a.body, complete("1"), "{fine}");
+    }
+    assert_eq!(up.seen().len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,9 @@ impl Seen {
 pub enum Script {
     Json(StatusCode, Vec<(&'static str, String)>, String),
     Sse(Vec<(&'static str, String)>, String),
+    /// An event stream that sends its text and then stays open; the flag is set when the
+    /// proxy drops it.
+    SseOpen(String),
     Status(StatusCode, Vec<(&'static str, String)>),
     /// Never answers; the flag is set when the proxy drops the request.
     Hang,
@@ -124,6 +127,20 @@ pub async fn upstream_on(
                             Script::Status(status, headers) => {
                                 reply(status, "", headers, String::new())
                             }
+                            Script::SseOpen(body) => {
+                                let mut r = reply(
+                                    StatusCode::OK,
+                                    "text/event-stream",
+                                    vec![],
+                                    String::new(),
+                                );
+                                let open = OpenStream {
+                                    bytes: Some(Bytes::from(body)),
+                                    _dropped: DropFlag(dropped),
+                                };
+                                *r.body_mut() = open.boxed();
+                                r
+                            }
                             Script::Hang => {
                                 let _flag = DropFlag(dropped);
                                 let never: Infallible = std::future::pending().await;
@@ -154,13 +171,34 @@ pub async fn upstream_on(
     Upstream { url, seen, dropped }
 }
 
+/// A body that sends its bytes, then never ends.
+struct OpenStream {
+    bytes: Option<Bytes>,
+    _dropped: DropFlag,
+}
+
+impl hyper::body::Body for OpenStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        match self.bytes.take() {
+            Some(bytes) => std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(bytes)))),
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
 pub fn reply(
     status: StatusCode,
     content_type: &str,
     headers: Vec<(&'static str, String)>,
     body: String,
-) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+) -> Response<http_body_util::combinators::BoxBody<Bytes, Infallible>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
     *r.status_mut() = status;
     if !content_type.is_empty() {
         r.headers_mut()
