@@ -143,6 +143,7 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
     loop {
         if swept.elapsed() >= engine.sweep_every() {
             engine.sweep();
+            prune_sessions(&mut sessions, |id| engine.is_open(id));
             swept = Instant::now();
         }
         let job = match inbox.recv_timeout(engine.sweep_every()) {
@@ -211,6 +212,19 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
     }
 }
 
+/// Keep of each session only its rounds still open, and only the sessions that have one: a
+/// session whose client went without a DELETE, and is never seen again, keeps nothing once its
+/// rounds have ended (answered, refused or expired by the sweep).
+fn prune_sessions(
+    sessions: &mut HashMap<String, Vec<RequestId>>,
+    is_open: impl Fn(&RequestId) -> bool,
+) {
+    sessions.retain(|_, ids| {
+        ids.retain(&is_open);
+        !ids.is_empty()
+    });
+}
+
 /// Ends a gated call `cancelled` if it is dropped before it is disarmed: hyper drops a
 /// request's future when its client disconnects, and the guard goes with it.
 #[derive(Debug)]
@@ -239,5 +253,23 @@ impl Drop for CancelGuard {
         if let Some(id) = self.upstream_id.take() {
             self.bridge.cancel(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_let_go_once_none_of_its_rounds_is_open() {
+        let id = |n: i64| RequestId::Number(n);
+        let mut sessions = HashMap::from([
+            ("gone".to_owned(), vec![id(1), id(2)]),
+            ("live".to_owned(), vec![id(3), id(4)]),
+        ]);
+        prune_sessions(&mut sessions, |i| *i == id(4));
+        assert_eq!(sessions, HashMap::from([("live".to_owned(), vec![id(4)])]));
+        prune_sessions(&mut sessions, |_| false);
+        assert!(sessions.is_empty());
     }
 }
