@@ -93,7 +93,8 @@ pub struct ProxyFlags {
     /// split like a shell would and run without one, that prints exactly `yes` to grant).
     #[arg(long, value_name = "MODE", num_args = 1..=2, default_value = "client")]
     pub consent: Vec<String>,
-    /// How long a `--consent command` hook has to answer before the answer is no.
+    /// How long a `--consent command` hook, or the person at `--consent tty`, has to answer
+    /// before the answer is no (default 120).
     #[arg(long, value_name = "SECONDS")]
     pub consent_timeout: Option<u64>,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
@@ -247,25 +248,23 @@ impl ProxyFlags {
     fn consent_mode(&self) -> Result<ConsentMode, String> {
         let words: Vec<&str> = self.consent.iter().map(String::as_str).collect();
         let timeout = self.consent_timeout.map(Duration::from_secs);
-        if timeout.is_some() && words.first() != Some(&"command") {
-            return Err("--consent-timeout is for --consent command CMD".into());
+        if timeout.is_some() && words.first() == Some(&"client") {
+            return Err("--consent-timeout is for --consent tty or --consent command CMD".into());
         }
+        if timeout == Some(Duration::ZERO) {
+            return Err("--consent-timeout: at least one second".into());
+        }
+        let timeout = timeout.unwrap_or(DEFAULT_HOOK_TIMEOUT);
         match words.as_slice() {
             ["client"] => Ok(ConsentMode::Client),
-            ["tty"] => Ok(ConsentMode::Tty),
+            ["tty"] => Ok(ConsentMode::Tty { timeout }),
             ["command", command] => {
                 let argv = shlex::split(command)
                     .filter(|argv| !argv.is_empty())
                     .ok_or(
                         "--consent command CMD: the command is empty or its quotes do not close",
                     )?;
-                if timeout == Some(Duration::ZERO) {
-                    return Err("--consent-timeout: at least one second".into());
-                }
-                Ok(ConsentMode::Command {
-                    argv,
-                    timeout: timeout.unwrap_or(DEFAULT_HOOK_TIMEOUT),
-                })
+                Ok(ConsentMode::Command { argv, timeout })
             }
             ["command"] => Err("--consent command needs the hook: --consent command CMD".into()),
             _ => Err(format!(
@@ -351,7 +350,9 @@ pub fn run(flags: &ProxyFlags) -> u8 {
              unchecked"
         );
     }
-    if checked.consent == ConsentMode::Tty && std::fs::File::open("/dev/tty").is_err() {
+    if matches!(checked.consent, ConsentMode::Tty { .. })
+        && std::fs::File::open("/dev/tty").is_err()
+    {
         eprintln!(
             "mrtr-gate proxy: WARNING: --consent tty: this process has no terminal; every form \
              or URL round will be refused (consent_unavailable)"
@@ -432,7 +433,7 @@ fn stdio_outcome(outcome: Result<Option<i32>, String>) -> u8 {
 fn consent_name(mode: &ConsentMode) -> &'static str {
     match mode {
         ConsentMode::Client => "client, delegated_to_client",
-        ConsentMode::Tty => "tty, user_at_screen",
+        ConsentMode::Tty { .. } => "tty, user_at_screen",
         ConsentMode::Command { .. } => "command, policy_hook",
     }
 }
@@ -494,7 +495,18 @@ mod tests {
             all.extend_from_slice(&["--", "s"]);
             checked(&all).map(|c| c.consent)
         };
-        assert_eq!(mode(&["--consent", "tty"]).unwrap(), ConsentMode::Tty);
+        assert_eq!(
+            mode(&["--consent", "tty"]).unwrap(),
+            ConsentMode::Tty {
+                timeout: DEFAULT_HOOK_TIMEOUT
+            }
+        );
+        assert_eq!(
+            mode(&["--consent", "tty", "--consent-timeout", "30"]).unwrap(),
+            ConsentMode::Tty {
+                timeout: Duration::from_secs(30)
+            }
+        );
         assert_eq!(
             mode(&[
                 "--consent",

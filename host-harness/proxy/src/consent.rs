@@ -13,6 +13,7 @@
 //!   0 within a time limit; anything else is a refusal; `policy_hook`. A hook that cannot
 //!   be started: `consent_unavailable`.
 
+use crate::tty_input::{Prompting, TtyInput, discard_typed_ahead};
 use mrtr_gate_host::consent_screen::render_view_text;
 use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
@@ -31,8 +32,11 @@ use std::time::{Duration, Instant};
 pub enum ConsentMode {
     /// `client`: the client's UI consented.
     Client,
-    /// `tty`: ask on the controlling terminal.
-    Tty,
+    /// `tty`: ask on the controlling terminal; no answer within `timeout` is a denial.
+    Tty {
+        /// How long the person has to answer.
+        timeout: Duration,
+    },
     /// `command CMD`: ask a program (its argv, run without a shell) within `timeout`.
     Command {
         /// The program and its arguments.
@@ -42,8 +46,9 @@ pub enum ConsentMode {
     },
 }
 
-/// The default time a `--consent command` hook has to answer. A hook may ask a person, so
-/// it is long; it is a guard against a hook that hangs, not a pace.
+/// The default time a `--consent command` hook, or the person at `--consent tty`, has to
+/// answer. A hook may ask a person, so it is long; it is a guard against a hook that hangs, or
+/// a terminal nobody watches, not a pace.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The most a hook may print. Anything but `yes` is a refusal, so a little past it is enough
@@ -54,7 +59,7 @@ const MAX_HOOK_OUTPUT: u64 = 64;
 pub fn consent_for(mode: &ConsentMode) -> SharedConsent {
     match mode {
         ConsentMode::Client => Arc::new(DelegatedConsent::default()),
-        ConsentMode::Tty => Arc::new(TtyConsent::controlling_terminal()),
+        ConsentMode::Tty { timeout } => Arc::new(TtyConsent::controlling_terminal(*timeout)),
         ConsentMode::Command { argv, timeout } => {
             Arc::new(CommandConsent::new(argv.clone(), *timeout))
         }
@@ -102,16 +107,21 @@ impl Consent for DelegatedConsent {
 }
 
 /// `--consent tty`: the gate's consent screen on a terminal, opened when the first round
-/// needs it (a proxy started by a desktop app has none, and learns it then).
+/// needs it (a proxy started by a desktop app has none, and learns it then). Each prompt
+/// takes only what is typed after it is drawn, within `timeout` ([`TtyInput`]).
 pub struct TtyConsent {
     path: PathBuf,
-    opened: Mutex<Option<TerminalConsent>>,
+    timeout: Duration,
+    prompting: Arc<Prompting>,
+    /// The screen and answer, and the terminal's input again (to discard type-ahead).
+    opened: Mutex<Option<(TerminalConsent, std::fs::File)>>,
 }
 
 impl std::fmt::Debug for TtyConsent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TtyConsent")
             .field("path", &self.path)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -119,19 +129,21 @@ impl std::fmt::Debug for TtyConsent {
 impl TtyConsent {
     /// The process's controlling terminal, `/dev/tty`: never stdin or stdout, which carry
     /// the protocol in stdio mode.
-    pub fn controlling_terminal() -> Self {
-        Self::at(PathBuf::from("/dev/tty"))
+    pub fn controlling_terminal(timeout: Duration) -> Self {
+        Self::at(PathBuf::from("/dev/tty"), timeout)
     }
 
     /// The terminal at `path` (tests).
-    pub fn at(path: PathBuf) -> Self {
+    pub fn at(path: PathBuf, timeout: Duration) -> Self {
         Self {
             path,
+            timeout,
+            prompting: Arc::default(),
             opened: Mutex::new(None),
         }
     }
 
-    fn open(&self) -> Result<TerminalConsent, HostError> {
+    fn open(&self) -> Result<(TerminalConsent, std::fs::File), HostError> {
         let unavailable = |e: std::io::Error| {
             HostError::new(format!(
                 "--consent tty: no terminal to ask on ({}: {e})",
@@ -144,10 +156,13 @@ impl TtyConsent {
             .append(true)
             .open(&self.path)
             .map_err(unavailable)?;
-        Ok(TerminalConsent::with_io(
-            Box::new(std::io::BufReader::new(input)),
+        let typed_ahead = input.try_clone().map_err(unavailable)?;
+        let input = TtyInput::new(input, Arc::clone(&self.prompting));
+        let terminal = TerminalConsent::with_io(
+            Box::new(std::io::BufReader::with_capacity(1, input)),
             Box::new(output),
-        ))
+        );
+        Ok((terminal, typed_ahead))
     }
 }
 
@@ -158,7 +173,11 @@ impl Consent for TtyConsent {
             *opened = Some(self.open()?);
         }
         match opened.as_ref() {
-            Some(terminal) => terminal.request_consent(prompt),
+            Some((terminal, input)) => {
+                discard_typed_ahead(input);
+                self.prompting.start(self.timeout);
+                terminal.request_consent(prompt)
+            }
             None => Err(HostError::new("--consent tty: no terminal to ask on")),
         }
     }

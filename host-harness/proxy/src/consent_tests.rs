@@ -222,8 +222,10 @@ fn a_hook_that_cannot_start_is_consent_unavailable() {
 
 #[test]
 fn tty_mode_asks_on_the_terminal_it_names_and_never_without_one() {
-    let (mut gate, audit, _) =
-        open_round(Arc::new(TtyConsent::at(PathBuf::from("/nonexistent/tty"))));
+    let (mut gate, audit, _) = open_round(Arc::new(TtyConsent::at(
+        PathBuf::from("/nonexistent/tty"),
+        GUARD,
+    )));
     assert_eq!(
         retry(&mut gate).unwrap_err().code.as_str(),
         "consent_unavailable"
@@ -233,7 +235,7 @@ fn tty_mode_asks_on_the_terminal_it_names_and_never_without_one() {
     let dir = scratch("tty");
     let tty = dir.join("tty");
     std::fs::write(&tty, "y\n").unwrap();
-    let (mut gate, audit, _) = open_round(Arc::new(TtyConsent::at(tty.clone())));
+    let (mut gate, audit, _) = open_round(Arc::new(TtyConsent::at(tty.clone(), GUARD)));
     retry(&mut gate).unwrap();
     assert_eq!(consented(&audit)[0]["consent_method"], "user_at_screen");
     let shown = std::fs::read_to_string(&tty).unwrap();
@@ -243,10 +245,105 @@ fn tty_mode_asks_on_the_terminal_it_names_and_never_without_one() {
     );
     // Anything but yes (here: the end of the input) is no.
     std::fs::write(&tty, "").unwrap();
-    let (mut gate, _, _) = open_round(Arc::new(TtyConsent::at(tty)));
+    let (mut gate, _, _) = open_round(Arc::new(TtyConsent::at(tty, GUARD)));
     assert_eq!(
         retry(&mut gate).unwrap_err().code.as_str(),
         "consent_refused"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A pseudo-terminal: the master the "person" types on and reads the screen from, the
+/// slave's path for `TtyConsent`, and everything the screen showed so far.
+#[cfg(unix)]
+struct Pty {
+    master: std::fs::File,
+    slave: PathBuf,
+    shown: Arc<Mutex<String>>,
+    _slave_open: std::fs::File,
+}
+
+#[cfg(unix)]
+impl Pty {
+    fn new() -> Self {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        grantpt(&master).unwrap();
+        unlockpt(&master).unwrap();
+        let slave = PathBuf::from(ptsname(&master, Vec::new()).unwrap().into_string().unwrap());
+        // Held open so that what is typed before the proxy opens it is queued on the terminal.
+        let slave_open = std::fs::File::open(&slave).unwrap();
+        let master = std::fs::File::from(master);
+        let shown = Arc::new(Mutex::new(String::new()));
+        let (mut reader, sink) = (master.try_clone().unwrap(), Arc::clone(&shown));
+        // The screen is read as it is drawn, or the terminal's buffer would fill and block it.
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self {
+            master,
+            slave,
+            shown,
+            _slave_open: slave_open,
+        }
+    }
+
+    fn type_keys(&self, keys: &str) {
+        (&self.master).write_all(keys.as_bytes()).unwrap();
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_yes_typed_before_the_prompt_is_not_consent_and_nobody_answering_ends_in_a_denial() {
+    let pty = Pty::new();
+    // Typed ahead, before any screen: for an earlier prompt, or by whoever can write to
+    // the terminal.
+    pty.type_keys("y\n");
+    std::thread::sleep(Duration::from_millis(100));
+    let (mut gate, audit, _) = open_round(Arc::new(TtyConsent::at(
+        pty.slave.clone(),
+        Duration::from_secs(1),
+    )));
+    let denied = retry(&mut gate).unwrap_err();
+    assert_eq!(denied.code.as_str(), "consent_unavailable", "{denied:?}");
+    assert!(consented(&audit).is_empty());
+    assert!(
+        pty.shown.lock().unwrap().contains("Pick a seat"),
+        "the screen was drawn"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn only_what_is_typed_after_a_prompt_is_drawn_answers_it() {
+    let pty = Pty::new();
+    let consent = TtyConsent::at(pty.slave.clone(), GUARD);
+    let (_, _, view) = open_round(Arc::new(DelegatedConsent::default()));
+    // The person answers the `n`th prompt with `keys` once it is on the screen.
+    let answer = |n: usize, keys: &str| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let started = Instant::now();
+                while pty.shown.lock().unwrap().matches("[y/N]").count() < n {
+                    assert!(started.elapsed() < GUARD, "prompt {n} never came");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                pty.type_keys(keys);
+            });
+            consent.request_consent(&prompt(&view)).unwrap().decision
+        })
+    };
+    // Two lines at once: the first answers this prompt.
+    assert_eq!(answer(1, "y\ny\n"), ConsentDecision::Granted);
+    // The `y` left over is not an answer to the next prompt: dropped before it is drawn.
+    assert_eq!(answer(2, "n\n"), ConsentDecision::Refused);
 }

@@ -4,25 +4,24 @@
 //! (issue 25): a stdio wrapper a client's server entry points at, and a streamable-HTTP
 //! egress proxy; replicas share rounds and one trail on Redis.
 //!
-//! Work in progress. Done: [`engine`], the transport-free core that binds a client's gated
-//! request under a minted id ([`ids`]), judges the server's answer and gives the client the
-//! judged bytes under its own id, or the gate's refusal as a JSON-RPC error ([`errors`]);
-//! [`stdio::relay`], the stdio wrapper's relay around it (the engine on a thread of its own),
-//! run on this process's stdin and stdout by [`run_stdio`]; [`http::serve`], the
-//! streamable-HTTP endpoint on hyper (the engine likewise), run by [`run_http`]; and the
-//! consent modes ([`consent`]). The command line is `mrtr-gate proxy` (host-harness/cli,
-//! `proxy.rs`). Still to come: the gate pool ([`pool`]).
+//! [`engine`] is the transport-free core that binds a client's gated request under a minted
+//! id ([`ids`]), judges the server's answer and gives the client the judged bytes under its
+//! own id, or the gate's refusal as a JSON-RPC error ([`errors`]), and files delivered
+//! rounds for their retries ([`rounds`]); [`stdio::relay`] is the stdio wrapper's relay
+//! around it (the engine on a thread of its own), run on this process's stdin and stdout by
+//! [`run_stdio`]; [`http::serve`] the streamable-HTTP endpoint on hyper (the engine
+//! likewise), run by [`run_http`]; [`consent`] the consent modes ([`tty_input`] the
+//! terminal's). The command line is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
 
-pub mod config;
 pub mod consent;
 pub mod engine;
 pub mod errors;
 pub mod http;
 pub mod ids;
 pub mod message;
-pub mod pool;
 pub mod rounds;
 pub mod stdio;
+pub mod tty_input;
 
 pub use engine::{Action, Engine, EngineConfig, Principal};
 pub use errors::Refusal;
