@@ -7,7 +7,8 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
-use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
+use crate::timed::{Stopwatch, TimedGate, TimedTransport};
+use mrtr_gate_client::transport::Transport;
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
 use mrtr_gate_host::core::{
     AcceptedRound, ClientRetry, FinishRequest, Registered, Registration, RequestId,
@@ -18,11 +19,8 @@ use mrtr_gate_host::reference_hosts::{
 };
 use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices};
 use serde_json::{Map, Value, json};
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// A call the stand-in keeps: its method, its params and the state of its round.
@@ -159,84 +157,6 @@ impl GateApi for GateOff {
     }
 }
 
-/// A gate that also counts the time spent inside it.
-struct Timed<G> {
-    gate: G,
-    spent: Rc<Cell<f64>>,
-}
-
-impl<G: GateApi> Timed<G> {
-    fn time<T>(&mut self, f: impl FnOnce(&mut G) -> T) -> T {
-        let started = Instant::now();
-        let out = f(&mut self.gate);
-        self.spent
-            .set(self.spent.get() + started.elapsed().as_secs_f64() * 1e6);
-        out
-    }
-}
-
-impl<G: GateApi> GateApi for Timed<G> {
-    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
-        self.time(|g| g.register(r))
-    }
-    fn accept_response(
-        &mut self,
-        s: &ServerIdentity,
-        t: &str,
-    ) -> Result<ResponseVerdict, GateDenial> {
-        self.time(|g| g.accept_response(s, t))
-    }
-    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
-        self.time(|g| g.build_retry(r))
-    }
-    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
-        self.time(|g| g.retry_from_client(r))
-    }
-    fn refuse_server_request(
-        &mut self,
-        s: &ServerIdentity,
-        u: &str,
-        t: &str,
-        m: &str,
-    ) -> GateDenial {
-        self.time(|g| g.refuse_server_request(s, u, t, m))
-    }
-    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
-        self.time(|g| g.finish(r))
-    }
-    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
-        self.time(|g| g.expire_stale())
-    }
-}
-
-/// A transport that also counts the time spent in it (sending, the server, receiving).
-struct TimedTransport {
-    inner: Box<dyn Transport>,
-    /// Microseconds, as `f64` bits (a transport must be `Send`).
-    spent: Arc<AtomicU64>,
-}
-
-impl Transport for TimedTransport {
-    fn server(&self) -> &ServerIdentity {
-        self.inner.server()
-    }
-    fn request(
-        &mut self,
-        request: Outgoing<'_>,
-        waiting: &mut dyn Waiting,
-    ) -> Result<String, TransportError> {
-        let started = Instant::now();
-        let out = self.inner.request(request, waiting);
-        let spent = f64::from_bits(self.spent.load(Ordering::Relaxed))
-            + started.elapsed().as_secs_f64() * 1e6;
-        self.spent.store(spent.to_bits(), Ordering::Relaxed);
-        out
-    }
-    fn notify(&mut self, method: &str, json: &str) -> Result<(), TransportError> {
-        self.inner.notify(method, json)
-    }
-}
-
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
@@ -281,26 +201,26 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         // As in the other benchmarks: a sink that ships its lines on keeps only the newest.
         audit: Arc::new(MemoryAudit::windowed(1024)),
     };
-    let (wire_on, wire_off) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let transport = |url: &str, spent: &Arc<AtomicU64>| {
+    let (wire_on, wire_off) = (Stopwatch::default(), Stopwatch::default());
+    let transport = |url: &str, watch: &Stopwatch| {
         HttpTransport::connect(url)
-            .map(|t| -> Box<dyn Transport> {
+            .map(|inner| -> Box<dyn Transport> {
                 Box::new(TimedTransport {
-                    inner: Box::new(t),
-                    spent: Arc::clone(spent),
+                    inner,
+                    watch: watch.clone(),
                 })
             })
             .map_err(|e| e.to_string())
     };
-    let (spent_on, spent_off) = (Rc::default(), Rc::default());
+    let (spent_on, spent_off) = (Stopwatch::default(), Stopwatch::default());
     let gate: Box<dyn GateApi> = if native {
         Box::new(mrtr_gate_host::NativeGate::new(services))
     } else {
         Box::new(ComponentGate::new(runtime, services))
     };
-    let gate = Timed {
+    let gate = TimedGate {
         gate,
-        spent: Rc::clone(&spent_on),
+        watch: spent_on.clone(),
     };
     let mut on = Client::new(
         gate,
@@ -308,9 +228,9 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         config.clone(),
         Box::new(answers.clone()),
     );
-    let gate = Timed {
+    let gate = TimedGate {
         gate: GateOff::default(),
-        spent: Rc::clone(&spent_off),
+        watch: spent_off.clone(),
     };
     let mut off = Client::new(gate, transport(url, &wire_off)?, config, Box::new(answers));
     let params = json!({"name": tool, "arguments": arguments});
@@ -326,10 +246,9 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     let (mut inside_on, mut inside_off) = (Vec::new(), Vec::new());
     let (mut on_wire, mut off_wire) = (Vec::new(), Vec::new());
     for i in 0..calls + 20 {
-        spent_on.set(0.0);
-        spent_off.set(0.0);
-        wire_on.store(0f64.to_bits(), Ordering::Relaxed);
-        wire_off.store(0f64.to_bits(), Ordering::Relaxed);
+        for watch in [&spent_on, &spent_off, &wire_on, &wire_off] {
+            watch.reset();
+        }
         let a = timed(&mut || {
             on.call("tools/call", params.clone())
                 .map(|d| d.rounds)
@@ -344,10 +263,10 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         if i >= 20 {
             with.push(a);
             without.push(b);
-            inside_on.push(spent_on.get());
-            inside_off.push(spent_off.get());
-            on_wire.push(f64::from_bits(wire_on.load(Ordering::Relaxed)));
-            off_wire.push(f64::from_bits(wire_off.load(Ordering::Relaxed)));
+            inside_on.push(spent_on.total_us());
+            inside_off.push(spent_off.total_us());
+            on_wire.push(wire_on.total_us());
+            off_wire.push(wire_off.total_us());
         }
     }
     let (m_on, m_off) = (median(&mut with), median(&mut without));

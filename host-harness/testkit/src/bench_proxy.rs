@@ -5,23 +5,21 @@
 //! (the component, a file trail in each folder given: tmpfs and disk); the gate on over
 //! Redis. Each client is one sequential loop over one keep-alive connection, running form
 //! rounds (two requests each); 1, 8 and 32 clients at once give the calls per second. Last,
-//! the process's RSS while the gate-on proxy serves many rounds. Prints ratios, never a
+//! the RSS of `mrtr-gate proxy` run as its own process (gate on, a short round lifetime, so
+//! the run outlasts many lifetimes) while it serves many rounds. Prints ratios, never a
 //! verdict: budgets are in docs/performance.md.
 
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
 use crate::bench_client::GateOff;
+use crate::timed::{Stopwatch, TimedGate, TimedTransport};
 use mrtr_gate_cli::keys::KeyOptions;
 use mrtr_gate_cli::services::{RedisChoice, ServiceOptions, Wired};
-use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
-use mrtr_gate_host::core::{
-    ClientRetry, FinishRequest, Policy, Registered, Registration, ResponseVerdict, Retry,
-    RetryRequest, ServerIdentity, TerminalOutcome,
-};
+use mrtr_gate_host::core::{Policy, ServerIdentity};
 use mrtr_gate_host::reference_hosts::{MemoryStorage, SystemClock};
-use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime};
+use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime};
 use mrtr_gate_proxy::consent::{ConsentMode, consent_for};
 use mrtr_gate_proxy::http::{HttpOptions, serve_until};
 use mrtr_gate_proxy::rounds::RoundIndex;
@@ -29,8 +27,7 @@ use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 /// How long an entry of the index of open rounds outlives the round's lifetime (as the CLI).
@@ -59,83 +56,10 @@ pub struct Workload {
     pub redis: Option<String>,
     /// Rounds of the RSS run (0: none).
     pub rss_rounds: usize,
-}
-
-/// A gate that counts the time spent inside it (on the proxy's engine thread).
-struct Clocked<G> {
-    gate: G,
-    nanos: Arc<AtomicU64>,
-}
-
-impl<G: GateApi> Clocked<G> {
-    fn time<T>(&mut self, f: impl FnOnce(&mut G) -> T) -> T {
-        let started = Instant::now();
-        let out = f(&mut self.gate);
-        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.nanos.fetch_add(spent, Ordering::Relaxed);
-        out
-    }
-}
-
-impl<G: GateApi> GateApi for Clocked<G> {
-    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
-        self.time(|g| g.register(r))
-    }
-    fn accept_response(
-        &mut self,
-        s: &ServerIdentity,
-        t: &str,
-    ) -> Result<ResponseVerdict, GateDenial> {
-        self.time(|g| g.accept_response(s, t))
-    }
-    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
-        self.time(|g| g.build_retry(r))
-    }
-    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
-        self.time(|g| g.retry_from_client(r))
-    }
-    fn refuse_server_request(
-        &mut self,
-        s: &ServerIdentity,
-        u: &str,
-        t: &str,
-        m: &str,
-    ) -> GateDenial {
-        self.time(|g| g.refuse_server_request(s, u, t, m))
-    }
-    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
-        self.time(|g| g.finish(r))
-    }
-    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
-        self.time(|g| g.expire_stale())
-    }
-}
-
-/// A transport that records each request's time (microseconds).
-struct Recording {
-    inner: HttpTransport,
-    times: Arc<Mutex<Vec<f64>>>,
-}
-
-impl Transport for Recording {
-    fn server(&self) -> &ServerIdentity {
-        self.inner.server()
-    }
-    fn request(
-        &mut self,
-        request: Outgoing<'_>,
-        waiting: &mut dyn Waiting,
-    ) -> Result<String, TransportError> {
-        let started = Instant::now();
-        let out = self.inner.request(request, waiting);
-        if let Ok(mut times) = self.times.lock() {
-            times.push(started.elapsed().as_secs_f64() * 1e6);
-        }
-        out
-    }
-    fn notify(&mut self, method: &str, json: &str) -> Result<(), TransportError> {
-        self.inner.notify(method, json)
-    }
+    /// The RSS run's round-trip lifetime (seconds).
+    pub rss_lifetime_s: u64,
+    /// The `mrtr-gate` binary the RSS run serves the proxy with, as its own process.
+    pub proxy_bin: PathBuf,
 }
 
 /// A proxy served in this process on a loopback port, stopped when dropped.
@@ -143,7 +67,8 @@ struct Proxy {
     url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
-    gate_nanos: Arc<AtomicU64>,
+    /// The gate's time on the proxy's engine thread.
+    gate_time: Stopwatch,
 }
 
 impl Drop for Proxy {
@@ -172,8 +97,8 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
         tenant: "acme".into(),
     };
     let ids = IdMinter::random()?;
-    let gate_nanos = Arc::new(AtomicU64::new(0));
-    let nanos = Arc::clone(&gate_nanos);
+    let gate_time = Stopwatch::default();
+    let watch = gate_time.clone();
     let make: Box<dyn FnOnce(ServerIdentity) -> Engine<Box<dyn GateApi>> + Send> = match gating {
         Gating::Off => {
             let storage = Arc::new(MemoryStorage::new(Arc::new(SystemClock)));
@@ -185,9 +110,9 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
                     policy,
                     allow_legacy_server_requests: false,
                 };
-                let gate: Box<dyn GateApi> = Box::new(Clocked {
+                let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: GateOff::default(),
-                    nanos,
+                    watch,
                 });
                 Engine::new(gate, config, ids)
             })
@@ -205,9 +130,9 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
                     policy,
                     allow_legacy_server_requests: false,
                 };
-                let gate: Box<dyn GateApi> = Box::new(Clocked {
+                let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: ComponentGate::new(&runtime, services),
-                    nanos,
+                    watch,
                 });
                 Engine::new(gate, config, ids)
             })
@@ -238,7 +163,7 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
         url: format!("http://127.0.0.1:{port}/mcp"),
         stop: Some(stop),
         thread: Some(thread),
-        gate_nanos,
+        gate_time,
     })
 }
 
@@ -264,7 +189,7 @@ fn drive(w: &Workload, url: &str, clients: usize, rounds: usize) -> Result<Measu
         );
         threads.push(std::thread::spawn(
             move || -> Result<(Vec<f64>, Vec<f64>), String> {
-                let times = Arc::new(Mutex::new(Vec::with_capacity(2 * rounds)));
+                let watch = Stopwatch::default();
                 let inner = match HttpTransport::connect(&url) {
                     Ok(inner) => inner,
                     Err(e) => {
@@ -273,9 +198,9 @@ fn drive(w: &Workload, url: &str, clients: usize, rounds: usize) -> Result<Measu
                         return Err(e.to_string());
                     }
                 };
-                let transport = Recording {
+                let transport = TimedTransport {
                     inner,
-                    times: Arc::clone(&times),
+                    watch: watch.clone(),
                 };
                 let mut client = Client::new(
                     GateOff::default(),
@@ -296,11 +221,9 @@ fn drive(w: &Workload, url: &str, clients: usize, rounds: usize) -> Result<Measu
                 let warm = (0..WARM_ROUNDS).try_for_each(|_| one().map(|_| ()));
                 start.wait();
                 warm?;
-                if let Ok(mut t) = times.lock() {
-                    t.clear();
-                }
+                watch.reset();
                 let per_round = (0..rounds).map(|_| one()).collect::<Result<Vec<_>, _>>()?;
-                let per_request = times.lock().map(|t| t.clone()).unwrap_or_default();
+                let per_request = watch.laps_us();
                 Ok((per_request, per_round))
             },
         ));
@@ -351,17 +274,17 @@ fn measure(
     w: &Workload,
     name: String,
     url: &str,
-    gate_nanos: Option<&AtomicU64>,
+    gate_time: Option<&Stopwatch>,
 ) -> Result<Row, String> {
-    let before = gate_nanos.map(|n| n.load(Ordering::Relaxed));
+    if let Some(watch) = gate_time {
+        watch.reset();
+    }
     let mut one = drive(w, url, 1, w.rounds)?;
-    let gate_us_per_request = gate_nanos.zip(before).map(|(n, b)| {
+    let gate_us_per_request = gate_time.map(|watch| {
         // Warm rounds included: (warm + timed) rounds of two requests each.
         #[allow(clippy::cast_precision_loss)]
         let requests = (2 * (w.rounds + WARM_ROUNDS)) as f64;
-        #[allow(clippy::cast_precision_loss)]
-        let spent = n.load(Ordering::Relaxed).saturating_sub(b) as f64;
-        spent / 1e3 / requests
+        watch.total_us() / requests
     });
     let mut per_second = Vec::new();
     for &clients in &w.clients {
@@ -402,15 +325,6 @@ fn key_file() -> PathBuf {
     key_dir().join("host-keys.json")
 }
 
-/// The process's resident set (kB), from /proc (Linux only; `None` elsewhere).
-fn rss_kb() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 /// Run every row and the RSS run; the report (markdown).
 pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     let mut rows = vec![measure(w, "direct (no proxy)".into(), &w.upstream, None)?];
@@ -420,7 +334,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             w,
             "proxy, gate off (pass-through)".into(),
             &proxy.url,
-            Some(&proxy.gate_nanos),
+            Some(&proxy.gate_time),
         )?);
     }
     let mut trails = Vec::new();
@@ -434,7 +348,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             w,
             format!("proxy, gate on, trail in {}", dir.display()),
             &proxy.url,
-            Some(&proxy.gate_nanos),
+            Some(&proxy.gate_time),
         )?);
         trails.push(trail);
     }
@@ -449,7 +363,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             w,
             "proxy, gate on, Redis".into(),
             &proxy.url,
-            Some(&proxy.gate_nanos),
+            Some(&proxy.gate_time),
         )?);
     }
     let mut out = report(w, &rows);
@@ -463,9 +377,8 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             "mrtr-gate-bench-proxy-rss-{}.jsonl",
             std::process::id()
         ));
-        let proxy = start_proxy(runtime, &w.upstream, &gate_on(Some(trail.clone()), None))?;
-        out.push_str(&rss_run(w, &proxy.url)?);
-        trails.push(trail);
+        trails.push(trail.clone());
+        out.push_str(&rss_run(w, &trail)?);
     }
     for trail in trails {
         let _ = std::fs::remove_file(&trail);
@@ -530,27 +443,105 @@ fn report(w: &Workload, rows: &[Row]) -> String {
     out
 }
 
-/// Rounds through the gate-on proxy from 8 clients, the RSS sampled every tenth.
-fn rss_run(w: &Workload, url: &str) -> Result<String, String> {
+/// `mrtr-gate proxy` as its own process, killed when dropped.
+struct ProxyProcess {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ProxyProcess {
+    /// Serve `w.upstream` on a loopback port, gate on, the trail in `trail`, and wait for the
+    /// ready line (which names the port).
+    fn start(w: &Workload, trail: &std::path::Path) -> Result<Self, String> {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(&w.proxy_bin)
+            .arg("proxy")
+            .args(["--listen", "127.0.0.1:0", "--upstream", &w.upstream])
+            .args(["--user", "alice", "--tenant", "acme", "--consent", "client"])
+            .arg("--audit")
+            .arg(trail)
+            .arg("--host-keys")
+            .arg(key_file())
+            .arg("--audit-anchor")
+            .arg(key_dir().join("rss-anchor.json"))
+            .args(["--round-trip-lifetime", &w.rss_lifetime_s.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", w.proxy_bin.display()))?;
+        let stderr = child.stderr.take().ok_or("the proxy has no stderr")?;
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let url = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                return Err("the proxy ended before it listened".into());
+            };
+            if let Some(rest) = line.strip_prefix("mrtr-gate proxy: listening on ") {
+                break rest.split(',').next().unwrap_or_default().to_owned();
+            }
+        };
+        // Keep reading its stderr so the proxy never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(Self { child, url })
+    }
+
+    /// Its resident set (kB), from /proc (Linux only; `None` elsewhere).
+    fn rss_kb(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+}
+
+/// Rounds through `mrtr-gate proxy` (its own process, gate on, a short lifetime) from 8
+/// clients, its RSS sampled every tenth of the run, with the time: after a lifetime plus the
+/// store's grace, what the finished rounds kept should be going as fast as it comes.
+fn rss_run(w: &Workload, trail: &std::path::Path) -> Result<String, String> {
     const CLIENTS: usize = 8;
+    let proxy = ProxyProcess::start(w, trail)?;
     let step = (w.rss_rounds / 10).max(CLIENTS);
+    let started = Instant::now();
     let mut samples = Vec::new();
     let mut done = 0;
     while done < w.rss_rounds {
-        drive(w, url, CLIENTS, step / CLIENTS)?;
+        drive(w, &proxy.url, CLIENTS, step / CLIENTS)?;
         done += step / CLIENTS * CLIENTS + CLIENTS * WARM_ROUNDS;
-        samples.push((done, rss_kb().unwrap_or(0)));
+        samples.push((
+            done,
+            started.elapsed().as_secs(),
+            proxy.rss_kb().unwrap_or(0),
+        ));
     }
     let mut out = format!(
-        "\nRSS of this process (the proxy, gate on, trail in the first folder, and {CLIENTS} clients), every ~{step} rounds:\n\n| rounds | RSS |\n|---|---|\n"
+        "\nRSS of `mrtr-gate proxy` (its own process; gate on, trail in the first folder, \
+         --round-trip-lifetime {}; {CLIENTS} clients), every ~{step} rounds:\n\n\
+         | rounds | seconds | RSS |\n|---|---|---|\n",
+        w.rss_lifetime_s
     );
-    for (rounds, kb) in &samples {
-        let _ = writeln!(out, "| {rounds} | {kb} kB |");
+    for (rounds, secs, kb) in &samples {
+        let _ = writeln!(out, "| {rounds} | {secs} | {kb} kB |");
     }
-    if let (Some((_, first)), Some((_, last))) = (samples.first(), samples.last()) {
+    // From the first sample past a lifetime and the grace of the store and the round index.
+    let settled = w.rss_lifetime_s + (ROUND_INDEX_GRACE_MS / 1000);
+    let steady: Vec<_> = samples.iter().filter(|s| s.1 >= settled).collect();
+    if let (Some(first), Some(last)) = (steady.first(), steady.last()) {
         #[allow(clippy::cast_precision_loss)]
-        let growth = (*last as f64 - *first as f64) / (*first as f64).max(1.0) * 100.0;
-        let _ = writeln!(out, "\nfinal vs first sample: {growth:+.1}%");
+        let growth = (last.2 as f64 - first.2 as f64) / (first.2 as f64).max(1.0) * 100.0;
+        let _ = writeln!(
+            out,
+            "\nfrom {} to {} rounds (past {settled} s): {growth:+.1}%",
+            first.0, last.0
+        );
     }
     Ok(out)
 }

@@ -128,6 +128,14 @@ enum Command {
         /// Rounds of the RSS run (0: none).
         #[arg(long, default_value_t = 100_000)]
         rss_rounds: usize,
+        /// The RSS run's proxy: this `mrtr-gate` binary, run as its own process (default: the
+        /// one beside this test kit).
+        #[arg(long)]
+        proxy_bin: Option<PathBuf>,
+        /// The RSS run's `--round-trip-lifetime` (seconds): short, so that the run outlasts
+        /// many lifetimes and what a finished round keeps is seen to go.
+        #[arg(long, default_value_t = 10)]
+        rss_lifetime: u64,
         /// The tool.
         #[arg(long, default_value = "book_flight")]
         tool: String,
@@ -269,6 +277,8 @@ fn main() -> ExitCode {
             audit_dirs,
             redis,
             rss_rounds,
+            proxy_bin,
+            rss_lifetime,
             tool,
             arguments,
             answers,
@@ -293,6 +303,13 @@ fn main() -> ExitCode {
                         audit_dirs,
                         redis,
                         rss_rounds,
+                        rss_lifetime_s: rss_lifetime,
+                        proxy_bin: proxy_bin.unwrap_or_else(|| {
+                            std::env::current_exe()
+                                .ok()
+                                .and_then(|e| e.parent().map(|d| d.join("mrtr-gate")))
+                                .unwrap_or_else(|| PathBuf::from("mrtr-gate"))
+                        }),
                     },
                 )
             })
