@@ -230,6 +230,14 @@ impl<G: GateApi> Engine<G> {
 
     /// A message from the server.
     pub fn on_server(&mut self, text: &str) -> Action {
+        let principal = self.config.principal.clone();
+        self.on_server_as(&principal, text)
+    }
+
+    /// A message from the server on a stream a client opened as `principal` (an HTTP front
+    /// that names each request's user and tenant): a 2025-era input request refused there is
+    /// audited under that client's principal, the one the request would have reached.
+    pub fn on_server_as(&mut self, principal: &Principal, text: &str) -> Action {
         match from_server(text) {
             FromServer::Response(Some(id), _) if self.in_flight.contains_key(&id) => {
                 self.judge(id, text)
@@ -265,7 +273,6 @@ impl<G: GateApi> Engine<G> {
                 {
                     // The refusal goes to the trail (a denial the sink did not take changes
                     // nothing: the request is refused either way).
-                    let principal = &self.config.principal;
                     let _ = self.gate.refuse_server_request(
                         &self.config.server,
                         &principal.user,

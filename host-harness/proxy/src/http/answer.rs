@@ -12,7 +12,7 @@ use super::headers;
 use super::listen::Listener;
 use super::sse::{self, Event, Parser, StreamError};
 use super::upstream::{self, Upstream};
-use crate::engine::Action;
+use crate::engine::{Action, Principal};
 use crate::errors::Refusal;
 use crate::ids::MAX_MESSAGE_BYTES;
 use bytes::Bytes;
@@ -107,6 +107,8 @@ pub struct Exchange {
     pub session: Option<HeaderValue>,
     /// The protocol version the client named (`MCP-Protocol-Version`).
     pub version: Option<HeaderValue>,
+    /// The principal trusted headers named for the request (`None`: the configured one).
+    pub principal: Option<Principal>,
 }
 
 /// A message of the upstream's, read against the id a response must carry.
@@ -186,7 +188,7 @@ impl Exchange {
         match &mut self.call {
             // The engine sees every response, so whatever it checks of an ungated one holds
             // over HTTP as over stdio; it gives the text back as it came.
-            Call::Relayed => match self.bridge.server(text).await {
+            Call::Relayed => match self.bridge.server(self.principal.clone(), text).await {
                 Action::ToClient(text) => text,
                 _ => engine_gone().response(&self.client_id),
             },
@@ -403,6 +405,7 @@ impl Exchange {
                     upstream: self.upstream.clone(),
                     session,
                     version,
+                    principal: self.principal.clone(),
                 };
                 listener.server_request(event.data, tx).await;
             }

@@ -22,6 +22,7 @@ enum Job {
         reply: oneshot::Sender<Action>,
     },
     Server {
+        principal: Option<Principal>,
         text: String,
         reply: oneshot::Sender<Action>,
     },
@@ -92,9 +93,15 @@ impl Bridge {
         .await
     }
 
-    /// A server's message that answers no call of the proxy's (a request, a notification).
-    pub async fn server(&self, text: String) -> Action {
-        self.ask(|reply| Job::Server { text, reply }).await
+    /// A server's message that answers no call of the proxy's (a request, a notification), on
+    /// a stream a client opened as `principal` (`None`: the configured one).
+    pub async fn server(&self, principal: Option<Principal>, text: String) -> Action {
+        self.ask(|reply| Job::Server {
+            principal,
+            text,
+            reply,
+        })
+        .await
     }
 
     /// The one response to the gated call `upstream_id`, which the transport has read as a
@@ -168,8 +175,16 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
                     engine.on_cancel(&upstream_id);
                 }
             }
-            Job::Server { text, reply } => {
-                let _ = reply.send(engine.on_server(&text));
+            Job::Server {
+                principal,
+                text,
+                reply,
+            } => {
+                let action = match principal {
+                    Some(p) => engine.on_server_as(&p, &text),
+                    None => engine.on_server(&text),
+                };
+                let _ = reply.send(action);
             }
             Job::Response {
                 upstream_id,

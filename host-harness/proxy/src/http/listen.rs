@@ -10,7 +10,7 @@ use super::bridge::Bridge;
 use super::headers;
 use super::sse::{self, Parser};
 use super::upstream::{self, Upstream};
-use crate::engine::Action;
+use crate::engine::{Action, Principal};
 use crate::ids::MAX_MESSAGE_BYTES;
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -34,13 +34,15 @@ pub struct Listener {
     pub session: Option<HeaderValue>,
     /// The protocol version the client named.
     pub version: Option<HeaderValue>,
+    /// Who opened the stream, when trusted headers name each request's principal.
+    pub principal: Option<Principal>,
 }
 
 impl Listener {
     /// A request of the upstream's: the engine answers it upstream itself, or lets the
     /// client see it on `tx`.
     pub async fn server_request(&self, text: String, tx: &mpsc::Sender<Bytes>) {
-        match self.bridge.server(text).await {
+        match self.bridge.server(self.principal.clone(), text).await {
             Action::ToServer(answer) => {
                 let this = self.clone();
                 tokio::spawn(async move { this.answer_upstream(answer).await });

@@ -205,7 +205,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
     };
     match *request.method() {
         Method::POST => post(state, request, principal).await,
-        Method::GET => get(state, request).await,
+        Method::GET => get(state, request, principal).await,
         Method::DELETE => delete(state, request).await,
         _ => {
             let mut response = Response::new(empty());
@@ -299,7 +299,7 @@ async fn post(
     if let Err(Mismatch(why)) = headers::check_mirrored(&parts.headers, &text) {
         return header_mismatch(client_id.as_deref().unwrap_or("null"), &why);
     }
-    let action = state.bridge.client(principal, text).await;
+    let action = state.bridge.client(principal.clone(), text).await;
     let session = parts.headers.get(SESSION).cloned();
     let version = parts.headers.get(PROTOCOL_VERSION).cloned();
     let up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));
@@ -334,6 +334,7 @@ async fn post(
         client_id,
         session,
         version,
+        principal,
     };
     match state
         .upstream
@@ -357,7 +358,11 @@ fn header_mismatch(id: &str, why: &str) -> Response<ProxyBody> {
     json(StatusCode::BAD_REQUEST, HeaderMap::new(), text)
 }
 
-async fn get(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
+async fn get(
+    state: &State,
+    request: Request<Incoming>,
+    principal: Option<Principal>,
+) -> Response<ProxyBody> {
     if request.headers().contains_key(LAST_EVENT_ID) {
         // A resumed stream would replay what the gate judged once, or what it never saw.
         let mut response = Response::new(empty());
@@ -392,6 +397,7 @@ async fn get(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
         upstream: state.upstream.clone(),
         session: request.headers().get(SESSION).cloned(),
         version: request.headers().get(PROTOCOL_VERSION).cloned(),
+        principal,
     };
     *response.body_mut() = listener.relay(answer.into_body());
     response

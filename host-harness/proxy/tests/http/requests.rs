@@ -226,6 +226,46 @@ async fn a_trusted_principal_header_binds_the_call_and_never_goes_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_server_request_is_audited_under_the_principal_whose_stream_carried_it() {
+    let legacy = r#"data: {"jsonrpc":"2.0","id":41,"method":"elicitation/create","params":{"message":"password?","requestedSchema":{}}}"#;
+    let up = upstream(move |s| match s.method {
+        Method::GET => Script::Sse(vec![], format!("{legacy}\n\n")),
+        Method::POST if s.json()["method"] == "tools/call" => Script::Sse(
+            vec![],
+            format!(
+                "{legacy}\n\ndata: {}\n\n",
+                form_round(&s.id()).replace('\n', "")
+            ),
+        ),
+        _ => Script::Status(StatusCode::ACCEPTED, vec![]),
+    })
+    .await;
+    let mut options = HttpOptions::new(up.url.clone());
+    options.trust_principal_headers = Some(("x-user".into(), "x-tenant".into()));
+    let p = proxy_with(options).await;
+    let as_bob = [("x-user", "bob"), ("x-tenant", "globex")];
+    let mut h = mcp_headers("tools/call", Some("book"));
+    h.extend(as_bob);
+    let a = post(&p.url, &h, &call("1", "book")).await;
+    assert!(!a.body.contains("password"), "{}", a.body);
+    let mut g = vec![("accept", "text/event-stream")];
+    g.extend(as_bob);
+    let got = send(&p.url, Method::GET, &g, "").await;
+    assert!(!got.body.contains("password"), "{}", got.body);
+    let events = p.audit.events();
+    let received = events.iter().find(|e| e["event"] == "received").unwrap();
+    let refused: Vec<_> = events
+        .iter()
+        .filter(|e| e["reason"] == "legacy_server_request")
+        .collect();
+    assert_eq!(refused.len(), 2, "{events:?}");
+    for e in refused {
+        assert_eq!(e["user_sha256"], received["user_sha256"], "{e}");
+        assert_eq!(e["tenant_sha256"], received["tenant_sha256"], "{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_stops_when_told_to() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
