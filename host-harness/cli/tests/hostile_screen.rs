@@ -8,62 +8,17 @@
 
 #![cfg(test)]
 
+#[path = "support/tmux.rs"]
+mod tmux;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tmux::{Tmux, quoted};
 
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux runs (apt-get install tmux)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The visible screen, as tmux renders it (escape sequences already acted on).
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "screen"])
-    }
-
-    /// The same, with the rows the terminal wrapped joined (`-J`), and the lines the
-    /// consent screen broke itself (the rest after a dashed bar) joined too.
-    fn joined(&self) -> String {
-        self.run(&["capture-pane", "-p", "-J", "-t", "screen"])
-            .replace("\n  ┆     ", "")
-    }
-
-    /// Wait for `done` to hold of the screen. The bound is a backstop against a hang, far
-    /// above what a loaded machine needs; the test never depends on how fast it is.
-    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let started = Instant::now();
-        loop {
-            let screen = self.screen();
-            if done(&screen) {
-                return screen;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "waited for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.run(&["kill-server"]);
-    }
-}
-
-fn quoted(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+/// `path` quoted for `sh`.
+fn quoted_path(path: &Path) -> String {
+    quoted(&path.display().to_string())
 }
 
 #[test]
@@ -81,30 +36,15 @@ fn a_hostile_server_cannot_repaint_the_consent_screen_or_reach_the_terminal() {
         r#"{"confirm":{"action":"accept","content":{"ok":true,"choice":"b"}},"wrap":{"action":"decline"}}"#,
     )
     .unwrap();
-    let stdio = format!("python3 {} {}", quoted(&server), quoted(&done));
+    let stdio = format!("python3 {} {}", quoted_path(&server), quoted_path(&done));
     let command = format!(
         "{} call --stdio {} --server-log {} --answers {} tools/call transfer '{{\"amount\":100,\"to\":\"savings\"}}'; sleep 600",
-        quoted(Path::new(env!("CARGO_BIN_EXE_mrtr-gate"))),
-        quoted(Path::new(&stdio)),
-        quoted(&log),
-        quoted(&answers),
+        quoted(env!("CARGO_BIN_EXE_mrtr-gate")),
+        quoted(&stdio),
+        quoted_path(&log),
+        quoted_path(&answers),
     );
-    let tmux = Tmux {
-        socket: format!("mrtr-gate-test-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "screen",
-        "-x",
-        "80",
-        "-y",
-        "60",
-        &command,
-    ]);
+    let tmux = Tmux::start("mrtr-gate-hostile-screen", 80, 60, &command);
     let prompt = "Send these answers? [y/N]";
     tmux.wait_for("the consent prompt", |s| s.contains(prompt));
     // The server writes to its stderr once more after its answer; then the screen is final.
@@ -121,7 +61,8 @@ fn a_hostile_server_cannot_repaint_the_consent_screen_or_reach_the_terminal() {
     let lines: Vec<&str> = screen.lines().collect();
     let count = |prefix: &str| lines.iter().filter(|l| l.starts_with(prefix)).count();
     // Joined again, the server line names the command that was run.
-    let joined = tmux.joined();
+    // The lines the consent screen broke itself (the rest after a dashed bar) joined too.
+    let joined = tmux.joined().replace("\n  ┆     ", "");
     let endpoint = joined
         .lines()
         .find(|l| l.starts_with("  │ server   "))
@@ -199,7 +140,7 @@ fn a_hostile_server_cannot_repaint_the_consent_screen_or_reach_the_terminal() {
     );
 
     // Refuse; the result text is never shown (nothing was sent).
-    tmux.run(&["send-keys", "-t", "screen", "n", "Enter"]);
+    tmux.type_line("n");
     let after = tmux.wait_for("the refusal", |s| s.contains("refused: consent_refused"));
     assert!(!after.contains("done "), "{after}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -221,7 +162,7 @@ fn a_hostile_result_and_list_are_shown_escaped() {
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
         .args(["call", "--stdio"])
-        .arg(format!("python3 {}", quoted(&server)))
+        .arg(format!("python3 {}", quoted_path(&server)))
         .arg("--answers")
         .arg(&answers)
         .args(["--yes", "tools/call", "transfer", r#"{"amount":1}"#])

@@ -16,85 +16,33 @@ mod support;
 use sdk_rounds::{
     Expect, assert_completed, assert_trail, book_flight, calls, continue_job, pay, survey,
 };
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{Proxy, bin, node, python, python_client, root, ts_client};
+use std::process::Command;
+use support::{
+    Proxy, Running, bin, listening, node, proxy_listening, python, python_client, root, ts_client,
+};
 
-/// A child killed when the test is done with it, pass or fail.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// An SDK server over streamable HTTP on a free loopback port; its `/mcp` URL once it takes
-/// connections (the bound is a backstop against a hang, never a pace).
+/// An SDK server over streamable HTTP on a free loopback port; its `/mcp` URL.
 fn http_server(program: &std::path::Path, script: &str) -> (Running, String) {
-    let port = free_port();
-    let child = Command::new(program)
-        .arg(root().join(script))
-        .args(["http", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Running(child), format!("http://127.0.0.1:{port}/mcp"))
+    listening(|port| {
+        let mut server = Command::new(program);
+        server
+            .arg(root().join(script))
+            .args(["http", &port.to_string()]);
+        server
+    })
 }
 
 /// The proxy in front of `upstream`; the URL it says it listens on.
 fn proxy_http(proxy: &Proxy, upstream: &str) -> (Running, String) {
-    let trail = proxy.trail.display().to_string();
-    let keys = proxy.keys.display().to_string();
-    let mut child = Command::new(bin())
-        .args([
-            "proxy",
-            "--audit",
-            &trail,
-            "--host-keys",
-            &keys,
-            "--user",
-            "alice",
-        ])
-        .args(["--listen", "127.0.0.1:0", "--upstream", upstream])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the proxy said where it listens")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("mrtr-gate proxy: listening on ") {
-            break rest.split(',').next().unwrap().to_owned();
-        }
-    };
-    // The rest of its stderr is drained, never left to fill the pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (Running(child), url)
+    let mut command = Command::new(bin());
+    command
+        .arg("proxy")
+        .arg("--audit")
+        .arg(&proxy.trail)
+        .arg("--host-keys")
+        .arg(&proxy.keys)
+        .args(["--user", "alice"]);
+    proxy_listening(command, upstream)
 }
 
 fn through_http(

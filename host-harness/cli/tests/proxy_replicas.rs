@@ -25,10 +25,10 @@ mod support;
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{Running, bin, listening, proxy_listening, root};
 
 /// Far beyond any answer on a loaded machine: only a hang runs into it.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -54,32 +54,6 @@ fn redis_url() -> Option<String> {
     }
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_mrtr-gate")
-}
-
-/// A child killed when the test is done with it, pass or fail.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
@@ -93,7 +67,7 @@ fn recording_upstream(dir: &Path) -> (Running, String) {
     listening(|port| {
         let mut server = Command::new("python3");
         server
-            .arg(repo().join("tests/peers/recording_http_server.py"))
+            .arg(root().join("tests/peers/recording_http_server.py"))
             .arg(port.to_string())
             .arg(dir.join("received.jsonl"))
             .arg(dir.join("release"));
@@ -106,57 +80,24 @@ fn python_sdk_upstream(_: &Path) -> (Running, String) {
     listening(|port| {
         let mut server = Command::new(support::python());
         server
-            .arg(repo().join("tests/peers/python_sdk/server.py"))
+            .arg(root().join("tests/peers/python_sdk/server.py"))
             .args(["http", &port.to_string()]);
         server
     })
 }
 
-/// The server `start` makes for a free loopback port, started; its `/mcp` URL once it takes
-/// connections.
-fn listening(start: impl FnOnce(u16) -> Command) -> (Running, String) {
-    let port = free_port();
-    let child = start(port)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("the upstream listens", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    (Running(child), format!("http://127.0.0.1:{port}/mcp"))
-}
-
 /// One replica: `mrtr-gate proxy` on Redis in front of `upstream`; the URL it listens on.
 fn replica(dir: &Path, redis: &[&str], upstream: &str) -> (Running, String) {
-    let mut child = Command::new(bin())
+    let mut command = Command::new(bin());
+    command
         .arg("proxy")
         .args(redis)
         // One key file for every replica: the rounds each stores are authenticated under it,
         // and the principal is pseudonymised alike.
         .arg("--host-keys")
         .arg(dir.join("host-keys.json"))
-        .args(["--user", "alice", "--tenant", "acme"])
-        .args(["--listen", "127.0.0.1:0", "--upstream", upstream])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the proxy said where it listens")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("mrtr-gate proxy: listening on ") {
-            break rest.split(',').next().unwrap().to_owned();
-        }
-    };
-    // The rest of its stderr is drained, never left to fill the pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (Running(child), url)
+        .args(["--user", "alice", "--tenant", "acme"]);
+    proxy_listening(command, upstream)
 }
 
 fn call(id: u64, name: &str, n: usize) -> Value {

@@ -14,41 +14,14 @@
 
 #[path = "support/proxy.rs"]
 mod support;
+#[path = "support/tmux.rs"]
+mod tmux;
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{Proxy, node, python_server, root};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux runs (apt-get install tmux)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-J", "-t", "screen"])
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.run(&["kill-server"]);
-    }
-}
-
-fn quoted(p: &str) -> String {
-    format!("'{}'", p.replace('\'', "'\\''"))
-}
+use tmux::{Tmux, quoted};
 
 /// Wait for `done`; the bound is a backstop against a hang, never a pace.
 fn wait_for<T>(what: &str, mut done: impl FnMut() -> Option<T>) -> T {
@@ -85,32 +58,14 @@ fn book_at_the_terminal(proxy: &Proxy, key: &str) -> (Value, String) {
         quoted(&out.display().to_string()),
         quoted(&proxy.dir.join("client.err").display().to_string()),
     );
-    let tmux = Tmux {
-        socket: format!(
-            "mrtr-gate-proxy-tty-{}-{}",
-            std::process::id(),
-            proxy.dir.file_name().unwrap().to_string_lossy()
-        ),
-    };
-    tmux.run(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "screen",
-        "-x",
-        "120",
-        "-y",
-        "60",
-        &command,
-    ]);
+    let socket = format!(
+        "mrtr-gate-proxy-tty-{}",
+        proxy.dir.file_name().unwrap().to_string_lossy()
+    );
+    let tmux = Tmux::start(&socket, 120, 60, &command);
     let prompt = "Send these answers? [y/N]";
-    let screen = wait_for("the consent prompt", || {
-        let s = tmux.screen();
-        s.contains(prompt).then_some(s)
-    });
-    tmux.run(&["send-keys", "-t", "screen", key, "Enter"]);
+    let screen = tmux.wait_for("the consent prompt", |s| s.contains(prompt));
+    tmux.type_line(key);
     let report = wait_for("the client's report", || {
         std::fs::read_to_string(&out)
             .ok()

@@ -10,8 +10,10 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The repository's root.
 pub fn root() -> PathBuf {
@@ -250,4 +252,64 @@ pub fn bindings(events: &[Value]) -> Vec<Value> {
         }
     }
     ids
+}
+
+/// A child killed when the test is done with it, pass or fail.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The server `start` makes for a free loopback port, started; its `/mcp` URL once it takes
+/// connections (the bound is a backstop against a hang, never a pace).
+pub fn listening(start: impl FnOnce(u16) -> Command) -> (Running, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = start(port)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Running(child), format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// `proxy` (`mrtr-gate proxy` and its options) in HTTP mode on a free loopback port, in front
+/// of `upstream`; the URL its ready line names.
+pub fn proxy_listening(mut proxy: Command, upstream: &str) -> (Running, String) {
+    let mut child = proxy
+        .args(["--listen", "127.0.0.1:0", "--upstream", upstream])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the proxy said where it listens")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("mrtr-gate proxy: listening on ") {
+            break rest.split(',').next().unwrap().to_owned();
+        }
+    };
+    // The rest of its stderr is drained, never left to fill the pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (Running(child), url)
 }
