@@ -1,8 +1,10 @@
 //! Reference host services. The in-memory ones come from the core (so native tests use the
-//! very same code); this module adds the durable audit file ([`FileAudit`]) and the terminal
-//! prompt ([`TerminalConsent`]).
+//! very same code); this module adds the durable audit file ([`FileAudit`]), the terminal
+//! prompt ([`TerminalConsent`]) and, for its tests, a pseudo-terminal (`PseudoTerminal`).
 
 mod file_audit;
+#[cfg(unix)]
+mod pseudo_terminal;
 mod terminal_consent;
 
 pub use file_audit::{FileAudit, FileAuditError};
@@ -10,4 +12,8 @@ pub use mrtr_gate_core::memory::{
     AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
     SystemClock,
 };
+#[cfg(unix)]
+pub use pseudo_terminal::PseudoTerminal;
 pub use terminal_consent::TerminalConsent;
+#[cfg(unix)]
+pub use terminal_consent::discard_typed_ahead;

@@ -110,6 +110,10 @@ impl Answerer for AnswersFile {
 pub struct Terminal {
     input: Arc<Mutex<Box<dyn BufRead + Send>>>,
     output: Arc<Mutex<Box<dyn Write + Send>>>,
+    /// The terminal device the input comes from, when it is one: what was typed ahead on it
+    /// is discarded before each consent prompt.
+    #[cfg(unix)]
+    device: Option<Arc<std::fs::File>>,
 }
 
 impl std::fmt::Debug for Terminal {
@@ -121,10 +125,33 @@ impl std::fmt::Debug for Terminal {
 impl Terminal {
     /// stdin and stderr (stdout is the result's).
     pub fn stdio() -> Self {
-        Self::with_io(
+        #[cfg_attr(not(unix), allow(unused_mut))]
+        let mut terminal = Self::with_io(
             Box::new(std::io::BufReader::new(std::io::stdin())),
             Box::new(std::io::stderr()),
-        )
+        );
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsFd;
+            terminal.device = std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .ok()
+                .map(|fd| Arc::new(std::fs::File::from(fd)));
+        }
+        terminal
+    }
+
+    /// A terminal device, read and written (its type-ahead discarded before each consent
+    /// prompt, as on stdin).
+    #[cfg(unix)]
+    pub fn on_device(device: std::fs::File) -> std::io::Result<Self> {
+        let mut terminal = Self::with_io(
+            Box::new(std::io::BufReader::new(device.try_clone()?)),
+            Box::new(device.try_clone()?),
+        );
+        terminal.device = Some(Arc::new(device));
+        Ok(terminal)
     }
 
     /// Any reader and writer (tests).
@@ -132,6 +159,8 @@ impl Terminal {
         Self {
             input: Arc::new(Mutex::new(input)),
             output: Arc::new(Mutex::new(output)),
+            #[cfg(unix)]
+            device: None,
         }
     }
 
@@ -156,15 +185,23 @@ impl Terminal {
         }
     }
 
-    /// The consent prompt on this terminal ([`mrtr_gate_host::reference_hosts::TerminalConsent`]).
+    /// The consent prompt on this terminal ([`mrtr_gate_host::reference_hosts::TerminalConsent`]):
+    /// on a terminal device, only what is typed once the screen is drawn answers it.
     pub fn consent(&self) -> mrtr_gate_host::reference_hosts::TerminalConsent {
-        mrtr_gate_host::reference_hosts::TerminalConsent::with_io(
+        let consent = mrtr_gate_host::reference_hosts::TerminalConsent::with_io(
             Box::new(std::io::BufReader::with_capacity(
                 1,
                 SharedReader(self.clone()),
             )),
             Box::new(SharedWriter(self.clone())),
-        )
+        );
+        #[cfg(unix)]
+        if let Some(device) = self.device.clone() {
+            return consent.with_before_prompt(move || {
+                mrtr_gate_host::reference_hosts::discard_typed_ahead(&*device);
+            });
+        }
+        consent
     }
 }
 
@@ -460,6 +497,18 @@ mod tests {
 
     /// Round `round` asking `keys`, its view `partial`'s members over a plain view's.
     fn view(round: u32, keys: &[&str], partial: Value) -> OpenRound {
+        let accepted = mrtr_gate_host::core::AcceptedRound {
+            view_json: view_json(round, partial),
+            view_sha256: String::new(),
+            round,
+            input_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            request_state_sha256: None,
+        };
+        OpenRound::read(accepted).unwrap()
+    }
+
+    /// The canonical text of round `round`'s view, `partial`'s members over a plain view's.
+    fn view_json(round: u32, partial: Value) -> String {
         let mut view = json!({
             "effects": [], "inputs": [], "max_rounds": 10, "round": round,
             "server": "https://s.example/mcp", "state": {"present": false},
@@ -471,14 +520,39 @@ mod tests {
         for (k, v) in partial.as_object().into_iter().flatten() {
             view[k] = v.clone();
         }
-        let accepted = mrtr_gate_host::core::AcceptedRound {
-            view_json: mrtr_gate_host::core::canonical::to_canonical(&view),
-            view_sha256: String::new(),
-            round,
-            input_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
-            request_state_sha256: None,
+        mrtr_gate_host::core::canonical::to_canonical(&view)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn on_a_terminal_only_what_is_typed_once_the_consent_screen_is_drawn_answers_it() {
+        use mrtr_gate_host::core::digest::sha256_hex;
+        use mrtr_gate_host::core::host::{Consent, ConsentDecision, ConsentPrompt};
+        use mrtr_gate_host::reference_hosts::PseudoTerminal;
+        const GUARD: std::time::Duration = std::time::Duration::from_secs(60);
+        let pty = PseudoTerminal::new().unwrap();
+        let consent = Terminal::on_device(pty.open().unwrap()).unwrap().consent();
+        let (view, answers) = (view_json(1, json!({})), r#"{"a":{"action":"decline"}}"#);
+        let prompt = ConsentPrompt {
+            view_sha256: sha256_hex(view.as_bytes()),
+            view_json: view,
+            responses_sha256: sha256_hex(answers.as_bytes()),
+            responses_json: answers.into(),
         };
-        OpenRound::read(accepted).unwrap()
+        // The person answers the `n`th screen with `keys` once it is there.
+        let answer = |n: usize, keys: &str| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    assert!(pty.wait_for("[y/N]", n, GUARD), "screen {n} never came");
+                    pty.type_keys(keys).unwrap();
+                });
+                consent.request_consent(&prompt).unwrap().decision
+            })
+        };
+        // A `y` typed before the screen (for an earlier prompt, or ahead of it) is dropped.
+        pty.type_keys("y\n").unwrap();
+        assert_eq!(answer(1, "n\n"), ConsentDecision::Refused);
+        assert_eq!(answer(2, "y\n"), ConsentDecision::Granted);
     }
 
     /// What the owner types (`input`) and what the terminal shows, captured.

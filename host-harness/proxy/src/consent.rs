@@ -13,12 +13,14 @@
 //!   0 within a time limit; anything else is a refusal; `policy_hook`. A hook that cannot
 //!   be started: `consent_unavailable`.
 
-use crate::tty_input::{Prompting, TtyInput, discard_typed_ahead};
+use crate::tty_input::{Prompting, TtyInput};
 use mrtr_gate_host::consent_screen::render_view_text;
 use mrtr_gate_host::core::host::{
     Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
 use mrtr_gate_host::reference_hosts::TerminalConsent;
+#[cfg(unix)]
+use mrtr_gate_host::reference_hosts::discard_typed_ahead;
 use mrtr_gate_host::services::SharedConsent;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -113,8 +115,7 @@ pub struct TtyConsent {
     path: PathBuf,
     timeout: Duration,
     prompting: Arc<Prompting>,
-    /// The screen and answer, and the terminal's input again (to discard type-ahead).
-    opened: Mutex<Option<(TerminalConsent, std::fs::File)>>,
+    opened: Mutex<Option<TerminalConsent>>,
 }
 
 impl std::fmt::Debug for TtyConsent {
@@ -143,7 +144,7 @@ impl TtyConsent {
         }
     }
 
-    fn open(&self) -> Result<(TerminalConsent, std::fs::File), HostError> {
+    fn open(&self) -> Result<TerminalConsent, HostError> {
         let unavailable = |e: std::io::Error| {
             HostError::new(format!(
                 "--consent tty: no terminal to ask on ({}: {e})",
@@ -162,7 +163,7 @@ impl TtyConsent {
             Box::new(std::io::BufReader::with_capacity(1, input)),
             Box::new(output),
         );
-        Ok((terminal, typed_ahead))
+        Ok(discarding_type_ahead(terminal, typed_ahead))
     }
 }
 
@@ -173,14 +174,24 @@ impl Consent for TtyConsent {
             *opened = Some(self.open()?);
         }
         match opened.as_ref() {
-            Some((terminal, input)) => {
-                discard_typed_ahead(input);
+            Some(terminal) => {
                 self.prompting.start(self.timeout);
                 terminal.request_consent(prompt)
             }
             None => Err(HostError::new("--consent tty: no terminal to ask on")),
         }
     }
+}
+
+#[cfg(unix)]
+fn discarding_type_ahead(terminal: TerminalConsent, input: std::fs::File) -> TerminalConsent {
+    terminal.with_before_prompt(move || discard_typed_ahead(&input))
+}
+
+#[cfg(not(unix))]
+fn discarding_type_ahead(terminal: TerminalConsent, _: std::fs::File) -> TerminalConsent {
+    // No unix terminal: `TtyInput` refuses to wait on it, so nothing is ever read.
+    terminal
 }
 
 /// `--consent command CMD`: a policy program decides.

@@ -7,6 +7,8 @@ use mrtr_gate_host::core::memory::{ManualClock, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
+#[cfg(unix)]
+use mrtr_gate_host::reference_hosts::PseudoTerminal;
 use mrtr_gate_host::{GateApi, GateDenial, HostServices, NativeGate};
 use serde_json::Value;
 
@@ -253,91 +255,35 @@ fn tty_mode_asks_on_the_terminal_it_names_and_never_without_one() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A pseudo-terminal: the master the "person" types on and reads the screen from, the
-/// slave's path for `TtyConsent`, and everything the screen showed so far.
-#[cfg(unix)]
-struct Pty {
-    master: std::fs::File,
-    slave: PathBuf,
-    shown: Arc<Mutex<String>>,
-    _slave_open: std::fs::File,
-}
-
-#[cfg(unix)]
-impl Pty {
-    fn new() -> Self {
-        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
-        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-        grantpt(&master).unwrap();
-        unlockpt(&master).unwrap();
-        let slave = PathBuf::from(ptsname(&master, Vec::new()).unwrap().into_string().unwrap());
-        // Held open so that what is typed before the proxy opens it is queued on the terminal.
-        let slave_open = std::fs::File::open(&slave).unwrap();
-        let master = std::fs::File::from(master);
-        let shown = Arc::new(Mutex::new(String::new()));
-        let (mut reader, sink) = (master.try_clone().unwrap(), Arc::clone(&shown));
-        // The screen is read as it is drawn, or the terminal's buffer would fill and block it.
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self {
-            master,
-            slave,
-            shown,
-            _slave_open: slave_open,
-        }
-    }
-
-    fn type_keys(&self, keys: &str) {
-        (&self.master).write_all(keys.as_bytes()).unwrap();
-    }
-}
-
 #[cfg(unix)]
 #[test]
 fn a_yes_typed_before_the_prompt_is_not_consent_and_nobody_answering_ends_in_a_denial() {
-    let pty = Pty::new();
+    let pty = PseudoTerminal::new().unwrap();
     // Typed ahead, before any screen: for an earlier prompt, or by whoever can write to
     // the terminal.
-    pty.type_keys("y\n");
-    std::thread::sleep(Duration::from_millis(100));
+    pty.type_keys("y\n").unwrap();
     let (mut gate, audit, _) = open_round(Arc::new(TtyConsent::at(
-        pty.slave.clone(),
+        pty.path().to_owned(),
         Duration::from_secs(1),
     )));
     let denied = retry(&mut gate).unwrap_err();
     assert_eq!(denied.code.as_str(), "consent_unavailable", "{denied:?}");
     assert!(consented(&audit).is_empty());
-    assert!(
-        pty.shown.lock().unwrap().contains("Pick a seat"),
-        "the screen was drawn"
-    );
+    assert!(pty.shown().contains("Pick a seat"), "the screen was drawn");
 }
 
 #[cfg(unix)]
 #[test]
 fn only_what_is_typed_after_a_prompt_is_drawn_answers_it() {
-    let pty = Pty::new();
-    let consent = TtyConsent::at(pty.slave.clone(), GUARD);
+    let pty = PseudoTerminal::new().unwrap();
+    let consent = TtyConsent::at(pty.path().to_owned(), GUARD);
     let (_, _, view) = open_round(Arc::new(DelegatedConsent::default()));
     // The person answers the `n`th prompt with `keys` once it is on the screen.
     let answer = |n: usize, keys: &str| {
         std::thread::scope(|s| {
             s.spawn(|| {
-                let started = Instant::now();
-                while pty.shown.lock().unwrap().matches("[y/N]").count() < n {
-                    assert!(started.elapsed() < GUARD, "prompt {n} never came");
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                pty.type_keys(keys);
+                assert!(pty.wait_for("[y/N]", n, GUARD), "prompt {n} never came");
+                pty.type_keys(keys).unwrap();
             });
             consent.request_consent(&prompt(&view)).unwrap().decision
         })

@@ -1,9 +1,7 @@
-//! The terminal's input for `--consent tty`, read for one prompt at a time. What was typed
-//! before the prompt is drawn is discarded ([`discard_typed_ahead`], just before), so a `y`
-//! typed ahead (for an earlier prompt, or by a process that could write to the terminal
-//! before the screen appeared) is never taken for consent to a screen nobody saw; and a
-//! person who does not answer by the deadline is an error, which the gate turns into a
-//! denial, instead of a wait without end.
+//! The terminal's input for `--consent tty`, read for one prompt at a time: a person who does
+//! not answer by the deadline is an error, which the gate turns into a denial, instead of a
+//! wait without end. (What was typed before the prompt is discarded just before it is drawn:
+//! `TerminalConsent::with_before_prompt`.)
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -53,14 +51,6 @@ impl Read for TtyInput {
     }
 }
 
-/// Drop what was typed on the terminal `file` and not read yet. Called before a prompt is
-/// drawn, not after: whatever the person types once the screen is there counts.
-#[cfg(unix)]
-pub fn discard_typed_ahead(file: &File) {
-    // Not a terminal (a test's file standing in for one): nothing was typed ahead.
-    let _ = rustix::termios::tcflush(file, rustix::termios::QueueSelector::IFlush);
-}
-
 #[cfg(unix)]
 fn wait_readable(file: &File, deadline: Instant) -> io::Result<()> {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -81,10 +71,6 @@ fn wait_readable(file: &File, deadline: Instant) -> io::Result<()> {
         }
     }
 }
-
-/// Nothing to drop where there is no unix terminal (`wait_readable` refuses to ask).
-#[cfg(not(unix))]
-pub fn discard_typed_ahead(_: &File) {}
 
 #[cfg(not(unix))]
 fn wait_readable(_: &File, _: Instant) -> io::Result<()> {

@@ -22,6 +22,16 @@ pub struct TerminalConsent {
     counter: std::sync::atomic::AtomicU64,
     method: ConsentMethod,
     views: LastView,
+    before_prompt: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+/// Drop what was typed on `terminal` and not read yet: called just before a consent screen
+/// is drawn, so that a `y` typed ahead (for an earlier prompt, or before the screen was
+/// there) is never taken for consent to a screen nobody saw. Not a terminal (a pipe, a
+/// test's file): nothing was typed ahead, nothing to drop.
+#[cfg(unix)]
+pub fn discard_typed_ahead(terminal: &impl std::os::fd::AsFd) {
+    let _ = rustix::termios::tcflush(terminal, rustix::termios::QueueSelector::IFlush);
 }
 
 impl std::fmt::Debug for TerminalConsent {
@@ -48,7 +58,15 @@ impl TerminalConsent {
             counter: std::sync::atomic::AtomicU64::new(1),
             method: ConsentMethod::UserAtScreen,
             views: LastView::default(),
+            before_prompt: None,
         }
+    }
+
+    /// Run `before` just before each consent screen is drawn: on a terminal, discard what
+    /// was typed ahead ([`discard_typed_ahead`]).
+    pub fn with_before_prompt(mut self, before: impl Fn() + Send + Sync + 'static) -> Self {
+        self.before_prompt = Some(Box::new(before));
+        self
     }
 
     /// Render from `views` the view a client already read for the round (by its bytes).
@@ -70,6 +88,9 @@ impl Consent for TerminalConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
         let (shown, readable) = self.views.render(&prompt.view_json);
         let answers = render_answers(&prompt.responses_json);
+        if let Some(before) = &self.before_prompt {
+            before();
+        }
         {
             let mut out = self.output.lock().unwrap_or_else(PoisonError::into_inner);
             write!(
