@@ -1,0 +1,42 @@
+//! Deeper configurations, sampled: three gates over two rounds and a reused id, with each
+//! fault set placed anywhere, by shuttle's PCT scheduler. A few hundred schedules each in
+//! the test command; `MRTR_GATE_CHECK_DEEP=1` runs many more, and the three-gate
+//! configurations exhaustively (best with `--release`: docs/testing.md).
+
+use mrtr_gate_checker::configs;
+use mrtr_gate_checker::{Search, explore};
+
+/// Whether the big run was asked for.
+fn deep() -> bool {
+    std::env::var("MRTR_GATE_CHECK_DEEP").is_ok_and(|v| v == "1")
+}
+
+fn sample(name: &'static str, faults: Vec<mrtr_gate_checker::world::Fault>) {
+    let (iterations, depth) = if deep() { (20_000, 6) } else { (150, 3) };
+    let config = configs::three_gates_two_rounds(name, faults);
+    let explored = explore(config, Search::Pct { iterations, depth });
+    println!(
+        "{name}: {} PCT schedules (depth {depth}) in {:.1?}, finding F1 in {}",
+        explored.schedules, explored.elapsed, explored.end_races
+    );
+    assert_eq!(explored.schedules, iterations);
+}
+
+#[test]
+fn three_gates_two_rounds_under_every_fault_set() {
+    for (name, faults) in configs::fault_sets() {
+        sample(name, faults);
+    }
+}
+
+#[test]
+fn three_gates_race_for_one_round_every_schedule_when_deep() {
+    if !deep() {
+        return;
+    }
+    let explored = explore(configs::race_three_gates(), Search::Dfs(None));
+    println!(
+        "race_three_gates: every schedule explored, {} schedules in {:.1?}",
+        explored.schedules, explored.elapsed
+    );
+}
