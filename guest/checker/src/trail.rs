@@ -158,7 +158,7 @@ pub fn check_end(world: &World) -> Result<(), String> {
         mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str))
             .map_err(|b| format!("the trail's chain does not verify: {b:?}"))?;
         let report = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
-        // Finding F1, where noted, is also the reconciliation's `after_terminal` finding.
+        // Where finding F1 is noted, the reconciliation is not held to be clean.
         if !report.clean() && !world.end_race_seen() {
             return Err(format!(
                 "the trail does not reconcile: {}",

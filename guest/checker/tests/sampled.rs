@@ -1,5 +1,5 @@
 //! Deeper configurations, sampled: three gates over two rounds and a reused id, with each
-//! fault set placed anywhere, by shuttle's PCT scheduler. A few hundred schedules each in
+//! fault set placed anywhere, by shuttle's PCT scheduler. 400 schedules each in
 //! the test command; `MRTR_GATE_CHECK_DEEP=1` runs many more, and the three-gate
 //! configurations exhaustively (best with `--release`: docs/testing.md).
 
@@ -11,8 +11,17 @@ fn deep() -> bool {
     std::env::var("MRTR_GATE_CHECK_DEEP").is_ok_and(|v| v == "1")
 }
 
+/// Schedules per fault set: `MRTR_GATE_CHECK_ITERATIONS`, else 20,000 deep and 400 in the
+/// test command.
+fn iterations() -> usize {
+    std::env::var("MRTR_GATE_CHECK_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if deep() { 20_000 } else { 400 })
+}
+
 fn sample(name: &'static str, faults: Vec<mrtr_gate_checker::world::Fault>) {
-    let (iterations, depth) = if deep() { (20_000, 6) } else { (150, 3) };
+    let (iterations, depth) = (iterations(), if deep() { 6 } else { 3 });
     let config = configs::three_gates_two_rounds(name, faults);
     let explored = explore(config, Search::Pct { iterations, depth });
     println!(
