@@ -181,6 +181,7 @@ pub fn fault_sets() -> Vec<(&'static str, Vec<Fault>)> {
             vec![
                 Fault::SinkRefuse,
                 Fault::ConsentRefuse,
+                Fault::SinkReadbackLost,
                 Fault::ConsentOtherView,
             ],
         ),
@@ -194,6 +195,7 @@ pub fn fault_sets() -> Vec<(&'static str, Vec<Fault>)> {
                 Fault::Evict(1),
                 Fault::SinkRefuse,
                 Fault::Kill(0),
+                Fault::SinkReadbackLost,
                 Fault::ClockForward(PAST_LIFETIME_MS),
                 Fault::LoseCounter,
             ],

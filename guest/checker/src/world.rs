@@ -8,7 +8,7 @@ use mrtr_gate_core::host::{
     AppendOutcome, Audit, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt,
     ConsentReceipt, DuePage, HostError, ReadKey, Versioned, Write,
 };
-use mrtr_gate_core::memory::MemoryAudit;
+use mrtr_gate_core::memory::{AuditFault, MemoryAudit};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -96,6 +96,9 @@ pub enum Fault {
     ClockBack(u64),
     /// The audit sink refuses the next append.
     SinkRefuse,
+    /// The audit sink writes the next append but its read-back finds nothing (a write lost
+    /// on the way to the durable medium).
+    SinkReadbackLost,
     /// The next consent asked is refused.
     ConsentRefuse,
     /// The next consent asked is granted for another view.
@@ -120,6 +123,7 @@ pub struct World {
     store: Mutex<StoreState>,
     sink: MemoryAudit,
     sink_refuse_next: Mutex<bool>,
+    sink_lose_next: Mutex<bool>,
     clock: Mutex<u64>,
     consent: Mutex<ConsentState>,
     killed: Mutex<BTreeSet<usize>>,
@@ -144,6 +148,7 @@ impl World {
             store: Mutex::new(StoreState::new()),
             sink: MemoryAudit::new(),
             sink_refuse_next: Mutex::new(false),
+            sink_lose_next: Mutex::new(false),
             clock: Mutex::new(T0),
             consent: Mutex::new(ConsentState::default()),
             killed: Mutex::new(BTreeSet::new()),
@@ -269,6 +274,10 @@ impl World {
             }
             Fault::SinkRefuse => {
                 *lock(&self.sink_refuse_next) = true;
+                *lock(&self.faults_in_sink) = true;
+            }
+            Fault::SinkReadbackLost => {
+                *lock(&self.sink_lose_next) = true;
                 *lock(&self.faults_in_sink) = true;
             }
             Fault::ConsentRefuse => lock(&self.consent).refuse_next = true,
@@ -404,6 +413,12 @@ impl World {
     pub fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         if std::mem::take(&mut *lock(&self.sink_refuse_next)) {
             return Err(HostError::new("audit sink refused the write (injected)"));
+        }
+        if std::mem::take(&mut *lock(&self.sink_lose_next)) {
+            self.sink.set_fault(AuditFault::LoseWrites);
+            let outcome = self.sink.append(entry);
+            self.sink.set_fault(AuditFault::None);
+            return outcome;
         }
         self.sink.append(entry)
     }
