@@ -1,0 +1,204 @@
+//! The configurations explored (docs/testing.md, "The schedule checker"). Every round the
+//! server sends carries a `requestState` of its own (`S1`, `S2`, ...), so a state submitted
+//! twice is a round used twice.
+
+use crate::scenario::{Config, Msg, Op, User};
+use crate::world::{Fault, VersionsAfterLoss};
+
+/// The binding's lifetime under the default policy, and past it.
+const PAST_LIFETIME_MS: u64 = 5 * 60 * 1000 + 1_000;
+/// Further back than the gate's clock-skew tolerance.
+const SET_BACK_MS: u64 = 10_000;
+
+fn retry(id: i64, retry_id: i64) -> Op {
+    Op::Retry {
+        id,
+        retry_id,
+        user: User::Owner,
+    }
+}
+
+/// Gate 0 registers request 1 and accepts the server's round `S1` on it: its cache holds it.
+fn round_one_at_gate_zero() -> Vec<Op> {
+    vec![Op::Register(1), Op::Respond(1, Msg::Round("S1"))]
+}
+
+/// Two gates race to use round `S1`: gate 0, which holds it in its cache, and gate 1, which
+/// reads it from the store. Exactly one may win.
+pub fn race_two_gates() -> Config {
+    let mut config = race_three_gates();
+    config.name = "race_two_gates";
+    config.gates.truncate(2);
+    config
+}
+
+/// Three gates race to use round `S1`: gate 0 (which holds it in its cache) and gate 1
+/// build a retry, gate 2 takes a client's own retry of it. Exactly one may win.
+pub fn race_three_gates() -> Config {
+    Config {
+        name: "race_three_gates",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![
+            vec![retry(1, 101)],
+            vec![retry(1, 102)],
+            vec![Op::ClientRetry {
+                id: 1,
+                retry_id: 103,
+                state: "S1",
+            }],
+        ],
+        faults: vec![],
+        tolerate_end_race: false,
+    }
+}
+
+/// Round `S1` retried at gate 0, the server's round delivered again at gate 1 (a duplicate,
+/// or a replay once used), and the call cancelled at gate 2.
+pub fn retry_replay_cancel() -> Config {
+    Config {
+        name: "retry_replay_cancel",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![
+            vec![retry(1, 101)],
+            vec![Op::Respond(1, Msg::Round("S1"))],
+            vec![Op::Finish(1)],
+        ],
+        faults: vec![],
+        tolerate_end_race: false,
+    }
+}
+
+/// The restart defect's configuration (issue 26; fixed by commit 9b4e630). Gate 0 holds
+/// round `S1` of request 1 in its cache; through gate 1 the round was used and the request
+/// completed. Then, anywhere the scheduler places it, the store restarts empty, while
+/// gate 1 registers request 1 again (the client reuses the id) and accepts its round `S2`,
+/// and gate 0 retries round `S1` from what it holds. Under `mode` the store's versions
+/// after the restart are new ([`VersionsAfterLoss::NewEpoch`]) or start again at 1
+/// ([`VersionsAfterLoss::RestartAtOne`], the stores before that commit).
+pub fn restart_after_use(mode: VersionsAfterLoss) -> Config {
+    Config {
+        name: match mode {
+            VersionsAfterLoss::NewEpoch => "restart_after_use",
+            VersionsAfterLoss::RestartAtOne => "restart_after_use_counter_from_one",
+        },
+        mode,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![retry(1, 101), Op::Respond(101, Msg::Complete)],
+        gates: vec![
+            vec![retry(1, 102)],
+            vec![Op::Register(1), Op::Respond(1, Msg::Round("S2"))],
+        ],
+        faults: vec![Fault::StoreRestart],
+        tolerate_end_race: false,
+    }
+}
+
+/// Gate 0's process dies between any two host calls while it uses round `S1` (or before,
+/// or after), and a fresh process (empty cache) retries it again under a new id: the round
+/// is used at most once, and a retry returned always has its `submitted` event.
+pub fn kill_mid_retry() -> Config {
+    Config {
+        name: "kill_mid_retry",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![vec![retry(1, 101), retry(1, 104)]],
+        faults: vec![Fault::Kill(0)],
+        tolerate_end_race: false,
+    }
+}
+
+/// Three gates over two rounds of one request (`S1` with a form, then `S2` state only) and a
+/// second request on the reused id (`S3`), with duplicates, replays, a client's retry,
+/// another user's retry, a cancel and an expiry sweep; `faults` placed anywhere.
+pub fn three_gates_two_rounds(name: &'static str, faults: Vec<Fault>) -> Config {
+    Config {
+        name,
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![
+            vec![
+                retry(1, 101),
+                Op::Respond(101, Msg::StateOnly("S2")),
+                retry(101, 102),
+                Op::Respond(102, Msg::Complete),
+            ],
+            vec![
+                Op::Respond(1, Msg::Round("S1")),
+                retry(1, 201),
+                Op::ClientRetry {
+                    id: 101,
+                    retry_id: 202,
+                    state: "S2",
+                },
+                Op::Finish(101),
+                Op::Register(1),
+                Op::Respond(1, Msg::Round("S3")),
+            ],
+            vec![
+                Op::Retry {
+                    id: 1,
+                    retry_id: 301,
+                    user: User::Other,
+                },
+                Op::Respond(101, Msg::StateOnly("S2")),
+                Op::Expire,
+                retry(1, 302),
+            ],
+        ],
+        faults,
+        tolerate_end_race: true,
+    }
+}
+
+/// The fault sets the sampled runs of [`three_gates_two_rounds`] use.
+pub fn fault_sets() -> Vec<(&'static str, Vec<Fault>)> {
+    vec![
+        ("deep_no_faults", vec![]),
+        (
+            "deep_store_faults",
+            vec![Fault::StoreRestart, Fault::LoseCounter, Fault::Evict(101)],
+        ),
+        (
+            "deep_processes_die",
+            vec![Fault::Kill(0), Fault::Kill(1), Fault::Kill(2)],
+        ),
+        (
+            "deep_clock",
+            vec![
+                Fault::ClockBack(SET_BACK_MS),
+                Fault::ClockForward(SET_BACK_MS),
+                Fault::ClockForward(PAST_LIFETIME_MS),
+            ],
+        ),
+        (
+            "deep_sink_and_consent",
+            vec![
+                Fault::SinkRefuse,
+                Fault::ConsentRefuse,
+                Fault::SinkReadbackLost,
+                Fault::ConsentOtherView,
+            ],
+        ),
+        (
+            "deep_all_faults",
+            vec![
+                Fault::ConsentOtherView,
+                Fault::Kill(1),
+                Fault::StoreRestart,
+                Fault::ClockBack(SET_BACK_MS),
+                Fault::Evict(1),
+                Fault::SinkRefuse,
+                Fault::Kill(0),
+                Fault::SinkReadbackLost,
+                Fault::ClockForward(PAST_LIFETIME_MS),
+                Fault::LoseCounter,
+            ],
+        ),
+    ]
+}

@@ -1,0 +1,183 @@
+//! The invariants, read off the audit trail the gates wrote (and the consent receipts the
+//! world issued): checked after every line written and at the end of every run.
+
+use crate::world::World;
+use mrtr_gate_core::host::ConsentDecision;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// An invariant broken, with the host calls that led to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant, and the events that break it.
+    pub what: String,
+    /// Every host call and fault of the run up to the violation, in order.
+    pub log: Vec<String>,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "invariant broken: {}", self.what)?;
+        writeln!(f, "host calls and faults, in order:")?;
+        for line in &self.log {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+fn field<'a>(e: &'a Value, name: &str) -> &'a Value {
+    e.get(name).unwrap_or(&Value::Null)
+}
+
+fn kind(e: &Value) -> &str {
+    field(e, "event").as_str().unwrap_or("")
+}
+
+/// The same binding (server and original id).
+fn same_binding(a: &Value, b: &Value) -> bool {
+    field(a, "server") == field(b, "server") && field(a, "request_id") == field(b, "request_id")
+}
+
+/// The same round of the same binding, as the events name it.
+fn same_round(a: &Value, b: &Value) -> bool {
+    same_binding(a, b)
+        && ["round", "view_sha256", "state_sha256"]
+            .iter()
+            .all(|f| field(a, f) == field(b, f))
+}
+
+fn brief(e: &Value) -> String {
+    format!(
+        "seq {} {} request_id {} round {} retry_id {}",
+        field(e, "seq"),
+        kind(e),
+        field(e, "request_id"),
+        field(e, "round"),
+        field(e, "retry_id")
+    )
+}
+
+/// The invariants over `lines`, the whole trail so far, in order.
+pub fn check(lines: &[String], world: &World) -> Result<(), String> {
+    let events: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+        .collect();
+    // Each `submitted` consumes the `received` event of its round: at most one per round
+    // received (a requestState the server sends again, to a new binding, is a new round).
+    let mut consumed: BTreeMap<usize, &Value> = BTreeMap::new();
+    for (i, s) in events.iter().enumerate() {
+        if kind(s) != "submitted" {
+            continue;
+        }
+        let before = events.get(..i).unwrap_or(&[]);
+        // The round was received (the last time it was, if more than once).
+        let Some(at) = before
+            .iter()
+            .rposition(|r| kind(r) == "received" && same_round(r, s))
+        else {
+            return Err(format!(
+                "submitted without its round received: {}",
+                brief(s)
+            ));
+        };
+        if let Some(first) = consumed.insert(at, s) {
+            return Err(format!(
+                "a round (one requestState digest) submitted twice: {} and {}",
+                brief(first),
+                brief(s)
+            ));
+        }
+        let since = before.get(at..).unwrap_or(&[]);
+        // Nothing built after the binding's terminal event.
+        if let Some(t) = since
+            .iter()
+            .find(|t| kind(t) == "terminal" && same_binding(t, s))
+        {
+            if world.tolerates_end_race() {
+                world.saw_end_race();
+                continue;
+            }
+            return Err(format!(
+                "submitted after its binding ended: {} after {}",
+                brief(s),
+                brief(t)
+            ));
+        }
+        // Consent for exactly this view (the answers are checked where the retry is returned,
+        // [`crate::scenario`]), or none needed.
+        match field(s, "consent_receipt_id").as_str() {
+            Some(receipt) => {
+                let consented = since.iter().any(|c| {
+                    kind(c) == "consented"
+                        && same_round(c, s)
+                        && field(c, "consent_receipt_id") == field(s, "consent_receipt_id")
+                });
+                if !consented {
+                    return Err(format!(
+                        "submitted without its consented event: {}",
+                        brief(s)
+                    ));
+                }
+                match world.receipt(receipt) {
+                    Some((ConsentDecision::Granted, view, _))
+                        if Some(view.as_str()) == field(s, "view_sha256").as_str() => {}
+                    other => {
+                        return Err(format!(
+                            "submitted on a receipt not granted for its view: {} ({other:?})",
+                            brief(s)
+                        ));
+                    }
+                }
+            }
+            None => {
+                let asked = since
+                    .first()
+                    .map(|r| field(r, "input_kinds"))
+                    .is_some_and(|k| k.as_array().is_some_and(|a| !a.is_empty()));
+                if asked {
+                    return Err(format!(
+                        "submitted without consent for a round that asked for input: {}",
+                        brief(s)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The invariants of a whole run, once every gate is done: the last line's, then the trail's
+/// chain and reconciliation (when no fault touched the sink), then every retry returned has
+/// its `submitted` event.
+pub fn check_end(world: &World) -> Result<(), String> {
+    let lines = world.lines();
+    check(&lines, world)?;
+    if !world.sink_faulted() {
+        mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str))
+            .map_err(|b| format!("the trail's chain does not verify: {b:?}"))?;
+        let report = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
+        // Where finding F1 is noted, the reconciliation is not held to be clean.
+        if !report.clean() && !world.end_race_seen() {
+            return Err(format!(
+                "the trail does not reconcile: {}",
+                report.to_json()
+            ));
+        }
+    }
+    let submitted: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| kind(e) == "submitted")
+        .map(|e| field(&e, "retry_id").clone())
+        .collect();
+    for built in world.built() {
+        if !submitted.contains(&built) {
+            return Err(format!(
+                "a retry returned to its caller has no submitted event: retry_id {built}"
+            ));
+        }
+    }
+    Ok(())
+}

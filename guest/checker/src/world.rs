@@ -1,0 +1,437 @@
+//! The hosts every gate of a run shares, as one world: the store, the audit sink, the clock
+//! and the consent provider, with the faults a run may inject into them and the log of every
+//! host call made. Nothing here yields to the scheduler: the per-gate wrappers
+//! ([`crate::gate_host`]) do, before each call, so every call is one atomic step.
+
+use crate::trail::{self, Violation};
+use mrtr_gate_core::host::{
+    AppendOutcome, Audit, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt,
+    ConsentReceipt, DuePage, HostError, ReadKey, Versioned, Write,
+};
+use mrtr_gate_core::memory::{AuditFault, MemoryAudit};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The time every run starts at.
+pub const T0: u64 = 1_700_000_000_000;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The checker runs one thread at a time (shuttle), and every update is a single step:
+    // a lock poisoned by a failing run still holds consistent data for its report.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the store's versions do when it loses its data or its counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionsAfterLoss {
+    /// The storage contract since commit 9b4e630 (wit/gate.wit, `storage`): a new life,
+    /// its own epoch in the high 32 bits, so no version comes round again.
+    NewEpoch,
+    /// The counter starts again at 1, as the Redis store did before that commit (its counter
+    /// was an ordinary key, lost with the rest): versions a gate may still hold come round.
+    RestartAtOne,
+}
+
+/// One key of the store.
+#[derive(Clone, Debug)]
+struct Slot {
+    value: String,
+    version: u64,
+    expires_at_ms: u64,
+}
+
+/// The shared store's state: keys, the counter of the current life and its epoch.
+#[derive(Debug)]
+struct StoreState {
+    slots: BTreeMap<String, Slot>,
+    epoch: u64,
+    counter: u64,
+}
+
+impl StoreState {
+    fn new() -> Self {
+        Self {
+            slots: BTreeMap::new(),
+            epoch: 0,
+            counter: 0,
+        }
+    }
+
+    fn live(&self, key: &str, now: u64) -> Option<&Slot> {
+        self.slots.get(key).filter(|s| s.expires_at_ms > now)
+    }
+
+    fn next_version(&mut self) -> u64 {
+        self.counter = self.counter.saturating_add(1);
+        (self.epoch << 32) | self.counter
+    }
+
+    /// The counter is lost: a new life, as `mode` says.
+    fn lose_counter(&mut self, mode: VersionsAfterLoss) {
+        match mode {
+            // Deterministic (a schedule replays exactly), and never an epoch used before.
+            VersionsAfterLoss::NewEpoch => self.epoch = self.epoch.saturating_add(1),
+            VersionsAfterLoss::RestartAtOne => {}
+        }
+        self.counter = 0;
+    }
+}
+
+/// A fault the checker may place anywhere in a run (the fault thread applies them in order,
+/// each at a point the scheduler picks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The store restarts empty (or is flushed): every key and the counter lost.
+    StoreRestart,
+    /// The store loses its version counter and keeps its keys.
+    LoseCounter,
+    /// The store evicts the key of this request id (its record or retry pointer).
+    Evict(i64),
+    /// The process of this gate dies: its next host call fails and does nothing, and a
+    /// fresh gate (no cache) takes its place before its next operation.
+    Kill(usize),
+    /// The clock jumps forward by this much.
+    ClockForward(u64),
+    /// The clock is set back by this much.
+    ClockBack(u64),
+    /// The audit sink refuses the next append.
+    SinkRefuse,
+    /// The audit sink writes the next append but its read-back finds nothing (a write lost
+    /// on the way to the durable medium).
+    SinkReadbackLost,
+    /// The next consent asked is refused.
+    ConsentRefuse,
+    /// The next consent asked is granted for another view.
+    ConsentOtherView,
+}
+
+/// The consent faults armed, each for the next prompt.
+#[derive(Debug, Default)]
+struct ConsentState {
+    refuse_next: bool,
+    other_view_next: bool,
+    issued: u64,
+    /// Every receipt issued, by id: (decision, view digest, answers digest).
+    receipts: BTreeMap<String, (ConsentDecision, String, String)>,
+}
+
+/// Everything the gates of one run share.
+pub struct World {
+    mode: VersionsAfterLoss,
+    tolerate_end_race: bool,
+    end_race_seen: Mutex<bool>,
+    store: Mutex<StoreState>,
+    sink: MemoryAudit,
+    sink_refuse_next: Mutex<bool>,
+    sink_lose_next: Mutex<bool>,
+    clock: Mutex<u64>,
+    consent: Mutex<ConsentState>,
+    killed: Mutex<BTreeSet<usize>>,
+    faults_in_sink: Mutex<bool>,
+    faults_in_store: Mutex<bool>,
+    /// Every host call made, in the order made.
+    log: Mutex<Vec<String>>,
+    /// The first invariant broken, with the log up to it.
+    violation: Mutex<Option<Violation>>,
+    /// The retry ids of the retries the gates returned.
+    built: Mutex<Vec<serde_json::Value>>,
+}
+
+impl World {
+    /// A world whose store follows `mode` after a loss; `tolerate_end_race`: finding F1 is
+    /// noted ([`World::end_race_seen`]), not a violation.
+    pub fn new(mode: VersionsAfterLoss, tolerate_end_race: bool) -> Self {
+        Self {
+            mode,
+            tolerate_end_race,
+            end_race_seen: Mutex::new(false),
+            store: Mutex::new(StoreState::new()),
+            sink: MemoryAudit::new(),
+            sink_refuse_next: Mutex::new(false),
+            sink_lose_next: Mutex::new(false),
+            clock: Mutex::new(T0),
+            consent: Mutex::new(ConsentState::default()),
+            killed: Mutex::new(BTreeSet::new()),
+            faults_in_sink: Mutex::new(false),
+            faults_in_store: Mutex::new(false),
+            log: Mutex::new(Vec::new()),
+            violation: Mutex::new(None),
+            built: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Note a step in the log.
+    pub fn note(&self, line: String) {
+        lock(&self.log).push(line);
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> Vec<String> {
+        lock(&self.log).clone()
+    }
+
+    /// Keep the first violation seen.
+    pub fn violated(&self, what: String) {
+        let mut v = lock(&self.violation);
+        if v.is_none() {
+            self.note(format!("VIOLATION {what}"));
+            *v = Some(Violation {
+                what,
+                log: self.log(),
+            });
+        }
+    }
+
+    /// The first violation seen, if any.
+    pub fn violation(&self) -> Option<Violation> {
+        lock(&self.violation).clone()
+    }
+
+    /// Whether finding F1 is noted rather than failed.
+    pub fn tolerates_end_race(&self) -> bool {
+        self.tolerate_end_race
+    }
+
+    /// Note that finding F1 occurred in this run.
+    pub fn saw_end_race(&self) {
+        *lock(&self.end_race_seen) = true;
+    }
+
+    /// Whether finding F1 occurred in this run.
+    pub fn end_race_seen(&self) -> bool {
+        *lock(&self.end_race_seen)
+    }
+
+    /// Whether a fault was injected in the sink.
+    pub fn sink_faulted(&self) -> bool {
+        *lock(&self.faults_in_sink)
+    }
+
+    /// Whether the store lost data or its counter.
+    pub fn store_faulted(&self) -> bool {
+        *lock(&self.faults_in_store)
+    }
+
+    /// Every line the sink holds.
+    pub fn lines(&self) -> Vec<String> {
+        self.sink.entries().into_iter().map(|e| e.line).collect()
+    }
+
+    /// A retry a gate returned (by its retry id).
+    pub fn record_built(&self, retry_id: serde_json::Value) {
+        lock(&self.built).push(retry_id);
+    }
+
+    /// The retry ids of every retry returned.
+    pub fn built(&self) -> Vec<serde_json::Value> {
+        lock(&self.built).clone()
+    }
+
+    /// The receipt issued under `id`: (decision, view digest, answers digest).
+    pub fn receipt(&self, id: &str) -> Option<(ConsentDecision, String, String)> {
+        lock(&self.consent).receipts.get(id).cloned()
+    }
+
+    /// Whether `gate`'s process is dead (killed, not replaced yet).
+    pub fn is_dead(&self, gate: usize) -> bool {
+        lock(&self.killed).contains(&gate)
+    }
+
+    /// Replace `gate`'s process if it died: true when it had.
+    pub fn revive(&self, gate: usize) -> bool {
+        lock(&self.killed).remove(&gate)
+    }
+
+    /// Apply `fault` now.
+    pub fn inject(&self, fault: Fault) {
+        self.note(format!("FAULT {fault:?}"));
+        match fault {
+            Fault::StoreRestart => {
+                let mut s = lock(&self.store);
+                s.slots.clear();
+                s.lose_counter(self.mode);
+                *lock(&self.faults_in_store) = true;
+            }
+            Fault::LoseCounter => {
+                lock(&self.store).lose_counter(self.mode);
+                *lock(&self.faults_in_store) = true;
+            }
+            Fault::Evict(id) => {
+                let suffix = format!("/{id}");
+                lock(&self.store).slots.retain(|k, _| !k.ends_with(&suffix));
+                *lock(&self.faults_in_store) = true;
+            }
+            Fault::Kill(gate) => {
+                lock(&self.killed).insert(gate);
+            }
+            Fault::ClockForward(ms) => {
+                let mut c = lock(&self.clock);
+                *c = c.saturating_add(ms);
+            }
+            Fault::ClockBack(ms) => {
+                let mut c = lock(&self.clock);
+                *c = c.saturating_sub(ms);
+            }
+            Fault::SinkRefuse => {
+                *lock(&self.sink_refuse_next) = true;
+                *lock(&self.faults_in_sink) = true;
+            }
+            Fault::SinkReadbackLost => {
+                *lock(&self.sink_lose_next) = true;
+                *lock(&self.faults_in_sink) = true;
+            }
+            Fault::ConsentRefuse => lock(&self.consent).refuse_next = true,
+            Fault::ConsentOtherView => lock(&self.consent).other_view_next = true,
+        }
+    }
+
+    /// The clock.
+    pub fn now_ms(&self) -> u64 {
+        *lock(&self.clock)
+    }
+
+    /// `Storage::read`, keys live by the world's clock.
+    pub fn read(&self, keys: &[ReadKey<'_>]) -> Vec<Versioned> {
+        let now = self.now_ms();
+        let s = lock(&self.store);
+        keys.iter()
+            .map(|k| match s.live(k.key, now) {
+                Some(slot) => Versioned {
+                    value: if have_of(k) == slot.version {
+                        String::new()
+                    } else {
+                        slot.value.clone()
+                    },
+                    version: slot.version,
+                },
+                None => Versioned::absent(),
+            })
+            .collect()
+    }
+
+    /// `Storage::write`: compare-and-swaps in order, stopping at the first that loses.
+    pub fn write(&self, writes: &[Write<'_>]) -> Vec<u64> {
+        let now = self.now_ms();
+        let mut s = lock(&self.store);
+        let mut applied = Vec::with_capacity(writes.len());
+        for w in writes {
+            let current = s.live(w.key, now).map_or(0, |slot| slot.version);
+            if current != w.expected {
+                break;
+            }
+            match w.value {
+                None => {
+                    s.slots.remove(w.key);
+                    applied.push(0);
+                }
+                Some(text) => {
+                    let version = s.next_version();
+                    s.slots.insert(
+                        w.key.to_owned(),
+                        Slot {
+                            value: text.to_owned(),
+                            version,
+                            expires_at_ms: now.saturating_add(w.ttl_ms),
+                        },
+                    );
+                    applied.push(version);
+                }
+            }
+        }
+        applied
+    }
+
+    /// `Storage::list_due`: deadline order, the cursor the last (deadline, key) listed.
+    pub fn list_due(
+        &self,
+        due_by_ms: u64,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<DuePage, HostError> {
+        if limit == 0 {
+            return Err(HostError::new("list-due limit is 0"));
+        }
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(
+                c.split_once(':')
+                    .and_then(|(d, k)| Some((d.parse::<u64>().ok()?, k.to_owned())))
+                    .ok_or_else(|| HostError::new("list-due cursor not made by this store"))?,
+            ),
+        };
+        let now = self.now_ms();
+        let s = lock(&self.store);
+        let mut due: Vec<(u64, String)> = s
+            .slots
+            .iter()
+            .filter(|(_, slot)| slot.expires_at_ms > now && slot.expires_at_ms <= due_by_ms)
+            .map(|(k, slot)| (slot.expires_at_ms, k.clone()))
+            .filter(|entry| after.as_ref().is_none_or(|a| entry > a))
+            .collect();
+        due.sort();
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let more = due.len() > limit;
+        due.truncate(limit);
+        let next = match due.last() {
+            Some((d, k)) if more => Some(format!("{d}:{k}")),
+            _ => None,
+        };
+        Ok(DuePage {
+            keys: due.into_iter().map(|(_, k)| k).collect(),
+            next,
+        })
+    }
+
+    /// `Consent::request_consent`: granted for exactly the prompt unless a fault is armed.
+    pub fn consent(&self, prompt: &ConsentPrompt) -> ConsentReceipt {
+        let mut c = lock(&self.consent);
+        c.issued = c.issued.saturating_add(1);
+        let mut receipt = ConsentReceipt {
+            receipt_id: format!("receipt-{}", c.issued),
+            decision: ConsentDecision::Granted,
+            method: ConsentMethod::PresetAnswers,
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        };
+        if std::mem::take(&mut c.refuse_next) {
+            receipt.decision = ConsentDecision::Refused;
+        } else if std::mem::take(&mut c.other_view_next) {
+            receipt.view_sha256 = "0".repeat(64);
+        }
+        c.receipts.insert(
+            receipt.receipt_id.clone(),
+            (
+                receipt.decision,
+                receipt.view_sha256.clone(),
+                receipt.responses_sha256.clone(),
+            ),
+        );
+        receipt
+    }
+
+    /// `Audit::append`.
+    pub fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        if std::mem::take(&mut *lock(&self.sink_refuse_next)) {
+            return Err(HostError::new("audit sink refused the write (injected)"));
+        }
+        if std::mem::take(&mut *lock(&self.sink_lose_next)) {
+            self.sink.set_fault(AuditFault::LoseWrites);
+            let outcome = self.sink.append(entry);
+            self.sink.set_fault(AuditFault::None);
+            return outcome;
+        }
+        self.sink.append(entry)
+    }
+
+    /// The trail's invariants over every line the sink holds (after each line written).
+    pub fn check_trail(&self) {
+        if let Err(what) = trail::check(&self.lines(), self) {
+            self.violated(what);
+        }
+    }
+}
+
+/// The version a reader holds of a key (0: none).
+fn have_of(k: &ReadKey<'_>) -> u64 {
+    k.have
+}

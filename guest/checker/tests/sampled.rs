@@ -1,0 +1,53 @@
+//! Deeper configurations, sampled: three gates over two rounds and a reused id, with each
+//! fault set placed anywhere, by shuttle's PCT scheduler. 400 schedules each in
+//! the test command; `MRTR_GATE_CHECK_DEEP=1` runs many more, and the first 200,000
+//! schedules of three gates racing for one round (best with `--release`: docs/testing.md).
+
+use mrtr_gate_checker::configs;
+use mrtr_gate_checker::{Search, explore};
+
+/// Whether the big run was asked for.
+fn deep() -> bool {
+    std::env::var("MRTR_GATE_CHECK_DEEP").is_ok_and(|v| v == "1")
+}
+
+/// Schedules per fault set: `MRTR_GATE_CHECK_ITERATIONS`, else 20,000 deep and 400 in the
+/// test command.
+fn iterations() -> usize {
+    std::env::var("MRTR_GATE_CHECK_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if deep() { 20_000 } else { 400 })
+}
+
+fn sample(name: &'static str, faults: Vec<mrtr_gate_checker::world::Fault>) {
+    let (iterations, depth) = (iterations(), if deep() { 6 } else { 3 });
+    let config = configs::three_gates_two_rounds(name, faults);
+    let explored = explore(config, Search::Pct { iterations, depth });
+    println!(
+        "{name}: {} PCT schedules (depth {depth}) in {:.1?}, finding F1 in {}",
+        explored.schedules, explored.elapsed, explored.end_races
+    );
+    assert_eq!(explored.schedules, iterations);
+}
+
+#[test]
+fn three_gates_two_rounds_under_every_fault_set() {
+    for (name, faults) in configs::fault_sets() {
+        sample(name, faults);
+    }
+}
+
+/// The first 200,000 schedules of three gates racing for one round, in DFS order: every
+/// schedule of it is out of reach (DFS ran 29 minutes with `--release` without finishing).
+#[test]
+fn three_gates_race_for_one_round_depth_first_when_deep() {
+    if !deep() {
+        return;
+    }
+    let explored = explore(configs::race_three_gates(), Search::Dfs(Some(200_000)));
+    println!(
+        "race_three_gates: {} schedules, depth first, in {:.1?}",
+        explored.schedules, explored.elapsed
+    );
+}
