@@ -50,12 +50,37 @@ pub fn race_three_gates() -> Config {
             }],
         ],
         faults: vec![],
-        tolerate_end_race: false,
+    }
+}
+
+/// Round `S1` retried at gate 0 while gate 1 ends the call (the caller cancels): the retry
+/// and the end may each come first, never a retry audited after the end (finding F1).
+pub fn retry_cancel() -> Config {
+    Config {
+        name: "retry_cancel",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![vec![retry(1, 101)], vec![Op::Finish(1)]],
+        faults: vec![],
+    }
+}
+
+/// Round `S1` retried at gate 0 while the clock passes the binding's lifetime anywhere and
+/// gate 1 sweeps expired bindings: F1's race with the sweep.
+pub fn retry_expire() -> Config {
+    Config {
+        name: "retry_expire",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![vec![retry(1, 101)], vec![Op::Expire]],
+        faults: vec![Fault::ClockForward(PAST_LIFETIME_MS)],
     }
 }
 
 /// Round `S1` retried at gate 0, the server's round delivered again at gate 1 (a duplicate,
-/// or a replay once used), and the call cancelled at gate 2.
+/// or a replay once used), and the call cancelled at gate 2: where F1 was first found.
 pub fn retry_replay_cancel() -> Config {
     Config {
         name: "retry_replay_cancel",
@@ -68,7 +93,6 @@ pub fn retry_replay_cancel() -> Config {
             vec![Op::Finish(1)],
         ],
         faults: vec![],
-        tolerate_end_race: false,
     }
 }
 
@@ -93,7 +117,6 @@ pub fn restart_after_use(mode: VersionsAfterLoss) -> Config {
             vec![Op::Register(1), Op::Respond(1, Msg::Round("S2"))],
         ],
         faults: vec![Fault::StoreRestart],
-        tolerate_end_race: false,
     }
 }
 
@@ -108,7 +131,6 @@ pub fn kill_mid_retry() -> Config {
         earlier: vec![],
         gates: vec![vec![retry(1, 101), retry(1, 104)]],
         faults: vec![Fault::Kill(0)],
-        tolerate_end_race: false,
     }
 }
 
@@ -152,7 +174,6 @@ pub fn three_gates_two_rounds(name: &'static str, faults: Vec<Fault>) -> Config 
             ],
         ],
         faults,
-        tolerate_end_race: true,
     }
 }
 
@@ -201,4 +222,24 @@ pub fn fault_sets() -> Vec<(&'static str, Vec<Fault>)> {
             ],
         ),
     ]
+}
+
+/// The configuration of this name (the names `Config::name` carries, and each fault set of
+/// [`fault_sets`] over [`three_gates_two_rounds`]): what a printed schedule is replayed on.
+pub fn named(name: &str) -> Option<Config> {
+    let config = match name {
+        "race_two_gates" => race_two_gates(),
+        "race_three_gates" => race_three_gates(),
+        "retry_cancel" => retry_cancel(),
+        "retry_expire" => retry_expire(),
+        "retry_replay_cancel" => retry_replay_cancel(),
+        "restart_after_use" => restart_after_use(VersionsAfterLoss::NewEpoch),
+        "restart_after_use_counter_from_one" => restart_after_use(VersionsAfterLoss::RestartAtOne),
+        "kill_mid_retry" => kill_mid_retry(),
+        other => {
+            let (set, faults) = fault_sets().into_iter().find(|(set, _)| *set == other)?;
+            three_gates_two_rounds(set, faults)
+        }
+    };
+    Some(config)
 }

@@ -26,8 +26,6 @@ pub struct Explored {
     pub schedules: usize,
     /// Wall time taken.
     pub elapsed: std::time::Duration,
-    /// Schedules in which finding F1 occurred (only where the configuration notes it).
-    pub end_races: usize,
 }
 
 /// Which shuttle scheduler explores.
@@ -54,15 +52,10 @@ pub fn explore(config: Config, search: Search) -> Explored {
     use shuttle::scheduler::{DfsScheduler, PctScheduler, RandomScheduler};
     let began = std::time::Instant::now();
     let name = config.name;
-    let end_races = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&end_races);
-    let test = move || match run_once(&config) {
-        Ok(outcome) => {
-            if outcome.end_race {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
+    let test = move || {
+        if let Err(v) = run_once(&config) {
+            panic!("configuration {name}: {v}");
         }
-        Err(v) => panic!("configuration {name}: {v}"),
     };
     let settings = settings();
     let schedules = match search {
@@ -79,7 +72,6 @@ pub fn explore(config: Config, search: Search) -> Explored {
     Explored {
         schedules,
         elapsed: began.elapsed(),
-        end_races: end_races.load(std::sync::atomic::Ordering::SeqCst),
     }
 }
 

@@ -96,10 +96,6 @@ pub struct Config {
     pub gates: Vec<Vec<Op>>,
     /// The faults, applied in this order by one thread, each where the scheduler places it.
     pub faults: Vec<Fault>,
-    /// Finding F1 (docs/testing.md) is noted, not failed: a retry whose round was consumed
-    /// before another process ended the binding, audited after that end. Set only where
-    /// other invariants are sampled among operations that end bindings concurrently.
-    pub tolerate_end_race: bool,
 }
 
 impl Config {
@@ -293,7 +289,7 @@ fn step(gate: &mut Gate<GateHost>, world: &World, g: usize, life: u32, op: Op) {
 /// gone (each spawn, wait and exit of a thread is a scheduling point too, which DFS
 /// explores: the start is kept to as few as shuttle allows).
 pub fn run_once(config: &Config) -> Result<Outcome, Violation> {
-    let world = Arc::new(World::new(config.mode, config.tolerate_end_race));
+    let world = Arc::new(World::new(config.mode));
     let points = config.points();
     let mut gate0 = Gate::new(GateHost::new(Arc::clone(&world), 0, 0, points));
     for op in &config.warm {
@@ -338,10 +334,7 @@ pub fn run_once(config: &Config) -> Result<Outcome, Violation> {
         what,
         log: world.log(),
     })?;
-    Ok(Outcome {
-        log: world.log(),
-        end_race: world.end_race_seen(),
-    })
+    Ok(Outcome { log: world.log() })
 }
 
 /// A run that broke no invariant.
@@ -349,6 +342,4 @@ pub fn run_once(config: &Config) -> Result<Outcome, Violation> {
 pub struct Outcome {
     /// Its host calls and faults, in order.
     pub log: Vec<String>,
-    /// Whether finding F1 occurred (noted where the configuration tolerates it).
-    pub end_race: bool,
 }

@@ -118,8 +118,6 @@ struct ConsentState {
 /// Everything the gates of one run share.
 pub struct World {
     mode: VersionsAfterLoss,
-    tolerate_end_race: bool,
-    end_race_seen: Mutex<bool>,
     store: Mutex<StoreState>,
     sink: MemoryAudit,
     sink_refuse_next: Mutex<bool>,
@@ -138,13 +136,10 @@ pub struct World {
 }
 
 impl World {
-    /// A world whose store follows `mode` after a loss; `tolerate_end_race`: finding F1 is
-    /// noted ([`World::end_race_seen`]), not a violation.
-    pub fn new(mode: VersionsAfterLoss, tolerate_end_race: bool) -> Self {
+    /// A world whose store follows `mode` after a loss.
+    pub fn new(mode: VersionsAfterLoss) -> Self {
         Self {
             mode,
-            tolerate_end_race,
-            end_race_seen: Mutex::new(false),
             store: Mutex::new(StoreState::new()),
             sink: MemoryAudit::new(),
             sink_refuse_next: Mutex::new(false),
@@ -185,21 +180,6 @@ impl World {
     /// The first violation seen, if any.
     pub fn violation(&self) -> Option<Violation> {
         lock(&self.violation).clone()
-    }
-
-    /// Whether finding F1 is noted rather than failed.
-    pub fn tolerates_end_race(&self) -> bool {
-        self.tolerate_end_race
-    }
-
-    /// Note that finding F1 occurred in this run.
-    pub fn saw_end_race(&self) {
-        *lock(&self.end_race_seen) = true;
-    }
-
-    /// Whether finding F1 occurred in this run.
-    pub fn end_race_seen(&self) -> bool {
-        *lock(&self.end_race_seen)
     }
 
     /// Whether a fault was injected in the sink.

@@ -41,12 +41,17 @@ fn the_checker_finds_a_used_round_answered_again_when_versions_come_round() {
     every_schedule(configs::restart_after_use(VersionsAfterLoss::RestartAtOne));
 }
 
-/// Finding F1 (docs/testing.md, counterexample in docs/checker-counterexamples.md): a
-/// retry whose round gate 0 consumed is audited `submitted` after gate 2's cancel of the
-/// binding was audited `terminal`, and returned to its caller. Fails on today's core; not
-/// fixed here (issue 26).
+/// Finding F1 (docs/checker-counterexamples.md): a retry whose round gate 0 consumed was
+/// audited `submitted` after another process's cancel of the binding was audited
+/// `terminal`, and returned to its caller. Fixed: the retry reads its record again whenever
+/// another writer's event gets in first, and a binding ended meanwhile gets no retry.
 #[test]
-#[ignore = "finding F1: submitted audited after a concurrent terminal (open, issue 26)"]
 fn a_retry_racing_a_cancel_is_never_built_after_the_binding_ended() {
-    every_schedule(configs::retry_replay_cancel());
+    every_schedule(configs::retry_cancel());
+}
+
+/// F1's race with an expiry sweep, the clock passing the lifetime anywhere.
+#[test]
+fn a_retry_racing_an_expiry_sweep_is_never_built_after_the_binding_ended() {
+    every_schedule(configs::retry_expire());
 }

@@ -1,7 +1,8 @@
 //! Deeper configurations, sampled: three gates over two rounds and a reused id, with each
 //! fault set placed anywhere, by shuttle's PCT scheduler. 400 schedules each in
-//! the test command; `MRTR_GATE_CHECK_DEEP=1` runs many more, and the first 200,000
-//! schedules of three gates racing for one round (best with `--release`: docs/testing.md).
+//! the test command; `MRTR_GATE_CHECK_DEEP=1` runs many more, the first 200,000
+//! schedules of three gates racing for one round, and every schedule of three gates
+//! retrying, replaying and cancelling one round (best with `--release`: docs/testing.md).
 
 use mrtr_gate_checker::configs;
 use mrtr_gate_checker::{Search, explore};
@@ -25,8 +26,8 @@ fn sample(name: &'static str, faults: Vec<mrtr_gate_checker::world::Fault>) {
     let config = configs::three_gates_two_rounds(name, faults);
     let explored = explore(config, Search::Pct { iterations, depth });
     println!(
-        "{name}: {} PCT schedules (depth {depth}) in {:.1?}, finding F1 in {}",
-        explored.schedules, explored.elapsed, explored.end_races
+        "{name}: {} PCT schedules (depth {depth}) in {:.1?}",
+        explored.schedules, explored.elapsed
     );
     assert_eq!(explored.schedules, iterations);
 }
@@ -48,6 +49,21 @@ fn three_gates_race_for_one_round_depth_first_when_deep() {
     let explored = explore(configs::race_three_gates(), Search::Dfs(Some(200_000)));
     println!(
         "race_three_gates: {} schedules, depth first, in {:.1?}",
+        explored.schedules, explored.elapsed
+    );
+}
+
+/// Every schedule of three gates over one round: a retry, the round delivered again, and
+/// the call cancelled (where F1 was first found): about 1.9 million schedules, about ten
+/// minutes with `--release` (docs/testing.md).
+#[test]
+fn three_gates_retry_replay_cancel_every_schedule_when_deep() {
+    if !deep() {
+        return;
+    }
+    let explored = explore(configs::retry_replay_cancel(), Search::Dfs(None));
+    println!(
+        "retry_replay_cancel: every schedule explored, {} schedules in {:.1?}",
         explored.schedules, explored.elapsed
     );
 }

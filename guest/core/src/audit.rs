@@ -283,6 +283,22 @@ pub(crate) struct ChainWriter {
 impl ChainWriter {
     /// Write `event` at time `now_ms`; Ok only once the sink returned exactly what was written.
     pub fn write(&mut self, sink: &dyn Audit, event: Event, now_ms: u64) -> Result<u64, GateError> {
+        self.write_while(sink, event, now_ms, || Ok(()))
+    }
+
+    /// [`Self::write`], with `still` asked again before every offer after a refusal: the
+    /// event is written only while it holds. An event about a step already taken elsewhere
+    /// (a round consumed in storage) must not land after another writer's event that undid
+    /// it (the binding ended): that writer's step comes before its own append, so a refusal
+    /// naming a head that `still` then finds intact can only be followed by such an event
+    /// at a head this writer has not seen, and that append is refused in turn.
+    pub fn write_while(
+        &mut self,
+        sink: &dyn Audit,
+        event: Event,
+        now_ms: u64,
+        mut still: impl FnMut() -> Result<(), GateError>,
+    ) -> Result<u64, GateError> {
         let fail = |why: String| GateError::Host(HostFault::AuditWriteFailed(why));
         let mut head = self.head.take().unwrap_or_else(ChainHead::genesis);
         // The first answer may name any head (ours is a guess: genesis or our own last
@@ -326,6 +342,7 @@ impl ChainWriter {
                         }
                     }
                     head = moved;
+                    still()?;
                     continue;
                 }
                 AppendOutcome {

@@ -7,7 +7,7 @@
 use super::client_retry::ClientParams;
 use super::record::{Binding, OpenRound, id_key};
 use super::responses;
-use super::store::{Consume, UNKNOWN_VERSION};
+use super::store::{BindingStore, Consume, UNKNOWN_VERSION};
 use super::{Gate, Retry, RetryRequest, TerminalOutcome, request_text};
 use crate::audit::{Event, EventKind, Field};
 use crate::canonical;
@@ -167,10 +167,32 @@ impl<H: Host> Gate<H> {
                     return Err(self.deny(e, event));
                 }
             };
-        if let Err(e) = self.audit(submitted) {
-            // The round is consumed but the trail does not show it: the retry must not go out.
-            let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
-            return Err(Denial::unaudited(e));
+        // Each time another writer's event gets in first, the record is read again: a
+        // binding ended meanwhile (a concurrent `finish` or `expire-stale` removes it, then
+        // audits `terminal`) gets no `submitted` after its end and no retry.
+        let now = self.now();
+        let storage = self.host.storage();
+        let written = self
+            .chain
+            .write_while(self.host.audit(), submitted, now, || {
+                BindingStore::still_at(storage, &next, new_version)
+            });
+        match written {
+            Ok(_) => {}
+            Err(
+                e @ (GateError::Caller(CallerMisuse::InactiveRound)
+                | GateError::Host(HostFault::StateAlreadyUsed)),
+            ) => {
+                // Ended or changed by another: theirs is the last word (nothing to end here).
+                let event = rejected(&next);
+                return Err(self.deny(e, event));
+            }
+            Err(e) => {
+                // The round is consumed but the trail does not show it: the retry must not go
+                // out.
+                let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
+                return Err(Denial::unaudited(e));
+            }
         }
 
         Ok(Retry {

@@ -329,6 +329,31 @@ impl BindingStore {
         Ok(())
     }
 
+    /// Ok when `binding`'s record is still at `version` (one read, the value withheld);
+    /// `inactive_mrtr_round` when it is gone (ended, expired, or lost by the store),
+    /// `state_already_used` when it was written since.
+    pub(crate) fn still_at(
+        storage: &dyn Storage,
+        binding: &Binding,
+        version: u64,
+    ) -> Result<(), GateError> {
+        let key = binding.key();
+        let read = storage
+            .read(&[ReadKey {
+                key: &key,
+                have: version,
+            }])
+            .map_err(storage_failed)?;
+        match read.as_slice() {
+            [found] if found.version == version => Ok(()),
+            [found] if !found.is_present() => {
+                Err(GateError::from(crate::error::CallerMisuse::InactiveRound))
+            }
+            [_] => Err(GateError::Host(HostFault::StateAlreadyUsed)),
+            _ => Err(short_read()),
+        }
+    }
+
     /// Remove a binding (record first: that is the atomic step) and its retry ids' pointers.
     /// A record no longer at `version` is `state_already_used`.
     pub(crate) fn remove(

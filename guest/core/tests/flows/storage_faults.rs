@@ -3,7 +3,7 @@
 use crate::common::*;
 use crate::support::*;
 use mrtr_gate_core::{CallerOutcome, Policy, ResponseVerdict, TerminalOutcome};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn lost_compare_and_swap_is_refused_everywhere() {
@@ -199,6 +199,102 @@ fn a_round_retried_by_two_instances_at_once_yields_exactly_one_retry() {
         ))
         .unwrap();
     fx.assert_chain();
+}
+
+/// An audit sink that lets a rival process act just before the first `submitted` event is
+/// offered: the rival's event then moves the head the retry's append was built on.
+struct RivalBeforeSubmitted {
+    rival: std::cell::RefCell<Option<Box<dyn FnOnce()>>>,
+    inner: mrtr_gate_core::memory::MemoryAudit,
+}
+
+impl mrtr_gate_core::host::Audit for RivalBeforeSubmitted {
+    fn append(
+        &self,
+        entry: &mrtr_gate_core::host::AuditEntry,
+    ) -> Result<mrtr_gate_core::host::AppendOutcome, mrtr_gate_core::host::HostError> {
+        if entry.line.contains("\"event\":\"submitted\"") {
+            let rival = self.rival.borrow_mut().take();
+            if let Some(rival) = rival {
+                rival();
+            }
+        }
+        self.inner.append(entry)
+    }
+}
+
+/// Finding F1 (docs/checker-counterexamples.md) without the checker: instance A consumes the
+/// round, and before its `submitted` event is written instance B ends the binding (`end`
+/// says how). A must send nothing and audit nothing of the retry after B's `terminal`.
+fn a_retry_ended_while_auditing(
+    end: impl FnOnce(&mrtr_gate_core::memory::ManualClock, TestGate) + 'static,
+) -> (Fx, Vec<Value>) {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    let fx = Fx::new();
+    let rival: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = std::cell::RefCell::new(None);
+    let mut a = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: fx.storage.clone(),
+        consent: fx.consent.clone(),
+        audit: RivalBeforeSubmitted {
+            rival,
+            inner: fx.audit.clone(),
+        },
+    });
+    a.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    a.accept_response(
+        &server(),
+        &response(1, input_required(json!({"a": form("A")}))),
+    )
+    .unwrap();
+    let b = fx.second_gate();
+    let clock = fx.clock.clone();
+    *a.host().audit.rival.borrow_mut() = Some(Box::new(move || end(&clock, b)));
+    let answers = json!({"a": accept_with(form_content())});
+    let got = a.build_retry(retry_request(n(1), n(2), &answers));
+    assert_code(got, "inactive_mrtr_round");
+    let events = fx.events();
+    (fx, events)
+}
+
+fn assert_ended_without_submitted(fx: &Fx, events: &[Value], outcome: &str) {
+    assert_eq!(
+        kinds(events),
+        ["received", "consented", "terminal", "rejected"],
+        "{events:?}"
+    );
+    assert_eq!(events[2]["outcome"], outcome);
+    assert_eq!(events[3]["reason"], "inactive_mrtr_round");
+    fx.assert_chain();
+    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
+    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
+    assert!(r.clean(), "{r:?}");
+    // Nothing is left: the retry id's pointer went with the binding.
+    assert!(fx.storage.is_empty());
+}
+
+#[test]
+fn a_retry_whose_binding_is_cancelled_before_its_submitted_event_sends_nothing() {
+    let (fx, events) = a_retry_ended_while_auditing(|_, mut b| {
+        let ended = b.finish(finish_request(n(1), CallerOutcome::Cancelled));
+        assert_eq!(ended.unwrap(), TerminalOutcome::Cancelled);
+    });
+    assert_ended_without_submitted(&fx, &events, "cancelled");
+}
+
+#[test]
+fn a_retry_whose_binding_expires_before_its_submitted_event_sends_nothing() {
+    let (fx, events) = a_retry_ended_while_auditing(|clock, mut b| {
+        clock.advance(5 * 60 * 1000 + 1_000);
+        assert_eq!(b.expire_stale().unwrap(), 1);
+    });
+    assert_ended_without_submitted(&fx, &events, "expired");
 }
 
 #[test]
