@@ -48,7 +48,7 @@ fn the_demo_shows_exactly_the_documented_views() {
         "demo round 1 (form with state):\n{out}"
     );
     assert!(
-        shown("f946e370e577976a"),
+        shown("ea5954e60f2be737"),
         "demo round 2 (url with a mixed-script host), as documented:\n{out}"
     );
 }

@@ -32,6 +32,30 @@ pub fn race_two_gates() -> Config {
     config
 }
 
+/// Gate 0 retries round `S1` while the audit sink loses its newest line, confirmed,
+/// anywhere (the round's `received` among them): the retry rests on lines the sink wrote,
+/// and a gate that sees the head go back before its own last line writes no more.
+pub fn retry_with_a_lost_line() -> Config {
+    Config {
+        name: "retry_with_a_lost_line",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![vec![retry(1, 101)], vec![Op::Respond(101, Msg::Complete)]],
+        faults: vec![Fault::SinkLoseNewest],
+    }
+}
+
+/// [`race_two_gates`] while the audit sink loses its newest line, confirmed, anywhere: the
+/// round is still used at most once over every line the sink ever wrote, and a gate that
+/// sees the head go back before its own last line writes no more.
+pub fn race_with_a_lost_line() -> Config {
+    let mut config = race_two_gates();
+    config.name = "race_with_a_lost_line";
+    config.faults = vec![Fault::SinkLoseNewest];
+    config
+}
+
 /// Three gates race to use round `S1`: gate 0 (which holds it in its cache) and gate 1
 /// build a retry, gate 2 takes a client's own retry of it. Exactly one may win.
 pub fn race_three_gates() -> Config {
@@ -62,6 +86,22 @@ pub fn retry_cancel() -> Config {
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![vec![retry(1, 101)], vec![Op::Finish(1)]],
+        faults: vec![],
+    }
+}
+
+/// Round `S1` retried at gate 0 while gate 1 takes the server's next round on the retry id
+/// (finding F2): taken only once the retry was handed out, never before its `submitted`.
+pub fn retry_and_early_answer() -> Config {
+    Config {
+        name: "retry_and_early_answer",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![
+            vec![retry(1, 101)],
+            vec![Op::Respond(101, Msg::StateOnly("S2"))],
+        ],
         faults: vec![],
     }
 }
@@ -204,6 +244,7 @@ pub fn fault_sets() -> Vec<(&'static str, Vec<Fault>)> {
                 Fault::ConsentRefuse,
                 Fault::SinkReadbackLost,
                 Fault::ConsentOtherView,
+                Fault::SinkLoseNewest,
             ],
         ),
         (
@@ -219,6 +260,7 @@ pub fn fault_sets() -> Vec<(&'static str, Vec<Fault>)> {
                 Fault::SinkReadbackLost,
                 Fault::ClockForward(PAST_LIFETIME_MS),
                 Fault::LoseCounter,
+                Fault::SinkLoseNewest,
             ],
         ),
     ]
@@ -230,7 +272,10 @@ pub fn named(name: &str) -> Option<Config> {
     let config = match name {
         "race_two_gates" => race_two_gates(),
         "race_three_gates" => race_three_gates(),
+        "race_with_a_lost_line" => race_with_a_lost_line(),
+        "retry_with_a_lost_line" => retry_with_a_lost_line(),
         "retry_cancel" => retry_cancel(),
+        "retry_and_early_answer" => retry_and_early_answer(),
         "retry_expire" => retry_expire(),
         "retry_replay_cancel" => retry_replay_cancel(),
         "restart_after_use" => restart_after_use(VersionsAfterLoss::NewEpoch),

@@ -148,9 +148,10 @@ pub fn check(lines: &[String], world: &World) -> Result<(), String> {
 /// chain and reconciliation (when no fault touched the sink), then every retry returned has
 /// its `submitted` event.
 pub fn check_end(world: &World) -> Result<(), String> {
-    let lines = world.lines();
-    check(&lines, world)?;
+    let ledger = world.ledger();
+    check(&ledger, world)?;
     if !world.sink_faulted() {
+        let lines = world.lines();
         mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str))
             .map_err(|b| format!("the trail's chain does not verify: {b:?}"))?;
         let report = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
@@ -161,7 +162,7 @@ pub fn check_end(world: &World) -> Result<(), String> {
             ));
         }
     }
-    let submitted: Vec<Value> = lines
+    let submitted: Vec<Value> = ledger
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| kind(e) == "submitted")

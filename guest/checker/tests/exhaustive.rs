@@ -23,6 +23,11 @@ fn two_gates_race_for_one_round() {
 }
 
 #[test]
+fn a_sink_losing_a_confirmed_line_anywhere_never_lets_a_retry_rest_on_nothing() {
+    every_schedule(configs::retry_with_a_lost_line());
+}
+
+#[test]
 fn a_store_restarting_empty_anywhere_never_lets_a_used_round_be_answered_again() {
     every_schedule(configs::restart_after_use(VersionsAfterLoss::NewEpoch));
 }
@@ -48,6 +53,15 @@ fn the_checker_finds_a_used_round_answered_again_when_versions_come_round() {
 #[test]
 fn a_retry_racing_a_cancel_is_never_built_after_the_binding_ended() {
     every_schedule(configs::retry_cancel());
+}
+
+/// Finding F2 (docs/checker-counterexamples.md): a response for the retry id, taken at
+/// another process after the round was consumed and before the retry's `submitted` event,
+/// put the next round's `received` before that `submitted`. Fixed: a retry is marked handed
+/// out only after its `submitted` event, and no response is taken for it before.
+#[test]
+fn no_response_is_taken_for_a_retry_before_it_is_handed_out() {
+    every_schedule(configs::retry_and_early_answer());
 }
 
 /// F1's race with an expiry sweep, the clock passing the lifetime anywhere.

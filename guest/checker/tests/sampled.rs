@@ -67,3 +67,17 @@ fn three_gates_retry_replay_cancel_every_schedule_when_deep() {
         explored.schedules, explored.elapsed
     );
 }
+
+/// Every schedule of two gates racing for one round while the sink loses its newest line
+/// anywhere: about 380,000 schedules, 20 minutes in a debug build (docs/testing.md).
+#[test]
+fn two_gates_race_with_a_lost_line_every_schedule_when_deep() {
+    if !deep() {
+        return;
+    }
+    let explored = explore(configs::race_with_a_lost_line(), Search::Dfs(None));
+    println!(
+        "race_with_a_lost_line: every schedule explored, {} schedules in {:.1?}",
+        explored.schedules, explored.elapsed
+    );
+}

@@ -24,9 +24,15 @@ const MAX_APPEND_ATTEMPTS: usize = 1024;
 /// How many `written: false` answers that do not move the head past the one tried (a sink
 /// refusing an entry that extends the head it names, or going back) one append takes before
 /// it is denied: such a sink is refusing, not contended, so it is denied at once, not after
-/// [`MAX_APPEND_ATTEMPTS`]. More than one, so a trail reset under the writer (an emptied
-/// store handing back the genesis head) is not taken for a refusal.
+/// [`MAX_APPEND_ATTEMPTS`]. More than one, so a writer's first guess (genesis, before it
+/// learned the head) is not taken for a refusal. (A head going back before a line the
+/// writer confirmed is no refusal but a loss: [`ChainWriter`] denies it at once.)
 const MAX_REFUSALS: usize = 3;
+
+/// The denial's message once the sink lost lines this writer had confirmed.
+const LOST_LINES: &str = "the audit sink lost lines it had confirmed (its head went back before \
+                          this process's last write); nothing more is written until the gate \
+                          process starts again";
 
 /// The kinds of event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,6 +284,14 @@ pub(crate) struct ChainWriter {
     /// tried on the genesis head and learns the real one from the sink (one call on an
     /// empty sink, two otherwise; there is no separate `head` call to pay for).
     head: Option<ChainHead>,
+    /// The last line this writer had confirmed (read back from the sink). A chain only
+    /// grows, so a sink naming a head before it, or another line at its `seq`, has lost
+    /// lines it confirmed (a store restarted without them, a truncated file, a failover to
+    /// a replica that never had them).
+    confirmed: Option<ChainHead>,
+    /// Set once such a loss was seen: the sink's word is worth nothing after it, so this
+    /// writer writes no more (every later append denies) until the process starts again.
+    lost: bool,
 }
 
 impl ChainWriter {
@@ -300,6 +314,10 @@ impl ChainWriter {
         mut still: impl FnMut() -> Result<(), GateError>,
     ) -> Result<u64, GateError> {
         let fail = |why: String| GateError::Host(HostFault::AuditWriteFailed(why));
+        let lost = || fail(LOST_LINES.into());
+        if self.lost {
+            return Err(lost());
+        }
         let mut head = self.head.take().unwrap_or_else(ChainHead::genesis);
         // The first answer may name any head (ours is a guess: genesis or our own last
         // append); after that, only a head beyond the one tried is another writer's progress.
@@ -329,6 +347,13 @@ impl ChainWriter {
                         seq: head_seq,
                         event_sha256: head_sha256,
                     };
+                    if let Some(confirmed) = &self.confirmed
+                        && (moved.seq < confirmed.seq
+                            || (moved.seq == confirmed.seq && moved != *confirmed))
+                    {
+                        self.lost = true;
+                        return Err(lost());
+                    }
                     let progress = if learned {
                         moved.seq > head.seq
                     } else {
@@ -357,10 +382,12 @@ impl ChainWriter {
             if !same {
                 return Err(GateError::Host(HostFault::AuditReadbackMismatch));
             }
-            self.head = Some(ChainHead {
+            let written = ChainHead {
                 seq,
                 event_sha256: entry.event_sha256,
-            });
+            };
+            self.confirmed = Some(written.clone());
+            self.head = Some(written);
             return Ok(seq);
         }
         Err(GateError::Host(HostFault::AuditContention))

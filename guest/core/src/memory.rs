@@ -509,6 +509,11 @@ impl MemoryAudit {
     pub fn set_fault(&self, fault: AuditFault) {
         *lock(&self.fault) = fault;
     }
+    /// Lose the newest line, after its write was confirmed (a store restarted without it, a
+    /// truncated file): the head goes back to the line before.
+    pub fn lose_newest(&self) -> Option<AuditEntry> {
+        lock(&self.entries).pop_back()
+    }
     /// Every entry written.
     pub fn entries(&self) -> Vec<AuditEntry> {
         lock(&self.entries).iter().cloned().collect()

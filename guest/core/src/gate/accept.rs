@@ -82,8 +82,9 @@ impl<H: Host> Gate<H> {
                 }
                 Err(e) => return Err(self.deny(e, unbound_id())),
             };
-        if binding.live_id != id {
-            // A response for an id this binding has moved on from: late or replayed.
+        if binding.live_id != id || !binding.sent {
+            // A response for an id this binding has moved on from (late or replayed), or
+            // for a retry not handed out yet (early: nobody has sent it).
             let e = GateError::from(PeerMisbehaved::ServerSentUnsolicitedResponse);
             let event = binding
                 .event(EventKind::Rejected)
@@ -148,7 +149,11 @@ impl<H: Host> Gate<H> {
             return None;
         }
         let (binding, version) = self.store.current(server, server_key, id)?;
-        if binding.live_id != *id || self.is_clock_behind(&binding) || self.expired(&binding) {
+        if binding.live_id != *id
+            || !binding.sent
+            || self.is_clock_behind(&binding)
+            || self.expired(&binding)
+        {
             return None;
         }
         let (outcome, reason, verdict) = match judge(&binding, body, &mut self.schemas) {

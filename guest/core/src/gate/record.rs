@@ -312,6 +312,12 @@ pub(crate) struct Binding {
     pub(crate) binding_version: Option<u64>,
     pub(crate) open: Option<OpenRound>,
     pub(crate) audited: bool,
+    /// False from the moment a retry consumed the round (the live id is the retry's) until
+    /// its `submitted` event is confirmed and the retry is handed out: a response for the
+    /// live id before then answers a request not sent yet, and is refused. Without it,
+    /// another process could audit the next round's `received` before this one's
+    /// `submitted` (found by the schedule checker: docs/checker-counterexamples.md, F2).
+    pub(crate) sent: bool,
     /// True when this instance hashed `fixed.params_json` itself (it registered the binding):
     /// a record read from storage is checked against `params_sha256` before a retry.
     pub(crate) params_hashed_here: bool,
@@ -329,9 +335,10 @@ struct RecordIn {
     binding_version: Option<u64>,
     open: Option<OpenRound>,
     audited: bool,
+    sent: bool,
 }
 
-const BINDING_FORMAT: u32 = 4;
+const BINDING_FORMAT: u32 = 5;
 
 impl Binding {
     pub(crate) fn key(&self) -> String {
@@ -382,6 +389,8 @@ impl Binding {
         }
         out.push_str(",\"audited\":");
         out.push_str(if self.audited { "true" } else { "false" });
+        out.push_str(",\"sent\":");
+        out.push_str(if self.sent { "true" } else { "false" });
         out.push('}');
         Ok(out)
     }
@@ -404,6 +413,7 @@ impl Binding {
             binding_version: r.binding_version,
             open: r.open,
             audited: r.audited,
+            sent: r.sent,
             params_hashed_here: false,
         })
     }
@@ -576,6 +586,7 @@ mod tests {
                     rendered: Derived::new(),
                 }),
                 audited: open,
+                sent: !open,
                 params_hashed_here: true,
             };
             let bytes = binding.encode().unwrap();
@@ -591,6 +602,7 @@ mod tests {
             prop_assert_eq!(back.rounds, binding.rounds);
             prop_assert_eq!(back.binding_version, binding.binding_version);
             prop_assert_eq!(back.audited, binding.audited);
+            prop_assert_eq!(back.sent, binding.sent);
             prop_assert!(!back.params_hashed_here);
             match (&back.open, &binding.open) {
                 (Some(a), Some(b)) => {

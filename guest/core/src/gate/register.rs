@@ -114,6 +114,7 @@ impl<H: Host> Gate<H> {
             binding_version: None,
             open: None,
             audited: false,
+            sent: true,
             params_hashed_here: true,
         };
         // Writing the record under the id's key, if the key is free, reserves the id against

@@ -143,6 +143,8 @@ impl<H: Host> Gate<H> {
             ));
         };
         next.live_id = retry_id.clone();
+        // Not handed out until `submitted` is confirmed: no response for it is taken before.
+        next.sent = false;
         next.used_ids.push(retry_id.clone());
         next.alias_versions.push(UNKNOWN_VERSION);
         let now = self.now();
@@ -194,6 +196,33 @@ impl<H: Host> Gate<H> {
                 return Err(Denial::unaudited(e));
             }
         }
+        // Handed out: from now on a response for the retry id is the server's answer to it.
+        let mut released = self.store.take(next);
+        released.sent = true;
+        let next = match self
+            .store
+            .store(self.host.storage(), now, released, new_version)
+        {
+            Ok((next, _)) => next,
+            Err((e, back)) => {
+                // Ended since `submitted` (its `terminal` follows that event: a retry for a
+                // call already ended is not handed out), or a store that failed: a retry no
+                // response can be taken for is not handed out either.
+                let e = match e {
+                    // Only an ending removes a record whose retry is not handed out.
+                    GateError::Host(HostFault::StateAlreadyUsed) => {
+                        GateError::from(CallerMisuse::InactiveRound)
+                    }
+                    other => {
+                        let code = other.code();
+                        let _ = self.end(&back, new_version, TerminalOutcome::Error, Some(code));
+                        other
+                    }
+                };
+                let event = rejected(&back);
+                return Err(self.deny(e, event));
+            }
+        };
 
         Ok(Retry {
             request_json: request_text(&retry_id, &next.fixed.method, &params),

@@ -342,3 +342,82 @@ fn many_gates_sharing_one_sink_in_threads_never_deny_for_contention() {
         (THREADS * ROUNDS * 2) as u64
     );
 }
+
+/// A sink that loses a line it had confirmed (the head goes back before the writer's last
+/// write, or another line takes that line's place) can confirm nothing after it: the writer
+/// that sees it denies, and writes no more until its process starts again.
+#[test]
+fn a_sink_that_loses_a_confirmed_line_denies_every_later_write_of_that_writer() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    let answers = json!({"a": accept_with(form_content())});
+    // The round's `received` line, confirmed, is lost: the head is back at genesis.
+    assert!(fx.audit.lose_newest().is_some());
+    let d = assert_code(fx.retry(n(1), n(2), &answers), "audit_write_failed");
+    let message = d.error.to_string();
+    assert!(message.contains("lost lines it had confirmed"), "{message}");
+    assert!(
+        fx.audit.entries().is_empty(),
+        "nothing written on a sink that lost lines"
+    );
+    // Latched: this writer writes nothing more, not even once the head moves on.
+    fx.second_gate()
+        .register(registration(
+            n(5),
+            &tool_params("t", json!({})),
+            Policy::default(),
+        ))
+        .unwrap();
+    fx.second_gate()
+        .accept_response(
+            &server(),
+            &response(5, input_required(json!({"b": form("B")}))),
+        )
+        .unwrap();
+    assert_eq!(fx.audit.entries().len(), 1);
+    assert_code(fx.retry(n(1), n(3), &answers), "audit_write_failed");
+    assert_code(
+        fx.gate.finish(finish_request(
+            n(1),
+            mrtr_gate_core::CallerOutcome::Cancelled,
+        )),
+        "audit_write_failed",
+    );
+}
+
+#[test]
+fn another_line_in_place_of_a_confirmed_one_is_a_loss_too() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    let lost = fx.audit.lose_newest().unwrap();
+    // Another process writes its own line at the lost line's place.
+    let mut other = fx.second_gate();
+    other
+        .register(registration(
+            n(5),
+            &tool_params("t", json!({})),
+            Policy::default(),
+        ))
+        .unwrap();
+    other
+        .accept_response(
+            &server(),
+            &response(5, input_required(json!({"b": form("B")}))),
+        )
+        .unwrap();
+    let entries = fx.audit.entries();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].seq, lost.seq);
+    assert_ne!(entries[0].event_sha256, lost.event_sha256);
+    let answers = json!({"a": accept_with(form_content())});
+    assert_code(fx.retry(n(1), n(2), &answers), "audit_write_failed");
+    // The other process, which confirmed nothing that was lost, goes on.
+    let retry = other.build_retry(retry_request(
+        n(5),
+        n(6),
+        &json!({"b": accept_with(form_content())}),
+    ));
+    assert!(retry.is_ok(), "{retry:?}");
+}

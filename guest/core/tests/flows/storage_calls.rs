@@ -1,5 +1,5 @@
 //! What each operation asks of storage, and why the fewer calls are still exact: a form
-//! round is six storage calls (one round trip each on a remote store); a cached binding
+//! round is seven storage calls (one round trip each on a remote store); a cached binding
 //! decides only what a compare-and-swap then confirms; a retry id taken between the read
 //! and the consume is still refused.
 
@@ -80,7 +80,7 @@ fn watched_gate(fx: &Fx) -> (WatchedGate, Watched) {
 }
 
 #[test]
-fn a_form_round_on_one_instance_is_six_storage_calls() {
+fn a_form_round_on_one_instance_is_seven_storage_calls() {
     let fx = Fx::new();
     let (mut gate, store) = watched_gate(&fx);
     let answers = json!({"a": accept_with(form_content())});
@@ -113,8 +113,9 @@ fn a_form_round_on_one_instance_is_six_storage_calls() {
         assert_eq!(verdict, ResponseVerdict::Complete);
     }));
     // register: insert; round: read, write; retry: read (with the retry id's key), reserve
-    // and consume in one batch; result: remove record and pointer in one batch.
-    assert_eq!(calls, [1, 2, 2, 1]);
+    // and consume in one batch, then (its `submitted` event confirmed) mark it handed out;
+    // result: remove record and pointer in one batch.
+    assert_eq!(calls, [1, 2, 3, 1]);
     assert!(fx.storage.is_empty(), "{:?}", fx.storage.live_keys(""));
     assert_eq!(
         kinds(&fx.events_of(1)),

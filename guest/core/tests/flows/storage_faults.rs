@@ -297,6 +297,63 @@ fn a_retry_whose_binding_expires_before_its_submitted_event_sends_nothing() {
     assert_ended_without_submitted(&fx, &events, "expired");
 }
 
+/// Finding F2 (docs/checker-counterexamples.md): between the consume and the `submitted`
+/// event, the retry id is the binding's live id but nobody has sent it. A response for it
+/// then, at another instance, answers a request not sent: refused, so the next round's
+/// `received` can never come before this round's `submitted`.
+#[test]
+fn a_response_for_a_retry_not_yet_handed_out_is_refused_at_every_instance() {
+    use mrtr_gate_core::Gate;
+    use mrtr_gate_core::host::Services;
+    let fx = Fx::new();
+    let mut a = Gate::new(Services {
+        clock: fx.clock.clone(),
+        storage: fx.storage.clone(),
+        consent: fx.consent.clone(),
+        audit: RivalBeforeSubmitted {
+            rival: std::cell::RefCell::new(None),
+            inner: fx.audit.clone(),
+        },
+    });
+    a.register(registration(
+        n(1),
+        &tool_params("t", json!({})),
+        Policy::default(),
+    ))
+    .unwrap();
+    a.accept_response(
+        &server(),
+        &response(1, input_required(json!({"a": form("A")}))),
+    )
+    .unwrap();
+    let early = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let seen = std::rc::Rc::clone(&early);
+    let mut b = fx.second_gate();
+    *a.host().audit.rival.borrow_mut() = Some(Box::new(move || {
+        let got = b.accept_response(&server(), &response(2, state_only("s2")));
+        *seen.borrow_mut() = Some(got);
+    }));
+    let answers = json!({"a": accept_with(form_content())});
+    let retry = a.build_retry(retry_request(n(1), n(2), &answers)).unwrap();
+    assert_eq!(parse(&retry.request_json)["id"], 2);
+    let early = early.borrow_mut().take().unwrap();
+    assert_code(early, "no_live_request");
+    // Once handed out, the response is taken at any instance.
+    let verdict = fx
+        .second_gate()
+        .accept_response(&server(), &response(2, state_only("s2")))
+        .unwrap();
+    assert!(matches!(verdict, ResponseVerdict::InputRequired(_)));
+    assert_eq!(
+        kinds(&fx.events()),
+        ["received", "consented", "rejected", "submitted", "received"]
+    );
+    fx.assert_chain();
+    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
+    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
+    assert!(r.clean(), "{r:?}");
+}
+
 #[test]
 fn a_retry_whose_consuming_compare_and_swap_loses_sends_nothing() {
     let mut fx = Fx::new();
