@@ -106,6 +106,27 @@ pub fn retry_and_early_answer() -> Config {
     }
 }
 
+/// Round `S1` retried at gate 0 while gate 1 receives, from another server, a result on the
+/// retry id and a round on the original id (ids are per server: neither may touch the
+/// binding), and then the bound server's round again, late (past the lifetime).
+pub fn answers_from_elsewhere_and_late() -> Config {
+    Config {
+        name: "answers_from_elsewhere_and_late",
+        mode: VersionsAfterLoss::NewEpoch,
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![
+            vec![retry(1, 101)],
+            vec![
+                Op::RespondFromOther(101, Msg::Complete),
+                Op::RespondFromOther(1, Msg::StateOnly("S9")),
+                Op::Late(1, Msg::Round("S1")),
+            ],
+        ],
+        faults: vec![],
+    }
+}
+
 /// Round `S1` retried at gate 0 while the clock passes the binding's lifetime anywhere and
 /// gate 1 sweeps expired bindings: F1's race with the sweep.
 pub fn retry_expire() -> Config {
@@ -176,7 +197,8 @@ pub fn kill_mid_retry() -> Config {
 
 /// Three gates over two rounds of one request (`S1` with a form, then `S2` state only) and a
 /// second request on the reused id (`S3`), with duplicates, replays, a client's retry,
-/// another user's retry, a cancel and an expiry sweep; `faults` placed anywhere.
+/// another user's retry, a result from another server, a cancel, an expiry sweep and a late
+/// result; `faults` placed anywhere.
 pub fn three_gates_two_rounds(name: &'static str, faults: Vec<Fault>) -> Config {
     Config {
         name,
@@ -209,8 +231,10 @@ pub fn three_gates_two_rounds(name: &'static str, faults: Vec<Fault>) -> Config 
                     user: User::Other,
                 },
                 Op::Respond(101, Msg::StateOnly("S2")),
+                Op::RespondFromOther(101, Msg::Complete),
                 Op::Expire,
                 retry(1, 302),
+                Op::Late(102, Msg::Complete),
             ],
         ],
         faults,
@@ -275,6 +299,7 @@ pub fn named(name: &str) -> Option<Config> {
         "race_with_a_lost_line" => race_with_a_lost_line(),
         "retry_with_a_lost_line" => retry_with_a_lost_line(),
         "retry_cancel" => retry_cancel(),
+        "answers_from_elsewhere_and_late" => answers_from_elsewhere_and_late(),
         "retry_and_early_answer" => retry_and_early_answer(),
         "retry_expire" => retry_expire(),
         "retry_replay_cancel" => retry_replay_cancel(),

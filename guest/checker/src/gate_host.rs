@@ -105,6 +105,7 @@ impl Storage for GateHost {
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
         self.step(true, "storage.write")?;
         let applied = self.world.write(writes);
+        self.world.record_puts(self.gate, writes, &applied);
         let asked: Vec<String> = writes
             .iter()
             .map(|w| {

@@ -14,6 +14,10 @@ use std::sync::Arc;
 
 /// The server every binding is on.
 const SERVER: &str = "https://mcp.example.com/mcp";
+/// Another server, which no binding is on.
+const OTHER_SERVER: &str = "https://other.example.net/mcp";
+/// How far the clock moves before a late message: past the default lifetime.
+const LATE_BY_MS: u64 = 5 * 60 * 1000 + 1_000;
 /// The user and tenant of every binding.
 const USER: &str = "alice@example.com";
 const TENANT: &str = "tenant-a";
@@ -57,6 +61,12 @@ pub enum Op {
     /// The server's message on this id arrives (the same message twice is a duplicate or a
     /// replay).
     Respond(i64, Msg),
+    /// The same message on this id, delivered by another server (ids are per server).
+    RespondFromOther(i64, Msg),
+    /// The server's message on this id, arriving late: the clock first moves past the
+    /// binding's lifetime. (Not a scheduling point of its own: the other gates see the move
+    /// at their next storage call or audit append, which are.)
+    Late(i64, Msg),
     /// `build-retry` of the round on `id` under a new `retry_id`, for `user`.
     Retry {
         /// The round's id.
@@ -117,6 +127,18 @@ fn server() -> Result<ServerIdentity, String> {
     ServerIdentity::origin(SERVER).map_err(|e| format!("the server: {e:?}"))
 }
 
+fn other_server() -> Result<ServerIdentity, String> {
+    ServerIdentity::origin(OTHER_SERVER).map_err(|e| format!("the other server: {e:?}"))
+}
+
+fn respond(gate: &mut Gate<GateHost>, server: &ServerIdentity, id: i64, msg: Msg) -> String {
+    match gate.accept_response(server, &message(id, msg)) {
+        Ok(ResponseVerdict::InputRequired(v)) => format!("round {} to show", v.round),
+        Ok(other) => format!("{other:?}"),
+        Err(d) => format!("denied {}", d.error.code()),
+    }
+}
+
 fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -166,11 +188,12 @@ fn run_op(gate: &mut Gate<GateHost>, world: &World, op: Op) -> Result<String, St
             Ok(_) => "registered".into(),
             Err(d) => denied(d),
         },
-        Op::Respond(id, msg) => match gate.accept_response(&server, &message(id, msg)) {
-            Ok(ResponseVerdict::InputRequired(v)) => format!("round {} to show", v.round),
-            Ok(other) => format!("{other:?}"),
-            Err(d) => denied(d),
-        },
+        Op::Respond(id, msg) => respond(gate, &server, id, msg),
+        Op::RespondFromOther(id, msg) => respond(gate, &other_server()?, id, msg),
+        Op::Late(id, msg) => {
+            world.advance_clock(LATE_BY_MS);
+            respond(gate, &server, id, msg)
+        }
         Op::Retry { id, retry_id, user } => {
             let built = gate.build_retry(RetryRequest {
                 server,
@@ -276,11 +299,17 @@ fn gate_process(
 
 fn step(gate: &mut Gate<GateHost>, world: &World, g: usize, life: u32, op: Op) {
     world.note(format!("g{g}.{life} BEGIN {op:?}"));
+    world.begin_op(g);
     let result = run_op(gate, world, op).unwrap_or_else(|e| {
         world.violated(format!("the checker itself failed: {e}"));
         e
     });
     world.note(format!("g{g}.{life} END {op:?} -> {result}"));
+    if result.starts_with("denied")
+        && let Err(what) = world.check_denied(g)
+    {
+        world.violated(what);
+    }
 }
 
 /// One run of `config` under the current schedule: its host calls and faults in order, or

@@ -139,6 +139,8 @@ pub struct World {
     violation: Mutex<Option<Violation>>,
     /// The retry ids of the retries the gates returned.
     built: Mutex<Vec<serde_json::Value>>,
+    /// Per gate, the keys its current operation put, with the versions they got.
+    op_puts: Mutex<BTreeMap<usize, Vec<(String, u64)>>>,
 }
 
 impl World {
@@ -159,6 +161,7 @@ impl World {
             log: Mutex::new(Vec::new()),
             violation: Mutex::new(None),
             built: Mutex::new(Vec::new()),
+            op_puts: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -337,6 +340,58 @@ impl World {
             }
         }
         applied
+    }
+
+    /// The clock moves forward by `ms` (a late message's delay).
+    pub fn advance_clock(&self, ms: u64) {
+        self.note(format!("CLOCK +{ms} ms"));
+        let mut c = lock(&self.clock);
+        *c = c.saturating_add(ms);
+    }
+
+    /// Gate `gate` begins an operation: what it puts from now on is its own.
+    pub fn begin_op(&self, gate: usize) {
+        lock(&self.op_puts).remove(&gate);
+    }
+
+    /// The puts of `writes` that applied, as gate `gate`'s.
+    pub fn record_puts(&self, gate: usize, writes: &[Write<'_>], applied: &[u64]) {
+        let mut puts = lock(&self.op_puts);
+        let mine = puts.entry(gate).or_default();
+        for (w, v) in writes.iter().zip(applied) {
+            if w.value.is_some() {
+                mine.push((w.key.to_owned(), *v));
+            }
+        }
+    }
+
+    /// A denied operation of gate `gate` changed nothing it should not have: of what it
+    /// put, what still stands is at most a round spent and a retry never handed out (a
+    /// record with no open round, not marked sent: its clean-up failed), or a retry id's
+    /// pointer (it makes the id answerable only through a record whose live id it is, sent).
+    /// Never a binding registered, a round opened or a retry handed out.
+    pub fn check_denied(&self, gate: usize) -> Result<(), String> {
+        let puts = lock(&self.op_puts).remove(&gate).unwrap_or_default();
+        let now = self.now_ms();
+        let s = lock(&self.store);
+        for (key, version) in puts {
+            let Some(slot) = s.live(&key, now).filter(|slot| slot.version == version) else {
+                continue;
+            };
+            if !slot.value.starts_with('{') {
+                continue;
+            }
+            let record: serde_json::Value =
+                serde_json::from_str(&slot.value).unwrap_or(serde_json::Value::Null);
+            let spent = record.get("open").is_some_and(serde_json::Value::is_null)
+                && record.get("sent") == Some(&serde_json::Value::Bool(false));
+            if !spent {
+                return Err(format!(
+                    "a denied call left a record it wrote in force: key {key} at v{version:#x}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `Storage::list_due`: deadline order, the cursor the last (deadline, key) listed.

@@ -64,6 +64,14 @@ fn no_response_is_taken_for_a_retry_before_it_is_handed_out() {
     every_schedule(configs::retry_and_early_answer());
 }
 
+/// Responses from another server on the binding's ids, and a late one from its own,
+/// interleaved with a retry: none touches the binding but the late one (which ends it,
+/// expired), and no denied call leaves anything in force.
+#[test]
+fn answers_from_another_server_or_too_late_change_nothing() {
+    every_schedule(configs::answers_from_elsewhere_and_late());
+}
+
 /// F1's race with an expiry sweep, the clock passing the lifetime anywhere.
 #[test]
 fn a_retry_racing_an_expiry_sweep_is_never_built_after_the_binding_ended() {
