@@ -72,35 +72,85 @@ fn imports_exactly_the_four_gate_interfaces_and_no_wasi() {
 
 /// The Node and Python packages wrap this component: their versions follow the WIT package's,
 /// so that a host author can tell from either which interface a package speaks.
+/// One version (issue 27): the WIT package's, which every other copy must say (the Cargo
+/// workspace and its internal dependencies, this very build, the Python and npm packages and
+/// the constants their loaders name the WIT exports by); and one license, whose text ships.
 #[test]
-fn the_node_and_python_packages_carry_the_wit_package_version() {
+fn every_package_carries_the_one_version_and_license() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
     let wit = read("wit/gate.wit");
-    let wit_version = wit
+    let version = wit
         .lines()
         .find_map(|l| l.trim().strip_prefix("package mrtr:gate@"))
         .and_then(|v| v.strip_suffix(';'))
         .expect("wit/gate.wit declares `package mrtr:gate@X.Y.Z;`");
+    assert_eq!(env!("CARGO_PKG_VERSION"), version, "this crate's version");
+    // Cargo.toml by its lines: the section a line is in, then the line itself.
+    let cargo = read("Cargo.toml");
+    let mut section = "";
+    let mut internal = 0;
+    let mut workspace_version = None;
+    let mut workspace_license = None;
+    for line in cargo.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[workspace.package]" {
+            if let Some(v) = line.strip_prefix("version = ") {
+                workspace_version = Some(v.trim_matches('"'));
+            } else if let Some(l) = line.strip_prefix("license = ") {
+                workspace_license = Some(l.trim_matches('"'));
+            }
+        } else if section == "[workspace.dependencies]" && line.starts_with("mrtr-gate") {
+            internal += 1;
+            assert!(
+                line.contains(&format!("version = \"={version}\"")),
+                "Cargo.toml [workspace.dependencies]: {line}"
+            );
+        }
+    }
+    assert_eq!(
+        workspace_version,
+        Some(version),
+        "Cargo.toml [workspace.package] version"
+    );
+    assert!(internal >= 7, "Cargo.toml names the workspace's own crates");
     let node: serde_json::Value =
         serde_json::from_str(&read("host-harness/node/package.json")).unwrap();
-    assert_eq!(
-        node["version"], wit_version,
-        "host-harness/node/package.json"
-    );
+    assert_eq!(node["version"], version, "host-harness/node/package.json");
     let lock: serde_json::Value =
         serde_json::from_str(&read("host-harness/node/package-lock.json")).unwrap();
-    assert_eq!(lock["version"], wit_version, "package-lock.json");
+    assert_eq!(lock["version"], version, "package-lock.json");
     assert_eq!(
-        lock["packages"][""]["version"], wit_version,
+        lock["packages"][""]["version"], version,
         "package-lock.json"
     );
     let python = read("host-harness/python/pyproject.toml");
+    let says = |text: &str, line: String, file: &str| {
+        assert!(text.lines().any(|l| l.trim() == line), "{file} says {line}");
+    };
+    says(
+        &python,
+        format!("version = \"{version}\""),
+        "pyproject.toml",
+    );
+    says(
+        &read("host-harness/python/src/mrtr_gate/_component.py"),
+        format!("WIT_VERSION = \"{version}\""),
+        "_component.py",
+    );
+    says(
+        &read("host-harness/node/src/index.js"),
+        format!("const WIT = \"{version}\";"),
+        "host-harness/node/src/index.js",
+    );
+    // The license every manifest names, and its text beside them.
+    assert_eq!(workspace_license, Some("Apache-2.0"));
+    assert_eq!(node["license"], "Apache-2.0");
+    says(&python, "license = \"Apache-2.0\"".into(), "pyproject.toml");
     assert!(
-        python
-            .lines()
-            .any(|l| l.trim() == format!("version = \"{wit_version}\"")),
-        "host-harness/python/pyproject.toml says version = \"{wit_version}\""
+        read("LICENSE").contains("Apache License\n                           Version 2.0"),
+        "LICENSE holds the Apache-2.0 text"
     );
 }
 
