@@ -50,18 +50,6 @@ async function send(requestJson) {
   return res.text();
 }
 
-async function sha256(text) {
-  const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-/** RFC 8785 canonical JSON of what the answers are (the gate digests the same text). */
-function canonical(v) {
-  if (v === null || typeof v !== "object") return JSON.stringify(v);
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(",")}}`;
-}
-
 async function call(tool) {
   $("error").hidden = true;
   $("log").replaceChildren();
@@ -78,7 +66,7 @@ async function call(tool) {
       let retry;
       const choice = await askConsent(view, async (action, responses) => {
         // The receipt: the user's decision on exactly this view and these answers.
-        consent.decide(verdict.viewSha256, await sha256(canonical(responses)), true);
+        await consent.decideFor(verdict, responses, true);
         try {
           retry = await gate.buildRetry({ server, requestId: id, retryId, ...principal, responses });
           return null;

@@ -1,12 +1,15 @@
 //! Reference host services. The in-memory ones come from the core (so native tests use the
 //! very same code); this module adds the durable audit file ([`FileAudit`]), the terminal
-//! prompt ([`TerminalConsent`]) and, for its tests, a pseudo-terminal (`PseudoTerminal`).
+//! prompt ([`TerminalConsent`]), decisions recorded ahead of the prompt ([`DecidedConsent`])
+//! and, for its tests, a pseudo-terminal (`PseudoTerminal`).
 
+mod decided_consent;
 mod file_audit;
 #[cfg(unix)]
 mod pseudo_terminal;
 mod terminal_consent;
 
+pub use decided_consent::DecidedConsent;
 pub use file_audit::{FileAudit, FileAuditError};
 pub use mrtr_gate_core::memory::{
     AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,

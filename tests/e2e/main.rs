@@ -8,6 +8,7 @@ mod anchored_trail;
 mod component;
 mod consent_view_golden;
 mod corpus;
+mod decided_consent;
 mod doc_links;
 mod file_audit;
 mod host_key_vectors;

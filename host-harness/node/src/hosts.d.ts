@@ -23,7 +23,18 @@ export declare class MemoryAudit {
 }
 export declare const CONSENT_METHODS: readonly ConsentMethod[];
 export declare class DecidedConsent {
-  /** Record the user's decision on exactly this view and these answers; returns the receipt id. */
+  /**
+   * Record the user's decision for the round `verdict` showed and the answers the host will
+   * pass to `buildRetry` (an object, or its JSON text); the package digests them as the gate
+   * does. Resolves to the receipt id the trail will record.
+   */
+  decideFor(
+    verdict: { viewSha256: string },
+    responses: Record<string, unknown> | string,
+    granted: boolean,
+    method?: ConsentMethod,
+  ): Promise<string>;
+  /** Record the user's decision on exactly this view and these answers' digests; returns the receipt id. */
   decide(viewSha256: string, responsesSha256: string, granted: boolean, method?: ConsentMethod): string;
   requestConsent(prompt: ConsentPrompt): ConsentReceipt;
 }

@@ -6,6 +6,7 @@
 // (docs/corpus.md) through their `fault` fields.
 
 import { HostError } from "./index.js";
+import { responsesSha256 } from "./canonical.js";
 
 export const GENESIS_SHA256 = "0".repeat(64);
 
@@ -183,12 +184,14 @@ export class MemoryAudit {
 }
 
 /**
- * Consent from decisions already made: `decide(viewSha256, responsesSha256, granted)` records
- * what the user chose in a dialog that showed exactly that view and those answers; the gate's
- * `request-consent` then finds it (the WIT's "find the decision the user already made"). A
- * prompt nobody decided on is a host error: the gate denies as `consent_unavailable`.
- * `method` says how the decision was made (`"user-at-screen"` unless given: see
- * `CONSENT_METHODS`); the trail records it.
+ * Consent from decisions already made (a dialog the host showed, answered before
+ * `buildRetry`): `await decideFor(verdict, responses, granted)` records the user's decision for
+ * the round `verdict` showed and the answers the host will send (the package digests them as
+ * the gate does); the gate's `request-consent` then finds exactly that decision, once (the
+ * WIT's "find the decision the user already made"). A prompt nobody decided on is a host
+ * error: the gate denies as `consent_unavailable`. `method` says how the decision was made
+ * (`"user-at-screen"` unless given: see `CONSENT_METHODS`); the trail records it.
+ * `decide(viewSha256, responsesSha256, granted)` is the same with digests the caller made.
  */
 export class DecidedConsent {
   #decisions = new Map();
@@ -199,6 +202,10 @@ export class DecidedConsent {
     const receiptId = `consent-${this.#count}`;
     this.#decisions.set(`${viewSha256}/${responsesSha256}`, { receiptId, granted: granted === true, method });
     return receiptId;
+  }
+  async decideFor(verdict, responses, granted, method = "user-at-screen") {
+    if (typeof verdict?.viewSha256 !== "string") throw new TypeError("`verdict` must be the input_required verdict shown");
+    return this.decide(verdict.viewSha256, await responsesSha256(responses), granted, method);
   }
   requestConsent(prompt) {
     const key = `${prompt.viewSha256}/${prompt.responsesSha256}`;

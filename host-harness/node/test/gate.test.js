@@ -245,3 +245,50 @@ test("a schema mismatch names the field and the rule, escaped where read, never 
     for (const text of ["must be a valid", "not in the schema", "\\u202e", hostile]) assert.ok(!line.includes(text), line);
   }
 });
+
+test("the answers are digested exactly as the gate digests them", async () => {
+  const { readFileSync } = await import("node:fs");
+  const { canonical, responsesSha256 } = await import("../src/canonical.js");
+  const vectors = JSON.parse(readFileSync(new URL("../../../tests/canonical/responses_vectors.json", import.meta.url), "utf8"));
+  assert.ok(vectors.length >= 6);
+  for (const v of vectors) {
+    const parsed = JSON.parse(v.responses_json);
+    // A number beyond 2^53 is not held exactly in JavaScript (nor in the text this package
+    // sends for it: the host sends what it digested). Every other vector must match.
+    if (/\d{16,}/.test(v.responses_json)) {
+      assert.notEqual(canonical(parsed), v.canonical);
+      continue;
+    }
+    assert.equal(canonical(parsed), v.canonical, v.responses_json);
+    assert.equal(await responsesSha256(v.responses_json), v.sha256);
+  }
+});
+
+test("a decision recorded for the verdict and the answers is the consent the gate finds", async () => {
+  const consent = new DecidedConsent();
+  const f = await fx({ consent });
+  await f.register();
+  const v = await f.gate.acceptResponse(SERVER, formRound(1));
+  await denied("consent_unavailable", f.retry());
+  await consent.decideFor(v, { contact: { action: "decline" } }, true);
+  await denied("consent_unavailable", f.retry());
+  // The same answers as text, keys in another order: the same decision.
+  const receipt = await consent.decideFor(v, JSON.stringify({ contact: { content: ANSWERS.contact.content, action: "accept" } }), true);
+  const r = await f.retry();
+  assert.equal(r.consentReceiptId, receipt);
+  const consented = f.audit.lines.map((l) => JSON.parse(l)).filter((e) => e.event === "consented");
+  assert.deepEqual(consented.map((e) => e.consent_method), ["user_at_screen"]);
+});
+
+test("a refusal recorded is consent_refused, and answers that are no object are refused when recorded", async () => {
+  const consent = new DecidedConsent();
+  const f = await fx({ consent });
+  await f.register();
+  const v = await f.gate.acceptResponse(SERVER, formRound(1));
+  await consent.decideFor(v, ANSWERS, false, "preset-answers");
+  await denied("consent_refused", f.retry());
+  for (const bad of ["[]", "{", "\"text\"", [], null]) {
+    await assert.rejects(consent.decideFor(v, bad, true));
+  }
+  await assert.rejects(consent.decideFor({}, ANSWERS, true), TypeError);
+});

@@ -2,6 +2,7 @@
 (docs in the package's README), traps and fresh instances, the reference hosts."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -330,3 +331,45 @@ def test_a_schema_mismatch_names_the_field_and_the_rule_escaped_and_keeps_it_out
     for line in fx.audit.lines:
         for text in ("must be a valid", "not in the schema", "\\u202e", "em\u202eail"):
             assert text not in line, line
+
+
+VECTORS = json.loads((Path(__file__).parents[3] / "tests/canonical/responses_vectors.json").read_text())
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=lambda v: v["sha256"][:8])
+def test_the_answers_are_digested_exactly_as_the_gate_digests_them(vector):
+    from mrtr_gate._canonical import canonical, responses_sha256
+
+    assert canonical(json.loads(vector["responses_json"])) == vector["canonical"]
+    assert responses_sha256(vector["responses_json"]) == vector["sha256"]
+
+
+def test_a_decision_recorded_for_the_verdict_and_the_answers_is_the_consent_the_gate_finds():
+    consent = hosts.DecidedConsent()
+    fx = Fx(consent=consent)
+    fx.register()
+    v = fx.gate.accept_response(SERVER, form_round(1))
+    # Nothing decided yet: no consent.
+    denied("consent_unavailable", fx.retry)
+    # Decided on other answers: still none for these.
+    consent.decide_for(v, {"contact": {"action": "decline"}}, True)
+    denied("consent_unavailable", fx.retry)
+    # Decided on these answers (as text, keys in another order): the retry goes out.
+    text = '{"contact": {"content": {"email": "ada@example.com"}, "action": "accept"}}'
+    receipt = consent.decide_for(v, text, True)
+    r = fx.retry()
+    assert r.consent_receipt_id == receipt
+    consented = [json.loads(x) for x in fx.audit.lines if json.loads(x)["event"] == "consented"]
+    assert [e["consent_method"] for e in consented] == ["user_at_screen"]
+
+
+def test_a_refusal_recorded_is_consent_refused_and_bad_answers_are_refused_when_recorded():
+    consent = hosts.DecidedConsent()
+    fx = Fx(consent=consent)
+    fx.register()
+    v = fx.gate.accept_response(SERVER, form_round(1))
+    consent.decide_for(v, ANSWERS, False, m.ConsentMethod.PRESET_ANSWERS)
+    denied("consent_refused", fx.retry)
+    for bad in ["[]", '{"a": 1, "a": 2}', "{", '"text"']:
+        with pytest.raises(ValueError):
+            consent.decide_for(v, bad, True)

@@ -41,6 +41,7 @@ pub use memo::OriginMemo;
 pub(crate) use memo::SCHEMA_CACHE_ENTRIES;
 pub(crate) use memo::SchemaCache;
 pub use record::ID_PREFIX;
+pub use retry::canonical_responses;
 pub use server_request::LEGACY_SERVER_REQUESTS;
 pub use store::EXPIRY_GRACE_MS;
 pub use view_model::{ConsentView, ShownArguments, ViewError, ViewInput, ViewRequest, ViewState};

@@ -394,6 +394,14 @@ impl<H: Host> Gate<H> {
     }
 }
 
+/// The canonical text of `build-retry`'s `inputResponses` (`responses_json`): exactly what the
+/// retry carries and the consent prompt's `responses_json`. Hosts that record a decision
+/// before the gate asks (`DecidedConsent`) digest the answers they will send with this, so
+/// the host and the gate cannot differ on it.
+pub fn canonical_responses(responses_json: &str) -> Result<String, GateError> {
+    parse_responses(responses_json).map(|m| canonical::to_canonical(&Value::Object(m)))
+}
+
 /// `build-retry`'s `inputResponses` text as an object.
 fn parse_responses(text: &str) -> Result<serde_json::Map<String, Value>, GateError> {
     match json::parse_strict(text, limits::RESPONSES) {

@@ -1,8 +1,8 @@
 """The four host services the gate imports (`clock`, `storage`, `consent`, `audit`), as
 Protocols, with reference implementations: a wall clock and a manual one, storage in memory
 (TTL, compare-and-swap, versions never reused), an audit sink in memory and one in a
-JSON-lines file (fsynced, read back from the file), and a consent provider that asks a
-callback.
+JSON-lines file (fsynced, read back from the file), and two consent providers: one that asks
+a callback, one that finds the decision the host recorded (`DecidedConsent.decide_for`).
 
 A service reports a failure by raising `HostError` (any other exception is treated the same
 way: the gate denies). The in-memory services can inject the faults the shared corpus uses
@@ -15,7 +15,7 @@ import hashlib
 import os
 import threading
 import time
-from typing import Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union
 
 from ._types import (
     GENESIS_SHA256,
@@ -219,6 +219,57 @@ class CallbackConsent:
             receipt_id=f"consent-{self._count}",
             decision=ConsentDecision.GRANTED if granted is True else ConsentDecision.REFUSED,
             method=self._method,
+            view_sha256=prompt.view_sha256,
+            responses_sha256=prompt.responses_sha256,
+        )
+
+
+class DecidedConsent:
+    """Consent from decisions the host recorded before the gate asks (a dialog the host
+    showed and the user answered, then `build_retry`): `decide_for(verdict, responses,
+    granted)` records the user's decision for the round `verdict` showed and the answers the
+    host will send (the package digests them as the gate does: tests/canonical holds it to the
+    gate's vectors). The gate's prompt then finds exactly that decision, once; a prompt nobody
+    decided on raises `HostError`, which the gate denies as `consent_unavailable`. `method`
+    says how the decision was made (a person at a screen by default)."""
+
+    def __init__(self) -> None:
+        self._decisions: dict = {}
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def decide_for(
+        self,
+        verdict: Any,
+        responses: Union[str, Mapping[str, Any]],
+        granted: bool,
+        method: "ConsentMethod | None" = None,
+    ) -> str:
+        """Record the decision; returns the receipt id the trail will record. Answers the
+        gate would refuse (not an object, a key twice) raise `ValueError`."""
+        from ._canonical import responses_sha256
+        from ._types import ConsentMethod
+
+        how = ConsentMethod(method) if method is not None else ConsentMethod.USER_AT_SCREEN
+        key = (verdict.view_sha256, responses_sha256(responses))
+        with self._lock:
+            self._count += 1
+            receipt_id = f"consent-{self._count}"
+            self._decisions[key] = (receipt_id, granted is True, how)
+        return receipt_id
+
+    def request_consent(self, prompt: ConsentPrompt) -> ConsentReceipt:
+        from ._types import ConsentDecision
+
+        with self._lock:
+            found = self._decisions.pop((prompt.view_sha256, prompt.responses_sha256), None)
+        if found is None:
+            raise HostError("no decision was made for this view and these answers")
+        receipt_id, granted, method = found
+        return ConsentReceipt(
+            receipt_id=receipt_id,
+            decision=ConsentDecision.GRANTED if granted else ConsentDecision.REFUSED,
+            method=method,
             view_sha256=prompt.view_sha256,
             responses_sha256=prompt.responses_sha256,
         )
