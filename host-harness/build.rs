@@ -23,6 +23,7 @@ fn run() -> Result<(), String> {
         println!("cargo::rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo::rerun-if-env-changed=MRTR_GATE_PREBUILT_COMPONENT");
+    println!("cargo::rerun-if-env-changed=CARGO_HOME");
 
     // An escape hatch for packagers who build the component elsewhere.
     if let Ok(prebuilt) = std::env::var("MRTR_GATE_PREBUILT_COMPONENT") {
@@ -50,9 +51,11 @@ fn run() -> Result<(), String> {
             "guest",
         ])
         .env("CARGO_TARGET_DIR", &target_dir)
-        // The outer build's flags are for the host, not for the guest.
+        // The outer build's flags are for the host, not for the guest; the guest's are only
+        // these (set explicitly, they also beat a developer's `build.rustflags`), so the
+        // component's bytes depend on the sources alone, not on where they were built.
+        .env("CARGO_ENCODED_RUSTFLAGS", remap_flags(&root).join("\x1f"))
         .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("CARGO_LLVM_COV")
@@ -82,6 +85,32 @@ fn run() -> Result<(), String> {
         sha256_hex(&component)
     );
     Ok(())
+}
+
+/// `--remap-path-prefix` for every place a path of this machine could reach the component
+/// (panic locations name source files): the cargo home, where the registry's sources are,
+/// and the checkout, each also as its canonical path (a symlinked home is seen both ways).
+fn remap_flags(root: &Path) -> Vec<String> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let mut flags = Vec::new();
+    let mut remap = |from: &Path, to: &str| {
+        let mut paths = vec![from.to_path_buf()];
+        if let Ok(canonical) = std::fs::canonicalize(from)
+            && canonical != from
+        {
+            paths.push(canonical);
+        }
+        for path in paths {
+            flags.push(format!("--remap-path-prefix={}={to}", path.display()));
+        }
+    };
+    if let Some(home) = home {
+        remap(&home, "/cargo");
+    }
+    remap(root, "/mrtr-gate");
+    flags
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -521,3 +521,29 @@ fn memory_and_storage_stay_flat_however_many_rounds_pass() {
     assert_eq!(hosts.storage.len(), 0);
     assert_eq!(gate.traps(), 0);
 }
+
+/// Reproducible (issue 27): the component's bytes depend on the sources, not on where they
+/// were built. Panic locations name source files; the guest build maps the cargo home and
+/// the checkout to fixed prefixes (`/cargo`, `/mrtr-gate`), so no path of this machine is
+/// inside.
+#[test]
+fn the_component_names_no_path_of_the_machine_it_was_built_on() {
+    let contains = |needle: &str| {
+        !needle.is_empty()
+            && EMBEDDED_COMPONENT
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes())
+    };
+    let root = env!("CARGO_MANIFEST_DIR");
+    assert!(!contains(root), "the checkout's path {root} is inside");
+    let home = std::env::var("CARGO_HOME")
+        .ok()
+        .or_else(|| std::env::var("HOME").ok().map(|h| format!("{h}/.cargo")));
+    if let Some(home) = home {
+        assert!(!contains(&home), "the cargo home {home} is inside");
+    }
+    assert!(
+        contains("/cargo/registry/"),
+        "the registry's sources are named under /cargo"
+    );
+}

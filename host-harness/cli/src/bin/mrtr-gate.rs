@@ -28,7 +28,10 @@ use mrtr_gate_cli::error_chain;
 use mrtr_gate_cli::keys::{KeyFlags, KeyOptions};
 use mrtr_gate_client::ServerStderr;
 use mrtr_gate_host::shown::json_for_terminal;
-use mrtr_gate_host::{GateRuntime, runtime::EMBEDDED_COMPONENT};
+use mrtr_gate_host::{
+    GateRuntime,
+    runtime::{EMBEDDED_COMPONENT, EMBEDDED_COMPONENT_SHA256},
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -433,7 +436,10 @@ fn demo(audit: Option<PathBuf>) -> Result<(), String> {
 
 fn info() -> Result<(), String> {
     let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
+    println!("version: {}", env!("CARGO_PKG_VERSION"));
     println!("component size: {} bytes", EMBEDDED_COMPONENT.len());
+    // What a host pins (docs/releasing.md): the SHA-256 of the component's bytes.
+    println!("component sha256: {EMBEDDED_COMPONENT_SHA256}");
     println!("imports: {}", runtime.imports().join(", "));
     println!("exports: {}", runtime.exports().join(", "));
     Ok(())
