@@ -99,11 +99,25 @@ pub enum LoadError {
     Exports(wasmtime::Error),
     /// The thread that advances the epoch for call deadlines could not be started.
     EpochThread(std::io::Error),
+    /// The component is not the one the host pinned: its SHA-256 differs from the expected
+    /// one (nothing of it was compiled).
+    UnexpectedComponent {
+        /// The SHA-256 the host expects (lowercase hex).
+        expected: String,
+        /// The SHA-256 of the bytes given.
+        actual: String,
+    },
 }
 
 impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Self::UnexpectedComponent { expected, actual } => {
+                return write!(
+                    f,
+                    "refused to load the gate component: its sha256 is {actual}, not the {expected} this host expects"
+                );
+            }
             Self::Engine(_) => {
                 "could not load the gate component: creating the wasmtime engine failed"
             }
@@ -125,6 +139,7 @@ impl std::fmt::Display for LoadError {
 impl std::error::Error for LoadError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(match self {
+            Self::UnexpectedComponent { .. } => return None,
             Self::Engine(e)
             | Self::Compile(e)
             | Self::Deserialize(e)
@@ -222,6 +237,25 @@ impl GateRuntime {
     ) -> Result<Self, LoadError> {
         let digest = hex(&Sha256::digest(component));
         Self::load_digested(component, &digest, cache_dir, limits)
+    }
+
+    /// [`Self::load`], only if `component`'s SHA-256 is `expected_sha256` (lowercase hex, as
+    /// `mrtr-gate info` and the release's `SHA256SUMS` print it): a host that pins the
+    /// component it reviewed refuses any other before compiling it.
+    pub fn load_pinned(
+        component: &[u8],
+        expected_sha256: &str,
+        cache_dir: Option<&Path>,
+        limits: SandboxLimits,
+    ) -> Result<Self, LoadError> {
+        let actual = hex(&Sha256::digest(component));
+        if actual != expected_sha256.to_ascii_lowercase() {
+            return Err(LoadError::UnexpectedComponent {
+                expected: expected_sha256.to_owned(),
+                actual,
+            });
+        }
+        Self::load_digested(component, &actual, cache_dir, limits)
     }
 
     fn load_digested(

@@ -547,3 +547,32 @@ fn the_component_names_no_path_of_the_machine_it_was_built_on() {
         "the registry's sources are named under /cargo"
     );
 }
+
+/// Pinning (issue 27): a host that names the SHA-256 it expects loads that component and
+/// refuses any other, before compiling it.
+#[test]
+fn a_pinned_host_loads_only_the_component_whose_digest_it_expects() {
+    use mrtr_gate_host::runtime::{EMBEDDED_COMPONENT_SHA256, LoadError};
+    use mrtr_gate_host::{GateRuntime, SandboxLimits};
+    let expected = EMBEDDED_COMPONENT_SHA256;
+    assert!(
+        GateRuntime::load_pinned(EMBEDDED_COMPONENT, expected, None, SandboxLimits::default())
+            .is_ok()
+    );
+    let mut other = EMBEDDED_COMPONENT.to_vec();
+    other.extend_from_slice(&[0, 4, b'x', b'x', b'x', 0]);
+    match GateRuntime::load_pinned(&other, expected, None, SandboxLimits::default()) {
+        Err(LoadError::UnexpectedComponent { actual, .. }) => assert_ne!(actual, expected),
+        Err(e) => panic!("refused for the wrong reason: {e}"),
+        Ok(_) => panic!("another component was loaded"),
+    }
+    let e = GateRuntime::load_pinned(
+        EMBEDDED_COMPONENT,
+        &"0".repeat(64),
+        None,
+        SandboxLimits::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains(expected), "{e}");
+}

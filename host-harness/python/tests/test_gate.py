@@ -373,3 +373,18 @@ def test_a_refusal_recorded_is_consent_refused_and_bad_answers_are_refused_when_
     for bad in ["[]", '{"a": 1, "a": 2}', "{", '"text"']:
         with pytest.raises(ValueError):
             consent.decide_for(v, bad, True)
+
+
+def test_a_pinned_host_loads_only_the_component_whose_digest_it_expects():
+    import hashlib
+
+    wasm = m.bundled_component()
+    digest = hashlib.sha256(wasm).hexdigest()
+    fx = Fx()
+    m.Gate(clock=fx.clock, storage=fx.storage, consent=fx.consent, audit=fx.audit, expected_sha256=digest.upper())
+    with pytest.raises(m.UnexpectedComponent) as e:
+        m.Gate(clock=fx.clock, storage=fx.storage, consent=fx.consent, audit=fx.audit, expected_sha256="0" * 64)
+    assert e.value.actual == digest
+    with pytest.raises(m.UnexpectedComponent):
+        m.Gate(clock=fx.clock, storage=fx.storage, consent=fx.consent, audit=fx.audit,
+               component=wasm + b"\x00\x04xxx\x00", expected_sha256=digest)

@@ -14,7 +14,7 @@ See README.md beside this package for the whole flow."""
 from . import hosts
 from ._types import *  # noqa: F401,F403 - the API's values, listed once in _types.__all__
 from ._types import __all__ as _values
-from .gate import Gate, bundled_component
+from .gate import Gate, UnexpectedComponent, bundled_component
 from .shown import shown_json, shown_lines, shown_text
 
-__all__ = [*_values, "Gate", "bundled_component", "hosts", "shown_json", "shown_lines", "shown_text"]
+__all__ = [*_values, "Gate", "UnexpectedComponent", "bundled_component", "hosts", "shown_json", "shown_lines", "shown_text"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from importlib import resources
@@ -29,6 +30,16 @@ from ._types import (
 
 #: The largest integer id the WIT carries (`s64`); the gate itself refuses beyond 2**53 - 1.
 _S64_MAX = (1 << 63) - 1
+
+
+class UnexpectedComponent(ValueError):
+    """The component is not the one the host pinned (`Gate(expected_sha256=...)`): its SHA-256
+    differs. Nothing of it was compiled."""
+
+    def __init__(self, expected: str, actual: str) -> None:
+        super().__init__(f"refused to load the gate component: its sha256 is {actual}, not the {expected} this host expects")
+        self.expected = expected
+        self.actual = actual
 
 
 def bundled_component() -> bytes:
@@ -100,7 +111,11 @@ class Gate:
         audit: Any,
         component: Optional[Union[bytes, str, os.PathLike[str]]] = None,
         max_memory_bytes: int = 256 << 20,
+        expected_sha256: Optional[str] = None,
     ) -> None:
+        """`expected_sha256` pins the component (lowercase hex, as `mrtr-gate info` and the
+        release's SHA256SUMS print it): any other is refused with `UnexpectedComponent` before
+        it is compiled."""
         if component is None:
             wasm = bundled_component()
         elif isinstance(component, (bytes, bytearray)):
@@ -108,6 +123,10 @@ class Gate:
         else:
             with open(component, "rb") as f:
                 wasm = f.read()
+        if expected_sha256 is not None:
+            actual = hashlib.sha256(wasm).hexdigest()
+            if actual != expected_sha256.lower():
+                raise UnexpectedComponent(expected_sha256, actual)
         self._compiled = c.Compiled.of(wasm)
         self._services = c.Services(clock, storage, consent, audit)
         self._max_memory = max_memory_bytes
