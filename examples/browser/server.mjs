@@ -1,5 +1,5 @@
-// The browser example's local fixture: serves the page, the JavaScript package (src/ and the
-// transpiled gen/ of host-harness/node) and tldts, and plays a small MCP server at POST /mcp
+// The browser example's local fixture: serves the page, the JavaScript package (src/, jco's
+// glue in gen/ and the component in component/ of host-harness/node) and tldts, and plays a small MCP server at POST /mcp
 // that answers a tools/call with `input_required` rounds. Which round it plays is the
 // request's `params.name`: `book_flight` (a form), `pay` (a URL elicitation to a look-alike
 // host), `hostile` (a URL with credentials in it: the gate must refuse the round), `spoof`

@@ -54,6 +54,10 @@ test("the page loads the component without WASI and with nothing but the fixture
   assert.deepEqual(problems, []);
   assert.deepEqual(elsewhere, []);
   assert.ok(!fixture.requests.some((u) => u.includes("preview2-shim")));
+  // The component itself, fetched once and split in the page (its digest checked by
+  // WebCrypto: 127.0.0.1 is a secure context); jco's separate core modules are never asked for.
+  assert.equal(fixture.requests.filter((u) => u === "/gate/component/mrtr-gate.wasm").length, 1);
+  assert.deepEqual(fixture.requests.filter((u) => u.endsWith(".wasm") && u !== "/gate/component/mrtr-gate.wasm"), []);
   await page.close();
 });
 

@@ -130,8 +130,39 @@ export interface Services {
 }
 
 export interface GateOptions {
-  /** Loads a core module of the transpiled component (default: from gen/ beside the package). */
+  /**
+   * Pins the component: its SHA-256, 64 hex digits (as `mrtr-gate info` and the release's
+   * SHA256SUMS print it). Another component is refused with `UnexpectedComponent` before any
+   * of it is compiled; without WebCrypto (`crypto.subtle`) a pin is refused (`digest_unavailable`).
+   */
+  expectedSha256?: string;
+  /**
+   * Where the component is (default: component/mrtr-gate.wasm in the package): a URL (a
+   * bundler's asset URL), a Response, or its bytes. It must be the component this package's
+   * glue was built from (its digest is checked too).
+   */
+  component?: URL | string | Response | ArrayBuffer | ArrayBufferView;
+  /**
+   * Loads jco's core modules some other way. No digest can be checked over them: refused
+   * together with `expectedSha256` or `component`.
+   */
   loadCoreModule?: (file: string) => Promise<WebAssembly.Module>;
+}
+
+/** The component could not be loaded; nothing of it was compiled. */
+export declare class LoadError extends Error {
+  /** `unexpected_component`, `malformed_component`, `component_unavailable`, `digest_unavailable` or `invalid_argument`. */
+  readonly code: "unexpected_component" | "malformed_component" | "component_unavailable" | "digest_unavailable" | "invalid_argument";
+}
+
+/** The component's SHA-256 is not the pinned one (`whose: "pin"`) or the one the package was built from (`"shipped"`). */
+export declare class UnexpectedComponent extends LoadError {
+  readonly code: "unexpected_component";
+  /** The SHA-256 expected (lowercase hex). */
+  readonly expected: string;
+  /** The SHA-256 of the bytes given (lowercase hex). */
+  readonly actual: string;
+  readonly whose: "pin" | "shipped";
 }
 
 export declare class Gate {

@@ -1,6 +1,7 @@
-// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.5.0 component, transpiled by
-// jco into core WebAssembly plus glue (`gen/`, built by the project's scripts/node), over four
-// host services written in JavaScript (see ./hosts.js for reference ones).
+// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.5.0 component (shipped as
+// component/mrtr-gate.wasm, checked and split by ./component.js) run through jco's glue
+// (`gen/`, built by the project's scripts/node), over four host services written in
+// JavaScript (see ./hosts.js for reference ones).
 //
 //   const gate = await Gate.create({ clock, storage, consent, audit });
 //   const sent = await gate.register({ requestId: 1, server: { origin: url }, user, tenant,
@@ -11,6 +12,7 @@
 // ran out of memory, a bug) rejects as `guest_trapped`, and the next call gets a fresh
 // instance: every binding lives in the host's storage, so nothing is lost.
 
+import { componentLoader, LoadError, UnexpectedComponent } from "./component.js";
 import { shownText } from "./shown.js";
 
 const WIT = "0.5.0";
@@ -181,23 +183,30 @@ function imports(services) {
   };
 }
 
-/** The modules each loader compiled, by file name (promises of `WebAssembly.Module`). */
+/** The modules each `loadCoreModule` compiled, by file name (promises of `WebAssembly.Module`). */
 const compiledBy = new WeakMap();
-let sharedDefaultLoader = null;
 
-/** Loads the transpiled component's core modules (Node: from `gen/`; browsers: by fetch). */
-async function defaultLoader() {
-  sharedDefaultLoader ??= makeDefaultLoader();
-  return sharedDefaultLoader;
+function cachedCoreLoader(load) {
+  // Each loader's compiled modules are kept: a second Gate (another user, a fresh start)
+  // does not compile the component again.
+  if (!compiledBy.has(load)) compiledBy.set(load, new Map());
+  const compiled = compiledBy.get(load);
+  return (file) => {
+    if (!compiled.has(file)) compiled.set(file, load(file));
+    return compiled.get(file);
+  };
 }
 
-async function makeDefaultLoader() {
-  const base = new URL("../gen/", import.meta.url);
-  if (typeof process !== "undefined" && process.versions?.node) {
-    const { readFile } = await import("node:fs/promises");
-    return async (file) => WebAssembly.compile(await readFile(new URL(file, base)));
+/** The loader jco's glue calls for each core module, from Gate.create's options. */
+async function coreLoader(options) {
+  const { loadCoreModule, component, expectedSha256 } = options;
+  if (loadCoreModule === undefined) return componentLoader({ component, expectedSha256 });
+  // A caller's own core modules: no component bytes pass here, so no digest can be checked.
+  if (component !== undefined || expectedSha256 !== undefined) {
+    throw new LoadError("invalid_argument", "`loadCoreModule` loads core modules no digest can be checked over: pass `component` (and `expectedSha256`) instead");
   }
-  return (file) => WebAssembly.compileStreaming(fetch(new URL(file, base)));
+  if (typeof loadCoreModule !== "function") throw new LoadError("invalid_argument", "`loadCoreModule` must be a function");
+  return cachedCoreLoader(loadCoreModule);
 }
 
 function verdict(v) {
@@ -238,23 +247,20 @@ export class Gate {
 
   /**
    * @param services `{ clock, storage, consent, audit }` (see ./hosts.js)
-   * @param options `{ loadCoreModule?: (file) => Promise<WebAssembly.Module> }` to load the
-   *   core modules from elsewhere (a bundler's asset URL).
+   * @param options `{ expectedSha256?, component?, loadCoreModule? }`: `expectedSha256` pins
+   *   the component (64 hex digits, as `mrtr-gate info` and SHA256SUMS print it; another is
+   *   refused with UnexpectedComponent before anything is compiled); `component` is where the
+   *   component is (a URL, a Response, an ArrayBuffer or a typed array; default: the one the
+   *   package ships); `loadCoreModule(file)` loads jco's core modules some other way, and
+   *   cannot be pinned (refused together with `expectedSha256` or `component`).
    */
   static async create(services, options = {}) {
     for (const s of ["clock", "storage", "consent", "audit"]) {
       if (!services?.[s]) throw new TypeError(`Gate.create needs services.${s}`);
     }
+    if (options === null || typeof options !== "object") throw new LoadError("invalid_argument", "Gate.create's options must be an object");
+    const getCoreModule = await coreLoader(options);
     const { instantiate } = await import("../gen/gate.js");
-    const load = options.loadCoreModule ?? await defaultLoader();
-    // Each loader's compiled modules are kept: a second Gate (another user, a fresh start)
-    // does not compile the component again.
-    if (!compiledBy.has(load)) compiledBy.set(load, new Map());
-    const compiled = compiledBy.get(load);
-    const getCoreModule = (file) => {
-      if (!compiled.has(file)) compiled.set(file, load(file));
-      return compiled.get(file);
-    };
     const adapted = imports(services);
     const gate = new Gate(async () => (await instantiate(getCoreModule, adapted))[`mrtr:gate/gate@${WIT}`] ?? null, services);
     await gate.#live();
@@ -365,8 +371,10 @@ export class Gate {
   }
 }
 
-/** The adapted imports (the package's tests build instances with them). */
+/** The adapted imports (the package's tests build instances with them: mrtr-gate/internal). */
 export const __testImports = imports;
+
+export { LoadError, UnexpectedComponent };
 
 // How a host shows a server's strings (every one of them) on a screen: src/shown.js.
 export { hiddenOrControl, shownJson, shownLines, shownText } from "./shown.js";

@@ -2,8 +2,8 @@
 // JavaScript package, step for step as the Rust runner (host-harness/testkit/src/corpus.rs) runs
 // it, over the same reference hosts. Used by Node's test runner and by the browser page.
 
-import { Gate, GateError, HostError } from "../src/index.js";
-import { ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
+import { Gate, GateError, HostError } from "mrtr-gate";
+import { ManualClock, MemoryAudit, MemoryStorage } from "mrtr-gate/hosts";
 import { Num, canonical, dumps, equal, parse, pointer, string } from "./exact-json.js";
 
 export const DEFAULT_SERVER = "https://server.example/mcp";

@@ -8,11 +8,9 @@ import { readFile, readdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { parse, run } from "./corpus-runner.js";
-import { cachedLoader } from "./support.js";
 
 const corpus = process.env.MRTR_GATE_CORPUS ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../tests/corpus");
 const files = (await readdir(corpus)).filter((f) => f.endsWith(".json")).sort();
-const loadCoreModule = cachedLoader();
 
 test("the corpus is all there", () => {
   assert.ok(files.length >= 75, `${files.length} scenarios`);
@@ -21,7 +19,7 @@ test("the corpus is all there", () => {
 for (const file of files) {
   test(file, async () => {
     const scenario = parse(await readFile(path.join(corpus, file), "utf8"));
-    const { failure, lines, transcript } = await run(scenario, { loadCoreModule });
+    const { failure, lines, transcript } = await run(scenario);
     if (failure) assert.fail(`${file}: ${failure.message}`);
     for (const [kind, got] of [["transcripts", transcript], ["trails", lines]]) {
       const want = await readFile(path.join(corpus, kind, file.replace(/\.json$/, ".jsonl")), "utf8");

@@ -2,16 +2,14 @@
 // host error, never a trap), traps and fresh instances.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Gate, GateError, HostError } from "../src/index.js";
-import { CallbackConsent, DecidedConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
-import { ANSWERS, META, PARAMS, SERVER, cachedLoader, complete, formRound } from "./support.js";
-
-const loadCoreModule = cachedLoader();
+import { Gate, GateError, HostError } from "mrtr-gate";
+import { CallbackConsent, DecidedConsent, ManualClock, MemoryAudit, MemoryStorage } from "mrtr-gate/hosts";
+import { ANSWERS, META, PARAMS, SERVER, complete, formRound } from "./support.js";
 
 async function fx(overrides = {}) {
   const clock = new ManualClock();
   const services = { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit(), ...overrides };
-  const gate = await Gate.create(services, { loadCoreModule });
+  const gate = await Gate.create(services);
   return {
     gate, ...services,
     register: (id = 1) => gate.register({ requestId: id, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: PARAMS }),
@@ -170,10 +168,10 @@ test("a trap denies as guest_trapped and the next call gets a fresh instance", a
   // dead. Here the first instance's call traps as a trapped instance's does.
   const clock = new ManualClock();
   const services = { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() };
-  const real = await Gate.create(services, { loadCoreModule });
+  const real = await Gate.create(services);
   await real.register({ requestId: 1, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: PARAMS });
-  const { instantiate } = await import("../gen/gate.js");
-  const { __testImports } = await import("../src/index.js");
+  const { __testImports, componentLoader, instantiate } = await import("mrtr-gate/internal");
+  const loadCoreModule = await componentLoader();
   let made = 0;
   const gate = new Gate(async () => {
     made += 1;
@@ -248,7 +246,7 @@ test("a schema mismatch names the field and the rule, escaped where read, never 
 
 test("the answers are digested exactly as the gate digests them", async () => {
   const { readFileSync } = await import("node:fs");
-  const { canonical, responsesSha256 } = await import("../src/canonical.js");
+  const { canonical, responsesSha256 } = await import("mrtr-gate/internal");
   const vectors = JSON.parse(readFileSync(new URL("../../../tests/canonical/responses_vectors.json", import.meta.url), "utf8"));
   assert.ok(vectors.length >= 6);
   for (const v of vectors) {

@@ -10,10 +10,10 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Gate, HostError } from "../src/index.js";
-import { CallbackConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
-import { AnchoredAudit, HostKeys, verifyAnchor } from "../src/host-keys.js";
-import { ANSWERS, PARAMS, SERVER, cachedLoader, formRound } from "./support.js";
+import { Gate, HostError } from "mrtr-gate";
+import { CallbackConsent, ManualClock, MemoryAudit, MemoryStorage } from "mrtr-gate/hosts";
+import { AnchoredAudit, HostKeys, verifyAnchor } from "mrtr-gate/host-keys";
+import { ANSWERS, PARAMS, SERVER, formRound } from "./support.js";
 
 const fixture = (name) => readFileSync(new URL(`../../../tests/host_keys/${name}`, import.meta.url), "utf8");
 // `k1` of vectors.json, which keyed the recorded trail.
@@ -65,7 +65,6 @@ test("a round under AnchoredAudit is intact and each tampering is found", () =>
       const clock = new ManualClock();
       const gate = await Gate.create(
         { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new AnchoredAudit(trail, KEYS, anchor, links) },
-        { loadCoreModule: cachedLoader() },
       );
       await gate.register({ requestId: id, server: SERVER, user: "u", tenant: "t", method: "tools/call", params: PARAMS });
       assert.equal((await gate.acceptResponse(SERVER, formRound(id))).kind, "input_required");
@@ -128,7 +127,6 @@ test("a trail this package keys is recorded for the Rust verifier", () =>
     const clock = new ManualClock();
     const gate = await Gate.create(
       { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new AnchoredAudit(trail, KEYS, anchor, links) },
-      { loadCoreModule: cachedLoader() },
     );
     await gate.register({ requestId: 1, server: SERVER, user: "u", tenant: "t", method: "tools/call", params: PARAMS });
     assert.equal((await gate.acceptResponse(SERVER, formRound(1))).kind, "input_required");

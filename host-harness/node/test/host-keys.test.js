@@ -5,10 +5,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { inspect } from "node:util";
-import { Gate, GateError, HostError } from "../src/index.js";
-import { CallbackConsent, ManualClock, MemoryAudit, MemoryStorage } from "../src/hosts.js";
-import { AuthenticatedStorage, HostKeyError, HostKeys, Pseudonyms } from "../src/host-keys.js";
-import { ANSWERS, PARAMS, SERVER, cachedLoader, formRound } from "./support.js";
+import { Gate, GateError, HostError } from "mrtr-gate";
+import { CallbackConsent, ManualClock, MemoryAudit, MemoryStorage } from "mrtr-gate/hosts";
+import { AuthenticatedStorage, HostKeyError, HostKeys, Pseudonyms } from "mrtr-gate/host-keys";
+import { ANSWERS, PARAMS, SERVER, formRound } from "./support.js";
 
 const VECTORS = JSON.parse(readFileSync(new URL("../../../tests/host_keys/vectors.json", import.meta.url), "utf8"));
 const unhex = (h) => Buffer.from(h, "hex");
@@ -117,7 +117,6 @@ test("the gate runs a round over authenticated storage and pseudonyms and refuse
   const audit = new MemoryAudit();
   const gate = await Gate.create(
     { clock, storage: new AuthenticatedStorage(inner, keys), consent: new CallbackConsent(() => true), audit },
-    { loadCoreModule: cachedLoader() },
   );
   const user = names.user("ada@example.com");
   const tenant = names.tenant("acme");

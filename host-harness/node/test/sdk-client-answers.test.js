@@ -10,10 +10,10 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { Gate } from "../src/index.js";
-import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../src/hosts.js";
-import { GatedSdkClient, SdkAdapterError } from "../src/sdk-client.js";
-import { StreamRefused, readAnswer, reframe } from "../src/sdk-framing.js";
+import { Gate } from "mrtr-gate";
+import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
+import { GatedSdkClient, SdkAdapterError } from "mrtr-gate/sdk-client";
+import { StreamRefused, readAnswer, reframe } from "mrtr-gate/internal";
 
 const serverPath = fileURLToPath(new URL("../../../tests/peers/python_sdk/differential_server.py", import.meta.url));
 const REFUSED = [

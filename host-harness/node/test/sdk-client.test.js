@@ -10,9 +10,9 @@ import { createServer } from "node:http";
 import { connect as tcpConnect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-import { Gate, GateError } from "../src/index.js";
-import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../src/hosts.js";
-import { GatedSdkClient, SdkAdapterError } from "../src/sdk-client.js";
+import { Gate, GateError } from "mrtr-gate";
+import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
+import { GatedSdkClient, SdkAdapterError } from "mrtr-gate/sdk-client";
 
 const serverPath = fileURLToPath(new URL("../../../tests/peers/ts_sdk/server.mjs", import.meta.url));
 const SECRETS = ["SECRET-SESSION", "Ada Lovelace"];

@@ -3,8 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { ESCAPED, hiddenOrControl, shownJson, shownLines, shownText } from "../src/shown.js";
-import * as fromIndex from "../src/index.js";
+import { ESCAPED, hiddenOrControl, shownJson, shownLines, shownText } from "mrtr-gate/shown";
+import * as fromIndex from "mrtr-gate";
 
 const vectors = JSON.parse(readFileSync(new URL("../../../tests/screen/shown_text.json", import.meta.url), "utf8"));
 const ranges = vectors.escaped.map(([a, b]) => [parseInt(a, 16), parseInt(b, 16)]);

@@ -4,8 +4,8 @@
 // keys in the index, keys past their TTL are gone, hostile cursors and limits are errors.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { HostError } from "../src/index.js";
-import { ManualClock, MemoryStorage } from "../src/hosts.js";
+import { HostError } from "mrtr-gate";
+import { ManualClock, MemoryStorage } from "mrtr-gate/hosts";
 
 const A = "mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/";
 const MAX = (1n << 64n) - 1n;

@@ -1,6 +1,6 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's TypeScript types
 // describe the API as a client uses it (a mistake here or in src/*.d.ts fails the test).
-import { Gate, GateError, type Services, type Verdict } from "mrtr-gate";
+import { Gate, GateError, LoadError, UnexpectedComponent, type Services, type Verdict } from "mrtr-gate";
 import { DecidedConsent, ManualClock, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
 import { AuthenticatedStorage, HostKeys, Pseudonyms } from "mrtr-gate/host-keys";
 
@@ -60,4 +60,16 @@ export async function keyed(secret: Uint8Array): Promise<string> {
   const server = { origin: "https://mcp.example.com/mcp" };
   const sent = await gate.register({ requestId: 1, server, user: names.user("ada"), tenant: names.tenant("acme"), method: "tools/call", params: { name: "t" } });
   return sent.requestJson + keys.currentId;
+}
+
+// Pinning the component, and the errors a refused one rejects with.
+export async function pinned(services: Services, sha256: string, bytes: Uint8Array): Promise<string> {
+  try {
+    await Gate.create(services, { expectedSha256: sha256, component: bytes });
+    return "loaded";
+  } catch (e) {
+    if (e instanceof UnexpectedComponent) return `${e.code} ${e.whose} ${e.expected} ${e.actual}`;
+    if (e instanceof LoadError) return e.code;
+    throw e;
+  }
 }

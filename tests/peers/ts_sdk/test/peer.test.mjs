@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { Gate } from "../../../../host-harness/node/src/index.js";
-import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../../../../host-harness/node/src/hosts.js";
+import { Gate } from "mrtr-gate";
+import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
 
 const serverPath = fileURLToPath(new URL("../server.mjs", import.meta.url));
 const server = { endpoint: "stdio:ts-sdk-peer" };
