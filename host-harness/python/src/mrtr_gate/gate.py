@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 from importlib import resources
 from typing import Any, Mapping, Optional, Union
 
@@ -33,25 +35,57 @@ _S64_MAX = (1 << 63) - 1
 
 
 class UnexpectedComponent(ValueError):
-    """The component is not the one the host pinned (`Gate(expected_sha256=...)`): its SHA-256
-    differs. Nothing of it was compiled."""
+    """The component is not the one the host pinned (`Gate(expected_sha256=...)`), or the
+    bundled one is not the one the package shipped (`COMPONENT_SHA256`: a damaged install): its
+    SHA-256 differs. Nothing of it was compiled."""
 
-    def __init__(self, expected: str, actual: str) -> None:
-        super().__init__(f"refused to load the gate component: its sha256 is {actual}, not the {expected} this host expects")
+    def __init__(self, expected: str, actual: str, message: Optional[str] = None) -> None:
+        super().__init__(message or f"refused to load the gate component: its sha256 is {actual}, not the {expected} this host expects")
         self.expected = expected
         self.actual = actual
 
 
+_DIGEST_FILE = "gate.wasm.sha256"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_sha256() -> str:
+    """The component's SHA-256 as the package shipped it (`mrtr_gate/gate.wasm.sha256`, in
+    `sha256sum`'s format: written by the project's `scripts/python` beside `gate.wasm`)."""
+    try:
+        text = resources.files(__package__).joinpath(_DIGEST_FILE).read_text("ascii")
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"mrtr_gate/{_DIGEST_FILE} is missing: build the package with the project's "
+            "scripts/python, or pass component= to Gate"
+        ) from e
+    except UnicodeDecodeError:
+        text = ""
+    fields = text.split()
+    digest = fields[0] if fields else ""
+    if not _HEX64.fullmatch(digest):
+        # Fail closed: a digest file nobody can compare against is a damaged install.
+        raise UnexpectedComponent("", "", f"refused to load the gate component: mrtr_gate/{_DIGEST_FILE} is malformed (a damaged install)")
+    return digest
+
+
 def bundled_component() -> bytes:
     """The component this package ships (`mrtr_gate/gate.wasm`, put there by the project's
-    `scripts/python`)."""
+    `scripts/python`), always checked against the digest shipped beside it
+    (`COMPONENT_SHA256`): a damaged install raises `UnexpectedComponent`."""
     try:
-        return resources.files(__package__).joinpath("gate.wasm").read_bytes()
+        wasm = resources.files(__package__).joinpath("gate.wasm").read_bytes()
     except FileNotFoundError as e:
         raise FileNotFoundError(
             "mrtr_gate/gate.wasm is missing: build the package with the project's "
             "scripts/python, or pass component= to Gate"
         ) from e
+    expected = _shipped_sha256()
+    actual = hashlib.sha256(wasm).hexdigest()
+    if actual != expected:
+        raise UnexpectedComponent(expected, actual)
+    return wasm
 
 
 def _request_id(value: RequestId, what: str) -> Union[int, str]:
