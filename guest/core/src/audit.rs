@@ -405,6 +405,31 @@ pub enum ChainBreak {
     Broken(usize),
 }
 
+impl core::fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Positions are 0-based in the API and 1-based for a person reading a file.
+        match self {
+            Self::Malformed(i) => write!(
+                f,
+                "audit line {} is not a chained audit entry",
+                i.saturating_add(1)
+            ),
+            Self::Gap(i) => write!(
+                f,
+                "audit line {} does not follow the line before it (seq)",
+                i.saturating_add(1)
+            ),
+            Self::Broken(i) => write!(
+                f,
+                "audit line {} does not link to the line before it (prev_sha256)",
+                i.saturating_add(1)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ChainBreak {}
+
 /// Verify a whole chain of lines (oldest first) from the start of the sink.
 pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64, ChainBreak> {
     let mut prev = ChainHead::genesis();

@@ -223,22 +223,26 @@ impl mrtr_gate_core::host::Audit for RivalBeforeSubmitted {
     }
 }
 
-/// Finding F1 (docs/checker-counterexamples.md) without the checker: instance A consumes the
-/// round, and before its `submitted` event is written instance B ends the binding (`end`
-/// says how). A must send nothing and audit nothing of the retry after B's `terminal`.
-fn a_retry_ended_while_auditing(
-    end: impl FnOnce(&mrtr_gate_core::memory::ManualClock, TestGate) + 'static,
-) -> (Fx, Vec<Value>) {
+/// Instance A of `fx`, whose sink runs its `rival` (set later) just before A's first
+/// `submitted` event, with request 1 registered and its form round open.
+fn gate_with_a_round_before_a_rival(
+    fx: &Fx,
+) -> mrtr_gate_core::Gate<
+    mrtr_gate_core::host::Services<
+        std::sync::Arc<mrtr_gate_core::memory::ManualClock>,
+        mrtr_gate_core::memory::MemoryStorage,
+        mrtr_gate_core::memory::ScriptedConsent,
+        RivalBeforeSubmitted,
+    >,
+> {
     use mrtr_gate_core::Gate;
     use mrtr_gate_core::host::Services;
-    let fx = Fx::new();
-    let rival: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = std::cell::RefCell::new(None);
     let mut a = Gate::new(Services {
         clock: fx.clock.clone(),
         storage: fx.storage.clone(),
         consent: fx.consent.clone(),
         audit: RivalBeforeSubmitted {
-            rival,
+            rival: std::cell::RefCell::new(None),
             inner: fx.audit.clone(),
         },
     });
@@ -253,6 +257,17 @@ fn a_retry_ended_while_auditing(
         &response(1, input_required(json!({"a": form("A")}))),
     )
     .unwrap();
+    a
+}
+
+/// Finding F1 (docs/checker-counterexamples.md) without the checker: instance A consumes the
+/// round, and before its `submitted` event is written instance B ends the binding (`end`
+/// says how). A must send nothing and audit nothing of the retry after B's `terminal`.
+fn a_retry_ended_while_auditing(
+    end: impl FnOnce(&mrtr_gate_core::memory::ManualClock, TestGate) + 'static,
+) -> (Fx, Vec<Value>) {
+    let fx = Fx::new();
+    let mut a = gate_with_a_round_before_a_rival(&fx);
     let b = fx.second_gate();
     let clock = fx.clock.clone();
     *a.host().audit.rival.borrow_mut() = Some(Box::new(move || end(&clock, b)));
@@ -303,29 +318,8 @@ fn a_retry_whose_binding_expires_before_its_submitted_event_sends_nothing() {
 /// `received` can never come before this round's `submitted`.
 #[test]
 fn a_response_for_a_retry_not_yet_handed_out_is_refused_at_every_instance() {
-    use mrtr_gate_core::Gate;
-    use mrtr_gate_core::host::Services;
     let fx = Fx::new();
-    let mut a = Gate::new(Services {
-        clock: fx.clock.clone(),
-        storage: fx.storage.clone(),
-        consent: fx.consent.clone(),
-        audit: RivalBeforeSubmitted {
-            rival: std::cell::RefCell::new(None),
-            inner: fx.audit.clone(),
-        },
-    });
-    a.register(registration(
-        n(1),
-        &tool_params("t", json!({})),
-        Policy::default(),
-    ))
-    .unwrap();
-    a.accept_response(
-        &server(),
-        &response(1, input_required(json!({"a": form("A")}))),
-    )
-    .unwrap();
+    let mut a = gate_with_a_round_before_a_rival(&fx);
     let early = std::rc::Rc::new(std::cell::RefCell::new(None));
     let seen = std::rc::Rc::clone(&early);
     let mut b = fx.second_gate();
