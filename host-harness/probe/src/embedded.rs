@@ -1,0 +1,70 @@
+//! The scenarios shipped in the binary: `tests/probe/scenarios/*.json`, embedded at build
+//! time and read like any other file (a test holds this list equal to the folder, so a new
+//! scenario cannot be forgotten here).
+
+use crate::scenario::{Scenario, ScenarioError, check_set, parse};
+
+macro_rules! scenarios {
+    ($($name:literal),* $(,)?) => {
+        /// Every embedded scenario file: its stem and its text.
+        pub const FILES: &[(&str, &str)] = &[
+            $(($name, include_str!(concat!("../../../tests/probe/scenarios/", $name, ".json")))),*
+        ];
+    };
+}
+
+scenarios!(
+    "mrtr-control-form-round",
+    "mrtr-duplicate-input-key",
+    "mrtr-duplicate-result-type",
+    "mrtr-unknown-result-type",
+    "mrtr-request-state-exact",
+    "mrtr-request-state-lone-surrogate",
+    "mrtr-answers-off-schema",
+    "mrtr-url-unsafe",
+);
+
+/// The embedded scenarios, validated, control first.
+pub fn scenarios() -> Result<Vec<Scenario>, ScenarioError> {
+    let all = FILES
+        .iter()
+        .map(|(stem, text)| parse(stem, text))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_set(&all)?;
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_is_the_folder() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/probe/scenarios");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("the scenario folder")
+            .map(|e| e.expect("an entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| {
+                p.file_stem()
+                    .expect("a stem")
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = FILES.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
+    }
+
+    #[test]
+    fn every_embedded_scenario_is_valid() {
+        let all = scenarios().expect("valid scenarios");
+        assert_eq!(
+            all.first().map(|s| s.name.as_str()),
+            Some("mrtr-control-form-round")
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! The MCP endpoint (streamable HTTP, HTTP/1.1) on `127.0.0.1:0`: POSTs at `/mcp` are
+//! recorded whole, then answered by the scenario ([`crate::mcp`]); `GET` is 405 (both SDKs
+//! read it as "no stream"), `DELETE` 200, other paths 404. Every request is recorded before it
+//! is answered, so what the client sent is in the recording even if it never reads the answer.
+
+use crate::listen::Listener;
+use crate::mcp;
+use crate::record::Request;
+use crate::scenario::Scenario;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Response, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+/// A body larger than this is refused (413) and recorded as its first bytes only.
+const BODY_LIMIT: usize = 16 << 20;
+
+/// The path the endpoint serves.
+pub const MCP_PATH: &str = "/mcp";
+
+struct Shared {
+    scenario: Arc<Scenario>,
+    canary: u16,
+    requests: Mutex<Vec<Request>>,
+    legs: Mutex<HashMap<String, usize>>,
+}
+
+/// The running endpoint.
+pub struct Server {
+    listener: Listener,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Starts serving `scenario`, whose URL placeholders name the canary at `canary`.
+    pub fn start(scenario: Arc<Scenario>, canary: u16) -> io::Result<Server> {
+        let shared = Arc::new(Shared {
+            scenario,
+            canary,
+            requests: Mutex::new(Vec::new()),
+            legs: Mutex::new(HashMap::new()),
+        });
+        let serving = shared.clone();
+        let listener = Listener::start(move |stream| {
+            let shared = serving.clone();
+            async move {
+                let _ = stream.set_nodelay(true);
+                let service = service_fn(move |request| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(&shared, request).await) }
+                });
+                // A client that hangs up mid-request ends the connection: nothing to report.
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            }
+        })?;
+        Ok(Server { listener, shared })
+    }
+
+    /// The endpoint's URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}{MCP_PATH}", self.listener.port())
+    }
+
+    /// Waits for every connection to end (the client has exited) and returns the requests.
+    pub async fn finish(self) -> Vec<Request> {
+        self.listener.finish().await;
+        self.shared
+            .requests
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
+    }
+}
+
+fn empty(status: StatusCode) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+async fn handle(shared: &Shared, request: hyper::Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let (body, too_large) = match Limited::new(request.into_body(), BODY_LIMIT)
+        .collect()
+        .await
+    {
+        Ok(collected) => (
+            String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+            false,
+        ),
+        Err(_) => (String::new(), true),
+    };
+    let mut recorded = {
+        let Ok(requests) = shared.requests.lock() else {
+            return empty(StatusCode::INTERNAL_SERVER_ERROR);
+        };
+        Request::read(requests.len(), method.as_str(), &path, body)
+    };
+    if let Some(tool) = &recorded.tool
+        && let Ok(mut legs) = shared.legs.lock()
+    {
+        let leg = legs.entry(tool.clone()).or_insert(0);
+        recorded.leg = Some(*leg);
+        *leg += 1;
+    }
+    let response = if path != MCP_PATH {
+        empty(StatusCode::NOT_FOUND)
+    } else if too_large {
+        empty(StatusCode::PAYLOAD_TOO_LARGE)
+    } else if method == Method::GET {
+        empty(StatusCode::METHOD_NOT_ALLOWED)
+    } else if method == Method::DELETE {
+        empty(StatusCode::OK)
+    } else if method == Method::POST {
+        let answered = mcp::answer(&shared.scenario, &recorded, shared.canary);
+        let status = StatusCode::from_u16(answered.status).unwrap_or(StatusCode::OK);
+        match answered.reply {
+            None => empty(status),
+            Some(reply) => {
+                let mut response = Response::new(Full::new(Bytes::from(reply.body())));
+                *response.status_mut() = status;
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static(reply.content_type()),
+                );
+                response
+            }
+        }
+    } else {
+        empty(StatusCode::METHOD_NOT_ALLOWED)
+    };
+    if let Ok(mut requests) = shared.requests.lock() {
+        recorded.seq = requests.len();
+        requests.push(recorded);
+    }
+    response
+}

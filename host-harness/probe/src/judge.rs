@@ -1,0 +1,289 @@
+//! The checks, over a finished recording: each is SUCCESS, FAILURE (saying what the client
+//! did) or SKIPPED (what the client said it cannot do). Preconditions come first: a client the
+//! hang guard ended fails every check, and a check whose tool was never called fails (the
+//! conformance suite's convention: a client that did nothing proved nothing).
+
+use crate::json_text::{decode_string, raw_member, show_units};
+use crate::record::{Recording, Request};
+use crate::respond::{Fill, Reply, reply};
+use crate::scenario::{Check, CheckKind, Match, Scenario};
+use serde_json::{Value, json};
+
+/// A check's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The client did what a safe client does.
+    Success,
+    /// It did not (or never reached the check).
+    Failure,
+    /// It said it cannot do what the check needs.
+    Skipped,
+}
+
+impl Status {
+    /// The word printed (the conformance suite's).
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Success => "SUCCESS",
+            Status::Failure => "FAILURE",
+            Status::Skipped => "SKIPPED",
+        }
+    }
+}
+
+/// One check's verdict.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    /// The check's id.
+    pub id: String,
+    /// The check's description.
+    pub description: String,
+    /// The outcome.
+    pub status: Status,
+    /// What the client did (FAILURE), or why it was skipped.
+    pub message: Option<String>,
+    /// The evidence, as JSON.
+    pub details: Value,
+}
+
+/// Judges every check of `scenario` over `recording` (`canary`: the run's canary port).
+pub fn judge(scenario: &Scenario, recording: &Recording, canary: u16) -> Vec<Verdict> {
+    scenario
+        .checks
+        .iter()
+        .map(|check| {
+            let (status, message, details) = verdict(scenario, check, recording, canary);
+            Verdict {
+                id: check.id.clone(),
+                description: check.description.clone(),
+                status,
+                message,
+                details,
+            }
+        })
+        .collect()
+}
+
+type Outcome = (Status, Option<String>, Value);
+
+fn fail(message: String, details: Value) -> Outcome {
+    (Status::Failure, Some(message), details)
+}
+
+fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> Outcome {
+    if rec.timed_out {
+        return fail(
+            format!(
+                "the client had not exited after {} ms; the hang guard ended it",
+                rec.duration_ms
+            ),
+            json!({"timedOut": true}),
+        );
+    }
+    if let Some(what) = check
+        .requires
+        .as_deref()
+        .and_then(|r| r.strip_prefix("not_unsupported:"))
+        && rec.unsupported.iter().any(|u| u == what)
+    {
+        return (
+            Status::Skipped,
+            Some(format!("the client says it does not support {what}")),
+            json!({}),
+        );
+    }
+    for tool in scenario.tools_of(check) {
+        if rec.calls_of(&tool).next().is_none() {
+            return fail(
+                format!(
+                    "the client never called `{tool}` (exit code {})",
+                    show_exit(rec.exit_code)
+                ),
+                json!({"toolCalled": false}),
+            );
+        }
+    }
+    match check.kind {
+        CheckKind::Control => control(check, rec),
+        CheckKind::NoRequest => no_request(check, rec),
+        CheckKind::StateEchoExact => state_echo(scenario, check, rec, canary),
+        CheckKind::NoCanary => match rec.canary.first() {
+            None => (Status::Success, None, json!({"canaryConnections": 0})),
+            Some(hit) => fail(
+                format!(
+                    "the client connected to the canary {} time(s) (a fetch of a URL it was only to show); first line: {:?}",
+                    rec.canary.len(),
+                    hit.first_line
+                ),
+                json!({"canaryConnections": rec.canary.len(), "firstLine": hit.first_line}),
+            ),
+        },
+        CheckKind::NoOpen => match rec.opened.first() {
+            None => (Status::Success, None, json!({"opened": []})),
+            Some(first) => fail(
+                format!("the client handed a URL to an opener: `{first}`"),
+                json!({"opened": rec.opened}),
+            ),
+        },
+    }
+}
+
+fn show_exit(code: Option<i32>) -> String {
+    code.map_or_else(|| "none: ended by a signal".into(), |c| c.to_string())
+}
+
+/// Whether `m` holds for `r`.
+pub fn matches(m: &Match, r: &Request) -> bool {
+    let tool = m.tool.as_ref().is_none_or(|t| r.tool.as_ref() == Some(t));
+    let state = m
+        .state
+        .as_ref()
+        .is_none_or(|s| r.state.as_deref() == Some(&s.encode_utf16().collect::<Vec<_>>()[..]));
+    let member = m.pointer.as_ref().is_none_or(|p| {
+        let found = r.value.as_ref().and_then(|v| v.pointer(p));
+        match (&m.equals, m.has) {
+            (Some(expected), _) => found == Some(expected),
+            (None, Some(has)) => found.is_some() == has,
+            (None, None) => true,
+        }
+    });
+    let any = m
+        .any_of
+        .as_ref()
+        .is_none_or(|subs| subs.iter().any(|s| matches(s, r)));
+    tool && state && member && any
+}
+
+/// What a request carried that matters for MRTR, for a report.
+fn evidence(r: &Request) -> Value {
+    let responses = r
+        .value
+        .as_ref()
+        .and_then(|v| v.pointer("/params/inputResponses"))
+        .cloned();
+    json!({
+        "request": r.describe(),
+        "requestState": r.state.as_deref().map(show_units),
+        "inputResponses": responses,
+    })
+}
+
+fn evidence_line(r: &Request) -> String {
+    let mut line = r.describe();
+    if let Some(responses) = r
+        .value
+        .as_ref()
+        .and_then(|v| v.pointer("/params/inputResponses"))
+    {
+        line.push_str(&format!(", inputResponses = {responses}"));
+    }
+    if let Some(state) = &r.state {
+        line.push_str(&format!(", requestState {}", show_units(state)));
+    } else if r.has_state {
+        line.push_str(", requestState (not a string)");
+    }
+    line
+}
+
+fn control(check: &Check, rec: &Recording) -> Outcome {
+    let Some(m) = &check.matcher else {
+        return fail("the check has no match".into(), json!({}));
+    };
+    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r)).collect();
+    match matched.as_slice() {
+        [one] => (Status::Success, None, evidence(one)),
+        [] => fail(
+            "the client did not complete the well-formed round (no retry with its state and answer)".into(),
+            json!({"matched": 0}),
+        ),
+        many => fail(
+            format!("the client sent {} retries completing the round, where one was expected", many.len()),
+            json!({"matched": many.iter().map(|r| evidence(r)).collect::<Vec<_>>()}),
+        ),
+    }
+}
+
+fn no_request(check: &Check, rec: &Recording) -> Outcome {
+    let Some(m) = &check.matcher else {
+        return fail("the check has no match".into(), json!({}));
+    };
+    match rec.requests.iter().find(|r| matches(m, r)) {
+        None => (Status::Success, None, json!({"matched": 0})),
+        Some(first) => fail(
+            format!(
+                "the client {}: {}",
+                check
+                    .says
+                    .as_deref()
+                    .unwrap_or("sent a request it should not have"),
+                evidence_line(first)
+            ),
+            evidence(first),
+        ),
+    }
+}
+
+/// The state the tool's leg 0 answer gave, as UTF-16 units.
+fn leg0_state(scenario: &Scenario, tool: &str, canary: u16) -> Option<Vec<u16>> {
+    let answer = scenario.tool(tool)?.answer(0);
+    let text = match reply(
+        answer,
+        &Fill {
+            id: "1",
+            canary,
+            leg: 0,
+        },
+    ) {
+        Reply::Json(text) => text,
+        Reply::Sse(events) => events.into_iter().next()?,
+    };
+    decode_string(raw_member(&text, &["result", "requestState"])?)
+}
+
+fn state_echo(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> Outcome {
+    let tool = check.tool.as_deref().unwrap_or_default();
+    let Some(expected) = leg0_state(scenario, tool, canary) else {
+        return fail(
+            format!("the scenario's round for `{tool}` has no string requestState"),
+            json!({}),
+        );
+    };
+    let retries: Vec<&Request> = rec.calls_of(tool).filter(|r| r.has_state).collect();
+    let shown = show_units(&expected);
+    if let Some(wrong) = retries
+        .iter()
+        .find(|r| r.state.as_deref() != Some(&expected[..]))
+    {
+        return fail(
+            format!(
+                "the client changed the state: sent {} where the round's was {shown}",
+                {
+                    wrong
+                        .state
+                        .as_deref()
+                        .map_or_else(|| "a requestState that is not a string".into(), show_units)
+                }
+            ),
+            json!({"expected": shown, "sent": evidence(wrong)}),
+        );
+    }
+    match (retries.len(), check.retry_required.unwrap_or(true)) {
+        (0, true) => fail(
+            format!("the client sent no retry of a well-formed round (state {shown})"),
+            json!({"expected": shown, "retries": 0}),
+        ),
+        (0, false) => (
+            Status::Success,
+            Some("refused the round (no retry)".into()),
+            json!({"expected": shown, "retries": 0}),
+        ),
+        (n, _) => (
+            Status::Success,
+            Some(format!(
+                "echoed exactly ({n} retr{})",
+                if n == 1 { "y" } else { "ies" }
+            )),
+            json!({"expected": shown, "retries": n}),
+        ),
+    }
+}

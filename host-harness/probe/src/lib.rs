@@ -1,0 +1,173 @@
+//! # mrtr-gate-probe
+//!
+//! `mrtr-gate probe`: a hostile MCP server that grades a client's handling of MRTR rounds
+//! (issue 28, docs/probe.md). It runs the client command once per scenario, the conformance
+//! suite's way ([`launch`]), serves the scenario's answers over streamable HTTP ([`http`],
+//! [`mcp`], [`respond`]) with a canary listener for URLs ([`canary`]), records everything
+//! ([`record`]), and once the client's process tree has exited judges the checks ([`judge`])
+//! into a report ([`report`]). Scenarios are data ([`scenario`], [`embedded`]).
+//!
+//! The crate depends on no gate crate: it is the adversary and the judge, so a bug in the
+//! gate's strict parser cannot hide in the probe's reading of the wire ([`json_text`]).
+
+pub mod canary;
+pub mod embedded;
+pub mod http;
+pub mod json_text;
+pub mod judge;
+pub mod launch;
+pub mod listen;
+pub mod mcp;
+pub mod record;
+pub mod report;
+pub mod respond;
+pub mod scenario;
+
+use report::{Report, ScenarioRun};
+use scenario::{Scenario, ScenarioError};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The hang guard's default: generous, since its expiry is a FAILURE and a loaded machine
+/// must not produce one for a client that would have finished.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What a probe run needs.
+pub struct ProbeOptions {
+    /// The client's shell line (the URL is appended as its last word).
+    pub command: String,
+    /// The scenarios to run, in order.
+    pub scenarios: Vec<Scenario>,
+    /// The hang guard, per scenario.
+    pub timeout: Duration,
+}
+
+/// The scenarios named (all of them when `names` is empty), in the order given.
+pub fn select(all: Vec<Scenario>, names: &[String]) -> Result<Vec<Scenario>, ScenarioError> {
+    if names.is_empty() {
+        return Ok(all);
+    }
+    names
+        .iter()
+        .map(|name| {
+            all.iter()
+                .find(|s| &s.name == name)
+                .cloned()
+                .ok_or_else(|| ScenarioError {
+                    code: "unknown_scenario",
+                    scenario: name.clone(),
+                    message: format!(
+                        "no such scenario; known: {}",
+                        all.iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })
+        })
+        .collect()
+}
+
+/// Runs every scenario of `options` (one after the other) and judges them.
+pub fn run(options: ProbeOptions) -> std::io::Result<Report> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut runs = Vec::new();
+        for scenario in options.scenarios {
+            runs.push(run_one(Arc::new(scenario), &options.command, options.timeout).await?);
+        }
+        Ok(Report {
+            command: options.command,
+            transport: "http",
+            runs,
+        })
+    })
+}
+
+/// The environment a client gets for `scenario`: the suite's three variables and the probe's.
+fn client_env(scenario: &Scenario, answers_file: &std::path::Path) -> Vec<(String, String)> {
+    let mut context = serde_json::Map::new();
+    context.insert("name".into(), Value::String(scenario.name.clone()));
+    context.extend(scenario.context.clone());
+    let tools: Vec<&str> = scenario.tools.iter().map(|t| t.name.as_str()).collect();
+    vec![
+        ("MCP_CONFORMANCE_SCENARIO".into(), scenario.name.clone()),
+        (
+            "MCP_CONFORMANCE_PROTOCOL_VERSION".into(),
+            mcp::PROTOCOL_VERSION.into(),
+        ),
+        (
+            "MCP_CONFORMANCE_CONTEXT".into(),
+            Value::Object(context).to_string(),
+        ),
+        ("MCP_PROBE_TRANSPORT".into(), "http".into()),
+        (
+            "MCP_PROBE_TOOL".into(),
+            tools.first().copied().unwrap_or_default().into(),
+        ),
+        ("MCP_PROBE_TOOLS".into(), tools.join(" ")),
+        (
+            "MCP_PROBE_ANSWERS_FILE".into(),
+            answers_file.display().to_string(),
+        ),
+    ]
+}
+
+async fn run_one(
+    scenario: Arc<Scenario>,
+    command: &str,
+    timeout: Duration,
+) -> std::io::Result<ScenarioRun> {
+    let dir = launch::RunDir::create()?;
+    let answers_file = dir.path().join("answers.json");
+    let answers = scenario
+        .context
+        .get("answers")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    std::fs::write(&answers_file, answers.to_string())?;
+    let canary = canary::Canary::start()?;
+    let canary_port = canary.port();
+    let server = http::Server::start(scenario.clone(), canary_port)?;
+    let url = server.url();
+    let exited = launch::run(
+        launch::Launch {
+            command,
+            url: &url,
+            env: client_env(&scenario, &answers_file),
+            timeout,
+        },
+        dir.path(),
+    )
+    .await?;
+    let requests = server.finish().await;
+    let hits = canary.finish().await;
+    let unsupported = exited
+        .stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mrtr-probe: unsupported: "))
+        .map(|w| w.trim().to_owned())
+        .collect();
+    let recording = record::Recording {
+        requests,
+        canary: hits,
+        opened: exited.opened,
+        unsupported,
+        stdout: exited.stdout,
+        stderr: exited.stderr,
+        exit_code: exited.exit_code,
+        timed_out: exited.timed_out,
+        duration_ms: exited.duration.as_millis(),
+    };
+    let verdicts = judge::judge(&scenario, &recording, canary_port);
+    Ok(ScenarioRun {
+        scenario,
+        recording,
+        verdicts,
+        judged_at: SystemTime::now(),
+    })
+}

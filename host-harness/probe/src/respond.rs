@@ -1,0 +1,152 @@
+//! A scenario's answer to one request, as the bytes the probe writes: placeholders
+//! substituted (`{{id}}` the request's id as its raw JSON text, `{{canary}}` the canary's port,
+//! `{{n}}` the leg), then a JSON body or SSE events (`event: message` and one `data:` line
+//! per message).
+
+use crate::scenario::Answer;
+use serde_json::Value;
+
+/// What is written for a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// `application/json`, one message.
+    Json(String),
+    /// `text/event-stream`, one event per message.
+    Sse(Vec<String>),
+}
+
+/// What placeholders stand for in one answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Fill<'a> {
+    /// The request's id, as the raw JSON text the client sent (`7`, `"a"`).
+    pub id: &'a str,
+    /// The canary listener's port.
+    pub canary: u16,
+    /// The leg this answer answers.
+    pub leg: usize,
+}
+
+impl Fill<'_> {
+    fn text(&self, text: &str, raw: bool) -> String {
+        let mut out = text
+            .replace("{{canary}}", &self.canary.to_string())
+            .replace("{{n}}", &self.leg.to_string());
+        if raw {
+            out = out.replace("{{id}}", self.id);
+        }
+        out
+    }
+
+    fn value(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.text(s, false)),
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.value(v)).collect()),
+            Value::Object(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (self.text(k, false), self.value(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+/// The reply to a request with `fill.id`.
+pub fn reply(answer: &Answer, fill: &Fill<'_>) -> Reply {
+    if let Some(events) = &answer.sse {
+        return Reply::Sse(events.iter().map(|e| message(e, fill)).collect());
+    }
+    let text = message(answer, fill);
+    if answer.as_sse {
+        Reply::Sse(vec![text])
+    } else {
+        Reply::Json(text)
+    }
+}
+
+/// One JSON-RPC message of an answer (validated: exactly one form is given).
+fn message(answer: &Answer, fill: &Fill<'_>) -> String {
+    if let Some(raw) = &answer.raw {
+        return fill.text(raw, true);
+    }
+    let (member, value) = match (&answer.result, &answer.error) {
+        (Some(result), _) => ("result", fill.value(result)),
+        (None, Some(error)) => ("error", fill.value(error)),
+        (None, None) => (
+            "error",
+            serde_json::json!({"code": -32603, "message": "empty answer"}),
+        ),
+    };
+    envelope(fill.id, member, &value)
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"<member>":<value>}` with the id written as received.
+pub fn envelope(id: &str, member: &str, value: &Value) -> String {
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{}}}",
+        serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+    )
+}
+
+impl Reply {
+    /// The body's media type.
+    pub fn content_type(&self) -> &'static str {
+        match self {
+            Reply::Json(_) => "application/json",
+            Reply::Sse(_) => "text/event-stream",
+        }
+    }
+
+    /// The body's bytes (a message holds no line break: JSON text never needs one).
+    pub fn body(&self) -> String {
+        match self {
+            Reply::Json(text) => text.clone(),
+            Reply::Sse(events) => events
+                .iter()
+                .map(|e| format!("event: message\ndata: {}\n\n", e.replace('\n', "\ndata: ")))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(text: &str) -> Answer {
+        serde_json::from_str(text).unwrap_or_default()
+    }
+
+    #[test]
+    fn raw_answers_take_the_id_verbatim() {
+        let a =
+            answer(r#"{"raw": "{\"id\":{{id}},\"result\":{\"a\":1,\"a\":2,\"p\":{{canary}}}}"}"#);
+        let fill = Fill {
+            id: "\"x-1\"",
+            canary: 9,
+            leg: 0,
+        };
+        assert_eq!(
+            reply(&a, &fill),
+            Reply::Json(r#"{"id":"x-1","result":{"a":1,"a":2,"p":9}}"#.into())
+        );
+    }
+
+    #[test]
+    fn results_are_enveloped_and_filled() {
+        let a =
+            answer(r#"{"result": {"url": "http://127.0.0.1:{{canary}}/q{{n}}"}, "as_sse": true}"#);
+        let fill = Fill {
+            id: "7",
+            canary: 4000,
+            leg: 2,
+        };
+        let r = reply(&a, &fill);
+        assert_eq!(
+            r.body(),
+            "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"url\":\"http://127.0.0.1:4000/q2\"}}\n\n"
+        );
+        assert_eq!(r.content_type(), "text/event-stream");
+    }
+}

@@ -1,0 +1,485 @@
+//! The scenario model (`tests/probe/scenarios/<name>.json`), its loading and its checks.
+//! A scenario is data: what the server answers each leg of each tool, what the client's
+//! handler is told, the clauses it checks and the checks, as predicates over the recording.
+//! Every file is read strictly (unknown members are refused) and validated before anything
+//! runs, so a typo cannot turn a check into one that always passes.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+/// The name of the tool every scenario lists last: a plain complete result.
+pub const SENTINEL_TOOL: &str = "probe_done";
+
+/// A scenario, as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// The scenario's name: the file's stem.
+    pub name: String,
+    /// What the server does, in a sentence.
+    pub description: String,
+    /// The spec notes, seed lines and control clauses it checks.
+    pub clauses: Vec<Clause>,
+    /// What a safe client does, printed with every FAILURE.
+    pub safe: String,
+    /// Merged into `MCP_CONFORMANCE_CONTEXT` (`answers`, `answer_by_message`, ...).
+    #[serde(default)]
+    pub context: serde_json::Map<String, Value>,
+    /// The tools the server lists (before the sentinel), in order.
+    pub tools: Vec<Tool>,
+    /// The checks.
+    pub checks: Vec<Check>,
+}
+
+/// A clause a scenario checks.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Clause {
+    /// A short identifier (`SEP-2322`, `AID-H-028.007-G001`).
+    pub id: String,
+    /// Where it is written (file and line).
+    pub source: String,
+    /// The clause's words.
+    pub text: String,
+}
+
+/// A tool and what each call of it is answered.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    /// The tool's name.
+    pub name: String,
+    /// Leg 0 answers the first call, leg n the n-th retry.
+    pub legs: Vec<Answer>,
+    /// The answer to every leg after `legs`.
+    pub then: Answer,
+}
+
+/// One answer to a request: exactly one of its members.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    /// A JSON-RPC result, serialised by the probe under the request's id.
+    pub result: Option<Value>,
+    /// A JSON-RPC error object, likewise.
+    pub error: Option<Value>,
+    /// The whole JSON-RPC message, verbatim (placeholders substituted textually): for what a
+    /// JSON serialiser cannot write, such as a duplicated key or a lone surrogate.
+    pub raw: Option<String>,
+    /// An SSE stream of several messages (each one of the other forms), one event each.
+    pub sse: Option<Vec<Answer>>,
+    /// Send a single message framed as one SSE event instead of a JSON body.
+    #[serde(default)]
+    pub as_sse: bool,
+}
+
+/// What a check is.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckKind {
+    /// A well-formed round must be completed: exactly one request matches.
+    Control,
+    /// No request may match.
+    NoRequest,
+    /// The tool's retry carries the state of its leg 0 answer, the same UTF-16 units.
+    StateEchoExact,
+    /// Nothing connects to the canary listener.
+    NoCanary,
+    /// Nothing is handed to a URL opener.
+    NoOpen,
+}
+
+/// A check over the recording.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// A stable identifier (`mrtr-...`), unique across scenarios.
+    pub id: String,
+    /// What it checks, in a sentence.
+    pub description: String,
+    /// What it is.
+    pub kind: CheckKind,
+    /// `control`, `no_request`: which requests count.
+    #[serde(rename = "match")]
+    pub matcher: Option<Match>,
+    /// `state_echo_exact`: the tool whose round is checked.
+    pub tool: Option<String>,
+    /// `state_echo_exact`: whether sending no retry fails (a well-formed round) or passes
+    /// (a round a client may refuse, such as one whose state is not valid Unicode).
+    pub retry_required: Option<bool>,
+    /// `no_request`: what the client did, completed with the matching request.
+    pub says: Option<String>,
+    /// `not_unsupported:<what>`: SKIPPED when the client says it cannot do `<what>`.
+    pub requires: Option<String>,
+}
+
+/// A predicate over one recorded request: every member given must hold.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Match {
+    /// A `tools/call` of this tool.
+    pub tool: Option<String>,
+    /// Its `params.requestState` decodes to these UTF-16 units.
+    pub state: Option<String>,
+    /// The member at this JSON pointer (with `equals` or `has`).
+    pub pointer: Option<String>,
+    /// ... is this value.
+    pub equals: Option<Value>,
+    /// ... exists (`true`) or not (`false`).
+    pub has: Option<bool>,
+    /// One of these matches.
+    pub any_of: Option<Vec<Match>>,
+}
+
+/// Why a scenario file was refused, with a stable snake_case code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The code (`unknown_field`, `unknown_placeholder`, ...).
+    pub code: &'static str,
+    /// The file or scenario it is about.
+    pub scenario: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.code, self.scenario, self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+fn refuse(code: &'static str, scenario: &str, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        code,
+        scenario: scenario.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// The placeholders an answer may hold: the request's id (raw answers only), the canary's
+/// port and the leg's number.
+const PLACEHOLDERS: [&str; 3] = ["id", "canary", "n"];
+
+/// Reads one scenario from its text; `stem` is the file's name without `.json`.
+pub fn parse(stem: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let scenario: Scenario = serde_json::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        let code = if message.starts_with("unknown field") {
+            "unknown_field"
+        } else if message.starts_with("unknown variant") {
+            "unknown_check_kind"
+        } else if message.starts_with("missing field") {
+            "missing_field"
+        } else {
+            "invalid_scenario"
+        };
+        refuse(code, stem, message)
+    })?;
+    validate(stem, &scenario)?;
+    Ok(scenario)
+}
+
+/// Reads every `*.json` of a folder, in name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, ScenarioError> {
+    let shown = dir.display().to_string();
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| refuse("scenario_unreadable", &shown, e.to_string()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| refuse("scenario_unreadable", &shown, e.to_string()))?
+            .path();
+        if path.extension().is_some_and(|x| x == "json") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    let mut scenarios = Vec::new();
+    for path in files {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            refuse(
+                "scenario_unreadable",
+                &path.display().to_string(),
+                e.to_string(),
+            )
+        })?;
+        scenarios.push(parse(&stem, &text)?);
+    }
+    check_set(&scenarios)?;
+    Ok(scenarios)
+}
+
+/// What must hold across scenarios: names and check ids unique.
+pub fn check_set(scenarios: &[Scenario]) -> Result<(), ScenarioError> {
+    let mut names = BTreeSet::new();
+    let mut ids = BTreeSet::new();
+    for s in scenarios {
+        if !names.insert(s.name.as_str()) {
+            return Err(refuse(
+                "duplicate_scenario",
+                &s.name,
+                "two scenarios have this name",
+            ));
+        }
+        for c in &s.checks {
+            if !ids.insert(c.id.as_str()) {
+                return Err(refuse(
+                    "duplicate_check_id",
+                    &s.name,
+                    format!("check id `{}` is used twice", c.id),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
+    if s.name != stem {
+        return Err(refuse(
+            "name_mismatch",
+            stem,
+            format!(
+                "the scenario is named `{}` in a file named `{stem}.json`",
+                s.name
+            ),
+        ));
+    }
+    let well_named = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    };
+    if !well_named(&s.name) {
+        return Err(refuse(
+            "invalid_name",
+            stem,
+            "names are lowercase letters, digits, `-` and `_`",
+        ));
+    }
+    if s.clauses.is_empty() || s.checks.is_empty() || s.tools.is_empty() {
+        return Err(refuse(
+            "missing_field",
+            stem,
+            "a scenario names its clauses, its tools and its checks",
+        ));
+    }
+    let mut tools = BTreeSet::new();
+    for tool in &s.tools {
+        if !well_named(&tool.name)
+            || tool.name == SENTINEL_TOOL
+            || !tools.insert(tool.name.as_str())
+        {
+            return Err(refuse(
+                "invalid_tool",
+                stem,
+                format!(
+                    "tool `{}` is ill-named, reserved or listed twice",
+                    tool.name
+                ),
+            ));
+        }
+        if tool.legs.is_empty() {
+            return Err(refuse(
+                "missing_field",
+                stem,
+                format!("tool `{}` has no legs", tool.name),
+            ));
+        }
+        for answer in tool.legs.iter().chain(std::iter::once(&tool.then)) {
+            validate_answer(stem, answer, false)?;
+        }
+    }
+    let mut ids = BTreeSet::new();
+    for check in &s.checks {
+        if !ids.insert(check.id.as_str()) || !check.id.starts_with("mrtr-") {
+            return Err(refuse(
+                "duplicate_check_id",
+                stem,
+                format!("check id `{}` is repeated or not `mrtr-...`", check.id),
+            ));
+        }
+        validate_check(stem, &tools, check)?;
+    }
+    Ok(())
+}
+
+fn validate_answer(stem: &str, a: &Answer, nested: bool) -> Result<(), ScenarioError> {
+    let given = [
+        a.result.is_some(),
+        a.error.is_some(),
+        a.raw.is_some(),
+        a.sse.is_some(),
+    ]
+    .iter()
+    .filter(|g| **g)
+    .count();
+    if given != 1 || (nested && (a.sse.is_some() || a.as_sse)) || (a.as_sse && a.sse.is_some()) {
+        return Err(refuse(
+            "invalid_answer",
+            stem,
+            "an answer is exactly one of result, error, raw and sse (an sse event is not itself sse)",
+        ));
+    }
+    if let Some(raw) = &a.raw {
+        check_placeholders(stem, raw, true)?;
+    }
+    for value in [&a.result, &a.error].into_iter().flatten() {
+        check_value_placeholders(stem, value)?;
+    }
+    for event in a.sse.iter().flatten() {
+        validate_answer(stem, event, true)?;
+    }
+    Ok(())
+}
+
+fn check_value_placeholders(stem: &str, value: &Value) -> Result<(), ScenarioError> {
+    match value {
+        Value::String(s) => check_placeholders(stem, s, false),
+        Value::Array(items) => items
+            .iter()
+            .try_for_each(|v| check_value_placeholders(stem, v)),
+        Value::Object(members) => members.iter().try_for_each(|(k, v)| {
+            check_placeholders(stem, k, false)?;
+            check_value_placeholders(stem, v)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Every `{{` opens a known placeholder closed by `}}`; `{{id}}` only in raw text (in a
+/// result the probe writes the id itself).
+fn check_placeholders(stem: &str, text: &str, raw: bool) -> Result<(), ScenarioError> {
+    let mut rest = text;
+    while let Some(open) = rest.find("{{") {
+        let after = rest.get(open + 2..).unwrap_or_default();
+        let Some(close) = after.find("}}") else {
+            return Err(refuse("unknown_placeholder", stem, "`{{` without `}}`"));
+        };
+        let name = after.get(..close).unwrap_or_default();
+        if !PLACEHOLDERS.contains(&name) || (name == "id" && !raw) {
+            return Err(refuse(
+                "unknown_placeholder",
+                stem,
+                format!("`{{{{{name}}}}}` is not a placeholder here"),
+            ));
+        }
+        rest = after.get(close + 2..).unwrap_or_default();
+    }
+    if rest.contains("}}") && !raw {
+        return Err(refuse("unknown_placeholder", stem, "`}}` without `{{`"));
+    }
+    Ok(())
+}
+
+fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), ScenarioError> {
+    let bad = |why: &str| refuse("invalid_check", stem, format!("check `{}`: {why}", c.id));
+    let needs_match = matches!(c.kind, CheckKind::Control | CheckKind::NoRequest);
+    if needs_match != c.matcher.is_some() {
+        return Err(bad(
+            "`match` is for control and no_request checks, which need one",
+        ));
+    }
+    if (c.kind == CheckKind::StateEchoExact) != c.tool.is_some()
+        || (c.kind == CheckKind::StateEchoExact) != c.retry_required.is_some()
+    {
+        return Err(bad(
+            "`tool` and `retry_required` are for state_echo_exact checks, which need both",
+        ));
+    }
+    if (c.kind == CheckKind::NoRequest) != c.says.is_some() {
+        return Err(bad("`says` is for no_request checks, which need one"));
+    }
+    if let Some(tool) = &c.tool
+        && !tools.contains(tool.as_str())
+    {
+        return Err(bad(&format!("tool `{tool}` is not one of the scenario's")));
+    }
+    if let Some(m) = &c.matcher {
+        validate_match(tools, m).map_err(|why| bad(&why))?;
+    }
+    if let Some(r) = &c.requires
+        && r.strip_prefix("not_unsupported:").is_none_or(str::is_empty)
+    {
+        return Err(bad("`requires` is `not_unsupported:<what>`"));
+    }
+    Ok(())
+}
+
+fn validate_match(tools: &BTreeSet<&str>, m: &Match) -> Result<(), String> {
+    if let Some(tool) = &m.tool
+        && !tools.contains(tool.as_str())
+    {
+        return Err(format!("tool `{tool}` is not one of the scenario's"));
+    }
+    if (m.equals.is_some() || m.has.is_some()) != m.pointer.is_some()
+        || (m.equals.is_some() && m.has.is_some())
+    {
+        return Err("`pointer` goes with exactly one of `equals` and `has`".into());
+    }
+    if m.pointer.as_deref().is_some_and(|p| !p.starts_with('/')) {
+        return Err("a pointer starts with `/`".into());
+    }
+    let any_of = m.any_of.as_deref().unwrap_or_default();
+    if m.any_of.is_some() && any_of.is_empty() {
+        return Err("`any_of` is empty".into());
+    }
+    if m.tool.is_none() && m.state.is_none() && m.pointer.is_none() && m.any_of.is_none() {
+        return Err("an empty match matches every request".into());
+    }
+    any_of.iter().try_for_each(|sub| validate_match(tools, sub))
+}
+
+impl Scenario {
+    /// The tools a check is about (all the scenario's when it names none).
+    pub fn tools_of(&self, check: &Check) -> Vec<String> {
+        let mut named = BTreeSet::new();
+        if let Some(t) = &check.tool {
+            named.insert(t.clone());
+        }
+        if let Some(m) = &check.matcher {
+            m.collect_tools(&mut named);
+        }
+        if named.is_empty() {
+            self.tools.iter().map(|t| t.name.clone()).collect()
+        } else {
+            self.tools
+                .iter()
+                .filter(|t| named.contains(&t.name))
+                .map(|t| t.name.clone())
+                .collect()
+        }
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+impl Match {
+    fn collect_tools(&self, into: &mut BTreeSet<String>) {
+        if let Some(t) = &self.tool {
+            into.insert(t.clone());
+        }
+        for sub in self.any_of.iter().flatten() {
+            sub.collect_tools(into);
+        }
+    }
+}
+
+impl Tool {
+    /// The answer to leg `leg`.
+    pub fn answer(&self, leg: usize) -> &Answer {
+        self.legs.get(leg).unwrap_or(&self.then)
+    }
+}

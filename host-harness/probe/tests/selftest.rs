@@ -1,0 +1,228 @@
+//! The probe graded against clients whose behaviour is known: the naive client (every mistake
+//! on purpose) must FAIL every check but the control one, a client that does nothing or hangs
+//! must FAIL every check, and hostile scenario files are refused with typed errors.
+
+// Helpers that may panic are test code too: the module says so to clippy.
+#[cfg(test)]
+mod selftest {
+    use mrtr_gate_probe::judge::Status;
+    use mrtr_gate_probe::report::{EXIT_FAILURE, Report};
+    use mrtr_gate_probe::scenario::{self, ScenarioError};
+    use mrtr_gate_probe::{ProbeOptions, embedded, run, select};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn repo() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn probe(command: String, names: &[&str], timeout: Duration) -> Report {
+        let all = embedded::scenarios().expect("the embedded scenarios are valid");
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let scenarios = select(all, &names).expect("known scenarios");
+        run(ProbeOptions {
+            command,
+            scenarios,
+            timeout,
+        })
+        .expect("the probe runs")
+    }
+
+    #[test]
+    fn the_naive_client_fails_every_check_but_the_control() {
+        let naive = repo().join("tests/probe/clients/naive.py");
+        let report = probe(
+            format!("python3 '{}'", naive.display()),
+            &[],
+            mrtr_gate_probe::DEFAULT_TIMEOUT,
+        );
+        let human = report.human();
+        println!("{human}");
+        let mut vacuous = Vec::new();
+        for run in &report.runs {
+            for v in &run.verdicts {
+                let expected = if v.id == "mrtr-control-completes" {
+                    Status::Success
+                } else {
+                    Status::Failure
+                };
+                if v.status != expected {
+                    vacuous.push(format!(
+                        "{} {}: {:?} {:?}",
+                        run.scenario.name, v.id, v.status, v.message
+                    ));
+                }
+            }
+        }
+        assert!(
+            vacuous.is_empty(),
+            "checks the naive client did not get as expected:\n{}",
+            vacuous.join("\n")
+        );
+        assert_eq!(report.exit_code(), EXIT_FAILURE);
+        assert_eq!(report.runs.len(), embedded::FILES.len());
+        let json = report.json();
+        assert_eq!(json["summary"]["passed"], 1);
+        assert_eq!(json["transport"], "http");
+        assert!(
+            human.contains("a safe client refuses the round and sends no retry"),
+            "{human}"
+        );
+    }
+
+    #[test]
+    fn a_client_that_does_nothing_fails_every_check() {
+        let report = probe("true".into(), &[], mrtr_gate_probe::DEFAULT_TIMEOUT);
+        for run in &report.runs {
+            for v in &run.verdicts {
+                assert_eq!(v.status, Status::Failure, "{} {}", run.scenario.name, v.id);
+                let message = v.message.as_deref().unwrap_or_default();
+                assert!(message.contains("never called"), "{message}");
+            }
+        }
+        assert!(
+            report
+                .human()
+                .contains("did not complete a well-formed round")
+        );
+    }
+
+    #[test]
+    fn a_client_that_hangs_fails_and_its_process_group_is_ended() {
+        // The hang guard's expiry is a FAILURE: a short guard cannot make a hanging client pass.
+        let report = probe(
+            "sleep 600 & sleep 600; :".into(),
+            &["mrtr-duplicate-result-type"],
+            Duration::from_millis(300),
+        );
+        let run = report.runs.first().expect("one run");
+        assert!(run.recording.timed_out);
+        for v in &run.verdicts {
+            assert_eq!(v.status, Status::Failure);
+            assert!(
+                v.message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("hang guard")
+            );
+        }
+    }
+
+    fn refused(stem: &str, text: &str) -> ScenarioError {
+        scenario::parse(stem, text).expect_err("a hostile scenario is refused")
+    }
+
+    const GOOD: &str = r#"{"name": "x", "description": "d", "safe": "s",
+      "clauses": [{"id": "c", "source": "s", "text": "t"}],
+      "tools": [{"name": "t", "legs": [{"result": {"resultType": "complete"}}], "then": {"error": {"code": 1, "message": "m"}}}],
+      "checks": [{"id": "mrtr-x", "kind": "no_request", "description": "d", "match": {"tool": "t"}, "says": "s"}]}"#;
+
+    #[test]
+    fn hostile_scenario_files_are_refused_with_typed_errors() {
+        assert!(scenario::parse("x", GOOD).is_ok());
+        let cases = [
+            (
+                "unknown_field",
+                GOOD.replace(r#""safe": "s""#, r#""safe": "s", "sfae": 1"#),
+            ),
+            (
+                "unknown_field",
+                GOOD.replace(
+                    r#""match": {"tool": "t"}"#,
+                    r#""match": {"tool": "t", "state_prefix": "S"}"#,
+                ),
+            ),
+            (
+                "unknown_field",
+                GOOD.replace(
+                    r#"{"resultType": "complete"}}"#,
+                    r#"{"resultType": "complete"}, "delay_ms": 5}"#,
+                ),
+            ),
+            (
+                "unknown_check_kind",
+                GOOD.replace("no_request", "never_fails"),
+            ),
+            (
+                "unknown_placeholder",
+                GOOD.replace(r#""complete"}"#, r#""{{port}}"}"#),
+            ),
+            (
+                "unknown_placeholder",
+                GOOD.replace(r#""complete"}"#, r#""{{id}}"}"#),
+            ),
+            (
+                "unknown_placeholder",
+                GOOD.replace(r#""complete"}"#, r#""{{canary"}"#),
+            ),
+            (
+                "name_mismatch",
+                GOOD.replace(r#""name": "x""#, r#""name": "y""#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""match": {"tool": "t"}"#, r#""match": {"tool": "other"}"#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""match": {"tool": "t"}"#, r#""match": {}"#),
+            ),
+            ("invalid_check", GOOD.replace(r#", "says": "s""#, "")),
+            (
+                "invalid_answer",
+                GOOD.replace(
+                    r#"{"result": {"resultType": "complete"}}"#,
+                    r#"{"result": {}, "raw": "{}"}"#,
+                ),
+            ),
+            (
+                "invalid_answer",
+                GOOD.replace(r#"{"result": {"resultType": "complete"}}"#, "{}"),
+            ),
+            (
+                "invalid_tool",
+                GOOD.replace(r#""name": "t""#, r#""name": "probe_done""#),
+            ),
+            (
+                "invalid_scenario",
+                GOOD.replace(r#""checks""#, r#""checks": 1, "checks""#),
+            ),
+        ];
+        for (code, text) in &cases {
+            assert_eq!(refused("x", text).code, *code, "{text}");
+        }
+        let id_twice = GOOD.replace(
+            r#""says": "s"}]"#,
+            r#""says": "s"}, {"id": "mrtr-x", "kind": "no_canary", "description": "d"}]"#,
+        );
+        assert_eq!(refused("x", &id_twice).code, "duplicate_check_id");
+    }
+
+    #[test]
+    fn a_folder_with_a_hostile_file_is_refused_and_unknown_names_are_usage_errors() {
+        let dir = std::env::temp_dir().join(format!("mrtr-probe-hostile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp folder");
+        std::fs::write(dir.join("x.json"), GOOD).expect("written");
+        assert_eq!(scenario::load_dir(&dir).expect("one good file").len(), 1);
+        std::fs::write(
+            dir.join("y.json"),
+            GOOD.replace("\"x\"", "\"y\"").replace("{{", "{"),
+        )
+        .expect("written");
+        std::fs::write(
+            dir.join("z.json"),
+            GOOD.replace(r#""name": "x""#, r#""name": "z", "extra": true"#),
+        )
+        .expect("written");
+        let error = scenario::load_dir(&dir).expect_err("refused");
+        assert_eq!(
+            (error.code, error.scenario.as_str()),
+            ("unknown_field", "z")
+        );
+        std::fs::remove_dir_all(&dir).expect("removed");
+
+        let all = embedded::scenarios().expect("valid");
+        let error = select(all, &["mrtr-no-such".into()]).expect_err("unknown");
+        assert_eq!(error.code, "unknown_scenario");
+    }
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The probe's self-test client: an MCP client (2026-07-28, streamable HTTP, stdlib only) that
+makes every mistake on purpose, so that every check but the control one must FAIL against it
+(a check it passes is vacuous). Launched by `mrtr-gate probe --command "python3 naive.py"`:
+the endpoint's URL is the last argument, the scenario's context is in MCP_CONFORMANCE_CONTEXT.
+
+Its mistakes: reads JSON with Python's parser (a duplicated key: the last one wins), reads
+`resultType` case-insensitively and retries anything that is not `complete`, "cleans" the
+requestState it echoes (re-serialises what looks like JSON, strips spaces, replaces
+non-ASCII with `?`), sends whatever answer it is told without checking the schema, accepts
+any URL elicitation, fetches the URL and hands it to xdg-open. It does keep ids fresh and
+completes a well-formed round, so the control scenario passes.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+URL = sys.argv[-1]
+CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+VERSION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
+META = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "naive", "version": "0"},
+}
+# Not a safety cap: it only keeps the self-test finite if a scenario loops.
+MAX_LEGS = 100
+next_id = 0
+
+
+def post(method, params):
+    global next_id
+    next_id += 1
+    body = json.dumps({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+    request = urllib.request.Request(URL, data=body.encode("utf-8", "surrogatepass"), method="POST", headers={
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": VERSION,
+    })
+    try:
+        with urllib.request.urlopen(request) as response:
+            text = response.read().decode("utf-8", "surrogatepass")
+            kind = response.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as e:
+        text, kind = e.read().decode("utf-8", "replace"), "application/json"
+    if kind.startswith("text/event-stream"):
+        # Mistake: the first message of the stream is the answer, whatever its id.
+        text = next((line[5:].strip() for line in text.splitlines() if line.startswith("data:")), "{}")
+    return json.loads(text)  # Mistake: duplicated keys collapse, the last one wins.
+
+
+def result_type(result):
+    # Mistake: wire casing is not exact.
+    for key, value in result.items():
+        if key.lower() == "resulttype":
+            return str(value)
+    return "complete"
+
+
+def clean(state):
+    # Mistake: the state is "normalised" instead of echoed.
+    if state.startswith("{"):
+        try:
+            state = json.dumps(json.loads(state))
+        except ValueError:
+            pass
+    return state.strip().encode("ascii", "replace").decode("ascii")
+
+
+def visit(url):
+    # Mistake: the URL is prefetched and opened without asking anyone.
+    parts = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 443), timeout=5) as s:
+            s.sendall(("GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" % (parts.path or "/", parts.hostname)).encode())
+            s.recv(1024)
+    except OSError:
+        pass
+    try:
+        subprocess.run(["xdg-open", url], check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def answer(key, request):
+    params = request.get("params", {})
+    told = CONTEXT.get("answers", {}).get(key)
+    if params.get("mode") == "url":
+        visit(params.get("url", ""))
+        return told or {"action": "accept"}
+    return told or {"action": "accept", "content": {}}
+
+
+def call(tool):
+    params = {"name": tool, "arguments": {}, "_meta": META}
+    for _ in range(MAX_LEGS):
+        message = post("tools/call", params)
+        result = message.get("result")
+        if not isinstance(result, dict) or result_type(result).lower() == "complete":
+            return
+        retry = {"name": tool, "arguments": {}, "_meta": META}
+        requests = result.get("inputRequests") or {}
+        if requests:
+            retry["inputResponses"] = {key: answer(key, r) for key, r in requests.items()}
+        if isinstance(result.get("requestState"), str):
+            retry["requestState"] = clean(result["requestState"])
+        params = retry
+
+
+def main():
+    post("server/discover", {"_meta": META})
+    tools = post("tools/list", {"_meta": META}).get("result", {}).get("tools", [])
+    for tool in tools:
+        try:
+            call(tool["name"])
+        except Exception as e:  # noqa: BLE001 - a naive client goes on with the next tool
+            print("naive: %s: %r" % (tool["name"], e), file=sys.stderr)
+
+
+main()
