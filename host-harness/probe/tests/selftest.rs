@@ -199,6 +199,29 @@ mod selftest {
     }
 
     #[test]
+    fn a_check_the_client_says_it_cannot_reach_is_skipped() {
+        let text = GOOD.replace(
+            r#""says": "s"}"#,
+            r#""says": "s", "requires": "not_unsupported:forge"}"#,
+        );
+        let scenario = scenario::parse("x", &text).expect("valid");
+        let report = run(ProbeOptions {
+            command: "echo 'mrtr-probe: unsupported: forge' #".into(),
+            scenarios: vec![scenario.clone()],
+            timeout: mrtr_gate_probe::DEFAULT_TIMEOUT,
+        })
+        .expect("the probe runs");
+        let run_ = report.runs.first().expect("one run");
+        assert_eq!(run_.recording.unsupported, vec!["forge".to_owned()]);
+        assert_eq!(
+            run_.verdicts.first().map(|v| v.status),
+            Some(Status::Skipped)
+        );
+        assert_eq!(report.exit_code(), 0);
+        assert!(report.human().contains("0 passed, 0 failed, 1 skipped"));
+    }
+
+    #[test]
     fn a_folder_with_a_hostile_file_is_refused_and_unknown_names_are_usage_errors() {
         let dir = std::env::temp_dir().join(format!("mrtr-probe-hostile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temp folder");
