@@ -9,6 +9,9 @@
 //! mrtr-gate proxy [OPTIONS] -- COMMAND [ARGS...]
 //!                                 gate any MCP client's calls to a server it spawns (or,
 //!                                 with --listen ADDR --upstream URL, over HTTP; docs/proxy.md)
+//! mrtr-gate probe --command CMD [--scenario NAME ...] [--json] [--list]
+//!                                 grade any MCP client's MRTR handling against a hostile
+//!                                 server (docs/probe.md)
 //! mrtr-gate conformance [FLAGS] URL
 //!                                 the client of the official conformance suite
 //! mrtr-gate demo [--audit FILE]   realistic rounds end to end through the component
@@ -85,6 +88,12 @@ enum Command {
     Proxy {
         #[command(flatten)]
         flags: mrtr_gate_cli::proxy::ProxyFlags,
+    },
+    /// Grade any MCP client against a hostile server: run CMD once per scenario with the
+    /// endpoint's URL as its last word, and judge what it sends (docs/probe.md).
+    Probe {
+        #[command(flatten)]
+        flags: mrtr_gate_cli::probe::ProbeFlags,
     },
     /// Be the client of the official conformance suite: run the scenario named by
     /// MCP_CONFORMANCE_SCENARIO against URL (the runner appends it).
@@ -261,6 +270,7 @@ fn main() -> ExitCode {
         }
         Command::Conformance { flags, url } => return conformance(&flags, &url),
         Command::Proxy { flags } => return ExitCode::from(mrtr_gate_cli::proxy::run(&flags)),
+        Command::Probe { flags } => return ExitCode::from(mrtr_gate_cli::probe::run(&flags)),
         Command::List {
             server,
             stderr,

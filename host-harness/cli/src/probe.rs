@@ -1,0 +1,111 @@
+//! `mrtr-gate probe`: grade any MCP client against a hostile server (docs/probe.md). This
+//! module is the command's flags and the glue to the probe crate ([`mrtr_gate_probe`]), which
+//! depends on no gate crate: it is the adversary and the judge. A wrong flag, an unknown
+//! scenario or an invalid scenario file is a usage error (exit 2) before any client runs.
+
+use mrtr_gate_probe::report::{EXIT_CANNOT_RUN, EXIT_USAGE};
+use mrtr_gate_probe::scenario::{self, Scenario};
+use mrtr_gate_probe::{DEFAULT_TIMEOUT, ProbeOptions, embedded, select};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The flags of `mrtr-gate probe`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ProbeFlags {
+    /// The client's command, a shell line: it is run once per scenario as
+    /// `/bin/sh -c "CMD URL"`, the endpoint's URL appended as its last word.
+    #[arg(long, value_name = "CMD", required_unless_present = "list")]
+    pub command: Option<String>,
+    /// Run only this scenario (repeatable; default: every scenario).
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Vec<String>,
+    /// Read the scenarios from the `*.json` files of DIR instead of the built-in set.
+    #[arg(long, value_name = "DIR")]
+    pub scenarios: Option<PathBuf>,
+    /// Print the report as one JSON object (checks in the conformance suite's shape).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the scenarios, the clauses each checks and what a safe client does, then exit.
+    #[arg(long)]
+    pub list: bool,
+    /// The hang guard, per scenario, in seconds (default 120): a client still running then
+    /// fails every check of the scenario.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+}
+
+fn usage(message: &str) -> u8 {
+    eprintln!("mrtr-gate probe: {message}");
+    EXIT_USAGE
+}
+
+/// Runs the command; returns the exit status (docs/probe.md "Exit status").
+pub fn run(flags: &ProbeFlags) -> u8 {
+    let loaded = match &flags.scenarios {
+        Some(dir) => scenario::load_dir(dir),
+        None => embedded::scenarios(),
+    };
+    let selected = match loaded.and_then(|all| select(all, &flags.scenario)) {
+        Ok(selected) => selected,
+        Err(e) => return usage(&e.to_string()),
+    };
+    if flags.list {
+        list(&selected, flags.json);
+        return 0;
+    }
+    let timeout = match flags.timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(0) => return usage("--timeout must be at least 1 second"),
+        Some(secs) => Duration::from_secs(secs),
+    };
+    let Some(command) = flags.command.clone().filter(|c| !c.trim().is_empty()) else {
+        return usage("--command is empty");
+    };
+    let report = match mrtr_gate_probe::run(ProbeOptions {
+        command,
+        scenarios: selected,
+        timeout,
+    }) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("mrtr-gate probe: could not run: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    if flags.json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.human());
+    }
+    report.exit_code()
+}
+
+fn list(scenarios: &[Scenario], as_json: bool) {
+    if as_json {
+        let all: Vec<_> = scenarios
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name, "description": s.description, "safe": s.safe,
+                    "clauses": s.clauses.iter().map(|c| json!({"id": c.id, "source": c.source, "text": c.text})).collect::<Vec<_>>(),
+                    "checks": s.checks.iter().map(|c| json!({"id": c.id, "description": c.description})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(all));
+        return;
+    }
+    for s in scenarios {
+        println!(
+            "{}\n    {}\n    a safe client {}",
+            s.name, s.description, s.safe
+        );
+        for c in &s.clauses {
+            println!("    clause {} ({}): {}", c.id, c.source, c.text);
+        }
+        for c in &s.checks {
+            println!("    check {}: {}", c.id, c.description);
+        }
+    }
+}
