@@ -22,6 +22,10 @@ scenarios!(
     "mrtr-request-state-lone-surrogate",
     "mrtr-answers-off-schema",
     "mrtr-url-unsafe",
+    "mrtr-foreign-id-round",
+    "mrtr-legacy-elicitation-request",
+    "mrtr-retry-after-transport-error",
+    "mrtr-round-cap",
 );
 
 /// The embedded scenarios, validated, control first.

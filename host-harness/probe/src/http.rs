@@ -6,6 +6,7 @@
 use crate::listen::Listener;
 use crate::mcp;
 use crate::record::Request;
+use crate::respond::Reply;
 use crate::scenario::Scenario;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -15,7 +16,6 @@ use hyper::service::service_fn;
 use hyper::{Method, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::io;
 use std::sync::{Arc, Mutex};
 
@@ -54,7 +54,7 @@ impl Server {
                 let _ = stream.set_nodelay(true);
                 let service = service_fn(move |request| {
                     let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(handle(&shared, request).await) }
+                    async move { handle(&shared, request).await }
                 });
                 // A client that hangs up mid-request ends the connection: nothing to report.
                 let _ = http1::Builder::new()
@@ -87,7 +87,22 @@ fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     response
 }
 
-async fn handle(shared: &Shared, request: hyper::Request<Incoming>) -> Response<Full<Bytes>> {
+/// The error a service returns to make hyper drop the connection without a response.
+#[derive(Debug)]
+struct CloseConnection;
+
+impl std::fmt::Display for CloseConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the scenario closes the connection")
+    }
+}
+
+impl std::error::Error for CloseConnection {}
+
+async fn handle(
+    shared: &Shared,
+    request: hyper::Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, CloseConnection> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let (body, too_large) = match Limited::new(request.into_body(), BODY_LIMIT)
@@ -102,7 +117,7 @@ async fn handle(shared: &Shared, request: hyper::Request<Incoming>) -> Response<
     };
     let mut recorded = {
         let Ok(requests) = shared.requests.lock() else {
-            return empty(StatusCode::INTERNAL_SERVER_ERROR);
+            return Ok(empty(StatusCode::INTERNAL_SERVER_ERROR));
         };
         Request::read(requests.len(), method.as_str(), &path, body)
     };
@@ -126,6 +141,10 @@ async fn handle(shared: &Shared, request: hyper::Request<Incoming>) -> Response<
         let status = StatusCode::from_u16(answered.status).unwrap_or(StatusCode::OK);
         match answered.reply {
             None => empty(status),
+            Some(Reply::Close) => {
+                record(shared, recorded);
+                return Err(CloseConnection);
+            }
             Some(reply) => {
                 let mut response = Response::new(Full::new(Bytes::from(reply.body())));
                 *response.status_mut() = status;
@@ -139,9 +158,13 @@ async fn handle(shared: &Shared, request: hyper::Request<Incoming>) -> Response<
     } else {
         empty(StatusCode::METHOD_NOT_ALLOWED)
     };
+    record(shared, recorded);
+    Ok(response)
+}
+
+fn record(shared: &Shared, mut recorded: Request) {
     if let Ok(mut requests) = shared.requests.lock() {
         recorded.seq = requests.len();
         requests.push(recorded);
     }
-    response
 }

@@ -106,6 +106,7 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
     match check.kind {
         CheckKind::Control => control(check, rec),
         CheckKind::NoRequest => no_request(check, rec),
+        CheckKind::AtMost => at_most(check, rec),
         CheckKind::StateEchoExact => state_echo(scenario, check, rec, canary),
         CheckKind::NoCanary => match rec.canary.first() {
             None => (Status::Success, None, json!({"canaryConnections": 0})),
@@ -223,6 +224,25 @@ fn no_request(check: &Check, rec: &Recording) -> Outcome {
     }
 }
 
+fn at_most(check: &Check, rec: &Recording) -> Outcome {
+    let (Some(m), Some(n)) = (&check.matcher, check.n) else {
+        return fail("the check has no match or no n".into(), json!({}));
+    };
+    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r)).collect();
+    if matched.len() <= n {
+        return (Status::Success, None, json!({"matched": matched.len()}));
+    }
+    fail(
+        format!(
+            "the client {}: {} requests where at most {n} may be; the last: {}",
+            check.says.as_deref().unwrap_or("sent too many requests"),
+            matched.len(),
+            matched.last().map(|r| evidence_line(r)).unwrap_or_default()
+        ),
+        json!({"matched": matched.iter().map(|r| evidence(r)).collect::<Vec<_>>()}),
+    )
+}
+
 /// The state the tool's leg 0 answer gave, as UTF-16 units.
 fn leg0_state(scenario: &Scenario, tool: &str, canary: u16) -> Option<Vec<u16>> {
     let answer = scenario.tool(tool)?.answer(0);
@@ -236,6 +256,7 @@ fn leg0_state(scenario: &Scenario, tool: &str, canary: u16) -> Option<Vec<u16>> 
     ) {
         Reply::Json(text) => text,
         Reply::Sse(events) => events.into_iter().next()?,
+        Reply::Close => return None,
     };
     decode_string(raw_member(&text, &["result", "requestState"])?)
 }

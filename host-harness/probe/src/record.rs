@@ -78,6 +78,16 @@ impl Request {
 
     /// One line naming the request for a report.
     pub fn describe(&self) -> String {
+        let is_response = self
+            .value
+            .as_ref()
+            .is_some_and(|v| v.get("result").is_some() || v.get("error").is_some());
+        if self.method.is_none() && is_response {
+            return format!(
+                "a response to id {}",
+                self.id.as_deref().unwrap_or("(none)")
+            );
+        }
         let mut out = self
             .method
             .clone()

@@ -13,6 +13,8 @@ pub enum Reply {
     Json(String),
     /// `text/event-stream`, one event per message.
     Sse(Vec<String>),
+    /// No response: the connection is closed.
+    Close,
 }
 
 /// What placeholders stand for in one answer.
@@ -54,6 +56,9 @@ impl Fill<'_> {
 
 /// The reply to a request with `fill.id`.
 pub fn reply(answer: &Answer, fill: &Fill<'_>) -> Reply {
+    if answer.close {
+        return Reply::Close;
+    }
     if let Some(events) = &answer.sse {
         return Reply::Sse(events.iter().map(|e| message(e, fill)).collect());
     }
@@ -95,6 +100,7 @@ impl Reply {
         match self {
             Reply::Json(_) => "application/json",
             Reply::Sse(_) => "text/event-stream",
+            Reply::Close => "application/octet-stream",
         }
     }
 
@@ -102,6 +108,7 @@ impl Reply {
     pub fn body(&self) -> String {
         match self {
             Reply::Json(text) => text.clone(),
+            Reply::Close => String::new(),
             Reply::Sse(events) => events
                 .iter()
                 .map(|e| format!("event: message\ndata: {}\n\n", e.replace('\n', "\ndata: ")))

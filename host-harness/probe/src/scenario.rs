@@ -74,6 +74,10 @@ pub struct Answer {
     /// Send a single message framed as one SSE event instead of a JSON body.
     #[serde(default)]
     pub as_sse: bool,
+    /// Read the request whole, record it, then close the connection without a response
+    /// (a transport error the server causes).
+    #[serde(default)]
+    pub close: bool,
 }
 
 /// What a check is.
@@ -90,6 +94,8 @@ pub enum CheckKind {
     NoCanary,
     /// Nothing is handed to a URL opener.
     NoOpen,
+    /// At most `n` requests match.
+    AtMost,
 }
 
 /// A check over the recording.
@@ -110,8 +116,10 @@ pub struct Check {
     /// `state_echo_exact`: whether sending no retry fails (a well-formed round) or passes
     /// (a round a client may refuse, such as one whose state is not valid Unicode).
     pub retry_required: Option<bool>,
-    /// `no_request`: what the client did, completed with the matching request.
+    /// `no_request`, `at_most`: what the client did, completed with the matching request.
     pub says: Option<String>,
+    /// `at_most`: how many requests may match.
+    pub n: Option<usize>,
     /// `not_unsupported:<what>`: SKIPPED when the client says it cannot do `<what>`.
     pub requires: Option<String>,
 }
@@ -319,15 +327,19 @@ fn validate_answer(stem: &str, a: &Answer, nested: bool) -> Result<(), ScenarioE
         a.error.is_some(),
         a.raw.is_some(),
         a.sse.is_some(),
+        a.close,
     ]
     .iter()
     .filter(|g| **g)
     .count();
-    if given != 1 || (nested && (a.sse.is_some() || a.as_sse)) || (a.as_sse && a.sse.is_some()) {
+    if given != 1
+        || (nested && (a.sse.is_some() || a.as_sse || a.close))
+        || (a.as_sse && (a.sse.is_some() || a.close))
+    {
         return Err(refuse(
             "invalid_answer",
             stem,
-            "an answer is exactly one of result, error, raw and sse (an sse event is not itself sse)",
+            "an answer is exactly one of result, error, raw, sse and close (an sse event is a message)",
         ));
     }
     if let Some(raw) = &a.raw {
@@ -383,11 +395,17 @@ fn check_placeholders(stem: &str, text: &str, raw: bool) -> Result<(), ScenarioE
 
 fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), ScenarioError> {
     let bad = |why: &str| refuse("invalid_check", stem, format!("check `{}`: {why}", c.id));
-    let needs_match = matches!(c.kind, CheckKind::Control | CheckKind::NoRequest);
+    let needs_match = matches!(
+        c.kind,
+        CheckKind::Control | CheckKind::NoRequest | CheckKind::AtMost
+    );
     if needs_match != c.matcher.is_some() {
         return Err(bad(
-            "`match` is for control and no_request checks, which need one",
+            "`match` is for control, no_request and at_most checks, which need one",
         ));
+    }
+    if (c.kind == CheckKind::AtMost) != c.n.is_some() {
+        return Err(bad("`n` is for at_most checks, which need one"));
     }
     if (c.kind == CheckKind::StateEchoExact) != c.tool.is_some()
         || (c.kind == CheckKind::StateEchoExact) != c.retry_required.is_some()
@@ -396,8 +414,10 @@ fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), S
             "`tool` and `retry_required` are for state_echo_exact checks, which need both",
         ));
     }
-    if (c.kind == CheckKind::NoRequest) != c.says.is_some() {
-        return Err(bad("`says` is for no_request checks, which need one"));
+    if matches!(c.kind, CheckKind::NoRequest | CheckKind::AtMost) != c.says.is_some() {
+        return Err(bad(
+            "`says` is for no_request and at_most checks, which need one",
+        ));
     }
     if let Some(tool) = &c.tool
         && !tools.contains(tool.as_str())

@@ -180,6 +180,17 @@ mod selftest {
                 GOOD.replace(r#"{"result": {"resultType": "complete"}}"#, "{}"),
             ),
             (
+                "invalid_answer",
+                GOOD.replace(
+                    r#"{"result": {"resultType": "complete"}}"#,
+                    r#"{"result": {}, "close": true}"#,
+                ),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""kind": "no_request""#, r#""kind": "at_most""#),
+            ),
+            (
                 "invalid_tool",
                 GOOD.replace(r#""name": "t""#, r#""name": "probe_done""#),
             ),

@@ -8,9 +8,12 @@ Its mistakes: reads JSON with Python's parser (a duplicated key: the last one wi
 `resultType` case-insensitively and retries anything that is not `complete`, "cleans" the
 requestState it echoes (re-serialises what looks like JSON, strips spaces, replaces
 non-ASCII with `?`), sends whatever answer it is told without checking the schema, accepts
-any URL elicitation, fetches the URL and hands it to xdg-open. It does keep ids fresh and
-completes a well-formed round, so the control scenario passes.
+any URL elicitation, fetches the URL and hands it to xdg-open, takes the first response of an
+SSE stream whatever its id, answers a server's 2025-era elicitation/create, sends a retry
+again when its connection broke, and has no round cap. It does keep ids fresh and completes a
+well-formed round, so the control scenario passes.
 """
+import http.client
 import json
 import os
 import socket
@@ -36,7 +39,11 @@ next_id = 0
 def post(method, params):
     global next_id
     next_id += 1
-    body = json.dumps({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+    return send({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+
+
+def send(message):
+    body = json.dumps(message)
     request = urllib.request.Request(URL, data=body.encode("utf-8", "surrogatepass"), method="POST", headers={
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
@@ -48,10 +55,22 @@ def post(method, params):
             kind = response.headers.get("Content-Type", "")
     except urllib.error.HTTPError as e:
         text, kind = e.read().decode("utf-8", "replace"), "application/json"
-    if kind.startswith("text/event-stream"):
-        # Mistake: the first message of the stream is the answer, whatever its id.
-        text = next((line[5:].strip() for line in text.splitlines() if line.startswith("data:")), "{}")
-    return json.loads(text)  # Mistake: duplicated keys collapse, the last one wins.
+    if not text.strip():
+        return {}
+    if not kind.startswith("text/event-stream"):
+        return json.loads(text)  # Mistake: duplicated keys collapse, the last one wins.
+    answer = None
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[5:].strip())
+        if "method" in event and "id" in event:
+            # Mistake: a 2025-era server request is answered inside a 2026 session.
+            send({"jsonrpc": "2.0", "id": event["id"], "result": {"action": "accept", "content": {"confirm": True}}})
+        elif answer is None:
+            # Mistake: the first response of the stream is the answer, whatever its id.
+            answer = event
+    return answer or {}
 
 
 def result_type(result):
@@ -99,7 +118,11 @@ def answer(key, request):
 def call(tool):
     params = {"name": tool, "arguments": {}, "_meta": META}
     for _ in range(MAX_LEGS):
-        message = post("tools/call", params)
+        try:
+            message = post("tools/call", params)
+        except (OSError, http.client.HTTPException):
+            # Mistake: a retry whose connection broke is sent again.
+            message = post("tools/call", params)
         result = message.get("result")
         if not isinstance(result, dict) or result_type(result).lower() == "complete":
             return
