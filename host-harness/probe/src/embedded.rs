@@ -26,6 +26,9 @@ scenarios!(
     "mrtr-legacy-elicitation-request",
     "mrtr-retry-after-transport-error",
     "mrtr-round-cap",
+    "mrtr-schema-outside-subset",
+    "mrtr-url-warned",
+    "mrtr-oversized-request-state",
 );
 
 /// The embedded scenarios, validated, control first.

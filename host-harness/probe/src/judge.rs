@@ -4,6 +4,19 @@
 //! conformance suite's convention: a client that did nothing proved nothing).
 
 use crate::json_text::{decode_string, raw_member, show_units};
+
+/// A state longer than this is shown cut, with its length.
+const SHOWN_UNITS: usize = 200;
+
+/// A state for a report: whole when short, else its start and its length.
+fn show_state(units: &[u16]) -> String {
+    match units.get(..SHOWN_UNITS) {
+        Some(start) if units.len() > SHOWN_UNITS => {
+            format!("{}… ({} UTF-16 units)", show_units(start), units.len())
+        }
+        _ => show_units(units),
+    }
+}
 use crate::record::{Recording, Request};
 use crate::respond::{Fill, Reply, reply};
 use crate::scenario::{Check, CheckKind, Match, Scenario};
@@ -140,6 +153,9 @@ pub fn matches(m: &Match, r: &Request) -> bool {
         .state
         .as_ref()
         .is_none_or(|s| r.state.as_deref() == Some(&s.encode_utf16().collect::<Vec<_>>()[..]));
+    let long = m
+        .state_units_at_least
+        .is_none_or(|at_least| r.state.as_ref().is_some_and(|s| s.len() >= at_least));
     let member = m.pointer.as_ref().is_none_or(|p| {
         let found = r.value.as_ref().and_then(|v| v.pointer(p));
         match (&m.equals, m.has) {
@@ -152,7 +168,7 @@ pub fn matches(m: &Match, r: &Request) -> bool {
         .any_of
         .as_ref()
         .is_none_or(|subs| subs.iter().any(|s| matches(s, r)));
-    tool && state && member && any
+    tool && state && long && member && any
 }
 
 /// What a request carried that matters for MRTR, for a report.
@@ -164,7 +180,7 @@ fn evidence(r: &Request) -> Value {
         .cloned();
     json!({
         "request": r.describe(),
-        "requestState": r.state.as_deref().map(show_units),
+        "requestState": r.state.as_deref().map(show_state),
         "inputResponses": responses,
     })
 }
@@ -179,7 +195,7 @@ fn evidence_line(r: &Request) -> String {
         line.push_str(&format!(", inputResponses = {responses}"));
     }
     if let Some(state) = &r.state {
-        line.push_str(&format!(", requestState {}", show_units(state)));
+        line.push_str(&format!(", requestState {}", show_state(state)));
     } else if r.has_state {
         line.push_str(", requestState (not a string)");
     }
@@ -270,7 +286,7 @@ fn state_echo(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) 
         );
     };
     let retries: Vec<&Request> = rec.calls_of(tool).filter(|r| r.has_state).collect();
-    let shown = show_units(&expected);
+    let shown = show_state(&expected);
     if let Some(wrong) = retries
         .iter()
         .find(|r| r.state.as_deref() != Some(&expected[..]))
@@ -282,7 +298,7 @@ fn state_echo(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) 
                     wrong
                         .state
                         .as_deref()
-                        .map_or_else(|| "a requestState that is not a string".into(), show_units)
+                        .map_or_else(|| "a requestState that is not a string".into(), show_state)
                 }
             ),
             json!({"expected": shown, "sent": evidence(wrong)}),

@@ -3,7 +3,7 @@
 //! `{{n}}` the leg), then a JSON body or SSE events (`event: message` and one `data:` line
 //! per message).
 
-use crate::scenario::Answer;
+use crate::scenario::{Answer, repeat_count};
 use serde_json::Value;
 
 /// What is written for a request.
@@ -36,7 +36,7 @@ impl Fill<'_> {
         if raw {
             out = out.replace("{{id}}", self.id);
         }
-        out
+        expand_repeats(&out)
     }
 
     fn value(&self, value: &Value) -> Value {
@@ -52,6 +52,30 @@ impl Fill<'_> {
             other => other.clone(),
         }
     }
+}
+
+/// `text` with each `{{x:N}}` replaced by N copies of `x` (validated: N is in bounds).
+fn expand_repeats(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{{x:") {
+        let after = rest.get(open + 2..).unwrap_or_default();
+        let close = after.find("}}");
+        let count = close.and_then(|c| repeat_count(after.get(..c).unwrap_or_default()));
+        match (close, count) {
+            (Some(close), Some(count)) => {
+                out.push_str(rest.get(..open).unwrap_or_default());
+                out.push_str(&"x".repeat(count));
+                rest = after.get(close + 2..).unwrap_or_default();
+            }
+            _ => {
+                out.push_str(rest.get(..open + 2).unwrap_or_default());
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The reply to a request with `fill.id`.
@@ -155,5 +179,13 @@ mod tests {
             "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"url\":\"http://127.0.0.1:4000/q2\"}}\n\n"
         );
         assert_eq!(r.content_type(), "text/event-stream");
+    }
+
+    #[test]
+    fn repeats_expand_in_place() {
+        assert_eq!(
+            expand_repeats("S-{{x:3}}-{{n}}{{x:0}}"),
+            "S-xxx-{{n}}{{x:0}}"
+        );
     }
 }

@@ -132,6 +132,8 @@ pub struct Match {
     pub tool: Option<String>,
     /// Its `params.requestState` decodes to these UTF-16 units.
     pub state: Option<String>,
+    /// Its `params.requestState` is a string of at least this many UTF-16 units.
+    pub state_units_at_least: Option<usize>,
     /// The member at this JSON pointer (with `equals` or `has`).
     pub pointer: Option<String>,
     /// ... is this value.
@@ -170,8 +172,20 @@ fn refuse(code: &'static str, scenario: &str, message: impl Into<String>) -> Sce
 }
 
 /// The placeholders an answer may hold: the request's id (raw answers only), the canary's
-/// port and the leg's number.
+/// port and the leg's number; and `{{x:N}}`, N copies of `x` (an oversized value).
 const PLACEHOLDERS: [&str; 3] = ["id", "canary", "n"];
+
+/// The most copies `{{x:N}}` may make: the probe's own request body limit.
+const MAX_REPEAT: usize = 16 << 20;
+
+/// N of a `{{x:N}}` placeholder's name (`x:N`), if it is one.
+pub fn repeat_count(name: &str) -> Option<usize> {
+    let digits = name.strip_prefix("x:")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|n| (1..=MAX_REPEAT).contains(n))
+}
 
 /// Reads one scenario from its text; `stem` is the file's name without `.json`.
 pub fn parse(stem: &str, text: &str) -> Result<Scenario, ScenarioError> {
@@ -378,7 +392,8 @@ fn check_placeholders(stem: &str, text: &str, raw: bool) -> Result<(), ScenarioE
             return Err(refuse("unknown_placeholder", stem, "`{{` without `}}`"));
         };
         let name = after.get(..close).unwrap_or_default();
-        if !PLACEHOLDERS.contains(&name) || (name == "id" && !raw) {
+        let known = PLACEHOLDERS.contains(&name) || repeat_count(name).is_some();
+        if !known || (name == "id" && !raw) {
             return Err(refuse(
                 "unknown_placeholder",
                 stem,
@@ -453,7 +468,12 @@ fn validate_match(tools: &BTreeSet<&str>, m: &Match) -> Result<(), String> {
     if m.any_of.is_some() && any_of.is_empty() {
         return Err("`any_of` is empty".into());
     }
-    if m.tool.is_none() && m.state.is_none() && m.pointer.is_none() && m.any_of.is_none() {
+    if m.tool.is_none()
+        && m.state.is_none()
+        && m.state_units_at_least.is_none()
+        && m.pointer.is_none()
+        && m.any_of.is_none()
+    {
         return Err("an empty match matches every request".into());
     }
     any_of.iter().try_for_each(|sub| validate_match(tools, sub))

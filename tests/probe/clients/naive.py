@@ -11,7 +11,8 @@ non-ASCII with `?`), sends whatever answer it is told without checking the schem
 any URL elicitation, fetches the URL and hands it to xdg-open, takes the first response of an
 SSE stream whatever its id, answers a server's 2025-era elicitation/create, sends a retry
 again when its connection broke, and has no round cap. It does keep ids fresh and completes a
-well-formed round, so the control scenario passes.
+well-formed round, so the control scenario passes. It also dereferences a schema's network
+`$ref` and echoes a state of any size.
 """
 import http.client
 import json
@@ -91,8 +92,8 @@ def clean(state):
     return state.strip().encode("ascii", "replace").decode("ascii")
 
 
-def visit(url):
-    # Mistake: the URL is prefetched and opened without asking anyone.
+def visit(url, open_it=True):
+    # Mistake: the URL is prefetched (and opened) without asking anyone.
     parts = urllib.parse.urlsplit(url)
     try:
         with socket.create_connection((parts.hostname, parts.port or 443), timeout=5) as s:
@@ -100,6 +101,8 @@ def visit(url):
             s.recv(1024)
     except OSError:
         pass
+    if not open_it:
+        return
     try:
         subprocess.run(["xdg-open", url], check=False, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -112,6 +115,9 @@ def answer(key, request):
     if params.get("mode") == "url":
         visit(params.get("url", ""))
         return told or {"action": "accept"}
+    for prop in (params.get("requestedSchema") or {}).get("properties", {}).values():
+        if isinstance(prop, dict) and str(prop.get("$ref", "")).startswith("http"):
+            visit(prop["$ref"], open_it=False)  # Mistake: a network $ref is dereferenced.
     return told or {"action": "accept", "content": {}}
 
 
