@@ -7,6 +7,7 @@ use crate::listen::Listener;
 use crate::record::CanaryHit;
 use std::io;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 /// The running canary.
@@ -41,12 +42,15 @@ impl Canary {
         self.listener.port()
     }
 
-    /// Waits for every connection to end and returns the hits.
-    pub async fn finish(self) -> Vec<CanaryHit> {
-        self.listener.finish().await;
-        self.hits
+    /// Waits for every connection to end and returns the hits, and whether every connection
+    /// ended within `guard`.
+    pub async fn finish(self, guard: Duration) -> (Vec<CanaryHit>, bool) {
+        let ended = self.listener.finish(guard).await;
+        let hits = self
+            .hits
             .lock()
             .map(|mut h| std::mem::take(&mut *h))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        (hits, ended)
     }
 }

@@ -18,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A body larger than this is refused (413) and recorded as its first bytes only.
 const BODY_LIMIT: usize = 16 << 20;
@@ -70,14 +71,17 @@ impl Server {
         format!("http://127.0.0.1:{}{MCP_PATH}", self.listener.port())
     }
 
-    /// Waits for every connection to end (the client has exited) and returns the requests.
-    pub async fn finish(self) -> Vec<Request> {
-        self.listener.finish().await;
-        self.shared
+    /// Waits for every connection to end (the client has exited) and returns the requests,
+    /// and whether every connection ended within `guard`.
+    pub async fn finish(self, guard: Duration) -> (Vec<Request>, bool) {
+        let ended = self.listener.finish(guard).await;
+        let requests = self
+            .shared
             .requests
             .lock()
             .map(|mut r| std::mem::take(&mut *r))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        (requests, ended)
     }
 }
 

@@ -93,6 +93,12 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
             json!({"timedOut": true}),
         );
     }
+    if rec.lingering {
+        return fail(
+            "a connection to the probe stayed open after the client's process tree had exited (a process outside it still talks to the server); the hang guard ended the wait".into(),
+            json!({"lingering": true}),
+        );
+    }
     if let Some(what) = check
         .requires
         .as_deref()

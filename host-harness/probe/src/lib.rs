@@ -144,8 +144,10 @@ async fn run_one(
         dir.path(),
     )
     .await?;
-    let requests = server.finish().await;
-    let hits = canary.finish().await;
+    // The client's tree is gone, so every connection ends at once; one that does not is held
+    // by a process outside the tree, and the run fails rather than wait for it.
+    let (requests, server_ended) = server.finish(timeout).await;
+    let (hits, canary_ended) = canary.finish(timeout).await;
     let unsupported = exited
         .stdout
         .lines()
@@ -161,6 +163,7 @@ async fn run_one(
         stderr: exited.stderr,
         exit_code: exited.exit_code,
         timed_out: exited.timed_out,
+        lingering: !(server_ended && canary_ended),
         duration_ms: exited.duration.as_millis(),
     };
     let verdicts = judge::judge(&scenario, &recording, canary_port);

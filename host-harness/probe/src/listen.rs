@@ -8,6 +8,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -62,8 +63,10 @@ impl Listener {
     }
 
     /// Stops accepting, takes what is left in the backlog, and returns when every connection
-    /// has been served to its end. Call it only once the client's process tree has exited.
-    pub async fn finish(self) {
+    /// has been served to its end (`true`), or when `guard` has passed with one still open
+    /// (`false`: something outside the client's process tree holds it). Call it only once the
+    /// client's process tree has exited.
+    pub async fn finish(self, guard: Duration) -> bool {
         self.accepting.abort();
         loop {
             match self.drain.accept() {
@@ -81,7 +84,9 @@ impl Listener {
             }
         }
         let mut watching = self.open.subscribe();
-        let _ = watching.wait_for(|open| *open == 0).await;
+        tokio::time::timeout(guard, watching.wait_for(|open| *open == 0))
+            .await
+            .is_ok_and(|ended| ended.is_ok())
     }
 }
 

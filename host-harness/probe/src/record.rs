@@ -133,6 +133,8 @@ pub struct Recording {
     pub exit_code: Option<i32>,
     /// The hang guard ended the client.
     pub timed_out: bool,
+    /// A connection to the probe stayed open after the client's process tree had exited.
+    pub lingering: bool,
     /// How long the client ran, in milliseconds.
     pub duration_ms: u128,
 }

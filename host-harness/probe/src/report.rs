@@ -159,6 +159,7 @@ impl Report {
                     "name": run.scenario.name,
                     "client_exit": run.recording.exit_code,
                     "timed_out": run.recording.timed_out,
+                    "lingering": run.recording.lingering,
                     "duration_ms": u64::try_from(run.recording.duration_ms).unwrap_or(u64::MAX),
                     "unsupported": run.recording.unsupported,
                     "safe": run.scenario.safe,

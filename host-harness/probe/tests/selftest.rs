@@ -108,6 +108,57 @@ mod selftest {
         }
     }
 
+    /// Forks a process that leaves the client's process group, connects to the probe and
+    /// holds the connection; the parent exits once it is connected.
+    const ESCAPER: &str = r#"
+import os, socket, sys, time, urllib.parse
+url = urllib.parse.urlsplit(sys.argv[-1])
+ready_r, ready_w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    held = socket.create_connection((url.hostname, url.port))
+    with open(sys.argv[1], "w") as f:
+        f.write(str(os.getpid()))
+    os.write(ready_w, b"x")
+    time.sleep(600)
+else:
+    os.read(ready_r, 1)
+"#;
+
+    #[test]
+    fn a_connection_held_from_outside_the_clients_tree_fails_the_run() {
+        let dir = std::env::temp_dir().join(format!("mrtr-probe-escaper-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp folder");
+        let script = dir.join("escaper.py");
+        std::fs::write(&script, ESCAPER).expect("written");
+        let pid_file = dir.join("pid");
+        let report = probe(
+            format!("python3 '{}' '{}'", script.display(), pid_file.display()),
+            &["mrtr-duplicate-result-type"],
+            Duration::from_millis(300),
+        );
+        let pid = std::fs::read_to_string(&pid_file).expect("the escaper's pid");
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", pid.trim()])
+            .status();
+        std::fs::remove_dir_all(&dir).expect("removed");
+        let run_ = report.runs.first().expect("one run");
+        assert!(run_.recording.lingering);
+        assert!(!run_.recording.timed_out);
+        for v in &run_.verdicts {
+            assert_eq!(v.status, Status::Failure);
+            assert!(
+                v.message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("stayed open")
+            );
+        }
+    }
+
     fn refused(stem: &str, text: &str) -> ScenarioError {
         scenario::parse(stem, text).expect_err("a hostile scenario is refused")
     }
