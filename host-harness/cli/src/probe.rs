@@ -26,6 +26,10 @@ pub struct ProbeFlags {
     /// Print the report as one JSON object (checks in the conformance suite's shape).
     #[arg(long)]
     pub json: bool,
+    /// Also write each scenario's checks, the client's stdout and stderr and the recording
+    /// under DIR/<scenario>/ (and the whole report as DIR/report.json).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
     /// Print the scenarios, the clauses each checks and what a safe client does, then exit.
     #[arg(long)]
     pub list: bool,
@@ -73,6 +77,12 @@ pub fn run(flags: &ProbeFlags) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
+    if let Some(dir) = &flags.output
+        && let Err(e) = report.write_dir(dir)
+    {
+        eprintln!("mrtr-gate probe: could not write {}: {e}", dir.display());
+        return EXIT_CANNOT_RUN;
+    }
     if flags.json {
         println!("{}", report.json());
     } else {

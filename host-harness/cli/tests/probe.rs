@@ -35,7 +35,17 @@ fn mrtr_gate_call_passes_every_check() {
     let config = temp("call");
     let client = repo().join("tests/probe/clients/cli-call.sh");
     let command = format!("bash '{}'", client.display());
-    let out = probe(&["--json", "--command", &command], &config);
+    let record = config.join("out");
+    let out = probe(
+        &[
+            "--json",
+            "--command",
+            &command,
+            "-o",
+            record.to_str().unwrap(),
+        ],
+        &config,
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let mut not_passed = Vec::new();
@@ -58,6 +68,14 @@ fn mrtr_gate_call_passes_every_check() {
     assert_eq!(report["scenarios"].as_array().unwrap().len(), embedded);
     assert_eq!(report["summary"]["passed"], total);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let checks: Value = serde_json::from_str(
+        &std::fs::read_to_string(record.join("mrtr-control-form-round/checks.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(checks[0]["status"], "SUCCESS");
+    let lines =
+        std::fs::read_to_string(record.join("mrtr-control-form-round/record.jsonl")).unwrap();
+    assert!(lines.contains("\"leg\":1"), "{lines}");
     std::fs::remove_dir_all(&config).unwrap();
 }
 

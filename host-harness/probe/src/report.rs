@@ -6,6 +6,8 @@ use crate::judge::{Status, Verdict};
 use crate::record::Recording;
 use crate::scenario::Scenario;
 use serde_json::{Value, json};
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -175,6 +177,59 @@ impl Report {
             "summary": {"passed": s.passed, "failed": s.failed, "skipped": s.skipped},
         })
     }
+}
+
+impl Report {
+    /// Writes `dir/<scenario>/{checks.json,stdout.txt,stderr.txt,record.jsonl}` for every run
+    /// (the suite's `-o` layout, plus the recording: one JSON line per request, canary
+    /// connection and opener call) and `dir/report.json`.
+    pub fn write_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let json = self.json();
+        std::fs::write(dir.join("report.json"), format!("{json:#}\n"))?;
+        let empty = Vec::new();
+        let scenarios = json
+            .get("scenarios")
+            .and_then(Value::as_array)
+            .unwrap_or(&empty);
+        for (run, scenario) in self.runs.iter().zip(scenarios) {
+            let out = dir.join(&run.scenario.name);
+            std::fs::create_dir_all(&out)?;
+            std::fs::write(
+                out.join("checks.json"),
+                format!("{:#}\n", scenario.get("checks").unwrap_or(&Value::Null)),
+            )?;
+            std::fs::write(out.join("stdout.txt"), &run.recording.stdout)?;
+            std::fs::write(out.join("stderr.txt"), &run.recording.stderr)?;
+            std::fs::write(out.join("record.jsonl"), record_lines(&run.recording))?;
+        }
+        Ok(())
+    }
+}
+
+/// The recording as JSON lines, times in milliseconds from the first request.
+fn record_lines(recording: &Recording) -> String {
+    let start = recording.requests.first().map(|r| r.at);
+    let mut out = String::new();
+    for r in &recording.requests {
+        let t_ms = start.map_or(0, |s| r.at.duration_since(s).as_millis());
+        let line = json!({
+            "kind": "request", "seq": r.seq, "t_ms": u64::try_from(t_ms).unwrap_or(u64::MAX),
+            "http_method": r.http_method, "path": r.path, "method": r.method, "tool": r.tool,
+            "leg": r.leg, "id": r.id, "body": r.body,
+        });
+        out.push_str(&format!("{line}\n"));
+    }
+    for hit in &recording.canary {
+        out.push_str(&format!(
+            "{}\n",
+            json!({"kind": "canary", "first_line": hit.first_line})
+        ));
+    }
+    for opened in &recording.opened {
+        out.push_str(&format!("{}\n", json!({"kind": "opened", "argv": opened})));
+    }
+    out
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC), the suite's timestamp form.
