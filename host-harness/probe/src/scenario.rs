@@ -221,6 +221,14 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, ScenarioError> {
         }
     }
     files.sort();
+    if files.is_empty() {
+        // An empty set would pass every client.
+        return Err(refuse(
+            "no_scenarios",
+            &shown,
+            "the folder holds no `*.json` scenario",
+        ));
+    }
     let mut scenarios = Vec::new();
     for path in files {
         let stem = path

@@ -287,6 +287,8 @@ else:
     fn a_folder_with_a_hostile_file_is_refused_and_unknown_names_are_usage_errors() {
         let dir = std::env::temp_dir().join(format!("mrtr-probe-hostile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temp folder");
+        let empty = scenario::load_dir(&dir).expect_err("an empty folder is refused");
+        assert_eq!(empty.code, "no_scenarios");
         std::fs::write(dir.join("x.json"), GOOD).expect("written");
         assert_eq!(scenario::load_dir(&dir).expect("one good file").len(), 1);
         std::fs::write(
