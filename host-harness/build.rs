@@ -36,7 +36,12 @@ fn run() -> Result<(), String> {
         .parent()
         .ok_or("host-harness has no parent directory")?
         .to_path_buf();
-    if root.join("guest").join("component").join("Cargo.toml").is_file() {
+    if root
+        .join("guest")
+        .join("component")
+        .join("Cargo.toml")
+        .is_file()
+    {
         workspace(root)
     } else {
         packaged(manifest)

@@ -25,7 +25,9 @@ fn form_round(id: i64) -> String {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let runtime = match std::env::var("MRTR_GATE_EXPECTED_SHA256") {
-        Ok(pinned) => GateRuntime::load_pinned(EMBEDDED_COMPONENT, &pinned, None, SandboxLimits::default())?,
+        Ok(pinned) => {
+            GateRuntime::load_pinned(EMBEDDED_COMPONENT, &pinned, None, SandboxLimits::default())?
+        }
         Err(_) => GateRuntime::load_embedded(None, SandboxLimits::default())?,
     };
     println!("component sha256: {EMBEDDED_COMPONENT_SHA256}");
@@ -66,14 +68,19 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // A whole form round: the user's answers, granted, and the server's final answer.
     register(&mut gate, 1)?;
-    let ResponseVerdict::InputRequired(round) = gate.accept_response(&server, &form_round(1))? else {
+    let ResponseVerdict::InputRequired(round) = gate.accept_response(&server, &form_round(1))?
+    else {
         return Err("the form round was not input_required".into());
     };
     let answers = r#"{"who":{"action":"accept","content":{"name":"Ada"}}}"#;
     consent.decide_for(&round, answers, true, ConsentMethod::UserAtScreen)?;
     let sent = retry(&mut gate, 1, 2, answers)?;
     if !sent.request_json.contains(r#""name":"Ada""#) {
-        return Err(format!("the retry does not carry the answers: {}", sent.request_json).into());
+        return Err(format!(
+            "the retry does not carry the answers: {}",
+            sent.request_json
+        )
+        .into());
     }
     let done = r#"{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"booked"}]}}"#;
     if gate.accept_response(&server, done)? != ResponseVerdict::Complete {
@@ -82,7 +89,8 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // A refused retry: the user said no, so no retry is built.
     register(&mut gate, 3)?;
-    let ResponseVerdict::InputRequired(round) = gate.accept_response(&server, &form_round(3))? else {
+    let ResponseVerdict::InputRequired(round) = gate.accept_response(&server, &form_round(3))?
+    else {
         return Err("the second form round was not input_required".into());
     };
     let declined = r#"{"who":{"action":"decline"}}"#;
@@ -102,13 +110,26 @@ fn main() -> Result<(), Box<dyn Error>> {
         .map(|e| {
             let (event, outcome) = (&e["event"], &e["outcome"]);
             match e["reason"].as_str() {
-                Some(reason) => format!("{}/{}({reason})", event.as_str().unwrap_or("?"), outcome.as_str().unwrap_or("?")),
-                None => format!("{}/{}", event.as_str().unwrap_or("?"), outcome.as_str().unwrap_or("?")),
+                Some(reason) => format!(
+                    "{}/{}({reason})",
+                    event.as_str().unwrap_or("?"),
+                    outcome.as_str().unwrap_or("?")
+                ),
+                None => format!(
+                    "{}/{}",
+                    event.as_str().unwrap_or("?"),
+                    outcome.as_str().unwrap_or("?")
+                ),
             }
         })
         .collect();
     println!("trail ({count} events): {}", events.join(" "));
-    for expected in ["consented/granted", "submitted/accepted", "terminal/complete", "rejected/denied(consent_refused)"] {
+    for expected in [
+        "consented/granted",
+        "submitted/accepted",
+        "terminal/complete",
+        "rejected/denied(consent_refused)",
+    ] {
         if !events.iter().any(|e| e == expected) {
             return Err(format!("no `{expected}` event in the trail").into());
         }

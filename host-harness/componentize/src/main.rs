@@ -66,12 +66,20 @@ mod tests {
     #[test]
     fn the_component_is_embedded_only_with_the_digest_beside_it() {
         let dir = folder("digest");
-        let (wasm, sum) = (dir.join("mrtr-gate.wasm"), dir.join("mrtr-gate.wasm.sha256"));
+        let (wasm, sum) = (
+            dir.join("mrtr-gate.wasm"),
+            dir.join("mrtr-gate.wasm.sha256"),
+        );
         let bytes = b"\0asm\x0d\0\x01\0".to_vec();
         let write = |path: &PathBuf, text: &[u8]| std::fs::write(path, text).is_ok();
         assert!(write(&wasm, &bytes));
-        assert!(matches!(read_verified(&wasm, &sum), Err(e) if e.contains("mrtr-gate.wasm.sha256")));
-        assert!(write(&sum, format!("{}  mrtr-gate.wasm\n", sha256_hex(&bytes)).as_bytes()));
+        assert!(
+            matches!(read_verified(&wasm, &sum), Err(e) if e.contains("mrtr-gate.wasm.sha256"))
+        );
+        assert!(write(
+            &sum,
+            format!("{}  mrtr-gate.wasm\n", sha256_hex(&bytes)).as_bytes()
+        ));
         assert_eq!(read_verified(&wasm, &sum), Ok(bytes.clone()));
         // One byte changed, an empty sum, another file's digest: refused.
         assert!(write(&wasm, b"\0asm\x0d\0\x01\x01"));
