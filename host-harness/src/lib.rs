@@ -19,7 +19,7 @@ pub mod bindings {
     #![allow(missing_docs, clippy::all)]
     wasmtime::component::bindgen!({
         world: "gate-plugin",
-        path: "../wit",
+        path: "wit",
     });
 }
 

@@ -15,6 +15,7 @@ mod host_key_vectors;
 mod host_keys;
 mod import_calls;
 mod large_results;
+mod packaging;
 mod seed_verification;
 mod storage_rollback;
 mod support;
