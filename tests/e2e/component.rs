@@ -152,6 +152,14 @@ fn every_package_carries_the_one_version_and_license() {
         read("LICENSE").contains("Apache License\n                           Version 2.0"),
         "LICENSE holds the Apache-2.0 text"
     );
+    // The install lines name the artifacts `scripts/package` writes, by this version.
+    let readme = read("README.md");
+    for artifact in [
+        format!("mrtr_gate-{version}-py3-none-any.whl"),
+        format!("mrtr-gate-{version}.tgz"),
+    ] {
+        assert!(readme.contains(&artifact), "README.md installs {artifact}");
+    }
 }
 
 #[test]
