@@ -29,6 +29,31 @@ rmSync(out, { recursive: true, force: true });
 const jco = path.join(here, "node_modules", "@bytecodealliance", "jco", "src", "jco.js");
 execFileSync(process.execPath, [jco, "transpile", component, "-o", out, "--name", "gate",
   "--instantiation", "async", "--no-wasi-shim", "--quiet"], { stdio: "inherit" });
+// jco's glue falls back, when no getCoreModule is passed, to reading or fetching core modules
+// from files beside it, through `import("node:fs/promises")`. The package always passes one
+// (the modules it took out of the component it checked) and ships no such files; so the
+// fallback goes: no bundle then sees `node:` (webpack 5 refuses it for the web, Vite warns),
+// and nothing unchecked can ever be compiled. A jco whose glue differs fails the build here.
+const glue = path.join(out, "gate.js");
+let text = readFileSync(glue, "utf8");
+const fallback = [
+  [/\n  const isNode = typeof process !== 'undefined' && process\.versions && process\.versions\.node;\n  let _fs;\n  async function fetchCompile \(url\) \{\n(?:    .*\n)+?  \}\n/g, "\n"],
+  [/\n  if \(!getCoreModule\) getCoreModule = \(name\) => fetchCompile\(new URL\(`\.\/\$\{name\}`, import\.meta\.url\)\);\n/g,
+    "\n  if (!getCoreModule) throw new TypeError(\"mrtr-gate: the core modules come from the checked component (getCoreModule)\");\n"],
+];
+for (const [pattern, replacement] of fallback) {
+  const found = text.match(pattern)?.length ?? 0;
+  if (found !== 1) {
+    console.error(`build.mjs: jco's glue does not have the expected core-module fallback (${pattern} found ${found} times)`);
+    process.exit(1);
+  }
+  text = text.replace(pattern, replacement);
+}
+if (/node:|import\(/.test(text)) {
+  console.error("build.mjs: jco's glue still imports something (node: or a dynamic import)");
+  process.exit(1);
+}
+writeFileSync(glue, text);
 writeFileSync(path.join(out, "component-digest.js"),
   `// Written by build.mjs: the SHA-256 of the component (component/mrtr-gate.wasm) this glue was made from.\nexport const COMPONENT_SHA256 = "${digest}";\n`);
 writeFileSync(path.join(out, "component-digest.d.ts"), "export declare const COMPONENT_SHA256: string;\n");
