@@ -1,0 +1,65 @@
+// The official TypeScript SDK client (@modelcontextprotocol/client 2.4.0) as a client of
+// `mrtr-gate probe` (docs/probe.md "Run it against your client"): `node probe-client.mjs
+// [--gated] URL`. It lists the endpoint's tools, calls each in order with `{}`, goes on after a
+// failed call (one JSON line per call on stdout), answers each elicitation as
+// MCP_CONFORMANCE_CONTEXT's `answers` say (the probe tells it to answer badly where a scenario
+// needs it), and exits 0 once the calls are done.
+//
+// Without --gated: the SDK unmodified, in its automatic MRTR mode (it fulfils rounds itself).
+// The SDK's handler sees no input key, so the answer is found by the elicitation's message
+// (`answer_by_message`), or is the context's one answer when it has one.
+// With --gated: the same SDK through the gate by the JavaScript package's adapter
+// (GatedSdkClient, the package's `mrtr-gate/sdk-client`), whose `answer` gets the keys; the
+// "user" consents to every grant in advance, so what the gate refuses is the gate's own doing.
+// It lives here because this folder pins the SDK and the Node 22 the conformance suite runs.
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { Gate } from "../../host-harness/node/src/index.js";
+import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../../host-harness/node/src/hosts.js";
+import { GatedSdkClient } from "../../host-harness/node/src/sdk-client.js";
+
+const gatedMode = process.argv.includes("--gated");
+const url = process.argv[process.argv.length - 1];
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
+const answers = context.answers ?? {};
+const decline = { action: "decline" };
+const byMessage = (message) => {
+  const key = context.answer_by_message?.[message] ?? (Object.keys(answers).length === 1 ? Object.keys(answers)[0] : undefined);
+  return answers[key] ?? decline;
+};
+const report = (line) => console.log(JSON.stringify(line));
+const capabilities = { elicitation: { form: {}, url: {} } };
+
+let client;
+let call;
+if (gatedMode) {
+  const clock = new SystemClock();
+  const gate = await Gate.create({ clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() });
+  const gated = new GatedSdkClient({
+    gate, url, user: "probe", tenant: "default",
+    answer: async (view) => Object.fromEntries(view.inputs.map((i) => [i.key, answers[i.key] ?? decline])),
+    // Opening is the app's; this one opens nothing (the probe's opener shims would see it).
+    openUrl: (u) => report({ open: u }),
+  });
+  client = new Client({ name: "mrtr-gate-probe-ts-gated", version: "0" }, GatedSdkClient.clientOptions({ capabilities }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
+  gated.attach(client);
+  call = (name) => gated.callTool({ name, arguments: {} });
+} else {
+  client = new Client({ name: "mrtr-gate-probe-ts-sdk", version: "0" }, { capabilities, versionNegotiation: { mode: "auto" } });
+  client.setRequestHandler("elicitation/create", async (request) => {
+    report({ handler: request.params.message });
+    return byMessage(request.params.message);
+  });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  call = (name) => client.callTool({ name, arguments: {} });
+}
+
+for (const tool of (await client.listTools()).tools) {
+  try {
+    await call(tool.name);
+    report({ tool: tool.name, ok: true });
+  } catch (e) {
+    report({ tool: tool.name, ok: false, error: `${e?.code ?? ""} ${String(e?.message ?? e)}`.trim().slice(0, 300) });
+  }
+}
+await client.close();

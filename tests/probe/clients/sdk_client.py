@@ -1,0 +1,80 @@
+"""The official Python SDK client (mcp 2.3.0) as a client of `mrtr-gate probe` (docs/probe.md
+"Run it against your client"): `python sdk_client.py [--gated] URL`, with the venv that
+`./scripts/python --install` fills (mcp and mrtr_gate). It lists the endpoint's tools, calls
+each in order with `{}`, goes on after a failed call (one JSON line per call on stdout),
+answers each elicitation as MCP_CONFORMANCE_CONTEXT's `answers` say (badly where a scenario
+needs it), and exits 0 once the calls are done.
+
+Without --gated: the SDK unmodified, in its automatic MRTR mode (it fulfils rounds itself). The
+SDK's callback sees no input key, so the answer is found by the elicitation's message
+(`answer_by_message`), or is the context's one answer when it has one.
+With --gated: the same SDK through the gate by the Python package's adapter
+(mrtr_gate.sdk_client.GatedSdkClient), whose `answer` gets the keys; the "user" consents to
+every grant in advance, so what the gate refuses is the gate's own doing.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import mcp.types as t
+from mcp import Client
+
+GATED = "--gated" in sys.argv[1:-1]
+URL = sys.argv[-1]
+CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+ANSWERS = CONTEXT.get("answers") or {}
+DECLINE = {"action": "decline"}
+
+
+def report(line):
+    print(json.dumps(line), flush=True)
+
+
+def by_message(message):
+    key = (CONTEXT.get("answer_by_message") or {}).get(message)
+    if key is None and len(ANSWERS) == 1:
+        key = next(iter(ANSWERS))
+    return ANSWERS.get(key) or DECLINE
+
+
+async def elicit(_context, params):
+    report({"handler": params.message})
+    return t.ElicitResult(**by_message(params.message))
+
+
+async def run(client, call):
+    for tool in (await client.list_tools()).tools:
+        try:
+            await call(tool.name)
+            report({"tool": tool.name, "ok": True})
+        # The adapter's and the gate's refusals, the SDK's errors, and an anyio group of them.
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            report({"tool": tool.name, "ok": False, "error": f"{type(e).__name__} {getattr(e, 'code', '')} {e}"[:300]})
+
+
+async def main():
+    if not GATED:
+        async with Client(URL, elicitation_callback=elicit) as client:
+            await run(client, lambda name: client.call_tool(name, {}))
+        return
+    import mrtr_gate
+    from mrtr_gate import hosts
+    from mrtr_gate.sdk_client import GatedSdkClient
+
+    clock = hosts.SystemClock()
+    gate = mrtr_gate.Gate(clock=clock, storage=hosts.MemoryStorage(clock),
+                          consent=hosts.CallbackConsent(lambda _p: True), audit=hosts.MemoryAudit())
+    gated = GatedSdkClient(gate, URL, user="probe", tenant="default",
+                           answer=lambda view, _v: {i["key"]: ANSWERS.get(i["key"], DECLINE) for i in view["inputs"]},
+                           # Opening is the app's; this one opens nothing (the probe's shims would see it).
+                           open_url=lambda u: report({"open": u}))
+    async with Client(gated.transport(), **GatedSdkClient.client_options()) as client:
+        gated.attach(client)
+        await run(client, lambda name: gated.call_tool(name, {}))
+
+
+asyncio.run(main())

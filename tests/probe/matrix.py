@@ -1,0 +1,132 @@
+"""scripts/probe's judge and table writer over `mrtr-gate probe --json` reports (stdlib only).
+
+    matrix.py check NAME REPORT EXIT EXPECTED_SKIPS   a gated configuration: exit 0, no FAILURE,
+                                                      and its SKIPPED check ids equal to
+                                                      EXPECTED_SKIPS[NAME]; says why on stdout,
+                                                      exits 1 otherwise
+    matrix.py recorded NAME REPORT EXIT               an ungated one: the probe ran (exit 0 or 1)
+                                                      and its report is whole; nothing else
+    matrix.py table OUT NAME=REPORT...                the ungated client x scenario table (Markdown)
+                                                      with the commands that reproduce each column
+"""
+
+import json
+import sys
+from datetime import datetime, timezone
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    if not report.get("scenarios") or "summary" not in report:
+        raise ValueError(f"{path}: no scenario was run")
+    return report
+
+
+def statuses(report):
+    return [(s["name"], c) for s in report["scenarios"] for c in s["checks"]]
+
+
+def check(name, path, exit_status, expected_path):
+    with open(expected_path, encoding="utf-8") as f:
+        expected = json.load(f)
+    if name not in expected:
+        return [f"{expected_path} has no entry for `{name}`: every gated configuration declares its SKIPPED checks"]
+    problems = []
+    try:
+        report = load(path)
+    except (OSError, ValueError) as e:
+        return [f"no report: {e}"]
+    if exit_status != 0:
+        problems.append(f"the probe exited {exit_status}")
+    for scenario, c in statuses(report):
+        if c["status"] == "FAILURE":
+            problems.append(f"{scenario} {c['id']} FAILURE: {c.get('errorMessage')}")
+    skipped = sorted(c["id"] for _, c in statuses(report) if c["status"] == "SKIPPED")
+    want = sorted(expected[name])
+    if skipped != want:
+        problems.append(f"SKIPPED {skipped}, expected {want} ({expected_path}): a check that slips to SKIPPED is a regression too")
+    if not problems:
+        s = report["summary"]
+        print(f"probe: {name}: ok, {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped")
+    return problems
+
+
+def recorded(name, path, exit_status):
+    if exit_status not in (0, 1):
+        return [f"the probe exited {exit_status}: it did not run the client"]
+    try:
+        report = load(path)
+    except (OSError, ValueError) as e:
+        return [f"no report: {e}"]
+    s = report["summary"]
+    print(f"probe: {name}: recorded (not asserted), {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped")
+    control = [c for _, c in statuses(report) if c["id"] == "mrtr-control-completes"]
+    if not control or control[0]["status"] != "SUCCESS":
+        print(f"probe: {name}: the control round was not completed, so its passes prove nothing (recorded as such)")
+    return []
+
+
+def cell(checks):
+    bad = [c for c in checks if c["status"] != "SUCCESS"]
+    if not bad:
+        return f"pass ({len(checks)}/{len(checks)})"
+    return f"**{len([c for c in bad if c['status'] == 'FAILURE'])} of {len(checks)} failed**: " + ", ".join(
+        f"`{c['id']}`" + ("" if c["status"] == "FAILURE" else f" ({c['status']})") for c in bad)
+
+
+def table(out, pairs):
+    columns = []
+    for pair in pairs:
+        name, path = pair.split("=", 1)
+        columns.append((name, load(path)))
+    scenarios = [s["name"] for s in columns[0][1]["scenarios"]]
+    lines = [
+        "# mrtr-gate probe: the ungated SDK clients (recorded by scripts/probe, not asserted)",
+        "",
+        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}, {columns[0][1]['probe']}, transport "
+        f"{columns[0][1]['transport']}. A cell is the scenario's checks for that client.",
+        "",
+        "| Scenario | " + " | ".join(name for name, _ in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for scenario in scenarios:
+        row = [scenario]
+        for _, report in columns:
+            found = [s for s in report["scenarios"] if s["name"] == scenario]
+            row.append(cell(found[0]["checks"]) if found else "not run")
+        lines.append("| `" + row[0] + "` | " + " | ".join(row[1:]) + " |")
+    lines += ["", "| Client | Summary | Reproduce (from the repository's root) |", "|---|---|---|"]
+    for name, report in columns:
+        s = report["summary"]
+        lines.append(f"| {name} | {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped | "
+                     f"`target/debug/mrtr-gate probe --command \"{report['command']}\"` |")
+    lines += ["", "What each FAILURE was (the request that shows it is in the report):", ""]
+    for name, report in columns:
+        for scenario, c in statuses(report):
+            if c["status"] == "FAILURE":
+                what = (c.get("errorMessage") or "").split(": tools/call", 1)[0]
+                lines.append(f"- {name}, `{c['id']}`: {what}")
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 else ""
+    if mode == "check" and len(argv) == 6:
+        problems = check(argv[2], argv[3], int(argv[4]), argv[5])
+    elif mode == "recorded" and len(argv) == 5:
+        problems = recorded(argv[2], argv[3], int(argv[4]))
+    elif mode == "table" and len(argv) >= 4:
+        table(argv[2], argv[3:])
+        return 0
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for p in problems:
+        print(f"probe: {argv[2]}: {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
