@@ -27,7 +27,8 @@ const byMessage = (message) => {
   return answers[key] ?? decline;
 };
 const report = (line) => console.log(JSON.stringify(line));
-const capabilities = { elicitation: { form: {}, url: {} } };
+const capabilities = context.capabilities ?? { elicitation: { form: {}, url: {} } };
+const forge = context.forge;
 
 let client;
 let call;
@@ -43,7 +44,7 @@ if (gatedMode) {
   client = new Client({ name: "mrtr-gate-probe-ts-gated", version: "0" }, GatedSdkClient.clientOptions({ capabilities }));
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
   gated.attach(client);
-  call = (name) => gated.callTool({ name, arguments: {} });
+  call = (name, extra = {}) => gated.callTool({ name, arguments: {}, ...extra });
 } else {
   client = new Client({ name: "mrtr-gate-probe-ts-sdk", version: "0" }, { capabilities, versionNegotiation: { mode: "auto" } });
   client.setRequestHandler("elicitation/create", async (request) => {
@@ -51,15 +52,22 @@ if (gatedMode) {
     return byMessage(request.params.message);
   });
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-  call = (name) => client.callTool({ name, arguments: {} });
+  call = (name, extra = {}) => client.callTool({ name, arguments: {}, ...extra });
 }
 
-for (const tool of (await client.listTools()).tools) {
+const attempt = async (name, extra, label) => {
   try {
-    await call(tool.name);
-    report({ tool: tool.name, ok: true });
+    await call(name, extra);
+    report({ [label]: name, ok: true });
   } catch (e) {
-    report({ tool: tool.name, ok: false, error: `${e?.code ?? ""} ${String(e?.message ?? e)}`.trim().slice(0, 300) });
+    report({ [label]: name, ok: false, error: `${e?.code ?? ""} ${String(e?.message ?? e)}`.trim().slice(0, 300) });
+  }
+};
+for (const tool of (await client.listTools()).tools) {
+  await attempt(tool.name, {}, "tool");
+  if (forge && forge.tool === tool.name) {
+    const { arguments: args, requestState, inputResponses } = forge;
+    await attempt(tool.name, { arguments: args, requestState, inputResponses }, "forged");
   }
 }
 await client.close();

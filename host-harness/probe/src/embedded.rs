@@ -29,6 +29,8 @@ scenarios!(
     "mrtr-schema-outside-subset",
     "mrtr-url-warned",
     "mrtr-oversized-request-state",
+    "mrtr-retry-arguments-changed",
+    "mrtr-url-undeclared",
 );
 
 /// The embedded scenarios, validated, control first.

@@ -5,6 +5,10 @@
 
 use crate::json_text::{decode_string, raw_member, show_units};
 
+/// Where a 2026-07-28 request declares the client's elicitation modes.
+const DECLARED_ELICITATION: &str =
+    "/params/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation";
+
 /// A state longer than this is shown cut, with its length.
 const SHOWN_UNITS: usize = 200;
 
@@ -19,7 +23,7 @@ fn show_state(units: &[u16]) -> String {
 }
 use crate::record::{Recording, Request};
 use crate::respond::{Fill, Reply, reply};
-use crate::scenario::{Check, CheckKind, Match, Scenario};
+use crate::scenario::{Check, CheckKind, DECLARED_FORM_ONLY, Match, Scenario};
 use serde_json::{Value, json};
 
 /// A check's outcome.
@@ -111,8 +115,9 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
             json!({}),
         );
     }
-    for tool in scenario.tools_of(check) {
-        if rec.calls_of(&tool).next().is_none() {
+    let tools = scenario.tools_of(check);
+    for tool in &tools {
+        if rec.calls_of(tool).next().is_none() {
             return fail(
                 format!(
                     "the client never called `{tool}` (exit code {})",
@@ -121,6 +126,26 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
                 json!({"toolCalled": false}),
             );
         }
+    }
+    if check.requires.as_deref() == Some(DECLARED_FORM_ONLY)
+        && let Some(declared) = tools
+            .iter()
+            .filter_map(|t| rec.calls_of(t).next())
+            .find_map(|first| {
+                first
+                    .value
+                    .as_ref()
+                    .and_then(|v| v.pointer(DECLARED_ELICITATION))
+                    .filter(|e| e.get("url").is_some())
+            })
+    {
+        return (
+            Status::Skipped,
+            Some(format!(
+                "the client declared URL elicitation on its call (`elicitation` = {declared}): it could not be made to declare form only"
+            )),
+            json!({"declaredElicitation": declared}),
+        );
     }
     match check.kind {
         CheckKind::Control => control(check, rec),
@@ -152,8 +177,17 @@ fn show_exit(code: Option<i32>) -> String {
     code.map_or_else(|| "none: ended by a signal".into(), |c| c.to_string())
 }
 
-/// Whether `m` holds for `r`.
-pub fn matches(m: &Match, r: &Request) -> bool {
+/// A call's `params.arguments`; absent ones are `{}` (MCP's "no arguments").
+fn arguments_of(r: &Request) -> Value {
+    r.value
+        .as_ref()
+        .and_then(|v| v.pointer("/params/arguments"))
+        .cloned()
+        .unwrap_or_else(|| json!({}))
+}
+
+/// Whether `m` holds for `r`, one of `rec`'s requests.
+pub fn matches(m: &Match, r: &Request, rec: &Recording) -> bool {
     let tool = m.tool.as_ref().is_none_or(|t| r.tool.as_ref() == Some(t));
     let state = m
         .state
@@ -173,8 +207,16 @@ pub fn matches(m: &Match, r: &Request) -> bool {
     let any = m
         .any_of
         .as_ref()
-        .is_none_or(|subs| subs.iter().any(|s| matches(s, r)));
-    tool && state && long && member && any
+        .is_none_or(|subs| subs.iter().any(|s| matches(s, r, rec)));
+    let differ = m.arguments_differ_from_first.is_none_or(|differ| {
+        let first = m
+            .tool
+            .as_deref()
+            .and_then(|t| rec.calls_of(t).find(|c| !c.has_state));
+        // With no first call to compare with, every call's arguments are "other".
+        first.is_none_or(|f| arguments_of(f) != arguments_of(r)) == differ
+    });
+    tool && state && long && member && any && differ
 }
 
 /// What a request carried that matters for MRTR, for a report.
@@ -212,7 +254,7 @@ fn control(check: &Check, rec: &Recording) -> Outcome {
     let Some(m) = &check.matcher else {
         return fail("the check has no match".into(), json!({}));
     };
-    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r)).collect();
+    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r, rec)).collect();
     match matched.as_slice() {
         [one] => (Status::Success, None, evidence(one)),
         [] => fail(
@@ -230,7 +272,7 @@ fn no_request(check: &Check, rec: &Recording) -> Outcome {
     let Some(m) = &check.matcher else {
         return fail("the check has no match".into(), json!({}));
     };
-    match rec.requests.iter().find(|r| matches(m, r)) {
+    match rec.requests.iter().find(|r| matches(m, r, rec)) {
         None => (Status::Success, None, json!({"matched": 0})),
         Some(first) => fail(
             format!(
@@ -250,7 +292,7 @@ fn at_most(check: &Check, rec: &Recording) -> Outcome {
     let (Some(m), Some(n)) = (&check.matcher, check.n) else {
         return fail("the check has no match or no n".into(), json!({}));
     };
-    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r)).collect();
+    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r, rec)).collect();
     if matched.len() <= n {
         return (Status::Success, None, json!({"matched": matched.len()}));
     }

@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 
+/// The precondition that the client declared form elicitation only.
+pub const DECLARED_FORM_ONLY: &str = "declared_form_only";
+
 /// The name of the tool every scenario lists last: a plain complete result.
 pub const SENTINEL_TOOL: &str = "probe_done";
 
@@ -120,7 +123,9 @@ pub struct Check {
     pub says: Option<String>,
     /// `at_most`: how many requests may match.
     pub n: Option<usize>,
-    /// `not_unsupported:<what>`: SKIPPED when the client says it cannot do `<what>`.
+    /// `not_unsupported:<what>`: SKIPPED when the client says it cannot do `<what>`;
+    /// `declared_form_only`: SKIPPED when the first call of the check's tools declares
+    /// `elicitation.url` (the client could not be made to declare form only).
     pub requires: Option<String>,
 }
 
@@ -140,6 +145,9 @@ pub struct Match {
     pub equals: Option<Value>,
     /// ... exists (`true`) or not (`false`).
     pub has: Option<bool>,
+    /// Its `params.arguments` differ, as JSON values, from those of the tool's first call
+    /// (the one without a `requestState`; absent arguments count as `{}`).
+    pub arguments_differ_from_first: Option<bool>,
     /// One of these matches.
     pub any_of: Option<Vec<Match>>,
 }
@@ -451,9 +459,12 @@ fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), S
         validate_match(tools, m).map_err(|why| bad(&why))?;
     }
     if let Some(r) = &c.requires
+        && r != DECLARED_FORM_ONLY
         && r.strip_prefix("not_unsupported:").is_none_or(str::is_empty)
     {
-        return Err(bad("`requires` is `not_unsupported:<what>`"));
+        return Err(bad(
+            "`requires` is `not_unsupported:<what>` or `declared_form_only`",
+        ));
     }
     Ok(())
 }
@@ -468,6 +479,11 @@ fn validate_match(tools: &BTreeSet<&str>, m: &Match) -> Result<(), String> {
         || (m.equals.is_some() && m.has.is_some())
     {
         return Err("`pointer` goes with exactly one of `equals` and `has`".into());
+    }
+    if m.arguments_differ_from_first.is_some() && m.tool.is_none() {
+        return Err(
+            "`arguments_differ_from_first` needs the `tool` whose first call it compares".into(),
+        );
     }
     if m.pointer.as_deref().is_some_and(|p| !p.starts_with('/')) {
         return Err("a pointer starts with `/`".into());

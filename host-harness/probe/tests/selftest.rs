@@ -246,6 +246,20 @@ else:
                 GOOD.replace(r#""name": "t""#, r#""name": "probe_done""#),
             ),
             (
+                "invalid_check",
+                GOOD.replace(
+                    r#""says": "s"}"#,
+                    r#""says": "s", "requires": "declared_url"}"#,
+                ),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(
+                    r#""match": {"tool": "t"}"#,
+                    r#""match": {"state": "S", "arguments_differ_from_first": true}"#,
+                ),
+            ),
+            (
                 "invalid_scenario",
                 GOOD.replace(r#""checks""#, r#""checks": 1, "checks""#),
             ),

@@ -12,7 +12,9 @@ any URL elicitation, fetches the URL and hands it to xdg-open, takes the first r
 SSE stream whatever its id, answers a server's 2025-era elicitation/create, sends a retry
 again when its connection broke, and has no round cap. It does keep ids fresh and completes a
 well-formed round, so the control scenario passes. It also dereferences a schema's network
-`$ref` and echoes a state of any size.
+`$ref`, echoes a state of any size, declares the elicitation modes it is told to (context
+`capabilities`) yet answers a mode it did not declare, and obeys a `forge`: a new call carrying
+the round's state with other arguments.
 """
 import http.client
 import json
@@ -29,7 +31,7 @@ CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 VERSION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
 META = {
     "io.modelcontextprotocol/protocolVersion": VERSION,
-    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
+    "io.modelcontextprotocol/clientCapabilities": CONTEXT.get("capabilities") or {"elicitation": {"form": {}, "url": {}}},
     "io.modelcontextprotocol/clientInfo": {"name": "naive", "version": "0"},
 }
 # Not a safety cap: it only keeps the self-test finite if a scenario loops.
@@ -147,6 +149,12 @@ def main():
     for tool in tools:
         try:
             call(tool["name"])
+            forge = CONTEXT.get("forge")
+            if forge and forge.get("tool") == tool["name"]:
+                # Mistake: the round's state is sent again, on a call with other arguments.
+                post("tools/call", {"name": tool["name"], "arguments": forge.get("arguments") or {},
+                                    "requestState": forge.get("requestState"),
+                                    "inputResponses": forge.get("inputResponses") or {}, "_meta": META})
         except Exception as e:  # noqa: BLE001 - a naive client goes on with the next tool
             print("naive: %s: %r" % (tool["name"], e), file=sys.stderr)
 

@@ -3,7 +3,13 @@
 `./scripts/python --install` fills (mcp and mrtr_gate). It lists the endpoint's tools, calls
 each in order with `{}`, goes on after a failed call (one JSON line per call on stdout),
 answers each elicitation as MCP_CONFORMANCE_CONTEXT's `answers` say (badly where a scenario
-needs it), and exits 0 once the calls are done.
+needs it), and exits 0 once the calls are done. It obeys the context's `forge`: once the forged
+tool's call has ended, a new call carrying the given requestState and inputResponses with other
+arguments (a confused app or a stale-copy bug), by the SDK's own call_tool, which sends what the
+app gives it (gated too: the adapter's call_tool takes no MRTR fields, so the app goes around it,
+and the adapter must refuse what it did not start). The context's `capabilities` cannot be
+honoured: mcp 2.3.0 declares form and URL elicitation both whenever a callback is set (the
+adapter sets one), so `mrtr-url-undeclared` is SKIPPED (docs/probe.md).
 
 Without --gated: the SDK unmodified, in its automatic MRTR mode (it fulfils rounds itself). The
 SDK's callback sees no input key, so the answer is found by the elicitation's message
@@ -26,6 +32,7 @@ URL = sys.argv[-1]
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 ANSWERS = CONTEXT.get("answers") or {}
 DECLINE = {"action": "decline"}
+FORGE = CONTEXT.get("forge")
 
 
 def report(line):
@@ -44,16 +51,24 @@ async def elicit(_context, params):
     return t.ElicitResult(**by_message(params.message))
 
 
+async def attempt(label, name, send):
+    try:
+        await send()
+        report({label: name, "ok": True})
+    # The adapter's and the gate's refusals, the SDK's errors, and an anyio group of them.
+    except BaseException as e:
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        report({label: name, "ok": False, "error": f"{type(e).__name__} {getattr(e, 'code', '')} {e}"[:300]})
+
+
 async def run(client, call):
     for tool in (await client.list_tools()).tools:
-        try:
-            await call(tool.name)
-            report({"tool": tool.name, "ok": True})
-        # The adapter's and the gate's refusals, the SDK's errors, and an anyio group of them.
-        except BaseException as e:
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
-            report({"tool": tool.name, "ok": False, "error": f"{type(e).__name__} {getattr(e, 'code', '')} {e}"[:300]})
+        await attempt("tool", tool.name, lambda: call(tool.name))
+        if FORGE and FORGE.get("tool") == tool.name:
+            await attempt("forged", tool.name, lambda: client.call_tool(
+                tool.name, FORGE.get("arguments") or {},
+                request_state=FORGE.get("requestState"), input_responses=FORGE.get("inputResponses")))
 
 
 async def main():
