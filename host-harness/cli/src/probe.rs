@@ -70,6 +70,7 @@ pub fn run(flags: &ProbeFlags) -> u8 {
         command,
         scenarios: selected,
         timeout,
+        linger: timeout,
     }) {
         Ok(report) => report,
         Err(e) => {

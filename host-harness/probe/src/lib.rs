@@ -41,6 +41,10 @@ pub struct ProbeOptions {
     pub scenarios: Vec<Scenario>,
     /// The hang guard, per scenario.
     pub timeout: Duration,
+    /// How long connections still open once the client's process tree has exited are waited
+    /// for (a process outside the tree holds them); the run then fails. The CLI uses the hang
+    /// guard's value.
+    pub linger: Duration,
 }
 
 /// The scenarios named (all of them when `names` is empty), in the order given.
@@ -78,7 +82,15 @@ pub fn run(options: ProbeOptions) -> std::io::Result<Report> {
     runtime.block_on(async {
         let mut runs = Vec::new();
         for scenario in options.scenarios {
-            runs.push(run_one(Arc::new(scenario), &options.command, options.timeout).await?);
+            runs.push(
+                run_one(
+                    Arc::new(scenario),
+                    &options.command,
+                    options.timeout,
+                    options.linger,
+                )
+                .await?,
+            );
         }
         Ok(Report {
             command: options.command,
@@ -121,6 +133,7 @@ async fn run_one(
     scenario: Arc<Scenario>,
     command: &str,
     timeout: Duration,
+    linger: Duration,
 ) -> std::io::Result<ScenarioRun> {
     let dir = launch::RunDir::create()?;
     let answers_file = dir.path().join("answers.json");
@@ -146,8 +159,8 @@ async fn run_one(
     .await?;
     // The client's tree is gone, so every connection ends at once; one that does not is held
     // by a process outside the tree, and the run fails rather than wait for it.
-    let (requests, server_ended) = server.finish(timeout).await;
-    let (hits, canary_ended) = canary.finish(timeout).await;
+    let (requests, server_ended) = server.finish(linger).await;
+    let (hits, canary_ended) = canary.finish(linger).await;
     let unsupported = exited
         .stdout
         .lines()
