@@ -1,6 +1,7 @@
 """A raw streamable-HTTP MCP server (one JSON response per POST) that writes every message it
 receives to a file before it answers, so a test can count exactly what reached the server
-through one or several proxies. Usage: recording_http_server.py PORT LOG HOLD_FILE.
+through one or several proxies. Usage: recording_http_server.py PORT LOG HOLD_FILE (port 0 picks
+one; the first line on stdout says where it listens).
 
 Tools, by name:
 - `book`: a form round (`seat`, a string of at most 4 characters) with a `requestState` unique
@@ -82,4 +83,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(answer)
 
 
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+# The constructor binds and listens: the ready line comes after, so a test that reads it
+# connects at once (see python_sdk/http_serving.py).
+httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+print(f"listening on http://127.0.0.1:{httpd.server_address[1]}/mcp", flush=True)
+httpd.serve_forever()

@@ -23,13 +23,9 @@ use support::{
 
 /// An SDK server over streamable HTTP on a free loopback port; its `/mcp` URL.
 fn http_server(program: &std::path::Path, script: &str) -> (Running, String) {
-    listening(|port| {
-        let mut server = Command::new(program);
-        server
-            .arg(root().join(script))
-            .args(["http", &port.to_string()]);
-        server
-    })
+    let mut server = Command::new(program);
+    server.arg(root().join(script)).args(["http", "0"]);
+    listening(server)
 }
 
 /// The proxy in front of `upstream`; the URL it says it listens on.

@@ -64,26 +64,22 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// The recording upstream (tests/peers/recording_http_server.py).
 fn recording_upstream(dir: &Path) -> (Running, String) {
-    listening(|port| {
-        let mut server = Command::new("python3");
-        server
-            .arg(root().join("tests/peers/recording_http_server.py"))
-            .arg(port.to_string())
-            .arg(dir.join("received.jsonl"))
-            .arg(dir.join("release"));
-        server
-    })
+    let mut server = Command::new("python3");
+    server
+        .arg(root().join("tests/peers/recording_http_server.py"))
+        .arg("0")
+        .arg(dir.join("received.jsonl"))
+        .arg(dir.join("release"));
+    listening(server)
 }
 
 /// The Python SDK's server (tests/peers/python_sdk/server.py) over streamable HTTP.
 fn python_sdk_upstream(_: &Path) -> (Running, String) {
-    listening(|port| {
-        let mut server = Command::new(support::python());
-        server
-            .arg(root().join("tests/peers/python_sdk/server.py"))
-            .args(["http", &port.to_string()]);
-        server
-    })
+    let mut server = Command::new(support::python());
+    server
+        .arg(root().join("tests/peers/python_sdk/server.py"))
+        .args(["http", "0"]);
+    listening(server)
 }
 
 /// One replica: `mrtr-gate proxy` on Redis in front of `upstream`; the URL it listens on.

@@ -158,5 +158,7 @@ fn a_server_that_never_answers_is_cancelled_by_the_waiter() {
     }
     let started = std::time::Instant::now();
     assert_eq!(send(&url, &mut GiveUp(0)), Err("cancelled".into()));
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Before the server let go: the waiter ended it, not the server (a bound on the event,
+    // not a pace a loaded machine could miss).
+    assert!(started.elapsed() < Duration::from_secs(30));
 }

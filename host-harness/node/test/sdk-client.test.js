@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
-import { connect as tcpConnect } from "node:net";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { Gate, GateError } from "mrtr-gate";
@@ -19,32 +19,22 @@ const SECRETS = ["SECRET-SESSION", "Ada Lovelace"];
 let peer;
 let url;
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitFor(port) {
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise((resolve) => {
-      const c = tcpConnect(port, "127.0.0.1", () => { c.end(); resolve(true); });
-      c.on("error", () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error("the peer did not start");
-}
-
+// The peer listens on a port it picks and prints its URL once it listens: no port is picked
+// and freed first (another process could take it) and nothing polls (a poll can connect to
+// itself, or give up under load).
 before(async () => {
-  const port = await freePort();
-  peer = spawn(process.execPath, [serverPath, "http", String(port)], { stdio: "ignore" });
-  url = `http://127.0.0.1:${port}/mcp`;
-  await waitFor(port);
+  peer = spawn(process.execPath, [serverPath, "http", "0"], { stdio: ["ignore", "pipe", "ignore"] });
+  url = await new Promise((resolve, reject) => {
+    const lines = createInterface({ input: peer.stdout });
+    lines.once("line", (line) => {
+      const rest = line.startsWith("listening on ") ? line.slice("listening on ".length) : null;
+      if (rest) resolve(rest);
+      else reject(new Error(`not a ready line: ${line}`));
+      // Drained, never left to fill the pipe.
+      lines.on("line", () => {});
+    });
+    peer.once("exit", () => reject(new Error("the peer exited before it listened")));
+  });
 });
 
 after(() => peer.kill());
@@ -149,7 +139,6 @@ test("a gated method sent around the adapter is refused before it leaves", async
 // A server no SDK would write: raw JSON-RPC over HTTP (discover is answered so the SDK's era
 // pin is met).
 async function rawServer(answers) {
-  const port = await freePort();
   const srv = createServer(async (req, res) => {
     let body = "";
     for await (const c of req) body += c;
@@ -160,8 +149,8 @@ async function rawServer(answers) {
       : answers[m.method](JSON.stringify(m.id), m);
     res.writeHead(200, { "content-type": "application/json" }).end(out);
   });
-  await new Promise((r) => srv.listen(port, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${port}/mcp`, close: () => srv.close() };
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${srv.address().port}/mcp`, close: () => srv.close() };
 }
 
 test("bytes the SDK would re-encode are judged as received: a duplicate resultType is refused", async () => {

@@ -1,7 +1,8 @@
 """A misbehaving MCP server on the official Python SDK's low-level server (`mcp==2.3.0`): each
 tool sends an `input_required` round (or a result) the gate must refuse, or must let through,
 encoded by the SDK itself. Over stdio (`python misbehaving.py`) or streamable HTTP
-(`python misbehaving.py http PORT`: the low-level server's own HTTP app on 127.0.0.1).
+(`python misbehaving.py http PORT`: the low-level server's own HTTP app on 127.0.0.1; port 0
+picks one; the first line on stdout says where it listens, see http_serving.py).
 
 Tools: `http_url` and `userinfo_url` (URL elicitations a client must never open), `ref_schema`
 and `nested_schema` (form schemas outside the primitive subset), `oversized_state` (a
@@ -59,8 +60,8 @@ async def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
-        import uvicorn
+        import http_serving
 
-        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+        http_serving.serve(server.streamable_http_app(), int(sys.argv[2]))
     else:
         anyio.run(main)

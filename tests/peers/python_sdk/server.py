@@ -1,6 +1,7 @@
 """MCP servers written with the official Python SDK (`mcp==2.3.0`), for the gate's tests: the
 rounds real servers send, encoded the way that SDK encodes them. One server, one tool per
-behaviour; run over stdio (`python server.py`) or streamable HTTP (`python server.py http PORT`).
+behaviour; run over stdio (`python server.py`) or streamable HTTP (`python server.py http PORT`;
+port 0 picks one; the first line on stdout says where it listens, see http_serving.py).
 
 Tools:
 - `book_flight`: a form (three fields), then `complete`.
@@ -149,6 +150,8 @@ async def sealed(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        import http_serving
+
+        http_serving.serve(server.streamable_http_app(host="127.0.0.1"), int(sys.argv[2]))
     else:
         server.run("stdio")

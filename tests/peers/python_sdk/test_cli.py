@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_sdk_server import HERE, SECRETS, HttpPeer, free_port, wait_listening
+from test_sdk_server import HERE, SECRETS, HttpPeer, start_http
 
 BIN = os.environ.get("MRTR_GATE_BIN", "")
 pytestmark = pytest.mark.skipif(not BIN, reason="MRTR_GATE_BIN is set by scripts/python")
@@ -191,11 +191,8 @@ def test_a_missing_answer_cancels_the_request(tmp_path, server):
 
 @pytest.fixture(scope="module")
 def misbehaving_http():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(HERE / "misbehaving.py"), "http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(port, proc, "the misbehaving HTTP peer")
-    yield f"http://127.0.0.1:{port}/mcp"
+    proc, url = start_http("misbehaving.py", "the misbehaving HTTP peer")
+    yield url
     proc.terminate()
     proc.wait(timeout=10)
 

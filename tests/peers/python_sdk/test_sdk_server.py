@@ -8,10 +8,10 @@ and no secret is in any line."""
 from __future__ import annotations
 
 import json
-import socket
+import queue
 import subprocess
 import sys
-import time
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -55,42 +55,43 @@ class Peer:
         self.proc.wait(timeout=10)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def start_http(script: str, what: str) -> tuple[subprocess.Popen, str]:
+    """`python SCRIPT http 0` (a server on http_serving.py): the process and the URL of its
+    ready line. The server listens before it prints the line, so no port is picked and freed
+    first and nothing polls. A server that exits first fails; the 300 s bound is a backstop
+    against a hang, never a pace."""
+    proc = subprocess.Popen([sys.executable, str(HERE / script), "http", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout
+    stdout = proc.stdout
+    first: queue.Queue[bytes] = queue.Queue()
 
+    def read() -> None:
+        first.put(stdout.readline())
+        # Drained, never left to fill the pipe.
+        for _ in stdout:
+            pass
 
-def wait_listening(port: int, proc: subprocess.Popen, what: str) -> None:
-    """Wait until `proc` accepts connections on `port` (20 s; it must not exit meanwhile)."""
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"{what} did not start")
-            time.sleep(0.05)
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        line = first.get(timeout=300).decode("utf-8").rstrip("\n")
+    except queue.Empty:
+        proc.kill()
+        raise RuntimeError(f"{what} never said where it listens") from None
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"{what} exited before it listened ({line!r})")
+    return proc, line.removeprefix("listening on ")
 
 
 class HttpPeer:
-    """The SDK server over streamable HTTP on a free loopback port: each request a POST with
+    """The SDK server over streamable HTTP on a loopback port it picks: each request a POST with
     the MCP headers; the answer is a JSON body, or an SSE stream whose last event carries it.
     The server the gate binds to is the URL the client connects to."""
 
     def __init__(self) -> None:
-        port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "server.py"), "http", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.proc, self.url = start_http("server.py", "the HTTP peer")
         self.server = m.Origin(self.url)
-        wait_listening(port, self.proc, "the HTTP peer")
 
     def exchange(self, request_json: str) -> str:
         request = json.loads(request_json)

@@ -1,7 +1,8 @@
 // An MCP server written with the official TypeScript SDK (@modelcontextprotocol/server 2.4.0),
 // for the gate's tests: a second SDK's encoding of the same rounds as ../python_sdk/server.py.
 // Over stdio (`node server.mjs`) or streamable HTTP (`node server.mjs http PORT`, the SDK's
-// web-standard handler behind node:http, POST /mcp on 127.0.0.1). Tools: `book_flight` (a form), `pay` (a URL elicitation),
+// web-standard handler behind node:http, POST /mcp on 127.0.0.1; port 0 picks one; the first
+// line on stdout says where it listens). Tools: `book_flight` (a form), `pay` (a URL elicitation),
 // `continue_job` (a state-only round).
 import { createServer } from "node:http";
 import { McpServer, createMcpHandler, fromJsonSchema, inputRequired } from "@modelcontextprotocol/server";
@@ -50,11 +51,10 @@ return server;
 if (process.argv[2] === "http") {
   // The SDK's handler speaks web-standard Request/Response; node:http only carries them.
   const handler = createMcpHandler(makeServer);
-  const port = Number(process.argv[3]);
-  createServer(async (req, res) => {
+  const http = createServer(async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
-    const request = new Request(`http://127.0.0.1:${port}${req.url}`, {
+    const request = new Request(`http://127.0.0.1:${http.address().port}${req.url}`, {
       method: req.method,
       headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
       body: req.method === "GET" || req.method === "HEAD" ? undefined : Buffer.concat(chunks),
@@ -62,7 +62,12 @@ if (process.argv[2] === "http") {
     const response = await handler.fetch(request);
     res.writeHead(response.status, Object.fromEntries(response.headers));
     res.end(Buffer.from(await response.arrayBuffer()));
-  }).listen(port, "127.0.0.1");
+  });
+  // Listening before the ready line, so a test that reads it connects at once (see
+  // ../python_sdk/http_serving.py: no port picked and freed first, no polling).
+  http.listen(Number(process.argv[3]), "127.0.0.1", () => {
+    process.stdout.write(`listening on http://127.0.0.1:${http.address().port}/mcp\n`);
+  });
 } else {
   // serveStdio owns the era decision: the opening message selects 2026-07-28 (per-request
   // `_meta`) or 2025 (initialize) for the connection.

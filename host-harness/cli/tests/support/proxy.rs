@@ -13,7 +13,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The repository's root.
 pub fn root() -> PathBuf {
@@ -264,29 +264,57 @@ impl Drop for Running {
     }
 }
 
-/// The server `start` makes for a free loopback port, started; its `/mcp` URL once it takes
-/// connections (the bound is a backstop against a hang, never a pace).
-pub fn listening(start: impl FnOnce(u16) -> Command) -> (Running, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = start(port)
+/// How long a child may take to say where it listens: a backstop against a hang (its expiry
+/// fails the test), never a pace.
+const READY_GUARD: Duration = Duration::from_secs(300);
+
+/// The rest of the first line of `from` that starts with `prefix`; every later line is
+/// drained on a thread of its own, so the child never blocks on a full pipe. A child that
+/// ends its output first, or says nothing for [`READY_GUARD`], fails the test.
+fn ready_line(
+    from: impl std::io::Read + Send + 'static,
+    prefix: &'static str,
+    what: &str,
+) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(from).lines();
+        for line in lines.by_ref() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix(prefix) {
+                let _ = tx.send(rest.to_owned());
+                break;
+            }
+        }
+        drop(tx);
+        for _ in lines {}
+    });
+    match rx.recv_timeout(READY_GUARD) {
+        Ok(rest) => rest,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("{what} exited before it said where it listens")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what} never said where it listens")
+        }
+    }
+}
+
+/// `server` (an HTTP test server run with port 0, tests/peers/python_sdk/http_serving.py),
+/// started; the `/mcp` URL of its ready line. The server binds and listens before it prints
+/// the line, so the URL takes connections at once: no port is picked and freed first (another
+/// process could take it in between) and nothing polls (a poll can connect to itself).
+pub fn listening(mut server: Command) -> (Running, String) {
+    let mut child = server
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (Running(child), format!("http://127.0.0.1:{port}/mcp"))
+    let stdout = child.stdout.take().unwrap();
+    let running = Running(child);
+    let url = ready_line(stdout, "listening on ", "the server");
+    (running, url)
 }
 
 /// `proxy` (`mrtr-gate proxy` and its options) in HTTP mode on a free loopback port, in front
@@ -299,17 +327,9 @@ pub fn proxy_listening(mut proxy: Command, upstream: &str) -> (Running, String) 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the proxy said where it listens")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("mrtr-gate proxy: listening on ") {
-            break rest.split(',').next().unwrap().to_owned();
-        }
-    };
-    // The rest of its stderr is drained, never left to fill the pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (Running(child), url)
+    let stderr = child.stderr.take().unwrap();
+    let running = Running(child);
+    let line = ready_line(stderr, "mrtr-gate proxy: listening on ", "the proxy");
+    let url = line.split(',').next().unwrap().to_owned();
+    (running, url)
 }

@@ -7,8 +7,6 @@ use hyper::StatusCode;
 use mrtr_gate_proxy::http::HttpOptions;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// The venv `./scripts/python --install` makes, with the official `mcp` package.
 fn sdk_python() -> Option<PathBuf> {
@@ -52,27 +50,40 @@ fn node_sdks() -> Option<(PathBuf, PathBuf)> {
     installed.then_some((client, server))
 }
 
-/// `program script http PORT` on a free port: the peer's URL, and the child.
+/// `program script http 0`: the peer's URL, from the ready line it prints once it listens
+/// (tests/peers/python_sdk/http_serving.py), and the child. The line comes after the listen,
+/// so no port is picked and freed first and nothing polls (a poll can connect to itself).
 async fn peer(program: &Path, script: &Path) -> (String, Child) {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let child = Child(
+    let mut child = Child(
         std::process::Command::new(program)
             .arg(script)
-            .args(["http", &port.to_string()])
-            .stdout(std::process::Stdio::null())
+            .args(["http", "0"])
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let start = std::time::Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(start.elapsed() < GUARD, "the SDK server did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (format!("http://127.0.0.1:{port}/mcp"), child)
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok);
+        let _ = tx.send(first);
+        // Drained, never left to fill the pipe.
+        for _ in lines {}
+    });
+    // A backstop against a hang, never a pace: a loaded machine must not fail the test.
+    let line = tokio::time::timeout(GUARD * 10, rx)
+        .await
+        .expect("the SDK server never said where it listens")
+        .unwrap()
+        .expect("the SDK server exited before it listened");
+    let url = line
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not a ready line: {line}"))
+        .to_owned();
+    (url, child)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

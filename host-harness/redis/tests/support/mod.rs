@@ -1,8 +1,12 @@
 //! A redis-server of the test's own, on a free loopback port, so that stopping, pausing or
 //! blocking it disturbs no other test.
 
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// How many ports (or restarts on the same port) are tried.
+const ATTEMPTS: usize = 20;
 
 pub struct OwnRedis {
     pub port: u16,
@@ -23,22 +27,47 @@ impl OwnRedis {
             eprintln!("redis-server is not installed: the fault tests are skipped");
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        // A directory of its own for a snapshot a test asks for (`SAVE`), loaded again when
-        // the server restarts; none is written otherwise (`--save ""`).
-        let _ = std::fs::remove_dir_all(dir(port));
-        std::fs::create_dir_all(dir(port)).unwrap();
-        let mut r = Self { port, child: None };
-        r.up();
-        Some(r)
+        // A port is picked, freed, then given to redis-server, so another process can take it
+        // in between: the server then exits before it says it is ready, and another port is
+        // tried. A retry on that event, never on a timer.
+        for _ in 0..ATTEMPTS {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            // A directory of its own for a snapshot a test asks for (`SAVE`), loaded again
+            // when the server restarts; none is written otherwise (`--save ""`).
+            let _ = std::fs::remove_dir_all(dir(port));
+            std::fs::create_dir_all(dir(port)).unwrap();
+            let mut r = Self { port, child: None };
+            if r.try_up() {
+                return Some(r);
+            }
+        }
+        panic!("redis-server could not listen on any of {ATTEMPTS} free ports");
     }
 
+    /// Starts the server again on its port (after [`Self::down`]).
+    #[allow(dead_code, reason = "not every test binary restarts its server")]
     pub fn up(&mut self) {
-        let child = Command::new("redis-server")
+        // The port was this server's until `down`; another process taking it in between is
+        // the rare event retried here.
+        for _ in 0..ATTEMPTS {
+            if self.try_up() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("redis-server could not listen on port {} again", self.port);
+    }
+
+    /// Starts redis-server on the port; true once its log says it accepts connections (it
+    /// listens by then, so no poll is needed, and a poll could connect to itself), false when
+    /// it exits first (the port was taken). No deadline: the server either gets ready or
+    /// exits.
+    fn try_up(&mut self) -> bool {
+        let mut child = Command::new("redis-server")
             .args([
                 "--bind",
                 "127.0.0.1",
@@ -52,15 +81,23 @@ impl OwnRedis {
             .args(["--enable-debug-command", "local"])
             .arg("--dir")
             .arg(dir(self.port))
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = lines.by_ref().map_while(Result::ok).any(|l| {
+            l.to_ascii_lowercase()
+                .contains("ready to accept connections")
+        });
+        if !ready {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
         }
+        // Its later log is drained, never left to fill the pipe.
+        std::thread::spawn(move || for _ in lines {});
+        self.child = Some(child);
+        true
     }
 
     pub fn down(&mut self) {
