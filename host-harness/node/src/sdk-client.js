@@ -213,8 +213,20 @@ export class GatedSdkClient {
       throw e;
     }
     call.liveId = msg.id;
-    const res = await this.#base(input, { ...init, body: requestJson });
-    const text = await res.text();
+    let res;
+    let text;
+    try {
+      res = await this.#base(input, { ...init, body: requestJson });
+      text = await res.text();
+    } catch (e) {
+      // The app's own abort stays an abort (#run ends the call as cancelled).
+      if (init?.signal?.aborted) throw e;
+      // The exchange is spent (single use: the binding ends here, nothing is sent again); the
+      // app gets the typed error, not fetch's.
+      call.error = new SdkAdapterError("transport_failed", `the exchange with the server failed: ${e?.cause?.message ?? e?.message ?? e}`);
+      await this.#end(call, "transport_failed");
+      throw call.error;
+    }
     let answer;
     try {
       answer = readAnswer(text, res.headers.get("content-type"), msg.id);

@@ -56,6 +56,13 @@ async function call(tool) {
 
 const seen = (o) => JSON.stringify(o?.content ?? o?.message ?? o);
 
+test("a retry whose connection breaks fails with a typed error, once, and the binding ends", async () => {
+  const { outcome, events } = await call("retry:close");
+  assert.ok(outcome instanceof SdkAdapterError && outcome.code === "transport_failed", String(outcome));
+  assert.deepEqual(events.map((e) => [e.event, e.outcome, e.reason ?? null]), [
+    ["received", "accepted", null], ["submitted", "accepted", null], ["terminal", "error", "transport_failed"]]);
+});
+
 test("an answer another reader reads differently is refused on the first response", async (t) => {
   for (const [name, code] of REFUSED) {
     await t.test(name, async () => {

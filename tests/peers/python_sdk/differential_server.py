@@ -97,6 +97,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, "application/json", json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {
                 "resultType": "input_required", "requestState": "step-1"}}))
             return
+        if case == "close":
+            # The connection closed with no response (the handler sends nothing).
+            self.close_connection = True
+            return
         self._send(200, *answer(case, m["id"]))
 
     def log_message(self, *args):

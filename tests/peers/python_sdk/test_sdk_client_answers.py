@@ -73,6 +73,26 @@ def test_a_clean_stream_passes_its_notification_and_the_judged_response(differen
     assert events[-1]["outcome"] == "complete"
 
 
+def test_a_retry_whose_connection_breaks_fails_typed_and_the_session_goes_on(differential):
+    async def body(g, c):
+        try:
+            await g.call_tool("retry:close", {})
+            broken = None
+        except (SdkAdapterError, m.GateError) as e:
+            broken = e
+        # The SDK's session survived the broken exchange: the next call completes.
+        return broken, await g.call_tool("first:clean", {})
+
+    (broken, after), sent, events, _ = run(differential, body, answer=lambda v: {})
+    assert isinstance(broken, SdkAdapterError) and broken.code == "transport_failed", repr(broken)
+    assert after.content[0].text == "harmless"
+    # The retry went out once and its binding ended: single use, nothing sent again.
+    assert [s["params"]["name"] for s in sent if s.get("method") == "tools/call"] == ["retry:close", "retry:close", "first:clean"]
+    first = [e for e in events if e["request_id"] == events[0]["request_id"]]
+    assert [(e["event"], e.get("outcome"), e.get("reason")) for e in first] == [
+        ("received", "accepted", None), ("submitted", "accepted", None), ("terminal", "error", "transport_failed")]
+
+
 def test_a_get_stream_is_never_opened(differential):
     clock = hosts.SystemClock()
     gate = m.Gate(clock=clock, storage=hosts.MemoryStorage(clock), consent=hosts.CallbackConsent(lambda p: True),

@@ -51,7 +51,7 @@ Answer = Callable[[dict, InputRequired], Union[Awaitable[Optional[Mapping[str, A
 
 
 class SdkAdapterError(Exception):
-    """An error of the adapter itself (`cancelled`, `not_gated`, `no_response`,
+    """An error of the adapter itself (`cancelled`, `not_gated`, `no_response`, `transport_failed`,
     `input_required_not_allowed`, `invalid_result_type`, `malformed_response`, `usage`, and the
     answer refusals `duplicate_response`, `foreign_response`, `typed_event`, `batch_message`,
     `malformed_message`); the gate's refusals stay `GateError`s."""
@@ -285,9 +285,21 @@ class _GatedHttp(httpx2.AsyncBaseTransport):
             content = text.encode()
         forwarded = httpx2.Request(request.method, request.url, headers=headers, content=content,
                                    extensions=request.extensions)
-        response = await self._a._inner.handle_async_request(forwarded)
-        raw = await response.aread()
-        await response.aclose()
+        try:
+            response = await self._a._inner.handle_async_request(forwarded)
+            raw = await response.aread()
+            await response.aclose()
+        except httpx2.TransportError as e:
+            if call is None:
+                raise
+            # The exchange is spent (single use: the binding ends here, nothing is sent again).
+            # Raised to the SDK, a transport error ends its whole session (mcp 2.3.0) and the
+            # waiting call sees only a cancellation: a JSON-RPC error fails just this call, with
+            # the typed error the adapter then raises.
+            failed = SdkAdapterError("transport_failed", f"the exchange with the server failed: {type(e).__name__}: {e}")
+            call.error = failed
+            self._a._end(call, "transport_failed")
+            raise _Refused(msg["id"], failed) from e
         text = raw.decode("utf-8", errors="replace")
         try:
             try:
