@@ -1,6 +1,8 @@
 // The official TypeScript SDK client (@modelcontextprotocol/client 2.4.0) as a client of
 // `mrtr-gate probe` (docs/probe.md "Run it against your client"): `node probe-client.mjs
-// [--gated] URL`. It lists the endpoint's tools, calls each in order with `{}`, goes on after a
+// [--gated] URL`, or with MCP_PROBE_TRANSPORT=stdio `node probe-client.mjs SERVER_COMMAND_LINE`
+// (split like a shell, spawned by the SDK's StdioClientTransport; ungated only: the adapter
+// takes streamable HTTP only, docs/adapters.md). It lists the endpoint's tools, calls each in order with `{}`, goes on after a
 // failed call (one JSON line per call on stdout), answers each elicitation as
 // MCP_CONFORMANCE_CONTEXT's `answers` say (the probe tells it to answer badly where a scenario
 // needs it), and exits 0 once the calls are done.
@@ -13,12 +15,52 @@
 // "user" consents to every grant in advance, so what the gate refuses is the gate's own doing.
 // It lives here because this folder pins the SDK and the Node 22 the conformance suite runs.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { Gate } from "../../host-harness/node/src/index.js";
 import { CallbackConsent, MemoryAudit, MemoryStorage, SystemClock } from "../../host-harness/node/src/hosts.js";
 import { GatedSdkClient } from "../../host-harness/node/src/sdk-client.js";
 
 const gatedMode = process.argv.includes("--gated");
 const url = process.argv[process.argv.length - 1];
+const stdio = process.env.MCP_PROBE_TRANSPORT === "stdio";
+if (stdio && gatedMode) {
+  console.error("probe-client.mjs: --gated takes streamable HTTP only (the adapter offers no stdio, docs/adapters.md)");
+  process.exit(2);
+}
+// A command line split as a POSIX shell would: blanks, '...', "..." (\ escapes $ ` " \), \x.
+const shellWords = (line) => {
+  const words = [];
+  let word = null;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (c === " " || c === "\t" || c === "\n") {
+      if (word !== null) words.push(word);
+      word = null;
+    } else if (c === "'") {
+      const end = line.indexOf("'", i + 1);
+      if (end < 0) throw new Error("unterminated ' in the server command line");
+      word = (word ?? "") + line.slice(i + 1, end);
+      i = end;
+    } else if (c === '"') {
+      word = word ?? "";
+      for (i++; line[i] !== '"'; i++) {
+        if (i >= line.length) throw new Error('unterminated " in the server command line');
+        if (line[i] === "\\" && "$`\"\\\n".includes(line[i + 1])) i++;
+        word += line[i];
+      }
+    } else {
+      if (c === "\\") i++;
+      word = (word ?? "") + (line[i] ?? "");
+    }
+  }
+  if (word !== null) words.push(word);
+  return words;
+};
+const transport = () => {
+  if (!stdio) return new StreamableHTTPClientTransport(new URL(url));
+  const [command, ...args] = shellWords(url);
+  return new StdioClientTransport({ command, args, stderr: "inherit" });
+};
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}");
 const answers = context.answers ?? {};
 const decline = { action: "decline" };
@@ -51,7 +93,7 @@ if (gatedMode) {
     report({ handler: request.params.message });
     return byMessage(request.params.message);
   });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  await client.connect(transport());
   call = (name, extra = {}) => client.callTool({ name, arguments: {}, ...extra });
 }
 

@@ -8,6 +8,8 @@
                                                       and its report is whole; nothing else
     matrix.py table OUT NAME=REPORT...                the ungated client x scenario table (Markdown)
                                                       with the commands that reproduce each column
+                                                      (columns may mix transports: each report
+                                                      names its own)
 """
 
 import json
@@ -88,8 +90,9 @@ def table(out, pairs):
     lines = [
         "# mrtr-gate probe: the ungated SDK clients (recorded by scripts/probe, not asserted)",
         "",
-        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}, {columns[0][1]['probe']}, transport "
-        f"{columns[0][1]['transport']}. A cell is the scenario's checks for that client.",
+        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d')}, {columns[0][1]['probe']}, transports "
+        f"{', '.join(sorted({r['transport'] for _, r in columns}))}. A cell is the scenario's checks for that "
+        "client; a SKIPPED check is named with its reason below.",
         "",
         "| Scenario | " + " | ".join(name for name, _ in columns) + " |",
         "|---|" + "---|" * len(columns),
@@ -103,14 +106,19 @@ def table(out, pairs):
     lines += ["", "| Client | Summary | Reproduce (from the repository's root) |", "|---|---|---|"]
     for name, report in columns:
         s = report["summary"]
+        transport = "" if report["transport"] == "http" else f" --transport {report['transport']}"
         lines.append(f"| {name} | {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped | "
-                     f"`target/debug/mrtr-gate probe --command \"{report['command']}\"` |")
+                     f"`target/debug/mrtr-gate probe{transport} --command \"{report['command']}\"` |")
     lines += ["", "What each FAILURE was (the request that shows it is in the report):", ""]
     for name, report in columns:
         for scenario, c in statuses(report):
             if c["status"] == "FAILURE":
                 what = (c.get("errorMessage") or "").split(": tools/call", 1)[0]
                 lines.append(f"- {name}, `{c['id']}`: {what}")
+    skips = [(name, c) for name, report in columns for _, c in statuses(report) if c["status"] == "SKIPPED"]
+    if skips:
+        lines += ["", "Why each SKIPPED check was skipped:", ""]
+        lines += [f"- {name}, `{c['id']}`: {c.get('errorMessage')}" for name, c in skips]
     with open(out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -2,21 +2,42 @@
 //! module is the command's flags and the glue to the probe crate ([`mrtr_gate_probe`]), which
 //! depends on no gate crate: it is the adversary and the judge. A wrong flag, an unknown
 //! scenario or an invalid scenario file is a usage error (exit 2) before any client runs.
+//! The hidden `--relay ADDR` is the stdio server a client spawns under `--transport stdio`
+//! ([`mrtr_gate_probe::relay`]).
 
 use mrtr_gate_probe::report::{EXIT_CANNOT_RUN, EXIT_USAGE};
 use mrtr_gate_probe::scenario::{self, Scenario};
-use mrtr_gate_probe::{DEFAULT_TIMEOUT, ProbeOptions, embedded, select};
+use mrtr_gate_probe::{DEFAULT_TIMEOUT, ProbeOptions, Transport, embedded, select};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// How the probe serves the client.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TransportFlag {
+    /// Streamable HTTP: the client's last word is the endpoint's URL.
+    #[default]
+    Http,
+    /// stdio: the client's last word is a server command line to spawn (split it like a
+    /// shell); MCP_PROBE_TRANSPORT=stdio.
+    Stdio,
+}
 
 /// The flags of `mrtr-gate probe`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProbeFlags {
     /// The client's command, a shell line: it is run once per scenario as
-    /// `/bin/sh -c "CMD URL"`, the endpoint's URL appended as its last word.
-    #[arg(long, value_name = "CMD", required_unless_present = "list")]
+    /// `/bin/sh -c "CMD LAST"`, LAST being the endpoint's URL (HTTP) or the server command
+    /// line to spawn, quoted as one word (stdio).
+    #[arg(long, value_name = "CMD", required_unless_present_any = ["list", "relay"])]
     pub command: Option<String>,
+    /// How the client is served: `http` (default) or `stdio`.
+    #[arg(long, value_enum, default_value_t)]
+    pub transport: TransportFlag,
+    /// The stdio server the probe gives a client: relay stdin and stdout to the probe at
+    /// ADDR, byte for byte, until either ends.
+    #[arg(long, value_name = "ADDR", hide = true, exclusive = true)]
+    pub relay: Option<String>,
     /// Run only this scenario (repeatable; default: every scenario).
     #[arg(long, value_name = "NAME")]
     pub scenario: Vec<String>,
@@ -46,6 +67,15 @@ fn usage(message: &str) -> u8 {
 
 /// Runs the command; returns the exit status (docs/probe.md "Exit status").
 pub fn run(flags: &ProbeFlags) -> u8 {
+    if let Some(address) = &flags.relay {
+        return match mrtr_gate_probe::relay::relay(address) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("mrtr-gate probe --relay: cannot reach the probe at {address}: {e}");
+                EXIT_CANNOT_RUN
+            }
+        };
+    }
     let loaded = match &flags.scenarios {
         Some(dir) => scenario::load_dir(dir),
         None => embedded::scenarios(),
@@ -66,8 +96,25 @@ pub fn run(flags: &ProbeFlags) -> u8 {
     let Some(command) = flags.command.clone().filter(|c| !c.trim().is_empty()) else {
         return usage("--command is empty");
     };
+    let transport = match flags.transport {
+        TransportFlag::Http => Transport::Http,
+        TransportFlag::Stdio => match std::env::current_exe() {
+            Ok(exe) => Transport::Stdio {
+                relay: vec![
+                    exe.to_string_lossy().into_owned(),
+                    "probe".into(),
+                    "--relay".into(),
+                ],
+            },
+            Err(e) => {
+                eprintln!("mrtr-gate probe: could not run: this program's path: {e}");
+                return EXIT_CANNOT_RUN;
+            }
+        },
+    };
     let report = match mrtr_gate_probe::run(ProbeOptions {
         command,
+        transport,
         scenarios: selected,
         timeout,
         linger: timeout,

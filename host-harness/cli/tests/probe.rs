@@ -2,13 +2,17 @@
 //! every check of every scenario but those tests/probe/expected-skips.json lists for it, which
 //! are SKIPPED (it takes no MRTR fields, and it declares both elicitation modes); the naive client fails and the run exits 1; unknown
 //! scenarios and hostile scenario files are usage errors (exit 2) before any client runs.
+//! Over stdio (the client spawns `mrtr-gate probe --relay`): the naive client fails every check
+//! but the control, a client that does nothing fails every check, and the relay copies both
+//! ways byte for byte and exits when either side ends.
 
 #![cfg(test)]
 #![cfg(unix)]
 
 use serde_json::Value;
+use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -166,4 +170,176 @@ fn unknown_scenarios_and_hostile_files_are_usage_errors() {
         "{listed}"
     );
     std::fs::remove_dir_all(&config).unwrap();
+}
+
+/// Every check's (scenario, id, status, message) of a `--json` report.
+fn checks(report: &Value) -> Vec<(String, String, String, String)> {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["checks"].as_array().unwrap().iter().map(|c| {
+                (
+                    s["name"].as_str().unwrap().to_owned(),
+                    c["id"].as_str().unwrap().to_owned(),
+                    c["status"].as_str().unwrap().to_owned(),
+                    c["errorMessage"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn over_stdio_the_naive_client_fails_every_check_but_the_control() {
+    let config = temp("naive-stdio");
+    let client = repo().join("tests/probe/clients/naive.py");
+    let command = format!("python3 '{}'", client.display());
+    let out = probe(
+        &["--transport", "stdio", "--json", "--command", &command],
+        &config,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["transport"], "stdio");
+    let all = checks(&report);
+    let vacuous: Vec<String> = all
+        .iter()
+        .filter(|(_, id, status, _)| {
+            let expected = if id == "mrtr-control-completes" {
+                "SUCCESS"
+            } else {
+                "FAILURE"
+            };
+            status != expected
+        })
+        .map(|c| format!("{c:?}"))
+        .collect();
+    assert!(
+        vacuous.is_empty(),
+        "checks the naive client did not get as expected over stdio:\n{}\n{stderr}",
+        vacuous.join("\n")
+    );
+    let embedded = std::fs::read_dir(repo().join("tests/probe/scenarios"))
+        .unwrap()
+        .count();
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), embedded);
+    assert_eq!(report["summary"]["passed"], 1);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // The foreign round arrived as a line of its own, and the naive client took it.
+    let foreign = all
+        .iter()
+        .find(|(_, id, _, _)| id == "mrtr-foreign-id-round-ignored")
+        .unwrap();
+    assert!(foreign.3.contains("S-ghost"), "{foreign:?}");
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+#[test]
+fn over_stdio_a_client_that_does_nothing_fails_every_check() {
+    let config = temp("nothing-stdio");
+    let out = probe(
+        &[
+            "--transport",
+            "stdio",
+            "--command",
+            "true",
+            "--scenario",
+            "mrtr-control-form-round",
+            "--scenario",
+            "mrtr-retry-after-transport-error",
+        ],
+        &config,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("probe: 0 passed, 2 failed, 0 skipped (2 scenarios, transport stdio"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the client never called `book`"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&config).unwrap();
+}
+
+fn relay(address: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+        .args(["probe", "--relay", address])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn hostile_bytes() -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..=255u8).collect();
+    bytes.extend_from_slice(b"\n{\"a\":1,\"a\":2}\r\n\xff\xfe not json\n");
+    bytes.extend(std::iter::repeat_n(b'y', 3 << 20));
+    bytes
+}
+
+#[test]
+fn the_relay_copies_stdin_to_the_probe_byte_for_byte_and_ends_with_stdin() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let mut child = relay(&address);
+    let (mut socket, _) = listener.accept().unwrap();
+    let sent = hostile_bytes();
+    let mut stdin = child.stdin.take().unwrap();
+    let writing = {
+        let sent = sent.clone();
+        std::thread::spawn(move || {
+            stdin.write_all(&sent).unwrap();
+            // Dropped: the client's end of its messages.
+        })
+    };
+    let mut received = Vec::new();
+    socket.read_to_end(&mut received).unwrap();
+    writing.join().unwrap();
+    assert_eq!(received.len(), sent.len());
+    assert!(received == sent, "the bytes differ");
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn the_relay_copies_the_probe_to_stdout_byte_for_byte_and_ends_with_the_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let mut child = relay(&address);
+    // stdin stays open: only the connection's end may end the relay.
+    let _stdin = child.stdin.take().unwrap();
+    let (mut socket, _) = listener.accept().unwrap();
+    let sent = hostile_bytes();
+    let mut stdout = child.stdout.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut received = Vec::new();
+        stdout.read_to_end(&mut received).unwrap();
+        received
+    });
+    socket.write_all(&sent).unwrap();
+    drop(socket);
+    let received = reading.join().unwrap();
+    assert_eq!(received.len(), sent.len());
+    assert!(received == sent, "the bytes differ");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+
+    let gone = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let out = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+        .args(["probe", "--relay", &gone])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the probe"));
+    let out = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
+        .args(["probe", "--relay", &gone, "--command", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "--relay takes no other flag");
 }

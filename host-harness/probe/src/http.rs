@@ -4,10 +4,10 @@
 //! is answered, so what the client sent is in the recording even if it never reads the answer.
 
 use crate::listen::Listener;
-use crate::mcp;
 use crate::record::Request;
 use crate::respond::Reply;
 use crate::scenario::Scenario;
+use crate::serve::Served;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -15,9 +15,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A body larger than this is refused (413) and recorded as its first bytes only.
@@ -26,28 +25,16 @@ const BODY_LIMIT: usize = 16 << 20;
 /// The path the endpoint serves.
 pub const MCP_PATH: &str = "/mcp";
 
-struct Shared {
-    scenario: Arc<Scenario>,
-    canary: u16,
-    requests: Mutex<Vec<Request>>,
-    legs: Mutex<HashMap<String, usize>>,
-}
-
 /// The running endpoint.
 pub struct Server {
     listener: Listener,
-    shared: Arc<Shared>,
+    shared: Arc<Served>,
 }
 
 impl Server {
     /// Starts serving `scenario`, whose URL placeholders name the canary at `canary`.
     pub fn start(scenario: Arc<Scenario>, canary: u16) -> io::Result<Server> {
-        let shared = Arc::new(Shared {
-            scenario,
-            canary,
-            requests: Mutex::new(Vec::new()),
-            legs: Mutex::new(HashMap::new()),
-        });
+        let shared = Arc::new(Served::new(scenario, canary));
         let serving = shared.clone();
         let listener = Listener::start(move |stream| {
             let shared = serving.clone();
@@ -75,13 +62,7 @@ impl Server {
     /// and whether every connection ended within `guard`.
     pub async fn finish(self, guard: Duration) -> (Vec<Request>, bool) {
         let ended = self.listener.finish(guard).await;
-        let requests = self
-            .shared
-            .requests
-            .lock()
-            .map(|mut r| std::mem::take(&mut *r))
-            .unwrap_or_default();
-        (requests, ended)
+        (self.shared.take_requests(), ended)
     }
 }
 
@@ -104,7 +85,7 @@ impl std::fmt::Display for CloseConnection {
 impl std::error::Error for CloseConnection {}
 
 async fn handle(
-    shared: &Shared,
+    shared: &Served,
     request: hyper::Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, CloseConnection> {
     let method = request.method().clone();
@@ -119,19 +100,7 @@ async fn handle(
         ),
         Err(_) => (String::new(), true),
     };
-    let mut recorded = {
-        let Ok(requests) = shared.requests.lock() else {
-            return Ok(empty(StatusCode::INTERNAL_SERVER_ERROR));
-        };
-        Request::read(requests.len(), method.as_str(), &path, body)
-    };
-    if let Some(tool) = &recorded.tool
-        && let Ok(mut legs) = shared.legs.lock()
-    {
-        let leg = legs.entry(tool.clone()).or_insert(0);
-        recorded.leg = Some(*leg);
-        *leg += 1;
-    }
+    let recorded = shared.arrive(method.as_str(), &path, body);
     let response = if path != MCP_PATH {
         empty(StatusCode::NOT_FOUND)
     } else if too_large {
@@ -141,15 +110,16 @@ async fn handle(
     } else if method == Method::DELETE {
         empty(StatusCode::OK)
     } else if method == Method::POST {
-        let answered = mcp::answer(&shared.scenario, &recorded, shared.canary);
+        let answered = shared.answer(&recorded);
         let status = StatusCode::from_u16(answered.status).unwrap_or(StatusCode::OK);
+        // HTTP's framing of each reply: the one place a new kind of reply is written here.
         match answered.reply {
             None => empty(status),
             Some(Reply::Close) => {
-                record(shared, recorded);
+                shared.record(recorded);
                 return Err(CloseConnection);
             }
-            Some(reply) => {
+            Some(reply @ (Reply::Json(_) | Reply::Sse(_))) => {
                 let mut response = Response::new(Full::new(Bytes::from(reply.body())));
                 *response.status_mut() = status;
                 response.headers_mut().insert(
@@ -162,13 +132,6 @@ async fn handle(
     } else {
         empty(StatusCode::METHOD_NOT_ALLOWED)
     };
-    record(shared, recorded);
+    shared.record(recorded);
     Ok(response)
-}
-
-fn record(shared: &Shared, mut recorded: Request) {
-    if let Ok(mut requests) = shared.requests.lock() {
-        recorded.seq = requests.len();
-        requests.push(recorded);
-    }
 }

@@ -81,6 +81,21 @@ pub fn judge(scenario: &Scenario, recording: &Recording, canary: u16) -> Vec<Ver
         .collect()
 }
 
+/// Every check of `scenario` SKIPPED for `why` (a scenario that was not run).
+pub fn skip_all(scenario: &Scenario, why: &str) -> Vec<Verdict> {
+    scenario
+        .checks
+        .iter()
+        .map(|check| Verdict {
+            id: check.id.clone(),
+            description: check.description.clone(),
+            status: Status::Skipped,
+            message: Some(why.to_owned()),
+            details: json!({"notRun": why}),
+        })
+        .collect()
+}
+
 type Outcome = (Status, Option<String>, Value);
 
 fn fail(message: String, details: Value) -> Outcome {

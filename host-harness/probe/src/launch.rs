@@ -1,5 +1,5 @@
 //! Running the client once, the conformance suite's way: `/bin/sh -c "<command> <url>"` (the
-//! command is a shell line, the URL its last word), in a process group of its own, with the
+//! command is a shell line, the URL its last word; over stdio the server command line, quoted), in a process group of its own, with the
 //! scenario in the environment and a folder of URL-opener shims first on `PATH`. The run ends
 //! with an event: the client's stdout and stderr at EOF (every descendant inherits them, so
 //! EOF means the whole tree is gone) and the shell reaped. The hang guard is the one timer,
@@ -27,8 +27,9 @@ const OPENERS: [&str; 6] = [
 pub struct Launch<'a> {
     /// The client's shell line.
     pub command: &'a str,
-    /// The last word: the endpoint's URL.
-    pub url: &'a str,
+    /// The last word: the endpoint's URL, or the stdio server's command line as one shell
+    /// word.
+    pub last_word: &'a str,
     /// Extra environment (the scenario's variables).
     pub env: Vec<(String, String)>,
     /// The hang guard.
@@ -151,7 +152,7 @@ pub async fn run(launch: Launch<'_>, dir: &Path) -> io::Result<Exited> {
     let mut command = tokio::process::Command::new("/bin/sh");
     command
         .arg("-c")
-        .arg(format!("{} {}", launch.command, launch.url))
+        .arg(format!("{} {}", launch.command, launch.last_word))
         .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -2,10 +2,11 @@
 //!
 //! `mrtr-gate probe`: a hostile MCP server that grades a client's handling of MRTR rounds
 //! (issue 28, docs/probe.md). It runs the client command once per scenario, the conformance
-//! suite's way ([`launch`]), serves the scenario's answers over streamable HTTP ([`http`],
-//! [`mcp`], [`respond`]) with a canary listener for URLs ([`canary`]), records everything
-//! ([`record`]), and once the client's process tree has exited judges the checks ([`judge`])
-//! into a report ([`report`]). Scenarios are data ([`scenario`], [`embedded`]).
+//! suite's way ([`launch`]), serves the scenario's answers ([`serve`], [`mcp`], [`respond`])
+//! over streamable HTTP ([`http`]) or stdio (the client spawns the [`relay`] as its server,
+//! [`stdio`]) with a canary listener for URLs ([`canary`]), records everything ([`record`]),
+//! and once the client's process tree has exited judges the checks ([`judge`]) into a report
+//! ([`report`]). Scenarios are data ([`scenario`], [`embedded`]).
 //!
 //! The crate depends on no gate crate: it is the adversary and the judge, so a bug in the
 //! gate's strict parser cannot hide in the probe's reading of the wire ([`json_text`]).
@@ -19,10 +20,14 @@ pub mod launch;
 pub mod listen;
 pub mod mcp;
 pub mod record;
+pub mod relay;
 pub mod report;
 pub mod respond;
 pub mod scenario;
+pub mod serve;
+pub mod stdio;
 
+use record::Request;
 use report::{Report, ScenarioRun};
 use scenario::{Scenario, ScenarioError};
 use serde_json::Value;
@@ -33,10 +38,36 @@ use std::time::{Duration, SystemTime};
 /// must not produce one for a client that would have finished.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How the probe serves the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Streamable HTTP: the client's last word is the endpoint's URL.
+    Http,
+    /// stdio: the client's last word is a server command line to spawn, `relay` followed by
+    /// the probe's address (`mrtr-gate probe --relay 127.0.0.1:PORT` from the CLI).
+    Stdio {
+        /// The relay's argv before the address.
+        relay: Vec<String>,
+    },
+}
+
+impl Transport {
+    /// `http` or `stdio`, as `MCP_PROBE_TRANSPORT` and the report name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Stdio { .. } => "stdio",
+        }
+    }
+}
+
 /// What a probe run needs.
 pub struct ProbeOptions {
-    /// The client's shell line (the URL is appended as its last word).
+    /// The client's shell line (the URL, or the stdio server's command line, is appended as
+    /// its last word).
     pub command: String,
+    /// How the client is served.
+    pub transport: Transport,
     /// The scenarios to run, in order.
     pub scenarios: Vec<Scenario>,
     /// The hang guard, per scenario.
@@ -74,34 +105,30 @@ pub fn select(all: Vec<Scenario>, names: &[String]) -> Result<Vec<Scenario>, Sce
 }
 
 /// Runs every scenario of `options` (one after the other) and judges them.
-pub fn run(options: ProbeOptions) -> std::io::Result<Report> {
+pub fn run(mut options: ProbeOptions) -> std::io::Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let mut runs = Vec::new();
-        for scenario in options.scenarios {
-            runs.push(
-                run_one(
-                    Arc::new(scenario),
-                    &options.command,
-                    options.timeout,
-                    options.linger,
-                )
-                .await?,
-            );
+        for scenario in std::mem::take(&mut options.scenarios) {
+            runs.push(run_one(Arc::new(scenario), &options).await?);
         }
         Ok(Report {
+            transport: options.transport.name(),
             command: options.command,
-            transport: "http",
             runs,
         })
     })
 }
 
 /// The environment a client gets for `scenario`: the suite's three variables and the probe's.
-fn client_env(scenario: &Scenario, answers_file: &std::path::Path) -> Vec<(String, String)> {
+fn client_env(
+    scenario: &Scenario,
+    transport: &Transport,
+    answers_file: &std::path::Path,
+) -> Vec<(String, String)> {
     let mut context = serde_json::Map::new();
     context.insert("name".into(), Value::String(scenario.name.clone()));
     context.extend(scenario.context.clone());
@@ -116,7 +143,7 @@ fn client_env(scenario: &Scenario, answers_file: &std::path::Path) -> Vec<(Strin
             "MCP_CONFORMANCE_CONTEXT".into(),
             Value::Object(context).to_string(),
         ),
-        ("MCP_PROBE_TRANSPORT".into(), "http".into()),
+        ("MCP_PROBE_TRANSPORT".into(), transport.name().into()),
         (
             "MCP_PROBE_TOOL".into(),
             tools.first().copied().unwrap_or_default().into(),
@@ -129,12 +156,53 @@ fn client_env(scenario: &Scenario, answers_file: &std::path::Path) -> Vec<(Strin
     ]
 }
 
-async fn run_one(
-    scenario: Arc<Scenario>,
-    command: &str,
-    timeout: Duration,
-    linger: Duration,
-) -> std::io::Result<ScenarioRun> {
+/// The endpoint a scenario is served on.
+enum Endpoint {
+    Http(http::Server),
+    Stdio(stdio::Server),
+}
+
+impl Endpoint {
+    fn start(
+        scenario: &Arc<Scenario>,
+        transport: &Transport,
+        canary: u16,
+    ) -> std::io::Result<(Endpoint, String)> {
+        match transport {
+            Transport::Http => {
+                let server = http::Server::start(scenario.clone(), canary)?;
+                let url = server.url();
+                Ok((Endpoint::Http(server), url))
+            }
+            Transport::Stdio { relay } => {
+                let server = stdio::Server::start(scenario.clone(), canary)?;
+                let word = server.last_word(relay)?;
+                Ok((Endpoint::Stdio(server), word))
+            }
+        }
+    }
+
+    async fn finish(self, guard: Duration) -> (Vec<Request>, bool) {
+        match self {
+            Endpoint::Http(server) => server.finish(guard).await,
+            Endpoint::Stdio(server) => server.finish(guard).await,
+        }
+    }
+}
+
+async fn run_one(scenario: Arc<Scenario>, options: &ProbeOptions) -> std::io::Result<ScenarioRun> {
+    if let Transport::Stdio { .. } = options.transport
+        && let Some(why) = stdio::inexpressible(&scenario)
+    {
+        // Never run, so never passed: every check says why.
+        let verdicts = judge::skip_all(&scenario, &format!("not expressible on stdio: {why}"));
+        return Ok(ScenarioRun {
+            scenario,
+            recording: record::Recording::default(),
+            verdicts,
+            judged_at: SystemTime::now(),
+        });
+    }
     let dir = launch::RunDir::create()?;
     let answers_file = dir.path().join("answers.json");
     let answers = scenario
@@ -145,22 +213,21 @@ async fn run_one(
     std::fs::write(&answers_file, answers.to_string())?;
     let canary = canary::Canary::start()?;
     let canary_port = canary.port();
-    let server = http::Server::start(scenario.clone(), canary_port)?;
-    let url = server.url();
+    let (server, last_word) = Endpoint::start(&scenario, &options.transport, canary_port)?;
     let exited = launch::run(
         launch::Launch {
-            command,
-            url: &url,
-            env: client_env(&scenario, &answers_file),
-            timeout,
+            command: &options.command,
+            last_word: &last_word,
+            env: client_env(&scenario, &options.transport, &answers_file),
+            timeout: options.timeout,
         },
         dir.path(),
     )
     .await?;
     // The client's tree is gone, so every connection ends at once; one that does not is held
     // by a process outside the tree, and the run fails rather than wait for it.
-    let (requests, server_ended) = server.finish(linger).await;
-    let (hits, canary_ended) = canary.finish(linger).await;
+    let (requests, server_ended) = server.finish(options.linger).await;
+    let (hits, canary_ended) = canary.finish(options.linger).await;
     let unsupported = exited
         .stdout
         .lines()

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 /// The protocol version the probe speaks.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
 
-/// The HTTP status and body for one POSTed message.
+/// The answer to one message, for a transport to frame: HTTP uses the status and the reply,
+/// stdio the reply only.
 pub struct Answered {
     /// 200, 202 or 400.
     pub status: u16,

@@ -6,18 +6,18 @@ use crate::json_text::{decode_string, lossy_surrogates, raw_member};
 use serde_json::Value;
 use std::time::Instant;
 
-/// One HTTP request to the MCP endpoint.
+/// One message to the MCP endpoint: an HTTP request, or a line on a stdio relay connection.
 #[derive(Clone, Debug)]
 pub struct Request {
     /// Order of arrival, from 0.
     pub seq: usize,
     /// When its body had been read.
     pub at: Instant,
-    /// `POST`, `GET`, `DELETE`, ...
+    /// `POST`, `GET`, `DELETE`, ...; on stdio `LINE` or `OVERSIZED_LINE` (its body not kept).
     pub http_method: String,
-    /// The request's path.
+    /// The request's path; on stdio the connection, `relay:<n>` (n from 1).
     pub path: String,
-    /// The body as received (invalid UTF-8 replaced).
+    /// The body (the line, on stdio) as received (invalid UTF-8 replaced).
     pub body: String,
     /// The body read as JSON (lone surrogates read as U+FFFD), if it is JSON.
     pub value: Option<Value>,
@@ -88,10 +88,15 @@ impl Request {
                 self.id.as_deref().unwrap_or("(none)")
             );
         }
-        let mut out = self
-            .method
-            .clone()
-            .unwrap_or_else(|| format!("{} {}", self.http_method, self.path));
+        let mut out = self.method.clone().unwrap_or_else(|| {
+            if self.http_method == crate::stdio::OVERSIZED_LINE {
+                format!("a line over the limit on {}", self.path)
+            } else if self.http_method == crate::stdio::LINE {
+                format!("a line that is no JSON-RPC request on {}", self.path)
+            } else {
+                format!("{} {}", self.http_method, self.path)
+            }
+        });
         if let Some(tool) = &self.tool {
             out.push(' ');
             out.push_str(tool);

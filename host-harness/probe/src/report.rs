@@ -36,7 +36,7 @@ pub struct ScenarioRun {
 pub struct Report {
     /// The client's command line.
     pub command: String,
-    /// `http` (stdio is a later slice).
+    /// `http` or `stdio`.
     pub transport: &'static str,
     /// The runs, in scenario order.
     pub runs: Vec<ScenarioRun>,
@@ -122,11 +122,12 @@ impl Report {
         }
         let s = self.summary();
         out.push_str(&format!(
-            "probe: {} passed, {} failed, {} skipped ({} scenarios, command: {})\n",
+            "probe: {} passed, {} failed, {} skipped ({} scenarios, transport {}, command: {})\n",
             s.passed,
             s.failed,
             s.skipped,
             self.runs.len(),
+            self.transport,
             self.command
         ));
         out

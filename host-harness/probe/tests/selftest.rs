@@ -8,7 +8,7 @@ mod selftest {
     use mrtr_gate_probe::judge::Status;
     use mrtr_gate_probe::report::{EXIT_FAILURE, Report};
     use mrtr_gate_probe::scenario::{self, ScenarioError};
-    use mrtr_gate_probe::{ProbeOptions, embedded, run, select};
+    use mrtr_gate_probe::{ProbeOptions, Transport, embedded, run, select};
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -31,6 +31,7 @@ mod selftest {
         let scenarios = select(all, &names).expect("known scenarios");
         run(ProbeOptions {
             command,
+            transport: Transport::Http,
             scenarios,
             timeout,
             linger,
@@ -296,6 +297,7 @@ else:
         let scenario = scenario::parse("x", &text).expect("valid");
         let report = run(ProbeOptions {
             command: "echo 'mrtr-probe: unsupported: forge' #".into(),
+            transport: Transport::Http,
             scenarios: vec![scenario.clone()],
             timeout: mrtr_gate_probe::DEFAULT_TIMEOUT,
             linger: mrtr_gate_probe::DEFAULT_TIMEOUT,

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # `mrtr-gate call` as a probe client: calls each of the scenario's tools ($MCP_PROBE_TOOLS, in
-# order, one call each) at the endpoint URL the probe appends as the last argument, answering
-# rounds from $MCP_PROBE_ANSWERS_FILE with --yes. A refused call is reported on stderr and the
+# order, one call each) at the endpoint URL the probe appends as the last argument (with
+# MCP_PROBE_TRANSPORT=stdio: the server command line, given to `call --stdio`, which splits it
+# like a shell and spawns it once per call, its stderr logged to a temporary file removed at
+# the end), answering rounds from $MCP_PROBE_ANSWERS_FILE with --yes. A refused call is reported on stderr and the
 # next tool is called; the script exits 0 (the probe judges the wire, not the exit status).
 # `mrtr-gate call` takes no MRTR fields, so a context's `forge` is answered "unsupported".
 # Environment: MRTR_GATE_BIN, the binary (default: `mrtr-gate` on PATH); XDG_CONFIG_HOME, where
 # the host key is made on first use.
 set -euo pipefail
-url="${!#}"
+last="${!#}"
 bin="${MRTR_GATE_BIN:-mrtr-gate}"
+transport=(--http "$last")
+if [ "${MCP_PROBE_TRANSPORT:-http}" = stdio ]; then
+  log=$(mktemp)
+  trap 'rm -f "$log"' EXIT
+  transport=(--server-log "$log" --stdio "$last")
+fi
 case "${MCP_CONFORMANCE_CONTEXT:-}" in
   *'"forge"'*) echo "mrtr-probe: unsupported: forge" ;;
 esac
 for tool in $MCP_PROBE_TOOLS; do
   "$bin" call --json --yes --user probe --answers "$MCP_PROBE_ANSWERS_FILE" \
-    --http "$url" tools/call "$tool" '{}' || echo "cli-call: $tool: exit $?" >&2
+    "${transport[@]}" tools/call "$tool" '{}' || echo "cli-call: $tool: exit $?" >&2
 done

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""The probe's self-test client: an MCP client (2026-07-28, streamable HTTP, stdlib only) that
-makes every mistake on purpose, so that every check but the control one must FAIL against it
-(a check it passes is vacuous). Launched by `mrtr-gate probe --command "python3 naive.py"`:
-the endpoint's URL is the last argument, the scenario's context is in MCP_CONFORMANCE_CONTEXT.
+"""The probe's self-test client: an MCP client (2026-07-28, streamable HTTP or stdio, stdlib
+only) that makes every mistake on purpose, so that every check but the control one must FAIL
+against it (a check it passes is vacuous). Launched by `mrtr-gate probe --command "python3
+naive.py"`: the last argument is the endpoint's URL, or with MCP_PROBE_TRANSPORT=stdio a server
+command line (split like a shell, spawned, newline-delimited JSON on its stdin and stdout); the
+scenario's context is in MCP_CONFORMANCE_CONTEXT.
 
 Its mistakes: reads JSON with Python's parser (a duplicated key: the last one wins), reads
 `resultType` case-insensitively and retries anything that is not `complete`, "cleans" the
 requestState it echoes (re-serialises what looks like JSON, strips spaces, replaces
 non-ASCII with `?`), sends whatever answer it is told without checking the schema, accepts
 any URL elicitation, fetches the URL and hands it to xdg-open, takes the first response of an
-SSE stream whatever its id, answers a server's 2025-era elicitation/create, sends a retry
-again when its connection broke, and has no round cap. It does keep ids fresh and completes a
+SSE stream (over stdio: the first response line) whatever its id, answers a server's 2025-era
+elicitation/create, sends a retry again when its connection broke (over stdio: when its server
+died, to a server it spawns again), and has no round cap. It does keep ids fresh and completes a
 well-formed round, so the control scenario passes. It also dereferences a schema's network
 `$ref`, echoes a state of any size, declares the elicitation modes it is told to (context
 `capabilities`) yet answers a mode it did not declare, and obeys a `forge`: a new call carrying
@@ -19,6 +22,7 @@ the round's state with other arguments.
 import http.client
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -27,6 +31,7 @@ import urllib.parse
 import urllib.request
 
 URL = sys.argv[-1]
+STDIO = os.environ.get("MCP_PROBE_TRANSPORT") == "stdio"
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 VERSION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
 META = {
@@ -45,7 +50,47 @@ def post(method, params):
     return send({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
 
 
-def send(message):
+class Server:
+    """The stdio server, spawned again when it has died (the broken retry is then resent)."""
+    process = None
+
+    @classmethod
+    def exchange(cls, message, reply):
+        if cls.process is None or cls.process.poll() is not None:
+            cls.process = subprocess.Popen(shlex.split(URL), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            cls.process.stdin.write(json.dumps(message).encode("utf-8", "surrogatepass") + b"\n")
+            cls.process.stdin.flush()
+        except OSError as e:
+            cls.stop()
+            raise ConnectionError("the server is gone") from e
+        while reply:
+            line = cls.process.stdout.readline()
+            if not line:
+                cls.stop()
+                raise ConnectionError("the server ended")
+            event = json.loads(line.decode("utf-8", "surrogatepass"))
+            if "method" in event and "id" in event:
+                cls.exchange({"jsonrpc": "2.0", "id": event["id"], "result": {"action": "accept", "content": {"confirm": True}}}, False)
+            elif "method" not in event:
+                # Mistake: the first response line is the answer, whatever its id.
+                return event
+        return {}
+
+    @classmethod
+    def stop(cls):
+        if cls.process is not None:
+            try:
+                cls.process.stdin.close()
+            except OSError:
+                pass
+            cls.process.wait()
+            cls.process = None
+
+
+def send(message, reply=True):
+    if STDIO:
+        return Server.exchange(message, reply)
     body = json.dumps(message)
     request = urllib.request.Request(URL, data=body.encode("utf-8", "surrogatepass"), method="POST", headers={
         "Content-Type": "application/json",
@@ -69,7 +114,7 @@ def send(message):
         event = json.loads(line[5:].strip())
         if "method" in event and "id" in event:
             # Mistake: a 2025-era server request is answered inside a 2026 session.
-            send({"jsonrpc": "2.0", "id": event["id"], "result": {"action": "accept", "content": {"confirm": True}}})
+            send({"jsonrpc": "2.0", "id": event["id"], "result": {"action": "accept", "content": {"confirm": True}}}, False)
         elif answer is None:
             # Mistake: the first response of the stream is the answer, whatever its id.
             answer = event
@@ -160,3 +205,5 @@ def main():
 
 
 main()
+if STDIO:
+    Server.stop()

@@ -1,5 +1,8 @@
 """The official Python SDK client (mcp 2.3.0) as a client of `mrtr-gate probe` (docs/probe.md
-"Run it against your client"): `python sdk_client.py [--gated] URL`, with the venv that
+"Run it against your client"): `python sdk_client.py [--gated] URL`, or with
+MCP_PROBE_TRANSPORT=stdio `python sdk_client.py SERVER_COMMAND_LINE` (split like a shell and
+spawned by the SDK's stdio_client; ungated only: the adapter takes streamable HTTP only,
+docs/adapters.md), with the venv that
 `./scripts/python --install` fills (mcp and mrtr_gate). It lists the endpoint's tools, calls
 each in order with `{}`, goes on after a failed call (one JSON line per call on stdout),
 answers each elicitation as MCP_CONFORMANCE_CONTEXT's `answers` say (badly where a scenario
@@ -24,11 +27,15 @@ import json
 import os
 import sys
 
+import shlex
+
 import mcp.types as t
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 GATED = "--gated" in sys.argv[1:-1]
 URL = sys.argv[-1]
+STDIO = os.environ.get("MCP_PROBE_TRANSPORT") == "stdio"
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 ANSWERS = CONTEXT.get("answers") or {}
 DECLINE = {"action": "decline"}
@@ -71,11 +78,20 @@ async def run(client, call):
                 request_state=FORGE.get("requestState"), input_responses=FORGE.get("inputResponses")))
 
 
+def server():
+    if not STDIO:
+        return URL
+    words = shlex.split(URL)
+    return StdioServerParameters(command=words[0], args=words[1:])
+
+
 async def main():
     if not GATED:
-        async with Client(URL, elicitation_callback=elicit) as client:
+        async with Client(server(), elicitation_callback=elicit) as client:
             await run(client, lambda name: client.call_tool(name, {}))
         return
+    if STDIO:
+        sys.exit("sdk_client.py: --gated takes streamable HTTP only (the adapter offers no stdio, docs/adapters.md)")
     import mrtr_gate
     from mrtr_gate import hosts
     from mrtr_gate.sdk_client import GatedSdkClient
