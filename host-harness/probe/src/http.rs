@@ -2,23 +2,36 @@
 //! recorded whole, then answered by the scenario ([`crate::mcp`]); `GET` is 405 (both SDKs
 //! read it as "no stream"), `DELETE` 200, other paths 404. Every request is recorded before it
 //! is answered, so what the client sent is in the recording even if it never reads the answer.
+//! A held call ([`crate::hold`]) is a stream left open after its notification: the client
+//! closing it, or a `notifications/cancelled` naming it, cancels it, and the next request's
+//! stream starts with the late round (a request that comes while the call is held waits for
+//! the hold to settle, so a close the probe has not yet seen cannot race the late round away).
 
+use crate::hold::{CANCEL_FALLBACK, Hold, HoldRecord};
+use crate::json_text::raw_member;
 use crate::listen::Listener;
 use crate::mcp;
 use crate::record::Request;
-use crate::respond::Reply;
+use crate::respond::{Reply, envelope, sse_event};
 use crate::scenario::Scenario;
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+type Body = BoxBody<Bytes, Infallible>;
 
 /// A body larger than this is refused (413) and recorded as its first bytes only.
 const BODY_LIMIT: usize = 16 << 20;
@@ -31,6 +44,8 @@ struct Shared {
     canary: u16,
     requests: Mutex<Vec<Request>>,
     legs: Mutex<HashMap<String, usize>>,
+    hold: Hold,
+    fallback: Duration,
 }
 
 /// The running endpoint.
@@ -42,21 +57,29 @@ pub struct Server {
 impl Server {
     /// Starts serving `scenario`, whose URL placeholders name the canary at `canary`.
     pub fn start(scenario: Arc<Scenario>, canary: u16) -> io::Result<Server> {
+        Server::start_with(scenario, canary, CANCEL_FALLBACK)
+    }
+
+    /// [`Server::start`] with a held call's fallback after `fallback`.
+    pub fn start_with(
+        scenario: Arc<Scenario>,
+        canary: u16,
+        fallback: Duration,
+    ) -> io::Result<Server> {
         let shared = Arc::new(Shared {
             scenario,
             canary,
             requests: Mutex::new(Vec::new()),
             legs: Mutex::new(HashMap::new()),
+            hold: Hold::default(),
+            fallback,
         });
         let serving = shared.clone();
         let listener = Listener::start(move |stream| {
             let shared = serving.clone();
             async move {
                 let _ = stream.set_nodelay(true);
-                let service = service_fn(move |request| {
-                    let shared = shared.clone();
-                    async move { handle(&shared, request).await }
-                });
+                let service = service_fn(move |request| handle(shared.clone(), request));
                 // A client that hangs up mid-request ends the connection: nothing to report.
                 let _ = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -72,8 +95,9 @@ impl Server {
     }
 
     /// Waits for every connection to end (the client has exited) and returns the requests,
-    /// and whether every connection ended within `guard`.
-    pub async fn finish(self, guard: Duration) -> (Vec<Request>, bool) {
+    /// whether every connection ended within `guard`, and the held call's outcome. A held
+    /// stream is dropped with its connection, so its close is known once every one has ended.
+    pub async fn finish(self, guard: Duration) -> (Vec<Request>, bool, Option<HoldRecord>) {
         let ended = self.listener.finish(guard).await;
         let requests = self
             .shared
@@ -81,13 +105,83 @@ impl Server {
             .lock()
             .map(|mut r| std::mem::take(&mut *r))
             .unwrap_or_default();
-        (requests, ended)
+        (requests, ended, self.shared.hold.record())
     }
 }
 
-fn empty(status: StatusCode) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
+fn full(status: StatusCode, body: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
     *response.status_mut() = status;
+    response
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    full(status, String::new())
+}
+
+/// A held call's stream: events as the hold task sends them; dropped (the client closed the
+/// exchange, or its connection) while the call is held, it cancels the call.
+struct Held {
+    events: mpsc::Receiver<Bytes>,
+    shared: Arc<Shared>,
+}
+
+impl hyper::body::Body for Held {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.events
+            .poll_recv(cx)
+            .map(|event| event.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared.hold.cancel("closed");
+    }
+}
+
+/// Starts holding call `id`: its stream opens with `notify`; it ends when the client cancels
+/// with `notifications/cancelled` (a close needs no end), or with a plain result at the
+/// fallback.
+fn hold(shared: &Arc<Shared>, id: &str, notify: &str, late: String) -> Response<Body> {
+    if !shared.hold.start(id, late) {
+        let error =
+            serde_json::json!({"code": -32603, "message": "the probe holds one call per run"});
+        return full(StatusCode::OK, envelope(id, "error", &error));
+    }
+    let (send, events) = mpsc::channel(2);
+    let _ = send.try_send(Bytes::from(sse_event(notify)));
+    let task_shared = shared.clone();
+    let id = id.to_owned();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = task_shared.hold.settled() => {}
+            () = tokio::time::sleep(task_shared.fallback) => {
+                if task_shared.hold.fall_back() {
+                    let result = serde_json::json!({"resultType": "complete", "content": [
+                        {"type": "text", "text": "the probe's fallback: the call was never cancelled"}]});
+                    let _ = send.send(Bytes::from(sse_event(&envelope(&id, "result", &result)))).await;
+                }
+            }
+        }
+        // Dropping the sender ends the stream (a closed one has nothing left to end).
+        drop(send);
+    });
+    let body = Held {
+        events,
+        shared: shared.clone(),
+    };
+    let mut response = Response::new(body.boxed());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
     response
 }
 
@@ -104,9 +198,10 @@ impl std::fmt::Display for CloseConnection {
 impl std::error::Error for CloseConnection {}
 
 async fn handle(
-    shared: &Shared,
+    shared: Arc<Shared>,
     request: hyper::Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, CloseConnection> {
+) -> Result<Response<Body>, CloseConnection> {
+    let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let (body, too_large) = match Limited::new(request.into_body(), BODY_LIMIT)
@@ -125,12 +220,18 @@ async fn handle(
         };
         Request::read(requests.len(), method.as_str(), &path, body)
     };
+    recorded.started = started;
     if let Some(tool) = &recorded.tool
         && let Ok(mut legs) = shared.legs.lock()
     {
         let leg = legs.entry(tool.clone()).or_insert(0);
         recorded.leg = Some(*leg);
         *leg += 1;
+    }
+    if recorded.method.as_deref() == Some("notifications/cancelled")
+        && let Some(named) = raw_member(&recorded.body, &["params", "requestId"])
+    {
+        shared.hold.cancel_id(named);
     }
     let response = if path != MCP_PATH {
         empty(StatusCode::NOT_FOUND)
@@ -143,32 +244,68 @@ async fn handle(
     } else if method == Method::POST {
         let answered = mcp::answer(&shared.scenario, &recorded, shared.canary);
         let status = StatusCode::from_u16(answered.status).unwrap_or(StatusCode::OK);
-        match answered.reply {
-            None => empty(status),
-            Some(Reply::Close) => {
-                record(shared, recorded);
-                return Err(CloseConnection);
+        let id = recorded.id.clone().unwrap_or_default();
+        let is_call = recorded.is_call();
+        let seq = record(&shared, recorded);
+        let late = match &answered.reply {
+            Some(Reply::Json(_) | Reply::Sse(_)) if is_call => shared.hold.late_for(seq).await,
+            _ => None,
+        };
+        let response = match (answered.reply, late) {
+            (None, _) => empty(status),
+            (Some(Reply::Close), _) => return Err(CloseConnection),
+            (Some(Reply::Hold { notify, late }), _) => hold(&shared, &id, &notify, late),
+            (Some(Reply::Json(text)), Some(late)) => sse(status, vec![late, text]),
+            (Some(Reply::Sse(mut events)), Some(late)) => {
+                events.insert(0, late);
+                sse(status, events)
             }
-            Some(reply) => {
-                let mut response = Response::new(Full::new(Bytes::from(reply.body())));
-                *response.status_mut() = status;
+            (Some(reply), None) => {
+                let mut response = full(status, reply.body());
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
                     header::HeaderValue::from_static(reply.content_type()),
                 );
                 response
             }
-        }
+        };
+        answered_at(&shared, seq);
+        return Ok(response);
     } else {
         empty(StatusCode::METHOD_NOT_ALLOWED)
     };
-    record(shared, recorded);
+    let seq = record(&shared, recorded);
+    answered_at(&shared, seq);
     Ok(response)
 }
 
-fn record(shared: &Shared, mut recorded: Request) {
-    if let Ok(mut requests) = shared.requests.lock() {
-        recorded.seq = requests.len();
-        requests.push(recorded);
+fn sse(status: StatusCode, events: Vec<String>) -> Response<Body> {
+    let reply = Reply::Sse(events);
+    let mut response = full(status, reply.body());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(reply.content_type()),
+    );
+    response
+}
+
+/// Notes when request `seq` had its answer, before its bytes are written: the client can read
+/// it only later, so a gap measured from here is never shorter than the time the client waited.
+fn answered_at(shared: &Shared, seq: usize) {
+    if let Ok(mut requests) = shared.requests.lock()
+        && let Some(r) = requests.get_mut(seq)
+    {
+        r.answered = Some(Instant::now());
     }
+}
+
+/// Records `recorded`; its number in the recording.
+fn record(shared: &Shared, mut recorded: Request) -> usize {
+    let Ok(mut requests) = shared.requests.lock() else {
+        return usize::MAX;
+    };
+    let seq = requests.len();
+    recorded.seq = seq;
+    requests.push(recorded);
+    seq
 }

@@ -12,6 +12,7 @@
 
 pub mod canary;
 pub mod embedded;
+pub mod hold;
 pub mod http;
 pub mod json_text;
 pub mod judge;
@@ -159,7 +160,7 @@ async fn run_one(
     .await?;
     // The client's tree is gone, so every connection ends at once; one that does not is held
     // by a process outside the tree, and the run fails rather than wait for it.
-    let (requests, server_ended) = server.finish(linger).await;
+    let (requests, server_ended, hold) = server.finish(linger).await;
     let (hits, canary_ended) = canary.finish(linger).await;
     let unsupported = exited
         .stdout
@@ -178,6 +179,7 @@ async fn run_one(
         timed_out: exited.timed_out,
         lingering: !(server_ended && canary_ended),
         duration_ms: exited.duration.as_millis(),
+        hold,
     };
     let verdicts = judge::judge(&scenario, &recording, canary_port);
     Ok(ScenarioRun {
