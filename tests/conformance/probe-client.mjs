@@ -11,6 +11,10 @@
 // With --gated: the same SDK through the gate by the JavaScript package's adapter
 // (GatedSdkClient, the package's `mrtr-gate/sdk-client`), whose `answer` gets the keys; the
 // "user" consents to every grant in advance, so what the gate refuses is the gate's own doing.
+// Context `cancel_on` (a notification method): the call in flight is aborted (AbortController,
+// the SDK's `signal`) when that notification comes. --gated says `unsupported: cancel` and calls
+// nothing: the adapter reads a call's whole answer before the SDK sees any of it, so a
+// notification on a stream still open never reaches the app while it could cancel.
 // It lives here because this folder pins the SDK and the Node 22 the conformance suite runs.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { Gate } from "../../host-harness/node/src/index.js";
@@ -29,9 +33,24 @@ const byMessage = (message) => {
 const report = (line) => console.log(JSON.stringify(line));
 const capabilities = context.capabilities ?? { elicitation: { form: {}, url: {} } };
 const forge = context.forge;
+const cancelOn = context.cancel_on;
+if (cancelOn && ((gatedMode && !process.env.PROBE_TRY_GATED_CANCEL) || cancelOn !== "notifications/message")) {
+  console.log("mrtr-probe: unsupported: cancel");
+  process.exit(0);
+}
+let inFlight = null;
+const cancellable = (send) => {
+  const controller = new AbortController();
+  inFlight = controller;
+  return send({ signal: controller.signal }).finally(() => { if (inFlight === controller) inFlight = null; });
+};
 
 let client;
 let call;
+const onCancel = () => {
+  report({ cancel: cancelOn });
+  inFlight?.abort();
+};
 if (gatedMode) {
   const clock = new SystemClock();
   const gate = await Gate.create({ clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() });
@@ -42,17 +61,19 @@ if (gatedMode) {
     openUrl: (u) => report({ open: u }),
   });
   client = new Client({ name: "mrtr-gate-probe-ts-gated", version: "0" }, GatedSdkClient.clientOptions({ capabilities }));
+  if (cancelOn) client.setNotificationHandler(cancelOn, onCancel);
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
   gated.attach(client);
-  call = (name, extra = {}) => gated.callTool({ name, arguments: {}, ...extra });
+  call = (name, extra = {}) => cancellable((options) => gated.callTool({ name, arguments: {}, ...extra }, options));
 } else {
   client = new Client({ name: "mrtr-gate-probe-ts-sdk", version: "0" }, { capabilities, versionNegotiation: { mode: "auto" } });
   client.setRequestHandler("elicitation/create", async (request) => {
     report({ handler: request.params.message });
     return byMessage(request.params.message);
   });
+  if (cancelOn) client.setNotificationHandler(cancelOn, onCancel);
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-  call = (name, extra = {}) => client.callTool({ name, arguments: {}, ...extra });
+  call = (name, extra = {}) => cancellable((options) => client.callTool({ name, arguments: {}, ...extra }, options));
 }
 
 const attempt = async (name, extra, label) => {
