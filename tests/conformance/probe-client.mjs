@@ -14,7 +14,8 @@
 // Context `cancel_on` (a notification method): the call in flight is aborted (AbortController,
 // the SDK's `signal`) when that notification comes. --gated says `unsupported: cancel` and calls
 // nothing: the adapter reads a call's whole answer before the SDK sees any of it, so a
-// notification on a stream still open never reaches the app while it could cancel.
+// notification on a stream still open never reaches the app while it could cancel (measured:
+// the SDK's own 60 s request timeout, not the app, ended the held call).
 // It lives here because this folder pins the SDK and the Node 22 the conformance suite runs.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { Gate } from "../../host-harness/node/src/index.js";
@@ -34,7 +35,7 @@ const report = (line) => console.log(JSON.stringify(line));
 const capabilities = context.capabilities ?? { elicitation: { form: {}, url: {} } };
 const forge = context.forge;
 const cancelOn = context.cancel_on;
-if (cancelOn && ((gatedMode && !process.env.PROBE_TRY_GATED_CANCEL) || cancelOn !== "notifications/message")) {
+if (cancelOn && (gatedMode || cancelOn !== "notifications/message")) {
   console.log("mrtr-probe: unsupported: cancel");
   process.exit(0);
 }
@@ -47,10 +48,6 @@ const cancellable = (send) => {
 
 let client;
 let call;
-const onCancel = () => {
-  report({ cancel: cancelOn });
-  inFlight?.abort();
-};
 if (gatedMode) {
   const clock = new SystemClock();
   const gate = await Gate.create({ clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() });
@@ -61,17 +58,21 @@ if (gatedMode) {
     openUrl: (u) => report({ open: u }),
   });
   client = new Client({ name: "mrtr-gate-probe-ts-gated", version: "0" }, GatedSdkClient.clientOptions({ capabilities }));
-  if (cancelOn) client.setNotificationHandler(cancelOn, onCancel);
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
   gated.attach(client);
-  call = (name, extra = {}) => cancellable((options) => gated.callTool({ name, arguments: {}, ...extra }, options));
+  call = (name, extra = {}) => gated.callTool({ name, arguments: {}, ...extra });
 } else {
   client = new Client({ name: "mrtr-gate-probe-ts-sdk", version: "0" }, { capabilities, versionNegotiation: { mode: "auto" } });
   client.setRequestHandler("elicitation/create", async (request) => {
     report({ handler: request.params.message });
     return byMessage(request.params.message);
   });
-  if (cancelOn) client.setNotificationHandler(cancelOn, onCancel);
+  if (cancelOn) {
+    client.setNotificationHandler(cancelOn, () => {
+      report({ cancel: cancelOn });
+      inFlight?.abort();
+    });
+  }
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
   call = (name, extra = {}) => cancellable((options) => client.callTool({ name, arguments: {}, ...extra }, options));
 }

@@ -155,11 +155,22 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
             json!({"declaredElicitation": declared}),
         );
     }
-    if check.requires.as_deref() == Some(CANCELLED)
-        && let Some(outcome) = unless_cancelled(rec)
-    {
-        return outcome;
+    if check.requires.as_deref() == Some(CANCELLED) {
+        if let Some(outcome) = unless_cancelled(rec) {
+            return outcome;
+        }
+        let (status, message, mut details) = judge_kind(scenario, check, rec, canary);
+        if let (Some(hold), Some(members)) = (&rec.hold, details.as_object_mut()) {
+            members.insert("cancelled".into(), json!(hold.cancelled));
+            let late = hold.late_on.and_then(|seq| rec.requests.get(seq));
+            members.insert("lateRoundOn".into(), json!(late.map(Request::describe)));
+        }
+        return (status, message, details);
     }
+    judge_kind(scenario, check, rec, canary)
+}
+
+fn judge_kind(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> Outcome {
     match check.kind {
         CheckKind::MinGapMs => min_gap(scenario, check, rec),
         CheckKind::Control => control(check, rec),
@@ -453,7 +464,9 @@ fn min_gap(scenario: &Scenario, check: &Check, rec: &Recording) -> Outcome {
     let measured = gaps(scenario, tool, rec);
     let shown: Vec<Value> = measured
         .iter()
-        .map(|(leg, gap)| json!({"round": leg, "gapMs": gap.map(|g| g.as_secs_f64() * 1000.0)}))
+        .map(|(leg, gap)| {
+            json!({"round": leg, "gapMs": gap.map(|g| (g.as_secs_f64() * 10_000.0).round() / 10.0)})
+        })
         .collect();
     if measured.is_empty() {
         return fail(

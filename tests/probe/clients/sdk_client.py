@@ -13,7 +13,8 @@ adapter sets one), so `mrtr-url-undeclared` is SKIPPED (docs/probe.md). Context 
 (`notifications/message`): the call in flight runs in an anyio cancel scope, cancelled by the
 logging callback. --gated says `unsupported: cancel` and calls nothing: the adapter reads a
 call's whole answer before the SDK sees any of it, so a notification on a stream still open
-never reaches the app while it could cancel.
+never reaches the app while it could cancel (measured: the app's logging callback ran only
+once the probe's fallback had answered the call).
 
 Without --gated: the SDK unmodified, in its automatic MRTR mode (it fulfils rounds itself). The
 SDK's callback sees no input key, so the answer is found by the elicitation's message
