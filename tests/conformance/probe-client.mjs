@@ -13,6 +13,12 @@
 // With --gated: the same SDK through the gate by the JavaScript package's adapter
 // (GatedSdkClient, the package's `mrtr-gate/sdk-client`), whose `answer` gets the keys; the
 // "user" consents to every grant in advance, so what the gate refuses is the gate's own doing.
+// Context `cancel_on` (a notification method): the call in flight is aborted (AbortController,
+// the SDK's `signal`) when that notification comes (the SDK then sends notifications/cancelled
+// and, over HTTP, closes the call's stream). --gated says `unsupported: cancel` and calls
+// nothing: the adapter reads a call's whole answer before the SDK sees any of it, so a
+// notification on a stream still open never reaches the app while it could cancel (measured:
+// the SDK's own 60 s request timeout, not the app, ended the held call).
 // It lives here because this folder pins the SDK and the Node 22 the conformance suite runs.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
@@ -71,6 +77,17 @@ const byMessage = (message) => {
 const report = (line) => console.log(JSON.stringify(line));
 const capabilities = context.capabilities ?? { elicitation: { form: {}, url: {} } };
 const forge = context.forge;
+const cancelOn = context.cancel_on;
+if (cancelOn && (gatedMode || cancelOn !== "notifications/message")) {
+  console.log("mrtr-probe: unsupported: cancel");
+  process.exit(0);
+}
+let inFlight = null;
+const cancellable = (send) => {
+  const controller = new AbortController();
+  inFlight = controller;
+  return send({ signal: controller.signal }).finally(() => { if (inFlight === controller) inFlight = null; });
+};
 
 let client;
 let call;
@@ -93,8 +110,14 @@ if (gatedMode) {
     report({ handler: request.params.message });
     return byMessage(request.params.message);
   });
+  if (cancelOn) {
+    client.setNotificationHandler(cancelOn, () => {
+      report({ cancel: cancelOn });
+      inFlight?.abort();
+    });
+  }
   await client.connect(transport());
-  call = (name, extra = {}) => client.callTool({ name, arguments: {}, ...extra });
+  call = (name, extra = {}) => cancellable((options) => client.callTool({ name, arguments: {}, ...extra }, options));
 }
 
 const attempt = async (name, extra, label) => {

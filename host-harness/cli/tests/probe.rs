@@ -1,6 +1,6 @@
 //! `mrtr-gate probe` end to end: `mrtr-gate call` (tests/probe/clients/cli-call.sh) passes
 //! every check of every scenario but those tests/probe/expected-skips.json lists for it, which
-//! are SKIPPED (it takes no MRTR fields, and it declares both elicitation modes); the naive client fails and the run exits 1; unknown
+//! are SKIPPED (it takes no MRTR fields, cannot cancel a call in flight, and declares both elicitation modes); the naive client fails and the run exits 1; unknown
 //! scenarios and hostile scenario files are usage errors (exit 2) before any client runs.
 //! Over stdio (the client spawns `mrtr-gate probe --relay`): the naive client fails every check
 //! but the control, a client that does nothing fails every check, and the relay copies both

@@ -31,6 +31,8 @@ scenarios!(
     "mrtr-oversized-request-state",
     "mrtr-retry-arguments-changed",
     "mrtr-url-undeclared",
+    "mrtr-round-after-cancel",
+    "mrtr-state-only-pacing",
 );
 
 /// The embedded scenarios, validated, control first.

@@ -23,7 +23,7 @@ fn show_state(units: &[u16]) -> String {
 }
 use crate::record::{Recording, Request};
 use crate::respond::{Fill, Reply, reply};
-use crate::scenario::{Check, CheckKind, DECLARED_FORM_ONLY, Match, Scenario};
+use crate::scenario::{CANCELLED, Check, CheckKind, DECLARED_FORM_ONLY, Match, Scenario};
 use serde_json::{Value, json};
 
 /// A check's outcome.
@@ -130,6 +130,14 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
             json!({}),
         );
     }
+    if check.requires.as_deref() == Some(CANCELLED) && rec.unsupported.iter().any(|u| u == "cancel")
+    {
+        return (
+            Status::Skipped,
+            Some("the client says it does not support cancel".into()),
+            json!({}),
+        );
+    }
     let tools = scenario.tools_of(check);
     for tool in &tools {
         if rec.calls_of(tool).next().is_none() {
@@ -162,7 +170,24 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
             json!({"declaredElicitation": declared}),
         );
     }
+    if check.requires.as_deref() == Some(CANCELLED) {
+        if let Some(outcome) = unless_cancelled(rec) {
+            return outcome;
+        }
+        let (status, message, mut details) = judge_kind(scenario, check, rec, canary);
+        if let (Some(hold), Some(members)) = (&rec.hold, details.as_object_mut()) {
+            members.insert("cancelled".into(), json!(hold.cancelled));
+            let late = hold.late_on.and_then(|seq| rec.requests.get(seq));
+            members.insert("lateRoundOn".into(), json!(late.map(Request::describe)));
+        }
+        return (status, message, details);
+    }
+    judge_kind(scenario, check, rec, canary)
+}
+
+fn judge_kind(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> Outcome {
     match check.kind {
+        CheckKind::MinGapMs => min_gap(scenario, check, rec),
         CheckKind::Control => control(check, rec),
         CheckKind::NoRequest => no_request(check, rec),
         CheckKind::AtMost => at_most(check, rec),
@@ -335,7 +360,7 @@ fn leg0_state(scenario: &Scenario, tool: &str, canary: u16) -> Option<Vec<u16>> 
     ) {
         Reply::Json(text) => text,
         Reply::Sse(events) => events.into_iter().next()?,
-        Reply::Close => return None,
+        Reply::Close | Reply::Hold { .. } => return None,
     };
     decode_string(raw_member(&text, &["result", "requestState"])?)
 }
@@ -384,6 +409,120 @@ fn state_echo(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) 
                 if n == 1 { "y" } else { "ies" }
             )),
             json!({"expected": shown, "retries": n}),
+        ),
+    }
+}
+
+/// The `cancelled` precondition: `None` when the held call was cancelled and the late round
+/// went out on a later request (the check is then judged); otherwise SKIPPED (no cancellation:
+/// the fallback answered the call) or FAILURE (no request came after the cancellation, so the
+/// late round was never delivered and nothing was shown).
+fn unless_cancelled(rec: &Recording) -> Option<Outcome> {
+    let Some(hold) = &rec.hold else {
+        return Some(fail(
+            "the probe never held the call (the client's first call did not reach the held leg)"
+                .into(),
+            json!({"held": false}),
+        ));
+    };
+    let Some(how) = hold.cancelled else {
+        return Some((
+            Status::Skipped,
+            Some(format!(
+                "the client did not cancel the held call (id {}) within {} s of the notification; the probe's fallback answered it (a client that cannot cancel says `mrtr-probe: unsupported: cancel`)",
+                hold.id,
+                hold.fallback.as_secs()
+            )),
+            json!({"cancelled": false, "fellBack": hold.fell_back}),
+        ));
+    };
+    if hold.late_on.is_none() {
+        return Some(fail(
+            format!(
+                "the client cancelled the held call (id {}, by {how}) but sent no request after it, so the late round was never delivered: nothing was shown",
+                hold.id
+            ),
+            json!({"cancelled": how, "lateDelivered": false}),
+        ));
+    }
+    None
+}
+
+/// The gap before each retry of a state-only round: from the round's answer to the retry's
+/// head, per leg. `None` for a gap: the retry's head came before the round was written.
+fn gaps(
+    scenario: &Scenario,
+    tool: &str,
+    rec: &Recording,
+) -> Vec<(usize, Option<std::time::Duration>)> {
+    let Some(spec) = scenario.tool(tool) else {
+        return Vec::new();
+    };
+    let calls: Vec<&Request> = rec.calls_of(tool).collect();
+    calls
+        .iter()
+        .filter_map(|retry| {
+            let leg = retry.leg?.checked_sub(1)?;
+            if !spec.answer(leg).is_state_only() {
+                return None;
+            }
+            let round = calls.iter().find(|c| c.leg == Some(leg))?;
+            let answered = round.answered?;
+            Some((leg, retry.started.checked_duration_since(answered)))
+        })
+        .collect()
+}
+
+fn min_gap(scenario: &Scenario, check: &Check, rec: &Recording) -> Outcome {
+    let tool = check.tool.as_deref().unwrap_or_default();
+    let least = std::time::Duration::from_millis(check.ms.unwrap_or_default());
+    let measured = gaps(scenario, tool, rec);
+    let shown: Vec<Value> = measured
+        .iter()
+        .map(|(leg, gap)| {
+            json!({"round": leg, "gapMs": gap.map(|g| (g.as_secs_f64() * 10_000.0).round() / 10.0)})
+        })
+        .collect();
+    if measured.is_empty() {
+        return fail(
+            format!(
+                "the client sent no retry of `{tool}`'s state-only rounds: there is no gap to measure"
+            ),
+            json!({"gaps": shown}),
+        );
+    }
+    let show = |gap: &Option<std::time::Duration>| {
+        gap.map_or_else(
+            || "before the round was written (its request had been opened ahead)".into(),
+            |g| {
+                format!(
+                    "{:.1} ms after the round was written",
+                    g.as_secs_f64() * 1000.0
+                )
+            },
+        )
+    };
+    match measured
+        .iter()
+        .find(|(_, gap)| gap.is_none_or(|g| g < least))
+    {
+        None => (
+            Status::Success,
+            Some(format!(
+                "paced: every state-only retry came at least {} ms after its round",
+                least.as_millis()
+            )),
+            json!({"gaps": shown}),
+        ),
+        Some((leg, gap)) => fail(
+            format!(
+                "the client retried state-only round {leg} of `{tool}` {}, where at least {} ms are expected; {} retr{} measured",
+                show(gap),
+                least.as_millis(),
+                measured.len(),
+                if measured.len() == 1 { "y" } else { "ies" }
+            ),
+            json!({"gaps": shown}),
         ),
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod canary;
 pub mod embedded;
+pub mod hold;
 pub mod http;
 pub mod json_text;
 pub mod judge;
@@ -167,22 +168,23 @@ impl Endpoint {
         scenario: &Arc<Scenario>,
         transport: &Transport,
         canary: u16,
+        fallback: Duration,
     ) -> std::io::Result<(Endpoint, String)> {
         match transport {
             Transport::Http => {
-                let server = http::Server::start(scenario.clone(), canary)?;
+                let server = http::Server::start(scenario.clone(), canary, fallback)?;
                 let url = server.url();
                 Ok((Endpoint::Http(server), url))
             }
             Transport::Stdio { relay } => {
-                let server = stdio::Server::start(scenario.clone(), canary)?;
+                let server = stdio::Server::start(scenario.clone(), canary, fallback)?;
                 let word = server.last_word(relay)?;
                 Ok((Endpoint::Stdio(server), word))
             }
         }
     }
 
-    async fn finish(self, guard: Duration) -> (Vec<Request>, bool) {
+    async fn finish(self, guard: Duration) -> (Vec<Request>, bool, Option<hold::HoldRecord>) {
         match self {
             Endpoint::Http(server) => server.finish(guard).await,
             Endpoint::Stdio(server) => server.finish(guard).await,
@@ -213,7 +215,12 @@ async fn run_one(scenario: Arc<Scenario>, options: &ProbeOptions) -> std::io::Re
     std::fs::write(&answers_file, answers.to_string())?;
     let canary = canary::Canary::start()?;
     let canary_port = canary.port();
-    let (server, last_word) = Endpoint::start(&scenario, &options.transport, canary_port)?;
+    let (server, last_word) = Endpoint::start(
+        &scenario,
+        &options.transport,
+        canary_port,
+        hold::fallback_within(options.timeout),
+    )?;
     let exited = launch::run(
         launch::Launch {
             command: &options.command,
@@ -226,7 +233,7 @@ async fn run_one(scenario: Arc<Scenario>, options: &ProbeOptions) -> std::io::Re
     .await?;
     // The client's tree is gone, so every connection ends at once; one that does not is held
     // by a process outside the tree, and the run fails rather than wait for it.
-    let (requests, server_ended) = server.finish(options.linger).await;
+    let (requests, server_ended, hold) = server.finish(options.linger).await;
     let (hits, canary_ended) = canary.finish(options.linger).await;
     let unsupported = exited
         .stdout
@@ -245,6 +252,7 @@ async fn run_one(scenario: Arc<Scenario>, options: &ProbeOptions) -> std::io::Re
         timed_out: exited.timed_out,
         lingering: !(server_ended && canary_ended),
         duration_ms: exited.duration.as_millis(),
+        hold,
     };
     let verdicts = judge::judge(&scenario, &recording, canary_port);
     Ok(ScenarioRun {

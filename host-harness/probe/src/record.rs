@@ -2,6 +2,7 @@
 //! the opener shim's calls, what the client said it cannot do, and how it ended. The judge
 //! reads only this, after the client's process tree has exited.
 
+use crate::hold::HoldRecord;
 use crate::json_text::{decode_string, lossy_surrogates, raw_member};
 use serde_json::Value;
 use std::time::Instant;
@@ -13,6 +14,12 @@ pub struct Request {
     pub seq: usize,
     /// When its body had been read.
     pub at: Instant,
+    /// When its first byte was seen: an HTTP request's head read, a stdio line read whole
+    /// (the pacing check's start).
+    pub started: Instant,
+    /// When the probe had its answer: an HTTP response about to be written (for a stream, its
+    /// first event), a stdio answer line written.
+    pub answered: Option<Instant>,
     /// `POST`, `GET`, `DELETE`, ...; on stdio `LINE` or `OVERSIZED_LINE` (its body not kept).
     pub http_method: String,
     /// The request's path; on stdio the connection, `relay:<n>` (n from 1).
@@ -55,9 +62,12 @@ impl Request {
             None
         };
         let raw_state = raw_member(&body, &["params", "requestState"]);
+        let now = Instant::now();
         Request {
             seq,
-            at: Instant::now(),
+            at: now,
+            started: now,
+            answered: None,
             http_method: http_method.to_owned(),
             path: path.to_owned(),
             id: raw_member(&body, &["id"]).map(str::to_owned),
@@ -142,6 +152,8 @@ pub struct Recording {
     pub lingering: bool,
     /// How long the client ran, in milliseconds.
     pub duration_ms: u128,
+    /// The held call, if the scenario held one and the client made it.
+    pub hold: Option<HoldRecord>,
 }
 
 impl Recording {

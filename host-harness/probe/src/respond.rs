@@ -15,6 +15,14 @@ pub enum Reply {
     Sse(Vec<String>),
     /// No response: the connection is closed.
     Close,
+    /// A held call: `notify` as the first event of a stream kept open until the client
+    /// cancels; `late` (under the same id) is for the client's next request.
+    Hold {
+        /// The notification's text.
+        notify: String,
+        /// The late answer's text.
+        late: String,
+    },
 }
 
 /// What placeholders stand for in one answer.
@@ -83,6 +91,12 @@ pub fn reply(answer: &Answer, fill: &Fill<'_>) -> Reply {
     if answer.close {
         return Reply::Close;
     }
+    if let Some(hold) = &answer.hold {
+        return Reply::Hold {
+            notify: serde_json::to_string(&fill.value(&hold.notify)).unwrap_or_default(),
+            late: message(&hold.late, fill),
+        };
+    }
     if let Some(events) = &answer.sse {
         return Reply::Sse(events.iter().map(|e| message(e, fill)).collect());
     }
@@ -123,7 +137,7 @@ impl Reply {
     pub fn content_type(&self) -> &'static str {
         match self {
             Reply::Json(_) => "application/json",
-            Reply::Sse(_) => "text/event-stream",
+            Reply::Sse(_) | Reply::Hold { .. } => "text/event-stream",
             Reply::Close => "application/octet-stream",
         }
     }
@@ -133,12 +147,18 @@ impl Reply {
         match self {
             Reply::Json(text) => text.clone(),
             Reply::Close => String::new(),
-            Reply::Sse(events) => events
-                .iter()
-                .map(|e| format!("event: message\ndata: {}\n\n", e.replace('\n', "\ndata: ")))
-                .collect(),
+            Reply::Sse(events) => events.iter().map(|e| sse_event(e)).collect(),
+            Reply::Hold { notify, .. } => sse_event(notify),
         }
     }
+}
+
+/// One SSE event carrying one message.
+pub fn sse_event(message: &str) -> String {
+    format!(
+        "event: message\ndata: {}\n\n",
+        message.replace('\n', "\ndata: ")
+    )
 }
 
 #[cfg(test)]

@@ -13,6 +13,13 @@ use std::path::Path;
 /// The precondition that the client declared form elicitation only.
 pub const DECLARED_FORM_ONLY: &str = "declared_form_only";
 
+/// The precondition that the client cancelled the held call (and the late round was
+/// delivered after it); a client that says `unsupported: cancel` is SKIPPED.
+pub const CANCELLED: &str = "cancelled";
+
+/// The largest `ms` a `min_gap_ms` check may ask for: a lower bound, never a wait.
+const MAX_GAP_MS: u64 = 10_000;
+
 /// The name of the tool every scenario lists last: a plain complete result.
 pub const SENTINEL_TOOL: &str = "probe_done";
 
@@ -81,6 +88,20 @@ pub struct Answer {
     /// (a transport error the server causes).
     #[serde(default)]
     pub close: bool,
+    /// Hold the call: an SSE stream with one notification, kept open until the client
+    /// cancels the call; the `late` answer then goes, under the cancelled id, first on the
+    /// stream of the client's next request.
+    pub hold: Option<Hold>,
+}
+
+/// A held call (at most one per scenario, in a tool's `legs`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hold {
+    /// The notification sent on the held stream (a JSON-RPC notification: `method`, no `id`).
+    pub notify: Value,
+    /// The answer delivered late, under the cancelled id (a `result`, `error` or `raw`).
+    pub late: Box<Answer>,
 }
 
 /// What a check is.
@@ -99,6 +120,9 @@ pub enum CheckKind {
     NoOpen,
     /// At most `n` requests match.
     AtMost,
+    /// Every retry of the tool's state-only rounds comes at least `ms` after the round was
+    /// written (a lower bound: load only lengthens a gap).
+    MinGapMs,
 }
 
 /// A check over the recording.
@@ -123,9 +147,14 @@ pub struct Check {
     pub says: Option<String>,
     /// `at_most`: how many requests may match.
     pub n: Option<usize>,
+    /// `min_gap_ms`: the least gap, in milliseconds.
+    pub ms: Option<u64>,
     /// `not_unsupported:<what>`: SKIPPED when the client says it cannot do `<what>`;
     /// `declared_form_only`: SKIPPED when the first call of the check's tools declares
-    /// `elicitation.url` (the client could not be made to declare form only).
+    /// `elicitation.url` (the client could not be made to declare form only);
+    /// `cancelled`: SKIPPED when the client says `unsupported: cancel` or never cancelled the
+    /// held call, FAILURE when it sent no request after cancelling (the late round was never
+    /// delivered).
     pub requires: Option<String>,
 }
 
@@ -312,6 +341,7 @@ fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
         ));
     }
     let mut tools = BTreeSet::new();
+    let mut holds = 0;
     for tool in &s.tools {
         if !well_named(&tool.name)
             || tool.name == SENTINEL_TOOL
@@ -336,6 +366,18 @@ fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
         for answer in tool.legs.iter().chain(std::iter::once(&tool.then)) {
             validate_answer(stem, answer, false)?;
         }
+        holds += tool.legs.iter().filter(|a| a.hold.is_some()).count();
+        if tool.then.hold.is_some() {
+            holds += 2;
+        }
+    }
+    if holds > 1 {
+        // One held call per run: the late round has one place to go.
+        return Err(refuse(
+            "invalid_answer",
+            stem,
+            "a scenario holds at most one call, in a tool's `legs` (not `then`)",
+        ));
     }
     let mut ids = BTreeSet::new();
     for check in &s.checks {
@@ -346,7 +388,7 @@ fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
                 format!("check id `{}` is repeated or not `mrtr-...`", check.id),
             ));
         }
-        validate_check(stem, &tools, check)?;
+        validate_check(stem, s, &tools, check)?;
     }
     Ok(())
 }
@@ -358,19 +400,34 @@ fn validate_answer(stem: &str, a: &Answer, nested: bool) -> Result<(), ScenarioE
         a.raw.is_some(),
         a.sse.is_some(),
         a.close,
+        a.hold.is_some(),
     ]
     .iter()
     .filter(|g| **g)
     .count();
     if given != 1
-        || (nested && (a.sse.is_some() || a.as_sse || a.close))
-        || (a.as_sse && (a.sse.is_some() || a.close))
+        || (nested && (a.sse.is_some() || a.as_sse || a.close || a.hold.is_some()))
+        || (a.as_sse && (a.sse.is_some() || a.close || a.hold.is_some()))
     {
         return Err(refuse(
             "invalid_answer",
             stem,
-            "an answer is exactly one of result, error, raw, sse and close (an sse event is a message)",
+            "an answer is exactly one of result, error, raw, sse, close and hold (an sse event or a late answer is a message)",
         ));
+    }
+    if let Some(hold) = &a.hold {
+        let notification = hold.notify.as_object().is_some_and(|n| {
+            n.get("method").is_some_and(Value::is_string) && !n.contains_key("id")
+        });
+        if !notification {
+            return Err(refuse(
+                "invalid_answer",
+                stem,
+                "a hold's `notify` is a JSON-RPC notification: a `method` string and no `id`",
+            ));
+        }
+        check_value_placeholders(stem, &hold.notify)?;
+        validate_answer(stem, &hold.late, true)?;
     }
     if let Some(raw) = &a.raw {
         check_placeholders(stem, raw, true)?;
@@ -424,7 +481,12 @@ fn check_placeholders(stem: &str, text: &str, raw: bool) -> Result<(), ScenarioE
     Ok(())
 }
 
-fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), ScenarioError> {
+fn validate_check(
+    stem: &str,
+    s: &Scenario,
+    tools: &BTreeSet<&str>,
+    c: &Check,
+) -> Result<(), ScenarioError> {
     let bad = |why: &str| refuse("invalid_check", stem, format!("check `{}`: {why}", c.id));
     let needs_match = matches!(
         c.kind,
@@ -438,12 +500,20 @@ fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), S
     if (c.kind == CheckKind::AtMost) != c.n.is_some() {
         return Err(bad("`n` is for at_most checks, which need one"));
     }
-    if (c.kind == CheckKind::StateEchoExact) != c.tool.is_some()
+    let tooled = matches!(c.kind, CheckKind::StateEchoExact | CheckKind::MinGapMs);
+    if tooled != c.tool.is_some()
         || (c.kind == CheckKind::StateEchoExact) != c.retry_required.is_some()
     {
         return Err(bad(
-            "`tool` and `retry_required` are for state_echo_exact checks, which need both",
+            "`tool` is for state_echo_exact (with `retry_required`) and min_gap_ms checks, which need it",
         ));
+    }
+    if (c.kind == CheckKind::MinGapMs) != c.ms.is_some()
+        || c.ms.is_some_and(|ms| ms == 0 || ms > MAX_GAP_MS)
+    {
+        return Err(bad(&format!(
+            "`ms` (1 to {MAX_GAP_MS}) is for min_gap_ms checks, which need it"
+        )));
     }
     if matches!(c.kind, CheckKind::NoRequest | CheckKind::AtMost) != c.says.is_some() {
         return Err(bad(
@@ -455,15 +525,36 @@ fn validate_check(stem: &str, tools: &BTreeSet<&str>, c: &Check) -> Result<(), S
     {
         return Err(bad(&format!("tool `{tool}` is not one of the scenario's")));
     }
+    if c.kind == CheckKind::MinGapMs
+        && !s
+            .tools
+            .iter()
+            .filter(|t| c.tool.as_ref() == Some(&t.name))
+            .any(|t| t.legs.iter().any(Answer::is_state_only))
+    {
+        return Err(bad(
+            "a min_gap_ms check's tool has no state-only round (a `result` with resultType `input_required` and no inputRequests) in its legs",
+        ));
+    }
     if let Some(m) = &c.matcher {
         validate_match(tools, m).map_err(|why| bad(&why))?;
     }
     if let Some(r) = &c.requires
         && r != DECLARED_FORM_ONLY
+        && r != CANCELLED
         && r.strip_prefix("not_unsupported:").is_none_or(str::is_empty)
     {
         return Err(bad(
-            "`requires` is `not_unsupported:<what>` or `declared_form_only`",
+            "`requires` is `not_unsupported:<what>`, `declared_form_only` or `cancelled`",
+        ));
+    }
+    let holds = s
+        .tools
+        .iter()
+        .any(|t| t.legs.iter().any(|a| a.hold.is_some()));
+    if c.requires.as_deref() == Some(CANCELLED) && !holds {
+        return Err(bad(
+            "`requires: cancelled` needs a scenario that holds a call (`hold`)",
         ));
     }
     Ok(())
@@ -538,6 +629,16 @@ impl Match {
         for sub in self.any_of.iter().flatten() {
             sub.collect_tools(into);
         }
+    }
+}
+
+impl Answer {
+    /// A `result` that is a state-only round: resultType `input_required`, no inputRequests.
+    pub fn is_state_only(&self) -> bool {
+        self.result.as_ref().is_some_and(|r| {
+            r.get("resultType").and_then(Value::as_str) == Some("input_required")
+                && r.get("inputRequests").is_none()
+        })
     }
 }
 

@@ -8,7 +8,16 @@
 //! answered by the scenario ([`crate::serve`]), and the reply is framed here: one line per
 //! message, and [`Reply::Close`] ends the connection, so the relay exits and the client sees
 //! its server die. Hostile input never ends the connection: only its end does.
+//!
+//! A held call ([`crate::hold`]) gets its notification line and nothing else until it
+//! settles: a `notifications/cancelled` line naming it, or this connection's end (the client
+//! closed the server's stdin, or it died), cancels it; the fallback writes its plain result.
+//! A request read after the call was held has its answer written once the hold has settled,
+//! preceded by the late round if it is the first to get it; the reader goes on meanwhile (the
+//! cancellation may be the next line). For the pacing check a line starts when the read that
+//! brought its first byte returned, and is answered when its answer is about to be written.
 
+use crate::hold::{HoldRecord, Phase};
 use crate::listen::Listener;
 use crate::record::Request;
 use crate::respond::Reply;
@@ -16,8 +25,8 @@ use crate::scenario::{Answer, Scenario};
 use crate::serve::Served;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
@@ -42,9 +51,10 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts serving `scenario`, whose URL placeholders name the canary at `canary`.
-    pub fn start(scenario: Arc<Scenario>, canary: u16) -> io::Result<Server> {
-        let shared = Arc::new(Served::new(scenario, canary));
+    /// Starts serving `scenario`, whose URL placeholders name the canary at `canary`; a held
+    /// call falls back after `fallback`.
+    pub fn start(scenario: Arc<Scenario>, canary: u16, fallback: Duration) -> io::Result<Server> {
+        let shared = Arc::new(Served::new(scenario, canary, fallback));
         let serving = shared.clone();
         let listener = Listener::start(move |stream| serve_connection(serving.clone(), stream))?;
         Ok(Server { listener, shared })
@@ -68,10 +78,11 @@ impl Server {
     }
 
     /// Waits for every relay connection to end (the client has exited) and returns the
-    /// requests, and whether every connection ended within `guard`.
-    pub async fn finish(self, guard: Duration) -> (Vec<Request>, bool) {
+    /// requests, whether every connection ended within `guard`, and the held call's outcome.
+    pub async fn finish(self, guard: Duration) -> (Vec<Request>, bool, Option<HoldRecord>) {
         let ended = self.listener.finish(guard).await;
-        (self.shared.take_requests(), ended)
+        let (requests, hold) = self.shared.take();
+        (requests, ended, hold)
     }
 }
 
@@ -84,13 +95,24 @@ pub enum Frame {
     Close,
 }
 
-/// stdio's framing of a reply: the one place a new kind of reply is written on stdio.
+/// stdio's framing of a reply: the one place a new kind of reply is written on stdio. A held
+/// call's frame is its notification (the connection starts the hold).
 pub fn frame(reply: Reply) -> Frame {
     match reply {
         Reply::Json(text) => Frame::Lines(vec![text]),
         Reply::Sse(events) => Frame::Lines(events),
+        Reply::Hold { notify, .. } => Frame::Lines(vec![notify]),
         Reply::Close => Frame::Close,
     }
+}
+
+/// A frame queued for the writer.
+struct Queued {
+    frame: Frame,
+    /// The request it answers (its answer time is noted as it is written).
+    seq: Option<usize>,
+    /// The request was read while a call was held: the late round may go first.
+    after_hold: bool,
 }
 
 /// Why `scenario` cannot be served on stdio, if it cannot: a message written verbatim that
@@ -129,20 +151,32 @@ enum Line {
     End,
 }
 
-/// Reads one line of at most `limit` bytes (its `\n` not counted), never holding more.
-async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R, limit: usize) -> io::Result<Line> {
+/// Reads one line of at most `limit` bytes (its `\n` not counted), never holding more, and
+/// when its first byte came: `filled` is when the last read off the connection returned.
+async fn read_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    limit: usize,
+    filled: &mut Instant,
+) -> io::Result<(Line, Instant)> {
     let mut line = Vec::new();
     let mut oversized = false;
+    let mut started = None;
     loop {
+        let fresh = reader.buffer().is_empty();
         let buffer = reader.fill_buf().await?;
+        if fresh {
+            *filled = Instant::now();
+        }
+        let started = *started.get_or_insert(*filled);
         if buffer.is_empty() {
-            return Ok(if oversized {
+            let line = if oversized {
                 Line::Oversized
             } else if line.is_empty() {
                 Line::End
             } else {
                 Line::Text(line)
-            });
+            };
+            return Ok((line, started));
         }
         let newline = buffer.iter().position(|b| *b == b'\n');
         let content = buffer
@@ -159,11 +193,12 @@ async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R, limit: usize) -> io:
         let taken = newline.map_or(buffer.len(), |at| at + 1);
         reader.consume(taken);
         if newline.is_some() {
-            return Ok(if oversized {
+            let line = if oversized {
                 Line::Oversized
             } else {
                 Line::Text(line)
-            });
+            };
+            return Ok((line, started));
         }
     }
 }
@@ -174,51 +209,104 @@ async fn serve_connection(shared: Arc<Served>, stream: TcpStream) {
     let path = format!("relay:{}", shared.connection());
     let (read, write) = stream.into_split();
     let (frames, queued) = mpsc::channel(QUEUED_FRAMES);
-    let writer = tokio::spawn(write_frames(write, queued));
+    let writer = tokio::spawn(write_frames(write, queued, shared.clone()));
     let mut reader = BufReader::new(read);
+    let mut filled = Instant::now();
+    let mut holding = false;
     // A read error ends the connection as its end does.
-    while let Ok(line) = read_line(&mut reader, LINE_LIMIT).await {
+    while let Ok((line, started)) = read_line(&mut reader, LINE_LIMIT, &mut filled).await {
         let request = match line {
             Line::End => break,
-            Line::Oversized => shared.arrive(OVERSIZED_LINE, &path, String::new()),
-            Line::Text(bytes) => {
-                shared.arrive(LINE, &path, String::from_utf8_lossy(&bytes).into_owned())
-            }
+            Line::Oversized => shared.arrive(OVERSIZED_LINE, &path, String::new(), started),
+            Line::Text(bytes) => shared.arrive(
+                LINE,
+                &path,
+                String::from_utf8_lossy(&bytes).into_owned(),
+                started,
+            ),
         };
+        let after_hold = request.is_call() && shared.hold().phase() != Phase::Idle;
+        let id = request.id.clone().unwrap_or_default();
         let reply = shared.answer(&request).reply;
-        shared.record(request);
-        match reply.map(frame) {
-            None => {}
-            Some(Frame::Close) => {
-                let _ = frames.send(Frame::Close).await;
-                break;
-            }
-            // A writer that failed (the relay is gone) leaves the lines still to read recorded.
-            Some(lines) => {
-                let _ = frames.send(lines).await;
-            }
+        let seq = shared.record(request);
+        let frame = match reply {
+            None => continue,
+            Some(Reply::Hold { notify, late }) => match shared.start_hold(&id, late) {
+                Ok(()) => {
+                    holding = true;
+                    tokio::spawn(fall_back(shared.clone(), id, frames.clone()));
+                    Frame::Lines(vec![notify])
+                }
+                Err(error) => Frame::Lines(vec![error]),
+            },
+            Some(reply) => frame(reply),
+        };
+        let close = frame == Frame::Close;
+        // A writer that failed (the relay is gone) leaves the lines still to read recorded.
+        let _ = frames
+            .send(Queued {
+                frame,
+                seq: Some(seq),
+                after_hold,
+            })
+            .await;
+        if close {
+            break;
         }
+    }
+    if holding {
+        // The server's stdin closed or the client is gone: the held call cannot be answered.
+        shared.hold().cancel("closed");
     }
     drop(frames);
     drop(reader);
     let _ = writer.await;
 }
 
+/// Writes the held call `id`'s plain result if the fallback answers it.
+async fn fall_back(shared: Arc<Served>, id: String, frames: mpsc::Sender<Queued>) {
+    if let Some(result) = shared.hold().held(&id).await {
+        let _ = frames
+            .send(Queued {
+                frame: Frame::Lines(vec![result]),
+                seq: None,
+                after_hold: false,
+            })
+            .await;
+    }
+}
+
 /// Writes frames in order until the connection is closed or every sender is gone.
-async fn write_frames(mut write: OwnedWriteHalf, mut queued: mpsc::Receiver<Frame>) {
-    while let Some(frame) = queued.recv().await {
-        match frame {
-            Frame::Lines(messages) => {
-                for message in messages {
-                    let mut bytes = message.into_bytes();
-                    bytes.push(b'\n');
-                    if write.write_all(&bytes).await.is_err() {
-                        return;
-                    }
-                }
-            }
+async fn write_frames(
+    mut write: OwnedWriteHalf,
+    mut queued: mpsc::Receiver<Queued>,
+    shared: Arc<Served>,
+) {
+    while let Some(Queued {
+        frame,
+        seq,
+        after_hold,
+    }) = queued.recv().await
+    {
+        let mut messages = match frame {
+            Frame::Lines(messages) => messages,
             Frame::Close => {
                 let _ = write.shutdown().await;
+                return;
+            }
+        };
+        if let Some(seq) = seq {
+            if after_hold && let Some(round) = shared.hold().late_for(seq).await {
+                messages.insert(0, round);
+            }
+            // Before its bytes are written: the client can read it only later, so a gap
+            // measured from here is never shorter than the time the client waited.
+            shared.answered(seq, Instant::now());
+        }
+        for message in messages {
+            let mut bytes = message.into_bytes();
+            bytes.push(b'\n');
+            if write.write_all(&bytes).await.is_err() {
                 return;
             }
         }
@@ -230,6 +318,8 @@ mod tests {
     use super::*;
     use crate::embedded;
     use tokio::io::AsyncReadExt;
+
+    const FALLBACK: Duration = Duration::from_secs(60);
 
     fn scenario(name: &str) -> Arc<Scenario> {
         let all = embedded::scenarios().expect("valid scenarios");
@@ -260,9 +350,10 @@ mod tests {
     async fn lines_are_bounded_and_the_last_may_lack_its_newline() {
         let input: &[u8] = b"ab\n\ntoo-long\nxyz";
         let mut reader = BufReader::with_capacity(2, input);
+        let mut filled = Instant::now();
         let mut lines = Vec::new();
         loop {
-            let line = read_line(&mut reader, 4).await.expect("read");
+            let (line, _) = read_line(&mut reader, 4, &mut filled).await.expect("read");
             if line == Line::End {
                 break;
             }
@@ -281,7 +372,8 @@ mod tests {
 
     #[tokio::test]
     async fn hostile_lines_are_recorded_and_the_connection_goes_on() {
-        let server = Server::start(scenario("mrtr-control-form-round"), 9).expect("started");
+        let server =
+            Server::start(scenario("mrtr-control-form-round"), 9, FALLBACK).expect("started");
         let mut input = Vec::new();
         input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
         input.extend_from_slice(b"\xff\xfe{\"id\":\x80}\n");
@@ -292,7 +384,7 @@ mod tests {
         input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}\n");
         input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"book\"}}");
         let lines = exchange(&server, &input).await;
-        let (requests, ended) = server.finish(Duration::from_secs(30)).await;
+        let (requests, ended, _) = server.finish(Duration::from_secs(30)).await;
         assert!(ended);
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(lines[0].starts_with("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{"));
@@ -319,7 +411,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_sse_reply_is_one_line_per_message_in_order() {
-        let server = Server::start(scenario("mrtr-foreign-id-round"), 9).expect("started");
+        let server =
+            Server::start(scenario("mrtr-foreign-id-round"), 9, FALLBACK).expect("started");
         let lines = exchange(
             &server,
             b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"lookup\"}}\n",
@@ -333,8 +426,8 @@ mod tests {
 
     #[tokio::test]
     async fn close_ends_the_connection_and_legs_go_on_across_connections() {
-        let server =
-            Server::start(scenario("mrtr-retry-after-transport-error"), 9).expect("started");
+        let server = Server::start(scenario("mrtr-retry-after-transport-error"), 9, FALLBACK)
+            .expect("started");
         let call = |id: u32| {
             format!(
                 "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"once\",\"requestState\":\"S-once\"}}}}\n"
@@ -358,7 +451,7 @@ mod tests {
             again[0].contains("\"resultType\":\"complete\""),
             "{again:?}"
         );
-        let (requests, ended) = server.finish(Duration::from_secs(30)).await;
+        let (requests, ended, _) = server.finish(Duration::from_secs(30)).await;
         assert!(ended);
         let legs: Vec<_> = requests.iter().map(|r| (r.path.as_str(), r.leg)).collect();
         assert_eq!(
@@ -375,7 +468,8 @@ mod tests {
     fn the_last_word_is_one_shell_word_holding_the_server_line() {
         let runtime = tokio::runtime::Runtime::new().expect("a runtime");
         let _guard = runtime.enter();
-        let server = Server::start(scenario("mrtr-control-form-round"), 9).expect("started");
+        let server =
+            Server::start(scenario("mrtr-control-form-round"), 9, FALLBACK).expect("started");
         let relay = vec![
             "/tmp/it's here/mrtr-gate".to_owned(),
             "probe".into(),

@@ -5,7 +5,9 @@
 # like a shell and spawns it once per call, its stderr logged to a temporary file removed at
 # the end), answering rounds from $MCP_PROBE_ANSWERS_FILE with --yes. A refused call is reported on stderr and the
 # next tool is called; the script exits 0 (the probe judges the wire, not the exit status).
-# `mrtr-gate call` takes no MRTR fields, so a context's `forge` is answered "unsupported".
+# `mrtr-gate call` takes no MRTR fields, so a context's `forge` is answered "unsupported"; it
+# cannot cancel a call in flight, so a context's `cancel_on` is too, and nothing is called (a
+# held call would only wait for the probe's fallback).
 # Environment: MRTR_GATE_BIN, the binary (default: `mrtr-gate` on PATH); XDG_CONFIG_HOME, where
 # the host key is made on first use.
 set -euo pipefail
@@ -19,6 +21,7 @@ if [ "${MCP_PROBE_TRANSPORT:-http}" = stdio ]; then
 fi
 case "${MCP_CONFORMANCE_CONTEXT:-}" in
   *'"forge"'*) echo "mrtr-probe: unsupported: forge" ;;
+  *'"cancel_on"'*) echo "mrtr-probe: unsupported: cancel"; exit 0 ;;
 esac
 for tool in $MCP_PROBE_TOOLS; do
   "$bin" call --json --yes --user probe --answers "$MCP_PROBE_ANSWERS_FILE" \

@@ -17,7 +17,14 @@ died, to a server it spawns again), and has no round cap. It does keep ids fresh
 well-formed round, so the control scenario passes. It also dereferences a schema's network
 `$ref`, echoes a state of any size, declares the elicitation modes it is told to (context
 `capabilities`) yet answers a mode it did not declare, and obeys a `forge`: a new call carrying
-the round's state with other arguments.
+the round's state with other arguments. It obeys `cancel_on` (over HTTP it closes the call's
+exchange, over stdio it sends `notifications/cancelled` naming the call) and then takes the first
+response of its next request (a ping), the cancelled call's late round, as the call's answer and
+answers it. It never paces, and it keeps one message ahead: over HTTP the next tools/call's head
+is sent, and read by the server (which answers `100 Continue`), before the current call's body;
+over stdio every write ends with the next message's first bytes, so they reach the probe in the
+same read as the current line's end, before that line is answered. Either way a retry's first
+byte precedes its round, and no load can make its gap look paced.
 """
 import http.client
 import json
@@ -32,8 +39,14 @@ import urllib.request
 
 URL = sys.argv[-1]
 STDIO = os.environ.get("MCP_PROBE_TRANSPORT") == "stdio"
+PARTS = urllib.parse.urlsplit(URL)
 CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 VERSION = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": VERSION,
+}
 META = {
     "io.modelcontextprotocol/protocolVersion": VERSION,
     "io.modelcontextprotocol/clientCapabilities": CONTEXT.get("capabilities") or {"elicitation": {"form": {}, "url": {}}},
@@ -41,26 +54,72 @@ META = {
 }
 # Not a safety cap: it only keeps the self-test finite if a scenario loops.
 MAX_LEGS = 100
+# How every message this client writes begins (json.dumps keeps the key order given).
+PREFIX = b'{"jsonrpc": "2.0", '
+CANCELLED = {"cancelled": True}
 next_id = 0
+ahead = None
+
+
+class Ahead:
+    """A POST whose head the server has read (it answered `100 Continue`); its body, chunked,
+    follows once the client knows it."""
+
+    def __init__(self):
+        self.conn = http.client.HTTPConnection(PARTS.hostname, PARTS.port)
+        self.conn.putrequest("POST", PARTS.path or "/", skip_accept_encoding=True)
+        for name, value in HEADERS.items():
+            self.conn.putheader(name, value)
+        self.conn.putheader("Transfer-Encoding", "chunked")
+        self.conn.putheader("Expect", "100-continue")
+        self.conn.endheaders()
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            byte = self.conn.sock.recv(1)  # one byte at a time: the final response is not ours yet
+            if not byte:
+                raise OSError("the server closed before 100 Continue")
+            interim += byte
+
+    def send(self, data):
+        self.conn.send(b"%x\r\n" % len(data) + data + b"\r\n0\r\n\r\n")
+        response = self.conn.getresponse()
+        return read(response, response.headers.get("Content-Type", ""), self.conn)
 
 
 def post(method, params):
-    global next_id
+    global next_id, ahead
     next_id += 1
-    return send({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+    message = {"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}
+    if method != "tools/call" or STDIO:
+        return send(message)
+    current = ahead or Ahead()
+    ahead = Ahead()  # Mistake (of pacing): the next call is under way before this one's answer.
+    return current.send(json.dumps(message).encode("utf-8", "surrogatepass"))
 
 
 class Server:
-    """The stdio server, spawned again when it has died (the broken retry is then resent)."""
+    """The stdio server, spawned again when it has died (the broken retry is then resent).
+    Mistake (of pacing): every write ends with the first bytes of the next message, so the
+    next message is under way, in the same write as this one, before this one's answer."""
     process = None
+    ahead = False  # This process has been sent the next message's first bytes.
+
+    @classmethod
+    def write(cls, message):
+        line = json.dumps(message).encode("utf-8", "surrogatepass")
+        if cls.ahead:
+            line = line[len(PREFIX):]
+        cls.process.stdin.write(line + b"\n" + PREFIX)
+        cls.process.stdin.flush()
+        cls.ahead = True
 
     @classmethod
     def exchange(cls, message, reply):
         if cls.process is None or cls.process.poll() is not None:
             cls.process = subprocess.Popen(shlex.split(URL), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            cls.ahead = False
         try:
-            cls.process.stdin.write(json.dumps(message).encode("utf-8", "surrogatepass") + b"\n")
-            cls.process.stdin.flush()
+            cls.write(message)
         except OSError as e:
             cls.stop()
             raise ConnectionError("the server is gone") from e
@@ -72,7 +131,13 @@ class Server:
             event = json.loads(line.decode("utf-8", "surrogatepass"))
             if "method" in event and "id" in event:
                 cls.exchange({"jsonrpc": "2.0", "id": event["id"], "result": {"action": "accept", "content": {"confirm": True}}}, False)
-            elif "method" not in event:
+            elif "method" in event:
+                if event["method"] == CONTEXT.get("cancel_on"):
+                    # The call is cancelled the stdio way: its server goes on.
+                    cls.exchange({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                  "params": {"requestId": message["id"], "reason": "cancel_on"}}, False)
+                    return CANCELLED
+            else:
                 # Mistake: the first response line is the answer, whatever its id.
                 return event
         return {}
@@ -81,6 +146,9 @@ class Server:
     def stop(cls):
         if cls.process is not None:
             try:
+                if cls.ahead:
+                    # The message under way ends as a ping, so no line is left half sent.
+                    cls.process.stdin.write(b'"id": %d, "method": "ping"}\n' % (next_id + 1))
                 cls.process.stdin.close()
             except OSError:
                 pass
@@ -92,29 +160,34 @@ def send(message, reply=True):
     if STDIO:
         return Server.exchange(message, reply)
     body = json.dumps(message)
-    request = urllib.request.Request(URL, data=body.encode("utf-8", "surrogatepass"), method="POST", headers={
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": VERSION,
-    })
+    request = urllib.request.Request(URL, data=body.encode("utf-8", "surrogatepass"), method="POST", headers=HEADERS)
     try:
         with urllib.request.urlopen(request) as response:
-            text = response.read().decode("utf-8", "surrogatepass")
-            kind = response.headers.get("Content-Type", "")
+            return read(response, response.headers.get("Content-Type", ""), response)
     except urllib.error.HTTPError as e:
-        text, kind = e.read().decode("utf-8", "replace"), "application/json"
-    if not text.strip():
-        return {}
+        return read(e, "application/json", e)
+
+
+def read(response, kind, closer):
     if not kind.startswith("text/event-stream"):
-        return json.loads(text)  # Mistake: duplicated keys collapse, the last one wins.
+        text = response.read().decode("utf-8", "surrogatepass")
+        # Mistake: duplicated keys collapse, the last one wins.
+        return json.loads(text) if text.strip() else {}
     answer = None
-    for line in text.splitlines():
+    # Events as they come: a held stream ends only when the client gives up.
+    for raw in iter(response.readline, b""):
+        line = raw.decode("utf-8", "surrogatepass").strip()
         if not line.startswith("data:"):
             continue
         event = json.loads(line[5:].strip())
         if "method" in event and "id" in event:
             # Mistake: a 2025-era server request is answered inside a 2026 session.
             send({"jsonrpc": "2.0", "id": event["id"], "result": {"action": "accept", "content": {"confirm": True}}}, False)
+        elif "method" in event:
+            if event["method"] == CONTEXT.get("cancel_on"):
+                closer.close()  # The call is cancelled: its exchange is closed.
+                response.close()
+                return CANCELLED
         elif answer is None:
             # Mistake: the first response of the stream is the answer, whatever its id.
             answer = event
@@ -176,6 +249,10 @@ def call(tool):
         except (OSError, http.client.HTTPException):
             # Mistake: a retry whose connection broke is sent again.
             message = post("tools/call", params)
+        if message is CANCELLED:
+            # Mistake: the next request's first response (the cancelled call's late round) is
+            # taken as this call's answer.
+            message = post("ping", {})
         result = message.get("result")
         if not isinstance(result, dict) or result_type(result).lower() == "complete":
             return
@@ -202,6 +279,9 @@ def main():
                                     "inputResponses": forge.get("inputResponses") or {}, "_meta": META})
         except Exception as e:  # noqa: BLE001 - a naive client goes on with the next tool
             print("naive: %s: %r" % (tool["name"], e), file=sys.stderr)
+    if ahead is not None:
+        # The call kept ahead gets a body too, so no request is left half sent.
+        ahead.send(json.dumps({"jsonrpc": "2.0", "id": next_id + 1, "method": "ping"}).encode())
 
 
 main()

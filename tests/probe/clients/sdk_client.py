@@ -12,7 +12,12 @@ arguments (a confused app or a stale-copy bug), by the SDK's own call_tool, whic
 app gives it (gated too: the adapter's call_tool takes no MRTR fields, so the app goes around it,
 and the adapter must refuse what it did not start). The context's `capabilities` cannot be
 honoured: mcp 2.3.0 declares form and URL elicitation both whenever a callback is set (the
-adapter sets one), so `mrtr-url-undeclared` is SKIPPED (docs/probe.md).
+adapter sets one), so `mrtr-url-undeclared` is SKIPPED (docs/probe.md). Context `cancel_on`
+(`notifications/message`): the call in flight runs in an anyio cancel scope, cancelled by the
+logging callback. --gated says `unsupported: cancel` and calls nothing: the adapter reads a
+call's whole answer before the SDK sees any of it, so a notification on a stream still open
+never reaches the app while it could cancel (measured: the app's logging callback ran only
+once the probe's fallback had answered the call).
 
 Without --gated: the SDK unmodified, in its automatic MRTR mode (it fulfils rounds itself). The
 SDK's callback sees no input key, so the answer is found by the elicitation's message
@@ -29,6 +34,7 @@ import sys
 
 import shlex
 
+import anyio
 import mcp.types as t
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -40,6 +46,8 @@ CONTEXT = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
 ANSWERS = CONTEXT.get("answers") or {}
 DECLINE = {"action": "decline"}
 FORGE = CONTEXT.get("forge")
+CANCEL_ON = CONTEXT.get("cancel_on")
+in_flight = None
 
 
 def report(line):
@@ -58,9 +66,25 @@ async def elicit(_context, params):
     return t.ElicitResult(**by_message(params.message))
 
 
+async def on_log(_params):
+    report({"cancel": CANCEL_ON})
+    if in_flight is not None:
+        in_flight.cancel()
+
+
+async def cancellable(send):
+    global in_flight
+    with anyio.CancelScope() as scope:
+        in_flight = scope
+        await send()
+    in_flight = None
+    if scope.cancelled_caught:
+        raise RuntimeError("cancelled by the app")
+
+
 async def attempt(label, name, send):
     try:
-        await send()
+        await cancellable(send)
         report({label: name, "ok": True})
     # The adapter's and the gate's refusals, the SDK's errors, and an anyio group of them.
     except BaseException as e:
@@ -86,8 +110,12 @@ def server():
 
 
 async def main():
+    if CANCEL_ON and (GATED or CANCEL_ON != "notifications/message"):
+        print("mrtr-probe: unsupported: cancel", flush=True)
+        return
     if not GATED:
-        async with Client(server(), elicitation_callback=elicit) as client:
+        logging = {"logging_callback": on_log, "log_level": "info"} if CANCEL_ON else {}
+        async with Client(server(), elicitation_callback=elicit, **logging) as client:
             await run(client, lambda name: client.call_tool(name, {}))
         return
     if STDIO:
