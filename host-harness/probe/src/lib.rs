@@ -71,7 +71,8 @@ pub struct ProbeOptions {
     pub transport: Transport,
     /// The scenarios to run, in order.
     pub scenarios: Vec<Scenario>,
-    /// The hang guard, per scenario.
+    /// The hang guard, per scenario (a held call's fallback comes at half of it at most, so
+    /// before it).
     pub timeout: Duration,
     /// How long connections still open once the client's process tree has exited are waited
     /// for (a process outside the tree holds them); the run then fails. The CLI uses the hang
