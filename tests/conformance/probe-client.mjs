@@ -15,10 +15,11 @@
 // "user" consents to every grant in advance, so what the gate refuses is the gate's own doing.
 // Context `cancel_on` (a notification method): the call in flight is aborted (AbortController,
 // the SDK's `signal`) when that notification comes (the SDK then sends notifications/cancelled
-// and, over HTTP, closes the call's stream). --gated says `unsupported: cancel` and calls
-// nothing: the adapter reads a call's whole answer before the SDK sees any of it, so a
-// notification on a stream still open never reaches the app while it could cancel (measured:
-// the SDK's own 60 s request timeout, not the app, ended the held call).
+// and, over HTTP, closes the call's stream). --gated: the adapter reads a call's whole answer
+// before the SDK sees any of it, so the notification on a stream still open would reach the app
+// only once the call ended (docs/adapters.md); the app cancels instead on the nearest event it
+// can see, the head of the first call's answer arriving (the server has begun answering: the
+// user presses cancel while the call is in flight), by the adapter's inner `fetch`.
 // It lives here because this folder pins the SDK and the Node 22 the conformance suite runs.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
@@ -78,7 +79,7 @@ const report = (line) => console.log(JSON.stringify(line));
 const capabilities = context.capabilities ?? { elicitation: { form: {}, url: {} } };
 const forge = context.forge;
 const cancelOn = context.cancel_on;
-if (cancelOn && (gatedMode || cancelOn !== "notifications/message")) {
+if (cancelOn && cancelOn !== "notifications/message") {
   console.log("mrtr-probe: unsupported: cancel");
   process.exit(0);
 }
@@ -88,6 +89,21 @@ const cancellable = (send) => {
   inFlight = controller;
   return send({ signal: controller.signal }).finally(() => { if (inFlight === controller) inFlight = null; });
 };
+
+// --gated with cancel_on: the inner fetch the adapter sends through; once the head of the first
+// call's answer has come, that call is aborted (once).
+function cancelOnAnswer() {
+  let armed = true;
+  return async (input, init) => {
+    const res = await fetch(input, init);
+    if (armed && inFlight) {
+      armed = false;
+      report({ cancel: "the call's answer began" });
+      inFlight.abort();
+    }
+    return res;
+  };
+}
 
 let client;
 let call;
@@ -99,11 +115,12 @@ if (gatedMode) {
     answer: async (view) => Object.fromEntries(view.inputs.map((i) => [i.key, answers[i.key] ?? decline])),
     // Opening is the app's; this one opens nothing (the probe's opener shims would see it).
     openUrl: (u) => report({ open: u }),
+    fetch: cancelOn ? cancelOnAnswer() : globalThis.fetch,
   });
   client = new Client({ name: "mrtr-gate-probe-ts-gated", version: "0" }, GatedSdkClient.clientOptions({ capabilities }));
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
   gated.attach(client);
-  call = (name, extra = {}) => gated.callTool({ name, arguments: {}, ...extra });
+  call = (name, extra = {}) => cancellable((options) => gated.callTool({ name, arguments: {}, ...extra }, options));
 } else {
   client = new Client({ name: "mrtr-gate-probe-ts-sdk", version: "0" }, { capabilities, versionNegotiation: { mode: "auto" } });
   client.setRequestHandler("elicitation/create", async (request) => {

@@ -97,6 +97,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, "application/json", json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {
                 "resultType": "input_required", "requestState": "step-1"}}))
             return
+        if case == "hold":
+            # The answer's head and a notification, then nothing until the client goes (its
+            # read ends; at most 60 s): a call the app can cancel while it is in flight.
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}})
+            self.wfile.write(sse("data: " + note).encode())
+            self.wfile.flush()
+            self.connection.settimeout(60)
+            try:
+                self.rfile.read(1)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
         if case == "close":
             # The connection closed with no response (the handler sends nothing).
             self.close_connection = True

@@ -31,22 +31,26 @@ def http_peer():
 class Recording(httpx2.AsyncBaseTransport):
     """The real HTTP transport, noting each request body as sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_head=None) -> None:
         self.inner = httpx2.AsyncHTTPTransport()
         self.sent: list[dict] = []
+        self.on_head = on_head
 
     async def handle_async_request(self, request):
         body = await request.aread()
         if body:
             self.sent.append(json.loads(body))
-        return await self.inner.handle_async_request(request)
+        response = await self.inner.handle_async_request(request)
+        if self.on_head is not None and body:
+            self.on_head(json.loads(body))
+        return response
 
 
-def run(url: str, body, *, answer, consent=lambda p: True, opened=None):
+def run(url: str, body, *, answer, consent=lambda p: True, opened=None, on_head=None):
     clock = hosts.SystemClock()
     audit = hosts.MemoryAudit()
     gate = m.Gate(clock=clock, storage=hosts.MemoryStorage(clock), consent=hosts.CallbackConsent(consent), audit=audit)
-    wire = Recording()
+    wire = Recording(on_head)
     shown: list[dict] = []
 
     def ask(view, _verdict):

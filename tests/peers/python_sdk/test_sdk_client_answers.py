@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import anyio
 import httpx2
 import pytest
 
@@ -91,6 +92,28 @@ def test_a_retry_whose_connection_breaks_fails_typed_and_the_session_goes_on(dif
     first = [e for e in events if e["request_id"] == events[0]["request_id"]]
     assert [(e["event"], e.get("outcome"), e.get("reason")) for e in first] == [
         ("received", "accepted", None), ("submitted", "accepted", None), ("terminal", "error", "transport_failed")]
+
+
+def test_a_call_the_app_cancels_in_flight_ends_cancelled_and_sends_nothing_more(differential):
+    scope: list[anyio.CancelScope] = []
+
+    def cancel_on_the_retrys_head(request: dict) -> None:
+        # The user presses cancel once the server has begun answering the retry (held open).
+        if "requestState" in (request.get("params") or {}):
+            scope[0].cancel()
+
+    async def body(g, c):
+        with anyio.CancelScope() as s:
+            scope.append(s)
+            await g.call_tool("retry:hold", {})
+        return s.cancelled_caught
+
+    cancelled, sent, events, _ = run(differential, body, answer=lambda v: {}, on_head=cancel_on_the_retrys_head)
+    assert cancelled
+    assert len([s for s in sent if s.get("method") == "tools/call"]) == 2
+    # Ended by the app: cancelled, not a transport failure.
+    assert [(e["event"], e.get("outcome"), e.get("reason")) for e in events] == [
+        ("received", "accepted", None), ("submitted", "accepted", None), ("terminal", "cancelled", None)]
 
 
 def test_a_get_stream_is_never_opened(differential):

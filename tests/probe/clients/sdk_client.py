@@ -14,10 +14,11 @@ and the adapter must refuse what it did not start). The context's `capabilities`
 honoured: mcp 2.3.0 declares form and URL elicitation both whenever a callback is set (the
 adapter sets one), so `mrtr-url-undeclared` is SKIPPED (docs/probe.md). Context `cancel_on`
 (`notifications/message`): the call in flight runs in an anyio cancel scope, cancelled by the
-logging callback. --gated says `unsupported: cancel` and calls nothing: the adapter reads a
-call's whole answer before the SDK sees any of it, so a notification on a stream still open
-never reaches the app while it could cancel (measured: the app's logging callback ran only
-once the probe's fallback had answered the call).
+logging callback. --gated: the adapter reads a call's whole answer before the SDK sees any of
+it, so the notification on a stream still open would reach the app only once the call ended
+(docs/adapters.md); the app cancels instead on the nearest event it can see, the head of the
+first call's answer arriving (the user presses cancel while the call is in flight), by the
+adapter's inner transport.
 
 Without --gated: the SDK unmodified, in its automatic MRTR mode (it fulfils rounds itself). The
 SDK's callback sees no input key, so the answer is found by the elicitation's message
@@ -102,6 +103,30 @@ async def run(client, call):
                 request_state=FORGE.get("requestState"), input_responses=FORGE.get("inputResponses")))
 
 
+def cancel_on_answer():
+    """--gated with cancel_on: the inner transport the adapter sends through; once the head of
+    the first call's answer has come, that call is cancelled (once)."""
+    import httpx2
+
+    class CancelOnAnswer(httpx2.AsyncBaseTransport):
+        def __init__(self):
+            self._inner = httpx2.AsyncHTTPTransport()
+            self._armed = True
+
+        async def handle_async_request(self, request):
+            response = await self._inner.handle_async_request(request)
+            if self._armed and in_flight is not None:
+                self._armed = False
+                report({"cancel": "the call's answer began"})
+                in_flight.cancel()
+            return response
+
+        async def aclose(self):
+            await self._inner.aclose()
+
+    return CancelOnAnswer()
+
+
 def server():
     if not STDIO:
         return URL
@@ -110,7 +135,7 @@ def server():
 
 
 async def main():
-    if CANCEL_ON and (GATED or CANCEL_ON != "notifications/message"):
+    if CANCEL_ON and CANCEL_ON != "notifications/message":
         print("mrtr-probe: unsupported: cancel", flush=True)
         return
     if not GATED:
@@ -130,7 +155,8 @@ async def main():
     gated = GatedSdkClient(gate, URL, user="probe", tenant="default",
                            answer=lambda view, _v: {i["key"]: ANSWERS.get(i["key"], DECLINE) for i in view["inputs"]},
                            # Opening is the app's; this one opens nothing (the probe's shims would see it).
-                           open_url=lambda u: report({"open": u}))
+                           open_url=lambda u: report({"open": u}),
+                           inner=cancel_on_answer() if CANCEL_ON else None)
     async with Client(gated.transport(), **GatedSdkClient.client_options()) as client:
         gated.attach(client)
         await run(client, lambda name: gated.call_tool(name, {}))

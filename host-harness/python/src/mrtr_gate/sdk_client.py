@@ -158,11 +158,14 @@ class GatedSdkClient:
                 call.verdict = None
                 try:
                     result = await send({MARK: token})
-                except BaseException:
+                except BaseException as e:
                     if call.error is not None:
                         raise call.error from None
                     if not isinstance(call.verdict, ErrorResult):
-                        self._end(call, "transport_failed")
+                        # The app's own cancellation ends the call as cancelled, as in
+                        # JavaScript (an aborted signal); anything else is the transport's.
+                        cancelled = isinstance(e, anyio.get_cancelled_exc_class())
+                        self._end(call, None if cancelled else "transport_failed")
                     raise
                 verdict = call.verdict
                 if verdict is None:
