@@ -10,7 +10,7 @@ mod pseudo_terminal;
 mod terminal_consent;
 
 pub use decided_consent::DecidedConsent;
-pub use file_audit::{FileAudit, FileAuditError};
+pub use file_audit::{FileAudit, FileAuditError, create_private_dir};
 pub use mrtr_gate_core::memory::{
     AuditFault, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
     SystemClock,

@@ -379,7 +379,7 @@ fn load_cached(
     let bytes = engine
         .precompile_component(component)
         .map_err(LoadError::Compile)?;
-    if create_private_dir(dir).is_ok() {
+    if crate::reference_hosts::create_private_dir(dir).is_ok() {
         // Write then rename, so a reader never sees half a file.
         let tmp = dir.join(format!("gate-{key}.{}.tmp", std::process::id()));
         if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &artifact).is_ok() {
@@ -396,19 +396,4 @@ fn load_cached(
 /// The artifact's length and CRC-32: what a damaged copy changes.
 fn artifact_checksum(bytes: &[u8]) -> String {
     format!("{}:{:08x}", bytes.len(), crc32fast::hash(bytes))
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
 }

@@ -139,3 +139,51 @@ fn a_gate_over_the_file_writes_a_verifiable_trail_and_denies_when_the_file_is_go
         "{denied:?}"
     );
 }
+
+#[test]
+fn a_trail_has_one_writer_at_a_time() {
+    use mrtr_gate_host::reference_hosts::FileAuditError;
+    let path = temp("one-writer");
+    let first = FileAudit::open(&path).unwrap();
+    match FileAudit::open(&path) {
+        Err(FileAuditError::Locked { holder }) => {
+            #[cfg(target_os = "linux")]
+            assert_eq!(holder, Some(std::process::id()));
+            let said = FileAuditError::Locked { holder }.to_string();
+            assert!(said.contains("--redis URL"), "{said}");
+        }
+        other => panic!("a second writer was let in: {other:?}"),
+    }
+    drop(first);
+    FileAudit::open(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_trail_and_its_folders_are_the_owners_alone_and_only_a_regular_file_is_taken() {
+    use mrtr_gate_host::reference_hosts::FileAuditError;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-trail-modes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("state/mrtr-gate/trail.jsonl");
+    drop(FileAudit::open(&path).unwrap());
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.join("state/mrtr-gate")), 0o700);
+    assert_eq!(mode(&dir.join("state")), 0o700);
+    for not_a_file in ["/dev/null", "/dev/full"] {
+        assert!(
+            matches!(
+                FileAudit::open(not_a_file),
+                Err(FileAuditError::NotARegularFile)
+            ),
+            "{not_a_file}"
+        );
+    }
+    assert!(matches!(
+        FileAudit::open(&dir),
+        Err(FileAuditError::NotARegularFile)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}

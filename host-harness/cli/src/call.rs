@@ -53,6 +53,8 @@ pub struct CallOptions {
     pub max_rounds: Option<u32>,
     /// Where a `--stdio` server's stderr goes (docs/cli.md, "The server's stderr").
     pub server_stderr: ServerStderr,
+    /// Run a `--stdio` server without its sandbox (`--insecure-no-server-isolation`).
+    pub insecure_no_server_isolation: bool,
     /// The host keys (on unless `--insecure-no-host-keys`).
     pub keys: crate::keys::KeyOptions,
 }
@@ -211,15 +213,6 @@ pub fn connect(
     options: &CallOptions,
     runtime: &GateRuntime,
 ) -> Result<Client<ComponentGate>, ClientError> {
-    let transport: Box<dyn Transport> = match &options.target {
-        Target::Stdio(command) => {
-            let transport = StdioTransport::spawn_with(command, &options.server_stderr)
-                .map_err(ClientError::Transport)?;
-            announce_server_stderr(&options.server_stderr, transport.stderr_log());
-            Box::new(transport)
-        }
-        Target::Http(url) => Box::new(HttpTransport::connect(url).map_err(ClientError::Transport)?),
-    };
     let terminal = Terminal::stdio();
     // The view the client reads for a round is the one its consent screen renders.
     let views = LastView::default();
@@ -253,6 +246,23 @@ pub fn connect(
         clock,
     )
     .map_err(ClientError::Usage)?;
+    // Consent typed at this terminal, which a server sharing it could forge without isolation.
+    let terminal_consent = !options.yes;
+    let transport: Box<dyn Transport> = match &options.target {
+        Target::Stdio(command) => {
+            let isolation = wired
+                .server_isolation(options.insecure_no_server_isolation, terminal_consent)
+                .map_err(ClientError::Usage)?;
+            let argv = mrtr_gate_client::transport::stdio::split_command(command)
+                .map_err(ClientError::Transport)?;
+            let transport =
+                StdioTransport::spawn_isolated(&argv, &options.server_stderr, isolation.as_ref())
+                    .map_err(ClientError::Transport)?;
+            announce_server_stderr(&options.server_stderr, transport.stderr_log());
+            Box::new(transport)
+        }
+        Target::Http(url) => Box::new(HttpTransport::connect(url).map_err(ClientError::Transport)?),
+    };
     let services = wired.services(consent);
     let answers: Box<dyn Answerer> = match &options.answers {
         Some(path) => {

@@ -104,8 +104,10 @@ pub fn load(options: &KeyOptions) -> Result<Option<Keyed>, String> {
 /// The keys of an existing key file (for checking a trail: nothing is created).
 pub fn load_existing(options: &KeyOptions) -> Result<Keyed, String> {
     let path = key_file_path(options)?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("the key file {}: {e}", path.display()))?;
+    let text = key_file::read_key_file(&path).map_err(|e| match e {
+        key_file::ReadError::Missing => format!("the key file {}: not found", path.display()),
+        key_file::ReadError::Refused(e) => e.0,
+    })?;
     let keys = HostKeys::from_key_file(&text).map_err(|e| e.0)?;
     Ok(Keyed {
         pseudonyms: Pseudonyms::new(keys.clone()),
@@ -135,6 +137,15 @@ impl Keyed {
     /// SHA-256 of the trail's canonical path>.anchor` beside the key file (apart from the
     /// trail, wherever the trail is).
     pub fn anchor_path(&self, options: &KeyOptions, trail: &Path) -> Result<PathBuf, String> {
+        Self::anchor_of(&self.path, options, trail)
+    }
+
+    /// [`Keyed::anchor_path`] for the key file at `key_file`, before its keys are read.
+    pub fn anchor_of(
+        key_file: &Path,
+        options: &KeyOptions,
+        trail: &Path,
+    ) -> Result<PathBuf, String> {
         if let Some(anchor) = &options.anchor {
             return Ok(anchor.clone());
         }
@@ -142,8 +153,7 @@ impl Keyed {
             .canonicalize()
             .map_err(|e| format!("{}: {e}", trail.display()))?;
         let digest = sha256_hex(canonical.to_string_lossy().as_bytes());
-        let dir = self
-            .path
+        let dir = key_file
             .parent()
             .map(|d| d.join("anchors"))
             .unwrap_or_else(|| PathBuf::from("anchors"));
@@ -158,26 +168,27 @@ pub fn links_path(trail: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Check `text`, the trail at `path` whose chain verified with `n` events, against its links
-/// and anchor with the key file (nothing is created): the line to print, or what is wrong.
+/// Check the trail at `path`: its chain, then its links and anchor with the key file
+/// (nothing is created), all read as one state even while a proxy writes it
+/// ([`crate::trail`]). The line to print, or what is wrong.
 pub fn verify_keyed(
     path: &Path,
-    text: &str,
-    n: u64,
     keys: &KeyOptions,
     links: Option<&Path>,
 ) -> Result<String, String> {
     use mrtr_gate_host::host_keys::{AnchorCheck, verify_anchor};
-    let keyed = load_existing(keys)?;
     let links = links.map_or_else(|| links_path(path), ToOwned::to_owned);
-    let anchor = keyed.anchor_path(keys, path)?;
-    if n == 0 && !anchor.exists() {
+    let key_path = key_file_path(keys)?;
+    let anchor = Keyed::anchor_of(&key_path, keys, path)?;
+    let read = crate::trail::read_trail(path, Some(&links), Some(&anchor))?;
+    let n = mrtr_gate_host::core::audit::verify_chain(read.trail.lines())
+        .map_err(|b| format!("the chain is broken: {b:?}"))?;
+    let keyed = load_existing(keys)?;
+    if n == 0 && read.anchor.is_empty() {
         // A run that wrote nothing (a binding that never opened a round) anchors nothing.
         return Ok(format!("{}: 0 events, nothing anchored", path.display()));
     }
-    // A missing file reads as empty: every line unkeyed, or no anchor.
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    match verify_anchor(text, &read(&links), &read(&anchor), &keyed.keys) {
+    match verify_anchor(&read.trail, &read.links, &read.anchor, &keyed.keys) {
         AnchorCheck::Intact { events } => Ok(format!(
             "{}: {events} events, chain intact, every line keyed, ends at its anchor",
             path.display()

@@ -7,6 +7,7 @@
 
 use crate::keys::KeyFlags;
 use crate::services::{RedisChoice, ServiceOptions, Wired};
+use mrtr_gate_client::transport::isolation;
 use mrtr_gate_client::transport::stdio::{append_private, endpoint_id, temp_log};
 use mrtr_gate_host::core::{Policy, ServerIdentity};
 use mrtr_gate_host::reference_hosts::SystemClock;
@@ -105,6 +106,11 @@ pub struct ProxyFlags {
     /// requests to the client instead of refusing them (they reach the user around the gate).
     #[arg(long)]
     pub allow_legacy_server_requests: bool,
+    /// stdio mode: run the server without its sandbox (docs/proxy.md, "The server process"):
+    /// it can then rewrite the trail, read the host key and open this user's terminals. It
+    /// still starts in a session of its own. Warned on stderr every run.
+    #[arg(long, conflicts_with = "listen")]
+    pub insecure_no_server_isolation: bool,
     /// stdio mode: the server to spawn (no shell), after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -361,10 +367,22 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     let consent = consent_name(&checked.consent);
     match checked.mode {
         Mode::Stdio { argv, server } => {
+            let terminal_consent = matches!(checked.consent, ConsentMode::Tty { .. });
+            let isolation = match wired
+                .server_isolation(flags.insecure_no_server_isolation, terminal_consent)
+            {
+                Ok(i) => i,
+                Err(e) => return usage(e),
+            };
             let stderr = match server_log(flags.server_log.as_ref()) {
                 Ok(s) => s,
                 Err(e) => return usage(e),
             };
+            let prepare: mrtr_gate_proxy::stdio::Prepare = Box::new(move |command| {
+                isolation::isolate(command, isolation.as_ref())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            });
             eprintln!(
                 "mrtr-gate proxy: gating {} (consent: {consent})",
                 shown_text(&server.display())
@@ -373,6 +391,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 move || engine_for(server),
                 &argv,
                 stderr,
+                prepare,
             ))
         }
         Mode::Http {

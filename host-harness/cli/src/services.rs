@@ -6,6 +6,7 @@
 //! connection per gate ([`Wired::storage_for_another_gate`]).
 
 use crate::keys::{KeyOptions, Keyed};
+use mrtr_gate_client::transport::isolation::{self, Isolation};
 use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
@@ -37,12 +38,17 @@ pub struct RedisChoice {
     pub trail: String,
 }
 
+/// The printed warning of `--insecure-no-server-isolation` (stderr, every run).
+pub const NO_ISOLATION_WARNING: &str = "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as this user with no sandbox: it can rewrite the audit trail and its anchor, read the host key, and open this user's terminals";
+
 /// The user and tenant as given to the user and tenant the gate binds.
 pub type PrincipalBinder = Arc<dyn Fn(&str, &str) -> (String, String) + Send + Sync>;
 
 /// The services of a run, ready to put gates over.
 pub struct Wired {
     keyed: Option<Keyed>,
+    /// The trail file and its anchor, when the trail is a file.
+    trail_files: Option<(PathBuf, Option<PathBuf>)>,
     clock: SharedClock,
     storage: SharedStorage,
     audit: SharedAudit,
@@ -70,6 +76,7 @@ impl Wired {
             return Err("--audit FILE and --redis name two trails: give one".into());
         }
         let keyed = crate::keys::load(&options.keys)?;
+        let mut trail_files = None;
         let (storage, audit) = match (&options.redis, &options.audit) {
             (Some(redis), _) => {
                 let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
@@ -82,10 +89,16 @@ impl Wired {
                 let audit: SharedAudit = Arc::new(MemoryAudit::new());
                 (memory_storage(keyed.as_ref(), &clock), audit)
             }
-            (None, Some(path)) => file_services(path, keyed.as_ref(), &options.keys, &clock)?,
+            (None, Some(path)) => {
+                let (storage, audit, anchor) =
+                    file_services(path, keyed.as_ref(), &options.keys, &clock)?;
+                trail_files = Some((path.clone(), anchor));
+                (storage, audit)
+            }
         };
         Ok(Self {
             keyed,
+            trail_files,
             clock,
             storage,
             audit,
@@ -109,6 +122,42 @@ impl Wired {
         match &self.redis {
             Some(redis) => redis_storage(redis, self.keyed.as_ref(), &self.clock),
             None => Ok(self.storage.clone()),
+        }
+    }
+
+    /// How a server this run spawns is isolated: kept from the trail's folder, the anchor's
+    /// and the key file's (read-only; the key file unreadable), from terminals and from this
+    /// process. `insecure_opt_out` (`--insecure-no-server-isolation`, warned on stderr every
+    /// run) or a system without Landlock leaves it with a session of its own only; without
+    /// Landlock, `terminal_consent` (consent typed at this process's terminal, which a server
+    /// sharing it could forge) refuses to start instead.
+    pub fn server_isolation(
+        &self,
+        insecure_opt_out: bool,
+        terminal_consent: bool,
+    ) -> Result<Option<Isolation>, String> {
+        if insecure_opt_out {
+            eprintln!("{NO_ISOLATION_WARNING}");
+            return Ok(None);
+        }
+        match isolation::available() {
+            Ok(()) => {
+                let (trail, anchor) = match &self.trail_files {
+                    Some((trail, anchor)) => (Some(trail.as_path()), anchor.as_deref()),
+                    None => (None, None),
+                };
+                let key = self.keyed.as_ref().map(|k| k.path.as_path());
+                Ok(Some(Isolation::for_files(trail, anchor, key)))
+            }
+            Err(e) if terminal_consent => Err(format!(
+                "{e}; with consent at this terminal a server sharing the user's account could                  forge it: run the server as another user and pass --insecure-no-server-isolation,                  or take consent another way"
+            )),
+            Err(e) => {
+                eprintln!(
+                    "mrtr-gate: WARNING: {e}: the server runs as this user, in a session of its                      own but able to rewrite the trail and read the key file"
+                );
+                Ok(None)
+            }
         }
     }
 
@@ -158,23 +207,34 @@ fn redis_error(e: &HostError) -> String {
     format!("--redis: {e}")
 }
 
+/// A trail file's services, and its anchor's path when it is anchored.
 fn file_services(
     path: &std::path::Path,
     keyed: Option<&Keyed>,
     keys: &KeyOptions,
     clock: &SharedClock,
-) -> Result<(SharedStorage, SharedAudit), String> {
+) -> Result<(SharedStorage, SharedAudit, Option<PathBuf>), String> {
     let file = FileAudit::open(path)
         .map_err(|e| format!("--audit {}: {}", path.display(), crate::error_chain(&e)))?;
     let Some(k) = keyed else {
-        return Ok((memory_storage(None, clock), Arc::new(file)));
+        return Ok((memory_storage(None, clock), Arc::new(file), None));
     };
     let anchor = k.anchor_path(keys, path)?;
     if let Some(dir) = anchor.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        mrtr_gate_host::reference_hosts::create_private_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let audit = AnchoredAudit::new(file, k.keys.clone(), anchor, crate::keys::links_path(path));
-    Ok((memory_storage(Some(k), clock), Arc::new(audit)))
+    let audit = AnchoredAudit::new(
+        file,
+        k.keys.clone(),
+        anchor.clone(),
+        crate::keys::links_path(path),
+    );
+    Ok((
+        memory_storage(Some(k), clock),
+        Arc::new(audit),
+        Some(anchor),
+    ))
 }
 
 #[cfg(test)]

@@ -318,3 +318,47 @@ fn without_host_keys_the_call_says_so_every_run() {
     ok(&out);
     assert!(stderr(&out).contains("WARNING"));
 }
+
+#[cfg(unix)]
+#[test]
+fn a_key_file_not_the_users_alone_is_refused_by_every_command_that_reads_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dir::new("not-ours");
+    let named = d.0.join("keys/keys.json");
+    let flag = ["--host-keys", named.to_str().unwrap()];
+    ok(&d.call(&flag));
+    let refused = |what: &str| {
+        let out = d.call(&flag);
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let out = d.verify(&flag);
+        assert!(!out.status.success(), "verify-audit, {what}");
+        (report["message"].as_str().unwrap().to_owned(), stderr(&out))
+    };
+    // A folder others may write: they could swap the key for theirs.
+    std::fs::set_permissions(
+        named.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let (call, verify) = refused("a folder others write");
+    for said in [call, verify] {
+        assert!(said.contains("may be written by others"), "{said}");
+    }
+    std::fs::set_permissions(
+        named.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    ok(&d.call(&flag));
+    // A key file another user owns (planted before the first run, or in the moment it was
+    // being made): only root can make one here to test with.
+    if std::os::unix::fs::chown(&named, Some(65534), Some(65534)).is_ok() {
+        let (call, verify) = refused("another user's file");
+        for said in [call, verify] {
+            assert!(said.contains("belongs to uid 65534"), "{said}");
+        }
+    } else {
+        eprintln!("not root: a key file of another user's cannot be made to test with");
+    }
+}

@@ -35,20 +35,23 @@ impl Proxy {
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // The gate's files in one folder, what the server writes in another: the gate's
+        // folders are read-only to the server it spawns.
+        std::fs::create_dir_all(dir.join("gate")).unwrap();
+        std::fs::create_dir_all(dir.join("server")).unwrap();
         let server = repo().join("tests/peers/recording_server.py");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
             .arg("proxy")
             .args(["--user", "alice", "--tenant", "acme", "--audit"])
-            .arg(dir.join("audit.jsonl"))
+            .arg(dir.join("gate/audit.jsonl"))
             .arg("--server-log")
             .arg(dir.join("server.log"))
             .arg("--")
             .arg("python3")
             .arg(server)
-            .arg(dir.join("received.jsonl"))
-            .env("MRTR_GATE_HOST_KEYS", dir.join("host-keys.json"))
-            .env("HOME", &dir)
+            .arg(dir.join("server/received.jsonl"))
+            .env("MRTR_GATE_HOST_KEYS", dir.join("gate/host-keys.json"))
+            .env("HOME", dir.join("gate"))
             .env_remove("XDG_CONFIG_HOME")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -93,7 +96,7 @@ impl Proxy {
 
     /// Every message the server received, in order.
     fn received(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("received.jsonl"))
+        std::fs::read_to_string(self.dir.join("server/received.jsonl"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -102,7 +105,7 @@ impl Proxy {
 
     /// The trail's events of `kind`.
     fn events(&self, kind: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("audit.jsonl"))
+        std::fs::read_to_string(self.dir.join("gate/audit.jsonl"))
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -117,9 +120,9 @@ impl Proxy {
         assert!(status.success(), "{status:?}");
         let verify = Command::new(env!("CARGO_BIN_EXE_mrtr-gate"))
             .arg("verify-audit")
-            .arg(self.dir.join("audit.jsonl"))
-            .env("MRTR_GATE_HOST_KEYS", self.dir.join("host-keys.json"))
-            .env("HOME", &self.dir)
+            .arg(self.dir.join("gate/audit.jsonl"))
+            .env("MRTR_GATE_HOST_KEYS", self.dir.join("gate/host-keys.json"))
+            .env("HOME", self.dir.join("gate"))
             .output()
             .unwrap();
         assert!(

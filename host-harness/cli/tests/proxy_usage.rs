@@ -126,3 +126,157 @@ fn the_run_ends_with_the_servers_exit_status_and_ungated_lines_pass_as_they_came
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(7));
 }
+
+/// A proxy of a server that reads until its input ends, started and past its startup (it has
+/// said what it gates on stderr, so its trail is open and locked); the rest of its stderr.
+#[allow(clippy::zombie_processes)] // the caller waits for it
+fn started(
+    argv: &[String],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let status = child.wait();
+            panic!("ended ({status:?}): {said}");
+        }
+        said.push_str(&line);
+        if line.contains("mrtr-gate proxy: gating") {
+            return (child, stderr);
+        }
+    }
+}
+
+fn waiting_server() -> Vec<String> {
+    vec!["sh".into(), "-c".into(), "cat >/dev/null".into()]
+}
+
+#[test]
+fn a_trail_has_one_writer_and_a_second_is_told_who_holds_it() {
+    let p = Proxy::new("one-writer");
+    let argv = p.argv(&[], &waiting_server());
+    let (mut first, _) = started(&argv);
+    let (code, stdout, stderr) = run(&argv, "");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    for says in [
+        p.trail.display().to_string(),
+        format!("pid {}", first.id()),
+        "--redis URL".to_owned(),
+    ] {
+        assert!(stderr.contains(&says), "{says}: {stderr}");
+    }
+    // The first writer gone, the trail is free again.
+    drop(first.stdin.take());
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    let (mut second, _) = started(&argv);
+    drop(second.stdin.take());
+    assert_eq!(second.wait().unwrap().code(), Some(0));
+    p.verify();
+}
+
+#[test]
+fn the_trail_its_links_and_anchor_are_the_owners_alone_in_folders_made_for_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Proxy::new("modes");
+    // A fresh account's state folder does not exist yet.
+    let trail = p.dir.join("state/mrtr-gate/flights.jsonl");
+    let trail_text = trail.display().to_string();
+    // One audited event: the server's own 2025-era elicitation, refused by the proxy.
+    let server = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        r#"echo '{"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{}}'; cat >/dev/null"#
+            .to_owned(),
+    ];
+    let argv = p.argv_on(&["--audit", &trail_text], &[], &server);
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The refusal is written before the proxy reads on; the client leaving ends the run.
+    let links = p.dir.join("state/mrtr-gate/flights.jsonl.links");
+    while std::fs::read_to_string(&trail)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let anchors = p.dir.join("anchors");
+    let anchor = std::fs::read_dir(&anchors)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for (path, want) in [
+        (p.dir.join("state"), 0o700),
+        (p.dir.join("state/mrtr-gate"), 0o700),
+        (trail.clone(), 0o600),
+        (links, 0o600),
+        (anchors, 0o700),
+        (anchor, 0o600),
+    ] {
+        assert_eq!(mode(&path), want, "{}", path.display());
+    }
+}
+
+#[test]
+fn the_trail_must_be_a_regular_file() {
+    let p = Proxy::new("not-a-file");
+    let fifo = p.dir.join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for trail in [
+        "/dev/null".to_owned(),
+        "/dev/full".to_owned(),
+        fifo.display().to_string(),
+        p.dir.display().to_string(),
+    ] {
+        let argv = p.argv_on(&["--audit", &trail], &[], &waiting_server());
+        let (code, _, stderr) = run(&argv, "");
+        assert_eq!(code, Some(2), "{trail}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{trail}: {stderr}");
+    }
+}
+
+#[test]
+fn a_broken_trail_says_which_line_and_what_to_do() {
+    let p = Proxy::new("broken");
+    std::fs::write(&p.trail, "{\"seq\":1}\nnot a line\n").unwrap();
+    let (code, _, stderr) = run(&p.argv(&[], &waiting_server()), "");
+    assert_eq!(code, Some(2), "{stderr}");
+    for says in ["line 1", "move it aside", "start a new trail"] {
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
+}

@@ -110,6 +110,11 @@ pub struct Engine<G> {
     /// The server's own requests shown to the client and not yet answered (their ids as
     /// JSON), with when they were shown: only those the client may answer.
     asked: HashMap<String, Instant>,
+    /// The client's ungated requests relayed upstream and not yet answered (their ids as
+    /// JSON), one client per engine only: a response under any other id the client never
+    /// waits on, and one under a gated call's own id would hand it a result the gate never
+    /// judged.
+    relayed: HashMap<String, Instant>,
     /// Many clients share this engine (the HTTP endpoint): a client's id names none of
     /// another's calls, so a `notifications/cancelled` is never mapped to a gated call (an
     /// HTTP client cancels by closing its exchange).
@@ -136,6 +141,7 @@ impl<G: GateApi> Engine<G> {
             in_flight: HashMap::new(),
             open_rounds: HashMap::new(),
             asked: HashMap::new(),
+            relayed: HashMap::new(),
             shared: false,
         }
     }
@@ -170,7 +176,7 @@ impl<G: GateApi> Engine<G> {
     pub fn on_client_as(&mut self, principal: &Principal, text: &str) -> Action {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
-            Ok(FromClient::Relay) => Action::ToServer(text.to_owned()),
+            Ok(FromClient::Relay { raw_id }) => self.relay(raw_id, text),
             // Only an answer to a request the client was shown: the proxy refuses some of the
             // server's requests itself, and the client must not answer those in their stead.
             Ok(FromClient::Answer { raw_id }) => match id_text(raw_id) {
@@ -187,6 +193,22 @@ impl<G: GateApi> Engine<G> {
                 _ => self.register(principal, raw_id, method, params),
             },
         }
+    }
+
+    /// An ungated message goes upstream as it came; a request's id is kept until its answer
+    /// (one client per engine: over HTTP each answer comes on its own request's exchange).
+    fn relay(&mut self, raw_id: Option<&str>, text: &str) -> Action {
+        if let (false, Some(id)) = (self.shared, raw_id.and_then(id_text)) {
+            if self.relayed.len() >= MAX_RELAYED && !self.relayed.contains_key(&id) {
+                let refusal = Refusal::message(
+                    "too_many_in_flight",
+                    format!("more than {MAX_RELAYED} requests wait for their answer"),
+                );
+                return Action::ToClient(refusal.response(raw_id.unwrap_or("null")));
+            }
+            self.relayed.insert(id, Instant::now());
+        }
+        Action::ToServer(text.to_owned())
     }
 
     fn register(
@@ -247,26 +269,8 @@ impl<G: GateApi> Engine<G> {
             FromServer::Response(Some(RequestId::Text(id)), _) if id.starts_with(MINTED_PREFIX) => {
                 Action::Drop("a response to no gated request in flight")
             }
-            // A response to a request relayed as it came carries the client's own id (one
-            // without a readable id, `null`, is the client's to make sense of). Only the three
-            // gated methods may be answered with a round: one on any other answer would reach
-            // the client with no binding behind it.
-            FromServer::Response(_, Some(result)) if is_input_required(result) => {
-                let refusal = Refusal::peer(
-                    "input_required_not_allowed",
-                    "the server answered a method the gate does not bind with input_required",
-                );
-                match id_span(text) {
-                    Ok((start, end)) => match text.get(start..end) {
-                        Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
-                        None => Action::Drop("an unreadable id on an input_required answer"),
-                    },
-                    Err(_) => Action::Drop("an unreadable id on an input_required answer"),
-                }
-            }
-            FromServer::Response(..) | FromServer::Notification => {
-                Action::ToClient(text.to_owned())
-            }
+            FromServer::Response(_, result) => self.relayed_response(text, result),
+            FromServer::Notification => Action::ToClient(text.to_owned()),
             FromServer::Request(raw_id, method) => {
                 if INPUT_REQUESTS_OF_OLD.contains(&method.as_str())
                     && !self.config.allow_legacy_server_requests
@@ -294,6 +298,55 @@ impl<G: GateApi> Engine<G> {
                 None => Action::Drop("an unreadable message from the server"),
             },
         }
+    }
+
+    /// A response under an id the proxy did not mint: the answer to a request relayed as it
+    /// came, which carries the client's own id. With one client per engine it reaches the
+    /// client only if the client waits on that id; one under the client's id of a gated call
+    /// (a server going around the gate: the client would take a result nobody judged) goes to
+    /// the gate, which finds no binding under it and audits the refusal. Only the three gated
+    /// methods may be answered with a round: one on any other answer would reach the client
+    /// with no binding behind it.
+    fn relayed_response(&mut self, text: &str, result: Option<&str>) -> Action {
+        let raw_id = id_span(text)
+            .ok()
+            .and_then(|(start, end)| text.get(start..end));
+        if !self.shared {
+            let id = raw_id.and_then(id_text);
+            let waited_on = id
+                .as_ref()
+                .is_some_and(|id| self.relayed.remove(id).is_some());
+            if !waited_on {
+                if id.as_ref().is_some_and(|id| self.names_gated_call(id)) {
+                    // Refused `no_live_request` and audited: the trail shows the attempt.
+                    let _ = self.gate.accept_response(&self.config.server, text);
+                    return Action::Drop(
+                        "a response under the client's id of a gated call (refused by the gate, audited)",
+                    );
+                }
+                return Action::Drop("a response to no request of the client's in flight");
+            }
+        }
+        if result.is_some_and(is_input_required) {
+            let refusal = Refusal::peer(
+                "input_required_not_allowed",
+                "the server answered a method the gate does not bind with input_required",
+            );
+            return match raw_id {
+                Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
+                None => Action::Drop("an unreadable id on an input_required answer"),
+            };
+        }
+        Action::ToClient(text.to_owned())
+    }
+
+    /// Whether `id` (an id's JSON text, [`id_text`]) is the client's id of a gated call in
+    /// flight or holding an open round.
+    fn names_gated_call(&self, id: &str) -> bool {
+        self.in_flight
+            .values()
+            .chain(self.open_rounds.values())
+            .any(|call| id_text(&call.client_id).as_deref() == Some(id))
     }
 
     fn only_in_flight(&self) -> Option<RequestId> {
@@ -667,7 +720,12 @@ impl<G: GateApi> Engine<G> {
         }
         let calls: Vec<(RequestId, Call)> = self.in_flight.drain().collect();
         let refusal = Refusal::upstream("server_closed", "the server went away");
-        let mut replies = Vec::new();
+        // The client's ungated requests will not be answered either.
+        let mut replies: Vec<String> = self
+            .relayed
+            .drain()
+            .map(|(id, _)| refusal.response(&id))
+            .collect();
         for (id, call) in calls {
             self.end(
                 &id,
@@ -698,6 +756,11 @@ fn id_text(raw: &str) -> Option<String> {
         .ok()
         .map(|v| v.to_string())
 }
+
+/// How many of the client's ungated requests may wait for their answer at once (stdio): past
+/// it a new one is refused `too_many_in_flight`, so a client that never reads cannot grow the
+/// proxy without bound.
+const MAX_RELAYED: usize = 4096;
 
 /// How many rounds filed under one key a retry is tried against.
 const MATCH_ATTEMPTS: usize = 4;

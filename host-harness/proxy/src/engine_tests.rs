@@ -234,7 +234,6 @@ fn ungated_messages_pass_both_ways_unchanged() {
     for text in [
         r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
-        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,
         r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
     ] {
         assert_eq!(r.engine.on_server(text), Action::ToClient(text.into()));
@@ -351,3 +350,87 @@ fn a_server_that_goes_away_ends_every_call_with_an_error() {
 
 #[path = "retry_tests.rs"]
 mod retry;
+
+#[test]
+fn only_a_response_the_client_waits_on_reaches_it() {
+    let mut r = rig();
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    assert_eq!(r.engine.on_client(list), Action::ToServer(list.into()));
+    // Not asked for: another id, the same id again, a null id, an id of another JSON type.
+    for unasked in [
+        r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":"1","result":{"tools":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#,
+    ] {
+        assert!(
+            matches!(r.engine.on_server(unasked), Action::Drop(_)),
+            "{unasked}"
+        );
+    }
+    let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
+    assert_eq!(r.engine.on_server(answer), Action::ToClient(answer.into()));
+    assert!(
+        matches!(r.engine.on_server(answer), Action::Drop(_)),
+        "once"
+    );
+}
+
+#[test]
+fn a_server_answering_a_gated_call_under_the_clients_id_is_dropped_and_audited() {
+    let mut r = rig();
+    let minted = sent_id(&r.engine.on_client(&call("0")));
+    // A result the client would take with no gate behind it: a miscased state, an extra
+    // envelope member.
+    let around = r#"{"jsonrpc":"2.0","id":0,"result":{"resultType":"complete","RequestState":"x","content":[]},"extra":1}"#;
+    assert!(matches!(r.engine.on_server(around), Action::Drop(_)));
+    let refused: Vec<Value> = r
+        .audit
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "rejected")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["reason"], json!("no_live_request"));
+    // The gate still holds the call: its own answer, under the minted id, is judged.
+    assert_eq!(r.engine.in_flight(), 1);
+    let back = to_client(r.engine.on_server(&complete(&minted)));
+    assert_eq!(back, complete("0"));
+    // Once the call has been answered its id names nothing the client waits on.
+    assert!(matches!(
+        r.engine.on_server(&complete("0")),
+        Action::Drop(_)
+    ));
+}
+
+#[test]
+fn a_server_gone_answers_the_clients_ungated_requests_too() {
+    let mut r = rig();
+    let list = r#"{"jsonrpc":"2.0","id":"l","method":"tools/list"}"#;
+    r.engine.on_client(list);
+    let replies = r.engine.on_server_gone();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    let (id, code, gate_code) = error_of(&replies[0]);
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!("l"), UPSTREAM_FAILED, "server_closed")
+    );
+}
+
+#[test]
+fn a_client_that_never_reads_its_answers_cannot_grow_the_proxy_without_bound() {
+    let mut r = rig();
+    for n in 0..MAX_RELAYED {
+        let ping = format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"ping"}}"#);
+        assert!(matches!(r.engine.on_client(&ping), Action::ToServer(_)));
+    }
+    let one_more = r#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#;
+    let (id, code, gate_code) = error_of(&to_client(r.engine.on_client(one_more)));
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!("x"), MESSAGE_REFUSED, "too_many_in_flight")
+    );
+    // An answer frees its place.
+    let pong = r#"{"jsonrpc":"2.0","id":0,"result":{}}"#;
+    assert_eq!(r.engine.on_server(pong), Action::ToClient(pong.into()));
+    assert!(matches!(r.engine.on_client(one_more), Action::ToServer(_)));
+}

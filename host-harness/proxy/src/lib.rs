@@ -37,6 +37,7 @@ pub fn run_stdio<G, F>(
     make_engine: F,
     argv: &[String],
     server_stderr: std::process::Stdio,
+    prepare: stdio::Prepare,
 ) -> Result<Option<i32>, String>
 where
     G: GateApi + 'static,
@@ -51,6 +52,7 @@ where
         make_engine,
         argv,
         server_stderr,
+        prepare,
         tokio::io::stdin(),
         tokio::io::stdout(),
     ));

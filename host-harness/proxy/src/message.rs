@@ -29,8 +29,12 @@ pub enum FromClient<'a> {
         /// The id, its exact JSON text.
         raw_id: &'a str,
     },
-    /// Any other request or notification: relayed as it came.
-    Relay,
+    /// Any other request or notification: relayed as it came (a request's id, its exact JSON
+    /// text: only a response under an id the client is waiting on may reach it).
+    Relay {
+        /// A request's id, its exact JSON text (`None`: a notification).
+        raw_id: Option<&'a str>,
+    },
 }
 
 /// A message from the server.
@@ -82,7 +86,7 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
                 params: members.get("params").map(|p| p.get()),
             });
         }
-        return Ok(FromClient::Relay);
+        return Ok(FromClient::Relay { raw_id: None });
     };
     let Some(method) = method else {
         return Ok(FromClient::Answer { raw_id });
@@ -103,7 +107,9 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
         )
     })?;
     if !MRTR_METHODS.contains(&method.as_str()) {
-        return Ok(FromClient::Relay);
+        return Ok(FromClient::Relay {
+            raw_id: Some(raw_id),
+        });
     }
     Ok(FromClient::Gated {
         raw_id,
@@ -159,12 +165,25 @@ mod tests {
                 params: Some(r#"{"name":"t"}"#),
             })
         );
-        for relayed in [
-            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            r#"{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled"}"#,
+        for (relayed, raw_id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+                Some("3"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                None,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":4,"method":"notifications/cancelled"}"#,
+                Some("4"),
+            ),
         ] {
-            assert_eq!(from_client(relayed), Ok(FromClient::Relay), "{relayed}");
+            assert_eq!(
+                from_client(relayed),
+                Ok(FromClient::Relay { raw_id }),
+                "{relayed}"
+            );
         }
         assert_eq!(
             from_client(

@@ -244,7 +244,10 @@ fn a_cancelled_call_is_cancelled_upstream_under_its_minted_id_and_its_binding_en
 #[test]
 fn a_round_on_an_answer_the_gate_does_not_bind_never_reaches_the_client() {
     let mut r = rig();
+    // The answers to a request of the client's the proxy relayed as it came.
+    let list = r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#;
     for result_type in ["input_required", "INPUT_REQUIRED"] {
+        r.engine.on_client(list);
         let text = format!(
             r#"{{"jsonrpc":"2.0","id":8,"result":{{"resultType":"{result_type}","inputRequests":{{}}}}}}"#
         );
@@ -255,6 +258,7 @@ fn a_round_on_an_answer_the_gate_does_not_bind_never_reaches_the_client() {
         );
     }
     let complete = r#"{"jsonrpc":"2.0","id":8,"result":{"resultType":"complete","tools":[]}}"#;
+    r.engine.on_client(list);
     assert_eq!(
         r.engine.on_server(complete),
         Action::ToClient(complete.into())
@@ -317,6 +321,8 @@ fn on_a_shared_endpoint_a_cancel_never_ends_a_call() {
 #[test]
 fn an_answer_whose_result_cannot_be_read_for_sure_is_refused_like_a_round() {
     let mut r = rig();
+    r.engine
+        .on_client(r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#);
     let twice = r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","resultType":"input_required","inputRequests":{}}}"#;
     let (id, code, gate_code) = error_of(&to_client(r.engine.on_server(twice)));
     assert_eq!(

@@ -27,6 +27,10 @@ const UNREADABLE: &str = "";
 /// Lines queued for one side before the reader of the other side waits.
 const QUEUE: usize = 256;
 
+/// What is done to the server's command before it is spawned (its isolation); an error
+/// means it is not spawned.
+pub type Prepare = Box<dyn FnOnce(&mut std::process::Command) -> Result<(), String> + Send>;
+
 /// What a writer task is told.
 enum Out {
     Line(String),
@@ -41,7 +45,8 @@ enum Event {
     ServerGone,
 }
 
-/// Spawn `argv` (no shell) with its stderr to `stderr`, and relay `client_in`/`client_out`
+/// Spawn `argv` (no shell) with its stderr to `stderr`, made ready by `prepare` (the caller's
+/// isolation of the server: a session of its own, Landlock), and relay `client_in`/`client_out`
 /// through the engine `make_engine` builds until the server's output ends. The server's
 /// exit code, if it exited.
 ///
@@ -52,6 +57,7 @@ pub async fn relay<G, F, R, W>(
     make_engine: F,
     argv: &[String],
     stderr: Stdio,
+    prepare: Prepare,
     client_in: R,
     client_out: W,
 ) -> Result<Option<i32>, String>
@@ -62,12 +68,15 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (program, args) = argv.split_first().ok_or("no server command to run")?;
-    let mut child = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    prepare(command.as_std_mut())?;
+    let mut child = command
         .spawn()
         .map_err(|e| format!("could not start the server `{program}`: {e}"))?;
     let server_in = child.stdin.take().ok_or("the server has no stdin")?;
@@ -284,10 +293,17 @@ for line in sys.stdin:
         let (client, proxy_end) = tokio::io::duplex(1 << 16);
         let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
         let argv = vec!["python3".to_owned(), "-c".to_owned(), SERVER.to_owned()];
-        let proxy =
-            tokio::spawn(
-                async move { relay(engine, &argv, Stdio::null(), proxy_in, proxy_out).await },
-            );
+        let proxy = tokio::spawn(async move {
+            relay(
+                engine,
+                &argv,
+                Stdio::null(),
+                Box::new(|_| Ok(())),
+                proxy_in,
+                proxy_out,
+            )
+            .await
+        });
         let (client_in, mut client_out) = tokio::io::split(client);
         let mut client_in = BufReader::new(client_in);
         let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
@@ -331,6 +347,87 @@ for line in sys.stdin:
         assert_eq!(read_line(&mut client_in).await.unwrap(), None);
     }
 
+    /// Echoes every line it reads back as a notification (never fails on what it cannot
+    /// parse, so a smuggled fragment shows up instead of ending the run); answers a
+    /// `tools/call` with a carriage return inside its line, and a `ping` as usual.
+    const CR_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    print(json.dumps({"jsonrpc": "2.0", "method": "echo", "params": {"line": line}}), flush=True)
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("method") == "tools/call":
+        sys.stdout.write('{"jsonrpc":"2.0","id":' + json.dumps(m["id"]) + ',\r"result":{"content":[]}}\n')
+        sys.stdout.flush()
+    elif m.get("method") == "ping":
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {}}), flush=True)
+"#;
+
+    /// The next line for the client that is not the server's echo of what it read, and the
+    /// echoes before it.
+    async fn next_answer<R: AsyncBufRead + Unpin>(input: &mut R) -> (String, Vec<String>) {
+        let mut echoes = Vec::new();
+        loop {
+            let line = read_line(input).await.unwrap().expect("the relay ended");
+            if line.contains(r#""method": "echo""#) {
+                echoes.push(line);
+            } else {
+                return (line, echoes);
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_carriage_return_inside_a_line_is_refused_both_ways() {
+        let (client, proxy_end) = tokio::io::duplex(1 << 16);
+        let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
+        let argv = vec!["python3".to_owned(), "-c".to_owned(), CR_SERVER.to_owned()];
+        let proxy = tokio::spawn(async move {
+            relay(
+                engine,
+                &argv,
+                Stdio::null(),
+                Box::new(|_| Ok(())),
+                proxy_in,
+                proxy_out,
+            )
+            .await
+        });
+        let (client_in, mut client_out) = tokio::io::split(client);
+        let mut client_in = BufReader::new(client_in);
+        // Client to server: JSON to the proxy, three lines to Python's universal newlines.
+        let ping = r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#;
+        let smuggled = format!("{{\"a\":\r{ping}\r}}\n{ping}\n");
+        client_out.write_all(smuggled.as_bytes()).await.unwrap();
+        let (back, echoes) = next_answer(&mut client_in).await;
+        assert!(
+            back.contains("-31004") && back.contains("carriage return"),
+            "{back}"
+        );
+        let (back, echoes_after) = next_answer(&mut client_in).await;
+        assert_eq!(back, r#"{"jsonrpc": "2.0", "id": "p", "result": {}}"#);
+        let seen: Vec<String> = echoes.into_iter().chain(echoes_after).collect();
+        assert_eq!(seen.len(), 1, "the server read only the ping: {seen:?}");
+        // Server to client: a judged answer with a carriage return inside is unreadable, and
+        // the client gets the gate's refusal, never the line.
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        client_out
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+        let (back, _) = next_answer(&mut client_in).await;
+        assert!(
+            back.contains("-31000") && !back.contains('\r'),
+            "the gate refuses the line: {back:?}"
+        );
+        client_out.shutdown().await.unwrap();
+        drop(client_out);
+        let exit = tokio::time::timeout(Duration::from_secs(30), proxy).await;
+        assert_eq!(exit.unwrap().unwrap(), Ok(Some(0)));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_server_that_dies_mid_call_gives_the_client_an_error() {
         let (client, proxy_end) = tokio::io::duplex(1 << 16);
@@ -341,10 +438,17 @@ for line in sys.stdin:
             "-c".to_owned(),
             "import sys; sys.stdin.readline()".to_owned(),
         ];
-        let proxy =
-            tokio::spawn(
-                async move { relay(engine, &argv, Stdio::null(), proxy_in, proxy_out).await },
-            );
+        let proxy = tokio::spawn(async move {
+            relay(
+                engine,
+                &argv,
+                Stdio::null(),
+                Box::new(|_| Ok(())),
+                proxy_in,
+                proxy_out,
+            )
+            .await
+        });
         let (client_in, mut client_out) = tokio::io::split(client);
         let mut client_in = BufReader::new(client_in);
         let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;

@@ -78,14 +78,20 @@ fn keyed_head(
     ))
 }
 
+/// A file these options create is the owner's only (0600 on Unix): the links and the anchor
+/// say what the trail holds and when.
+fn owner_only(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(options, 0o600);
+    options
+}
+
 impl<A: Audit> AnchoredAudit<A> {
     fn link(&self, entry: &AuditEntry) -> Result<(), HostError> {
         let mut line = keyed_head(&self.keys, LINK_CONTEXT, entry.seq, &entry.event_sha256)?;
         line.push('\n');
         // One write of one line, synced: the line it covers is never in the trail without it.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
+        owner_only(std::fs::OpenOptions::new().create(true).append(true))
             .open(&self.links)
             .and_then(|mut f| f.write_all(line.as_bytes()).and_then(|()| f.sync_data()))
             .map_err(|_| HostError::new("the audit link could not be written"))
@@ -100,19 +106,21 @@ impl<A: Audit> AnchoredAudit<A> {
         // only grows, so the new line is never shorter than the old one unless the key id
         // changed; then the rest is cut. A reader racing the write, or a crash tearing the
         // sector, sees an anchor whose MAC fails (`BadAnchor`), never a wrong one that verifies.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(false)
-            .open(&self.checkpoint)
-            .and_then(|mut f| {
-                f.write_all(text.as_bytes())?;
-                if f.metadata()?.len() > text.len() as u64 {
-                    f.set_len(text.len() as u64)?;
-                }
-                Ok(())
-            })
-            .map_err(|_| HostError::new("the audit anchor could not be written"))
+        owner_only(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(false),
+        )
+        .open(&self.checkpoint)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            if f.metadata()?.len() > text.len() as u64 {
+                f.set_len(text.len() as u64)?;
+            }
+            Ok(())
+        })
+        .map_err(|_| HostError::new("the audit anchor could not be written"))
     }
 }
 

@@ -70,16 +70,14 @@ impl HostKeys {
 /// into place so two first runs at once end up with one key. `true` when it was created.
 pub fn load_or_create(path: &Path, new_id: &str) -> Result<(HostKeys, bool), KeyError> {
     let io = |what: &str, e: std::io::Error| KeyError(format!("{what} {}: {e}", path.display()));
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            refuse_if_others_can_read(path)?;
-            return HostKeys::from_key_file(&text).map(|k| (k, false));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io("reading", e)),
+    match read_key_file(path) {
+        Ok(text) => return HostKeys::from_key_file(&text).map(|k| (k, false)),
+        Err(ReadError::Missing) => {}
+        Err(ReadError::Refused(e)) => return Err(e),
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        create_private_dir(dir).map_err(|e| io("making the folder of", e))?;
+        crate::reference_hosts::create_private_dir(dir)
+            .map_err(|e| io("making the folder of", e))?;
     }
     let keys = HostKeys::generate(new_id)?;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
@@ -92,11 +90,13 @@ pub fn load_or_create(path: &Path, new_id: &str) -> Result<(HostKeys, bool), Key
     let _ = std::fs::remove_file(&tmp);
     match written {
         Ok(()) => Ok((keys, true)),
-        // Another process created it first: use that one.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let text = std::fs::read_to_string(path).map_err(|e| io("reading", e))?;
-            HostKeys::from_key_file(&text).map(|k| (k, false))
-        }
+        // Another process created it first: use that one, if it is ours alone (a file planted
+        // by another user between the look and the link is refused here).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match read_key_file(path) {
+            Ok(text) => HostKeys::from_key_file(&text).map(|k| (k, false)),
+            Err(ReadError::Missing) => Err(io("reading", e)),
+            Err(ReadError::Refused(e)) => Err(e),
+        },
         Err(e) => Err(io("writing", e)),
     }
 }
@@ -119,30 +119,55 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
+/// Why a key file was not read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// There is no file at the path.
+    Missing,
+    /// It could not be read, or is not one the keys may come from.
+    Refused(KeyError),
+}
+
+/// The text of the key file at `path`, read only when it is the effective user's alone: a
+/// regular file owned by that user that nobody else may read or write (mode `0600` or
+/// stricter), in a folder nobody else may write (or one with the sticky bit, like `/tmp`,
+/// where others cannot replace it). The one way every command reads a key file.
+pub fn read_key_file(path: &Path) -> Result<String, ReadError> {
+    let refused = |why: String| ReadError::Refused(KeyError(why));
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
+        Err(e) => return Err(refused(format!("the key file {}: {e}", path.display()))),
+    };
+    // The checks are of the file that was opened, not of whatever the path names next.
+    let meta = file
+        .metadata()
+        .map_err(|e| refused(format!("the key file {}: {e}", path.display())))?;
+    if !meta.is_file() {
+        return Err(refused(format!(
+            "the key file {} is not a regular file",
+            path.display()
+        )));
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
+    refuse_unless_private(path, &meta).map_err(ReadError::Refused)?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text)
+        .map_err(|e| refused(format!("the key file {}: {e}", path.display())))?;
+    Ok(text)
 }
 
 #[cfg(unix)]
-fn refuse_if_others_can_read(path: &Path) -> Result<(), KeyError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|e| KeyError(format!("{}: {e}", path.display())))?
-        .permissions()
-        .mode();
+fn refuse_unless_private(path: &Path, meta: &std::fs::Metadata) -> Result<(), KeyError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(KeyError(format!(
+            "the key file {} belongs to uid {}, not to this user (uid {me}): a key another user made is not used; remove it and let mrtr-gate make a new one",
+            path.display(),
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode();
     if mode & 0o077 != 0 {
         return Err(KeyError(format!(
             "the key file {} is open to others (mode {:o}): `chmod 600` it, and replace the key if others may have read it",
@@ -150,10 +175,31 @@ fn refuse_if_others_can_read(path: &Path) -> Result<(), KeyError> {
             mode & 0o777
         )));
     }
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => std::path::PathBuf::from("."),
+    };
+    let dir_meta = std::fs::metadata(&dir)
+        .map_err(|e| KeyError(format!("the key file's folder {}: {e}", dir.display())))?;
+    let sticky = dir_meta.mode() & 0o1000 != 0;
+    if dir_meta.mode() & 0o022 != 0 && !sticky {
+        return Err(KeyError(format!(
+            "the key file's folder {} may be written by others (mode {:o}): they could replace the key; `chmod go-w` it",
+            dir.display(),
+            dir_meta.mode() & 0o777
+        )));
+    }
+    if dir_meta.uid() != me && dir_meta.uid() != 0 {
+        return Err(KeyError(format!(
+            "the key file's folder {} belongs to uid {}, neither this user nor root: they could replace the key",
+            dir.display(),
+            dir_meta.uid()
+        )));
+    }
     Ok(())
 }
 
 #[cfg(not(unix))]
-fn refuse_if_others_can_read(_path: &Path) -> Result<(), KeyError> {
+fn refuse_unless_private(_path: &Path, _meta: &std::fs::Metadata) -> Result<(), KeyError> {
     Ok(())
 }

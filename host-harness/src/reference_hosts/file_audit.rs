@@ -17,14 +17,41 @@ pub enum FileAuditError {
     TornLastLine,
     /// The lines already in the file do not form an intact hash chain.
     BrokenChain(ChainBreak),
+    /// The path names something other than a regular file (a device, a pipe, a folder).
+    NotARegularFile,
+    /// Another process writes to the trail: a trail has one writer, whose lock it holds for
+    /// its life. The holder's pid, when the system names it (`/proc/locks`).
+    Locked {
+        /// The pid of the process holding the trail.
+        holder: Option<u32>,
+    },
 }
 
 impl std::fmt::Display for FileAuditError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A trail nothing may be appended to says what the operator can do about it: a
+        // proxy that only refuses to start is one nobody can run again.
+        const WAY_OUT: &str = "nothing is appended to it: keep it as evidence (move it aside, e.g. `mv TRAIL TRAIL.broken`), see what broke with `mrtr-gate verify-audit`, and start a new trail";
         match self {
             Self::Io(_) => f.write_str("audit file: could not open or read it"),
-            Self::TornLastLine => f.write_str("audit file: the last line is torn"),
-            Self::BrokenChain(b) => write!(f, "audit file: the chain is broken ({b:?})"),
+            Self::TornLastLine => write!(
+                f,
+                "audit file: the last line is torn (a write was cut off); {WAY_OUT}"
+            ),
+            Self::BrokenChain(b) => write!(f, "audit file: the chain is broken: {b}; {WAY_OUT}"),
+            Self::NotARegularFile => f.write_str(
+                "audit file: not a regular file (a device, a pipe or a folder): name a file the trail can be kept in",
+            ),
+            Self::Locked { holder } => {
+                let who = holder.map_or_else(
+                    || "another process".to_owned(),
+                    |pid| format!("another process (pid {pid})"),
+                );
+                write!(
+                    f,
+                    "audit file: {who} is writing this trail, and a trail has one writer: give each proxy a trail of its own (--audit FILE), or share one trail through --redis URL"
+                )
+            }
         }
     }
 }
@@ -33,7 +60,10 @@ impl std::error::Error for FileAuditError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Io(e) => Some(e),
-            Self::TornLastLine | Self::BrokenChain(_) => None,
+            Self::TornLastLine
+            | Self::BrokenChain(_)
+            | Self::NotARegularFile
+            | Self::Locked { .. } => None,
         }
     }
 }
@@ -72,14 +102,38 @@ fn io(e: std::io::Error) -> HostError {
 }
 
 impl FileAudit {
-    /// Open (or create) the log at `path`, verifying the chain already in it.
+    /// Open (or create) the log at `path`, verifying the chain already in it. A new log is
+    /// created owner-only (0600 on Unix), and so are its missing folders (0700). The log is
+    /// locked for the life of the returned sink (`flock`, exclusive): a second writer is
+    /// refused [`FileAuditError::Locked`], since two heads on one chain break it. Only a
+    /// regular file is taken.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FileAuditError> {
         let path = path.as_ref().to_path_buf();
-        let mut file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)?;
+        // Checked before opening too: opening a FIFO or a terminal can block or take input.
+        match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => return Err(FileAuditError::NotARegularFile),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    create_private_dir(dir)?;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let mut file = private_open(&path)?;
+        // What was opened, whatever the path named a moment before.
+        if !file.metadata()?.is_file() {
+            return Err(FileAuditError::NotARegularFile);
+        }
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(FileAuditError::Locked {
+                    holder: lock_holder(&file),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
         let mut text = String::new();
         file.read_to_string(&mut text)?;
         if !text.is_empty() && !text.ends_with('\n') {
@@ -136,6 +190,71 @@ impl FileAudit {
         let mut buf = vec![0u8; len];
         f.read_exact(&mut buf).map_err(io)?;
         String::from_utf8(buf).map_err(|_| HostError::new("audit file: a line is not utf-8"))
+    }
+}
+
+#[cfg(unix)]
+fn private_open(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn private_open(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+}
+
+/// `dir` and its missing parents, created owner-only (0700 on Unix); nothing is changed when
+/// it exists.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// The pid holding a `flock` on `file`, from `/proc/locks` (Linux); `None` elsewhere, or
+/// when it cannot be told.
+fn lock_holder(file: &File) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().ok()?;
+        let dev = meta.dev();
+        // /proc/locks names the device as `major:minor` in hex (glibc's encoding of dev_t).
+        let (major, minor) = (
+            ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
+            (dev & 0xff) | ((dev >> 12) & !0xff),
+        );
+        let wanted = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; a waiter's line has `->` after
+        // the number.
+        locks.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [_, "FLOCK", _, "WRITE", pid, inode, ..] if *inode == wanted => pid.parse().ok(),
+                _ => None,
+            }
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
     }
 }
 

@@ -167,6 +167,11 @@ struct StderrFlags {
     /// sequences can erase or repaint the consent screen. For debugging a trusted server.
     #[arg(long, conflicts_with = "server_log")]
     insecure_raw_server_stderr: bool,
+    /// INSECURE: run a --stdio server without its sandbox (docs/cli.md, "The server
+    /// process"): it can then rewrite the trail, read the host key and open this user's
+    /// terminals (the consent form's among them). Warned on stderr every run.
+    #[arg(long)]
+    insecure_no_server_isolation: bool,
 }
 
 impl StderrFlags {
@@ -226,7 +231,12 @@ struct CallFlags {
 }
 
 impl CallFlags {
-    fn options(&self, target: Target, server_stderr: ServerStderr) -> CallOptions {
+    fn options(
+        &self,
+        target: Target,
+        server_stderr: ServerStderr,
+        no_isolation: bool,
+    ) -> CallOptions {
         CallOptions {
             target,
             user: self
@@ -242,6 +252,7 @@ impl CallFlags {
             open: self.open,
             max_rounds: self.max_rounds,
             server_stderr,
+            insecure_no_server_isolation: no_isolation,
             keys: self.keys.options(self.audit_anchor.as_ref()),
         }
     }
@@ -262,7 +273,7 @@ fn main() -> ExitCode {
             return call(
                 &flags,
                 target,
-                stderr.server_stderr(),
+                &stderr,
                 &method,
                 &name,
                 arguments.as_deref(),
@@ -278,13 +289,7 @@ fn main() -> ExitCode {
             json,
             what,
         } => {
-            return list(
-                server.target(),
-                stderr.server_stderr(),
-                &keys.options(None),
-                &what,
-                json,
-            );
+            return list(server.target(), &stderr, &keys.options(None), &what, json);
         }
         Command::Demo { audit } => demo(audit),
         Command::Info => info(),
@@ -329,7 +334,7 @@ fn watch_ctrl_c() {
 fn call(
     flags: &CallFlags,
     target: Target,
-    server_stderr: ServerStderr,
+    stderr: &StderrFlags,
     method: &str,
     name: &str,
     arguments: Option<&str>,
@@ -342,7 +347,12 @@ fn call(
         })
         .and_then(|runtime| {
             let params = c::params(method, name, arguments)?;
-            let mut client = c::connect(&flags.options(target, server_stderr), &runtime)?;
+            let options = flags.options(
+                target,
+                stderr.server_stderr(),
+                stderr.insecure_no_server_isolation,
+            );
+            let mut client = c::connect(&options, &runtime)?;
             client.call(method, params)
         });
     if flags.json {
@@ -358,7 +368,7 @@ fn call(
 
 fn list(
     target: Target,
-    server_stderr: ServerStderr,
+    stderr: &StderrFlags,
     keys: &KeyOptions,
     what: &str,
     json: bool,
@@ -378,7 +388,8 @@ fn list(
                 yes: false,
                 open: false,
                 max_rounds: None,
-                server_stderr,
+                server_stderr: stderr.server_stderr(),
+                insecure_no_server_isolation: stderr.insecure_no_server_isolation,
                 keys: keys.clone(),
             };
             let mut client = c::connect(&options, &runtime)?;
@@ -413,7 +424,7 @@ fn conformance(flags: &CallFlags, url: &str) -> ExitCode {
         })
         .and_then(|runtime| {
             let mut client = c::connect(
-                &flags.options(Target::Http(url.to_owned()), ServerStderr::Discard),
+                &flags.options(Target::Http(url.to_owned()), ServerStderr::Discard, false),
                 &runtime,
             )?;
             mrtr_gate_cli::conformance::run(&scenario, &mut client)
@@ -468,9 +479,8 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
             .and_then(|a| a.lines())
             .map_err(|e| e.to_string()),
         (Some(_), None) => Err("a redis: trail needs --redis URL".into()),
-        (None, _) => std::fs::read_to_string(trail)
-            .map(|t| t.lines().map(str::to_owned).collect())
-            .map_err(|e| format!("{trail}: {e}")),
+        (None, _) => mrtr_gate_cli::trail::read_trail(std::path::Path::new(trail), None, None)
+            .map(|read| read.trail.lines().map(str::to_owned).collect()),
     };
     match lines {
         Ok(lines) => {
@@ -495,10 +505,10 @@ fn verify(
     keys: &KeyOptions,
     links: Option<&std::path::Path>,
 ) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let n = mrtr_gate_core::audit::verify_chain(text.lines())
-        .map_err(|b| format!("the chain is broken: {b:?}"))?;
     if keys.insecure_no_host_keys {
+        let read = mrtr_gate_cli::trail::read_trail(path, None, None)?;
+        let n = mrtr_gate_core::audit::verify_chain(read.trail.lines())
+            .map_err(|b| format!("the chain is broken: {b:?}"))?;
         eprintln!("{}", mrtr_gate_cli::keys::INSECURE_WARNING);
         println!(
             "{}: {n} events, chain intact (links and anchor not checked)",
@@ -506,9 +516,6 @@ fn verify(
         );
         return Ok(());
     }
-    println!(
-        "{}",
-        mrtr_gate_cli::keys::verify_keyed(path, &text, n, keys, links)?
-    );
+    println!("{}", mrtr_gate_cli::keys::verify_keyed(path, keys, links)?);
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! actually talks to (the URL it posts to, the command it spawned), never `serverInfo`.
 
 pub mod http;
+pub mod isolation;
 pub mod stdio;
 
 use mrtr_gate_host::core::{RequestId, ServerIdentity};

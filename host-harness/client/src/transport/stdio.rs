@@ -125,6 +125,19 @@ pub fn endpoint_id(argv: &[String]) -> String {
     format!("stdio:{readable}@{digest}")
 }
 
+/// A server command split into words as a POSIX shell would (quotes, backslashes), to be run
+/// without one: no expansion, no pipes, no `;`.
+pub fn split_command(command: &str) -> Result<Vec<String>, TransportError> {
+    shlex::split(command)
+        .filter(|argv| !argv.is_empty())
+        .ok_or_else(|| {
+            TransportError::new(
+                TransportCode::InvalidCommand,
+                "the server command is empty or its quotes do not close",
+            )
+        })
+}
+
 impl StdioTransport {
     /// Spawn `command`, split into words as a POSIX shell would (quotes, backslashes) but
     /// run without one: no expansion, no pipes, no `;`. Its stderr goes to a new file in the
@@ -135,15 +148,7 @@ impl StdioTransport {
 
     /// [`spawn`](Self::spawn), with the server's stderr sent where `stderr` says.
     pub fn spawn_with(command: &str, stderr: &ServerStderr) -> Result<Self, TransportError> {
-        let argv = shlex::split(command)
-            .filter(|argv| !argv.is_empty())
-            .ok_or_else(|| {
-                TransportError::new(
-                    TransportCode::InvalidCommand,
-                    "the server command is empty or its quotes do not close",
-                )
-            })?;
-        Self::spawn_argv_with(&argv, stderr)
+        Self::spawn_argv_with(&split_command(command)?, stderr)
     }
 
     /// Spawn `argv[0]` with the rest as its arguments; its stderr goes to a new file in the
@@ -153,7 +158,20 @@ impl StdioTransport {
     }
 
     /// [`spawn_argv`](Self::spawn_argv), with the server's stderr sent where `stderr` says.
+    /// The server starts in a session of its own, with no controlling terminal
+    /// ([`super::isolation`]).
     pub fn spawn_argv_with(argv: &[String], stderr: &ServerStderr) -> Result<Self, TransportError> {
+        Self::spawn_isolated(argv, stderr, None)
+    }
+
+    /// [`spawn_argv_with`](Self::spawn_argv_with), and with `isolation` the server runs under
+    /// it: kept from the gate's files, terminals and processes ([`super::isolation`]). An
+    /// isolation this system cannot give is an error, never a server run without it.
+    pub fn spawn_isolated(
+        argv: &[String],
+        stderr: &ServerStderr,
+        isolation: Option<&super::isolation::Isolation>,
+    ) -> Result<Self, TransportError> {
         let (program, args) = argv.split_first().ok_or_else(|| {
             TransportError::new(TransportCode::InvalidCommand, "the server command is empty")
         })?;
@@ -178,15 +196,17 @@ impl StdioTransport {
             ServerStderr::Discard => (None, Stdio::null()),
             ServerStderr::InheritRaw => (None, Stdio::inherit()),
         };
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| {
-                TransportError::new(TransportCode::SpawnFailed, format!("`{program}`: {e}"))
-            })?;
+            .stderr(stderr);
+        super::isolation::isolate(&mut command, isolation)
+            .map_err(|e| TransportError::new(TransportCode::SpawnFailed, e.to_string()))?;
+        let mut child = command.spawn().map_err(|e| {
+            TransportError::new(TransportCode::SpawnFailed, format!("`{program}`: {e}"))
+        })?;
         let stdout = child
             .stdout
             .take()
