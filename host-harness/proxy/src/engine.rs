@@ -92,6 +92,21 @@ struct Call {
     filed: Option<String>,
 }
 
+/// A server's request shown to a client.
+#[derive(Clone, Debug)]
+struct Asked {
+    /// The id the server gave it (exact JSON text): the answer goes upstream under it.
+    server_id: String,
+    /// Who it was shown to.
+    principal: Principal,
+    /// When.
+    since: Instant,
+}
+
+/// The prefix of the id a server's request is shown under on an endpoint many clients share:
+/// random, so no client can answer one shown to another by guessing it.
+pub const ASKED_PREFIX: &str = "mg-ask:";
+
 /// The 2025-era requests a server sends for input, which 2026-07-28 carries in
 /// `input_required` results instead: answered by the client, they would reach the user
 /// around the gate.
@@ -107,9 +122,9 @@ pub struct Engine<G> {
     in_flight: HashMap<RequestId, Call>,
     /// Calls whose last answer was an accepted round: their bindings are open in the gate.
     open_rounds: HashMap<RequestId, Call>,
-    /// The server's own requests shown to the client and not yet answered (their ids as
-    /// JSON), with when they were shown: only those the client may answer.
-    asked: HashMap<String, Instant>,
+    /// The server's own requests shown to a client and not yet answered, by the id the client
+    /// was shown (as JSON): only those may be answered, by the principal they were shown to.
+    asked: HashMap<String, Asked>,
     /// The client's ungated requests relayed upstream and not yet answered (their ids as
     /// JSON), one client per engine only: a response under any other id the client never
     /// waits on, and one under a gated call's own id would hand it a result the gate never
@@ -179,10 +194,7 @@ impl<G: GateApi> Engine<G> {
             Ok(FromClient::Relay { raw_id }) => self.relay(raw_id, text),
             // Only an answer to a request the client was shown: the proxy refuses some of the
             // server's requests itself, and the client must not answer those in their stead.
-            Ok(FromClient::Answer { raw_id }) => match id_text(raw_id) {
-                Some(id) if self.asked.remove(&id).is_some() => Action::ToServer(text.to_owned()),
-                _ => Action::Drop("an answer to no request of the server's the client was shown"),
-            },
+            Ok(FromClient::Answer { raw_id }) => self.answer(principal, raw_id, text),
             Ok(FromClient::Cancelled { params }) => self.cancelled(text, params),
             Ok(FromClient::Gated {
                 raw_id,
@@ -285,10 +297,7 @@ impl<G: GateApi> Engine<G> {
                     );
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
-                    if let Some(id) = id_text(&raw_id) {
-                        self.asked.insert(id, Instant::now());
-                    }
-                    Action::ToClient(text.to_owned())
+                    self.show_request(principal, raw_id, text)
                 }
             }
             FromServer::Unreadable => match self.only_in_flight() {
@@ -347,6 +356,67 @@ impl<G: GateApi> Engine<G> {
             .values()
             .chain(self.open_rounds.values())
             .any(|call| id_text(&call.client_id).as_deref() == Some(id))
+    }
+
+    /// A server's request goes to the client it came on the stream of. Many clients sharing
+    /// the endpoint each see it under a fresh random id ([`ASKED_PREFIX`]), so none can answer
+    /// another's by guessing the server's (SDK servers number from 0); one client sees the
+    /// server's own id.
+    fn show_request(&mut self, principal: &Principal, server_id: String, text: &str) -> Action {
+        let asked = Asked {
+            server_id,
+            principal: principal.clone(),
+            since: Instant::now(),
+        };
+        if !self.shared {
+            if let Some(id) = id_text(&asked.server_id) {
+                self.asked.insert(id, asked);
+            }
+            return Action::ToClient(text.to_owned());
+        }
+        let mut random = [0u8; 16];
+        if getrandom::fill(&mut random).is_err() {
+            return Action::Drop("a server request: no randomness for its id");
+        }
+        let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let shown = format!("\"{ASKED_PREFIX}{hex}\"");
+        match splice_id(text, &shown) {
+            Ok(text) => {
+                self.asked.insert(shown, asked);
+                Action::ToClient(text)
+            }
+            Err(_) => Action::Drop("a server request whose id cannot be replaced"),
+        }
+    }
+
+    /// The client's answer to a server's request: only to one shown to this principal, once,
+    /// under the server's own id upstream. An answer for one shown to another client is
+    /// dropped and that client may still answer it.
+    fn answer(&mut self, principal: &Principal, raw_id: &str, text: &str) -> Action {
+        let Some(id) = id_text(raw_id) else {
+            return Action::Drop("an answer whose id is no json");
+        };
+        match self.asked.get(&id) {
+            Some(asked) if asked.principal == *principal => {}
+            Some(_) => {
+                return Action::Drop("an answer to a server request shown to another client");
+            }
+            None => {
+                return Action::Drop(
+                    "an answer to no request of the server's the client was shown",
+                );
+            }
+        }
+        let Some(asked) = self.asked.remove(&id) else {
+            return Action::Drop("an answer to no request of the server's the client was shown");
+        };
+        if !self.shared {
+            return Action::ToServer(text.to_owned());
+        }
+        match splice_id(text, &asked.server_id) {
+            Ok(text) => Action::ToServer(text),
+            Err(_) => Action::Drop("an answer whose id cannot be replaced"),
+        }
     }
 
     fn only_in_flight(&self) -> Option<RequestId> {
@@ -691,6 +761,9 @@ impl<G: GateApi> Engine<G> {
         );
         self.open_rounds
             .retain(|_, call| call.since.elapsed() < lifetime);
+        // A server request nobody answered within a round's lifetime is not waited on.
+        self.asked
+            .retain(|_, asked| asked.since.elapsed() < lifetime);
     }
 
     /// The client went away: every call of its ends `cancelled`.

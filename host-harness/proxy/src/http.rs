@@ -11,6 +11,7 @@ mod bridge;
 pub mod headers;
 mod listen;
 pub mod server;
+mod sessions;
 pub mod sse;
 pub mod upstream;
 

@@ -7,6 +7,7 @@ use super::answer::{Call, Exchange, ProxyBody, empty, json};
 use super::bridge::{Bridge, CancelGuard, engine_gone};
 use super::headers::{self, LAST_EVENT_ID, Mismatch, PROTOCOL_VERSION, SESSION};
 use super::listen::{Listener, status_only};
+use super::sessions::Sessions;
 use super::upstream::Upstream;
 use crate::engine::{Action, Engine, Principal};
 use crate::errors::Refusal;
@@ -94,6 +95,16 @@ struct State {
     bridge: Bridge,
     upstream: Upstream,
     options: HttpOptions,
+    /// Who opened which session (only when callers are named by trusted headers).
+    sessions: std::sync::Mutex<Sessions>,
+}
+
+impl State {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Serve the MCP endpoint on `listener` for ever (see [`serve_until`]).
@@ -134,6 +145,7 @@ where
         bridge,
         upstream,
         options,
+        sessions: std::sync::Mutex::new(Sessions::default()),
     });
     tokio::pin!(shutdown);
     loop {
@@ -203,8 +215,31 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
         Ok(p) => p,
         Err(r) => return refuse(StatusCode::FORBIDDEN, "null", &r),
     };
+    let session = request
+        .headers()
+        .get(SESSION)
+        .and_then(|s| s.to_str().ok())
+        .map(str::to_owned);
+    if let (Some(who), Some(session)) = (&principal, &session)
+        && !state.sessions().may_use(session, who)
+    {
+        // Another client's session: answered as an unknown one, which says nothing of whose.
+        let r = Refusal::message("unknown_session", "no such session");
+        return refuse(StatusCode::NOT_FOUND, "null", &r);
+    }
     match *request.method() {
-        Method::POST => post(state, request, principal).await,
+        Method::POST => {
+            let response = post(state, request, principal.clone()).await;
+            if let (Some(who), None) = (&principal, &session)
+                && let Some(opened) = response
+                    .headers()
+                    .get(SESSION)
+                    .and_then(|s| s.to_str().ok())
+            {
+                state.sessions().opened(opened, who);
+            }
+            response
+        }
         Method::GET => get(state, request, principal).await,
         Method::DELETE => delete(state, request).await,
         _ => {
@@ -223,10 +258,15 @@ fn principal(options: &HttpOptions, headers: &HeaderMap) -> Result<Option<Princi
     let Some((user, tenant)) = &options.trust_principal_headers else {
         return Ok(None);
     };
+    // Any UTF-8 but control characters: a front names users as its directory spells them
+    // (`josé@example.com`), and HTTP carries such values as their UTF-8 bytes.
     let one = |name: &str| {
         let mut values = headers.get_all(name).iter();
         match (values.next(), values.next()) {
-            (Some(v), None) => v.to_str().ok().filter(|v| !v.is_empty()).map(str::to_owned),
+            (Some(v), None) => std::str::from_utf8(v.as_bytes())
+                .ok()
+                .filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
+                .map(str::to_owned),
             _ => None,
         }
     };
@@ -246,6 +286,21 @@ fn stripped(options: &HttpOptions) -> Vec<&str> {
         .as_ref()
         .map(|(u, t)| vec![u.as_str(), t.as_str()])
         .unwrap_or_default()
+}
+
+/// Whether a client's message is a response (an answer to a server's request), else a request
+/// or notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Response,
+    Other,
+}
+
+fn members_kind(text: &str) -> Kind {
+    match parse_members(text, MAX_MESSAGE_BYTES) {
+        Ok(members) if !members.contains_key("method") => Kind::Response,
+        _ => Kind::Other,
+    }
 }
 
 /// A client message's id (its JSON text) if it is a request, and whether it has one at all.
@@ -299,12 +354,26 @@ async fn post(
     if let Err(Mismatch(why)) = headers::check_mirrored(&parts.headers, &text) {
         return header_mismatch(client_id.as_deref().unwrap_or("null"), &why);
     }
+    let text_kind = members_kind(&text);
     let action = state.bridge.client(principal.clone(), text).await;
     let session = parts.headers.get(SESSION).cloned();
     let version = parts.headers.get(PROTOCOL_VERSION).cloned();
     let up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));
     let (call, sent) = match action {
         Action::ToClient(text) => return json(StatusCode::OK, HeaderMap::new(), text),
+        // What the engine let go of on purpose: an answer to no request of the server's shown
+        // to this client is refused; a notification (a cancel the engine keeps to its own
+        // client) is taken, as any notification is.
+        Action::Drop(why) if client_id.is_none() => {
+            return if text_kind == Kind::Response {
+                let r = Refusal::message("unknown_server_request", why);
+                refuse(StatusCode::FORBIDDEN, "null", &r)
+            } else {
+                let mut response = Response::new(empty());
+                *response.status_mut() = StatusCode::ACCEPTED;
+                response
+            };
+        }
         Action::Drop(_) => {
             let id = client_id.as_deref().unwrap_or("null");
             return refuse(StatusCode::OK, id, &engine_gone());
@@ -415,6 +484,7 @@ async fn delete(state: &State, request: Request<Incoming>) -> Response<ProxyBody
             if answer.status().is_success()
                 && let Some(session) = session.as_ref().and_then(|s| s.to_str().ok())
             {
+                state.sessions().closed(session);
                 state.bridge.end_session(session.to_owned());
             }
             status_only(&answer)

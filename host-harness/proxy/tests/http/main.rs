@@ -6,6 +6,7 @@
 
 mod answers;
 mod differential;
+mod neighbours;
 mod requests;
 mod retries;
 mod sdk;
