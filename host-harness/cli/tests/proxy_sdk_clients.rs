@@ -96,3 +96,89 @@ fn the_typescript_sdk_client_completes_the_python_servers_rounds_through_the_pro
     assert_completed(&report, &expected);
     assert_trail(&proxy, &expected, STDIO_SERVER);
 }
+
+/// Numbers as a client may write them; each must reach the tool as it would without the gate.
+const WRITTEN: [&str; 8] = [
+    "1234567890123456",
+    "1234567890123456789012",
+    "1234567890123456789012345678901234567890",
+    "-0",
+    "1.0",
+    "1e2",
+    "3.14159265358979323846264338327",
+    "0.1",
+];
+
+/// The call to `server` over stdio, then its retry built from the round's answer (the state
+/// the SDK server seals is this process's); the two answers.
+fn call_and_retry(
+    server: &[String],
+    call: &str,
+    retry: impl Fn(&serde_json::Value) -> String,
+) -> Vec<serde_json::Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = std::process::Command::new(&server[0])
+        .args(&server[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut answers: Vec<serde_json::Value> = Vec::new();
+    let mut next = call.to_owned();
+    for _ in 0..2 {
+        input.write_all(format!("{next}\n").as_bytes()).unwrap();
+        let answer = loop {
+            let mut back = String::new();
+            assert_ne!(output.read_line(&mut back).unwrap(), 0, "the server ended");
+            let v: serde_json::Value = serde_json::from_str(&back).unwrap();
+            if v.get("id").is_some() {
+                break v;
+            }
+        };
+        next = retry(&answer);
+        answers.push(answer);
+    }
+    drop(input);
+    let _ = child.wait();
+    answers
+}
+
+/// The tool's report of what it received of the [`WRITTEN`] numbers on the call and on its
+/// retry.
+fn numbers_received(server: &[String]) -> serde_json::Value {
+    let values: Vec<String> = WRITTEN
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!(r#""v{i}":{n}"#))
+        .collect();
+    let params = |id: u32, state: Option<&str>| {
+        let state = state.map_or(String::new(), |s| format!(r#","requestState":{s}"#));
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"numbers","arguments":{{"values":{{{}}}}}{state},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{"form":{{}}}}}}}}}}}}"#,
+            values.join(",")
+        )
+    };
+    let answers = call_and_retry(server, &params(1, None), |round| {
+        params(2, Some(&round["result"]["requestState"].to_string()))
+    });
+    let text = answers[1]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answers:?}"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn numbers_reach_the_python_sdk_servers_tool_through_the_proxy_as_they_do_without_it() {
+    let direct = numbers_received(&python_server());
+    // The 22- and 40-digit integers are integers to the tool when sent as written.
+    assert_eq!(direct["call"]["v1"][0], "int", "{direct}");
+    assert_eq!(direct["call"]["v2"][0], "int", "{direct}");
+    assert_eq!(direct["retry"], direct["call"], "{direct}");
+    let proxy = Proxy::new("numbers");
+    let gated = numbers_received(&proxy.argv(&[], &python_server()));
+    assert_eq!(gated["call"], direct["call"], "the call");
+    assert_eq!(gated["retry"], direct["call"], "the retry the gate built");
+}

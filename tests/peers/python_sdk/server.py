@@ -11,6 +11,8 @@ Tools:
 - `survey`: three rounds, the state growing each round.
 - `forever`: a state-only round, every time (a client must stop at its round limit).
 - `sealed`: state sealed with an HMAC; a retry whose state was changed is refused.
+- `numbers`: a state-only round, then what the tool received of `values` each time (each
+  value's Python type and repr): whether a number reached it as the client wrote it.
 """
 
 from __future__ import annotations
@@ -146,6 +148,19 @@ async def sealed(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
     if not hmac.compare_digest(mac, hmac.new(KEY, value.encode(), hashlib.sha256).hexdigest()):
         return t.CallToolResult(content=[t.TextContent(type="text", text="tampered state")], is_error=True)
     return done(f"sealed ok: {value}")
+
+
+def received(values: dict[str, Any]) -> dict[str, list[str]]:
+    return {k: [type(v).__name__, repr(v)] for k, v in sorted(values.items())}
+
+
+@server.tool()
+async def numbers(values: dict[str, Any], ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Echoes the numbers it was given, on the call and on its retry."""
+    if ctx.request_state is None:
+        return t.InputRequiredResult(request_state=base64.urlsafe_b64encode(json.dumps(received(values)).encode()).decode())
+    first = json.loads(base64.urlsafe_b64decode(ctx.request_state))
+    return done(json.dumps({"call": first, "retry": received(values)}, sort_keys=True))
 
 
 if __name__ == "__main__":

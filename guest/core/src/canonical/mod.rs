@@ -20,6 +20,23 @@ pub fn to_canonical(value: &Value) -> String {
     out
 }
 
+/// `value`'s canonical JSON text but for its numbers, each written with the digits its source
+/// text had (`1.0`, `1e2`, `-0`, `12345678901234567890123` as they came). What the gate sends a
+/// server of a client's params: the canonical layout writes an integer past 21 digits with an
+/// exponent, which the official Python SDK server reads as a float, so a value the gate
+/// compares as equal would reach the tool as another. The same keys in the same order as
+/// [`to_canonical`], so [`CanonicalObject`] reads either.
+pub fn to_sent_form(value: &Value) -> String {
+    let mut out = String::new();
+    write_value_with(&mut out, value, write_number_as_sent);
+    out
+}
+
+/// A number as its source text (serde_json's arbitrary precision keeps it).
+fn write_number_as_sent(out: &mut String, n: &serde_json::Number) {
+    out.push_str(n.as_str());
+}
+
 /// The text of the top-level member `key` of `object`, canonical JSON text this crate wrote
 /// (the registered params): found by one scan of the bytes, with nothing parsed or allocated
 /// (the consent view shows a request's `arguments` every round). None when `object` is not
@@ -189,11 +206,16 @@ impl<'de> serde::Deserialize<'de> for Members<'de> {
 
 /// Append the canonical JSON text of `value`.
 pub fn write_value(out: &mut String, value: &Value) {
+    write_value_with(out, value, write_number);
+}
+
+/// The canonical layout, each number written by `number`.
+fn write_value_with(out: &mut String, value: &Value, number: fn(&mut String, &serde_json::Number)) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(n) => write_number(out, n),
+        Value::Number(n) => number(out, n),
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
             out.push('[');
@@ -201,22 +223,26 @@ pub fn write_value(out: &mut String, value: &Value) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_value(out, item);
+                write_value_with(out, item, number);
             }
             out.push(']');
         }
         Value::Object(map) if in_utf16_order(map) => {
-            write_entries(out, map.iter());
+            write_entries(out, map.iter(), number);
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            write_entries(out, entries.into_iter());
+            write_entries(out, entries.into_iter(), number);
         }
     }
 }
 
-fn write_entries<'a>(out: &mut String, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+fn write_entries<'a>(
+    out: &mut String,
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    number: fn(&mut String, &serde_json::Number),
+) {
     out.push('{');
     for (i, (key, item)) in entries.enumerate() {
         if i > 0 {
@@ -224,7 +250,7 @@ fn write_entries<'a>(out: &mut String, entries: impl Iterator<Item = (&'a String
         }
         write_string(out, key);
         out.push(':');
-        write_value(out, item);
+        write_value_with(out, item, number);
     }
     out.push('}');
 }

@@ -118,6 +118,11 @@ pub(crate) struct Fixed {
     pub(crate) audit_name: String,
     /// Canonical JSON, stored as JSON; checked against `params_sha256` before every retry.
     pub(crate) params_json: Box<RawValue>,
+    /// The params as the client wrote their numbers ([`canonical::to_sent_form`]), when that
+    /// differs from `params_json`: what goes upstream, the request and every retry. A record
+    /// read from storage is held to `params_json` before a retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) params_sent: Option<Box<RawValue>>,
     pub(crate) params_sha256: String,
     pub(crate) policy: Policy,
     pub(crate) declared: Declared,
@@ -197,6 +202,13 @@ fn write_record_opt(out: &mut String, s: Option<&str>) {
 }
 
 impl Fixed {
+    /// The params text that goes upstream: the client's numbers as written.
+    pub(crate) fn sent_params(&self) -> &str {
+        self.params_sent
+            .as_deref()
+            .map_or_else(|| self.params_json.get(), RawValue::get)
+    }
+
     /// The fixed part's record text, written once at registration. Read back by serde (the
     /// field names and shapes are `Fixed`'s; a test holds the two together).
     pub(crate) fn record_json(&self) -> String {
@@ -228,6 +240,10 @@ impl Fixed {
         }
         out.push_str(",\"params_json\":");
         out.push_str(self.params_json.get());
+        if let Some(sent) = &self.params_sent {
+            out.push_str(",\"params_sent\":");
+            out.push_str(sent.get());
+        }
         out.push_str(",\"params_sha256\":");
         canonical::write_string(&mut out, &self.params_sha256);
         let p = &self.policy;
@@ -482,7 +498,15 @@ mod tests {
     use serde_json::Value;
 
     fn fixed(id: RequestId, server: ServerIdentity, text: &str, deprecated: bool) -> Fixed {
-        let params = canonical::to_canonical(&serde_json::json!({"name": text, "arguments": {}}));
+        // Half of them with a number the client wrote otherwise than the canonical layout.
+        let value: Value = serde_json::from_str(&format!(
+            r#"{{"name":{},"arguments":{{"n":{}}}}}"#,
+            serde_json::Value::String(text.to_owned()),
+            if deprecated { "1.0" } else { "1" }
+        ))
+        .unwrap();
+        let params = canonical::to_canonical(&value);
+        let sent = canonical::to_sent_form(&value);
         Fixed {
             original_id: id,
             server,
@@ -494,6 +518,7 @@ mod tests {
             name: text.to_owned(),
             audit_name: text.to_owned(),
             params_sha256: digest::sha256_hex(params.as_bytes()),
+            params_sent: (sent != params).then(|| RawValue::from_string(sent).unwrap()),
             params_json: RawValue::from_string(params).unwrap(),
             policy: Policy {
                 allowed_deprecated: if deprecated {

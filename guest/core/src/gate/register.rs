@@ -76,11 +76,22 @@ impl<H: Host> Gate<H> {
             name.clone()
         };
         let declared = Declared::from_params(&params);
-        let params_json = canonical::to_canonical(&Value::Object(params));
+        let params = Value::Object(params);
+        let params_json = canonical::to_canonical(&params);
         let params_sha256 = digest::sha256_hex(params_json.as_bytes());
-        let params_json = RawValue::from_string(params_json).map_err(|_| {
-            GateError::from(CallerMisuse::InvalidParams("params must be json".into()))
-        })?;
+        // Compared and digested canonically; sent with the client's own number digits.
+        let sent = canonical::to_sent_form(&params);
+        let as_raw = |text: String| {
+            RawValue::from_string(text).map_err(|_| {
+                GateError::from(CallerMisuse::InvalidParams("params must be json".into()))
+            })
+        };
+        let params_sent = if sent == params_json {
+            None
+        } else {
+            Some(as_raw(sent)?)
+        };
+        let params_json = as_raw(params_json)?;
         let now = self.now();
         let server = self.principals.server(&r.server);
         let fixed = Fixed {
@@ -95,6 +106,7 @@ impl<H: Host> Gate<H> {
             audit_name,
             declared,
             params_json,
+            params_sent,
             params_sha256: params_sha256.clone(),
             expires_at_ms: now.saturating_add(r.policy.round_trip_lifetime_ms),
             policy: r.policy,
@@ -135,7 +147,7 @@ impl<H: Host> Gate<H> {
             request_json: request_text(
                 &request_id,
                 &binding.fixed.method,
-                binding.fixed.params_json.get(),
+                binding.fixed.sent_params(),
             ),
             params_sha256,
             expires_at_ms: binding.fixed.expires_at_ms,

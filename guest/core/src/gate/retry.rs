@@ -277,21 +277,25 @@ impl<H: Host> Gate<H> {
         // storage may have been rewritten behind the gate. (A binding this instance registered
         // and still holds in its cache is the one it hashed; the cache is keyed by version.)
         let params_changed = !binding.params_hashed_here
-            && digest::sha256_hex(binding.fixed.params_json.get().as_bytes())
-                != binding.fixed.params_sha256;
+            && (digest::sha256_hex(binding.fixed.params_json.get().as_bytes())
+                != binding.fixed.params_sha256
+                || !sent_form_holds(&binding.fixed));
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
             return Err(GateError::from(CallerMisuse::IdentityOrArgumentMismatch));
         }
         // Read before anything is reserved or asked, so a corrupt record can never leave a
         // `consented` or `submitted` event for a retry that does not go out.
-        let params = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
+        let registered = canonical::CanonicalObject::parse(binding.fixed.params_json.get())
+            .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
+        // What the retry is built on: the same members, the client's number digits.
+        let params = canonical::CanonicalObject::parse(binding.fixed.sent_params())
             .ok_or(GateError::Host(HostFault::StorageCorrupted))?;
         let responses = match answers {
             Answers::Given(text) => parse_responses(text)?,
             Answers::Client {
                 method,
                 params_json,
-            } => ClientParams::parse(params_json)?.matched(method, binding, open, &params)?,
+            } => ClientParams::parse(params_json)?.matched(method, binding, open, &registered)?,
         };
         responses::check_responses(&responses, &open.inputs)?;
 
@@ -391,6 +395,16 @@ impl<H: Host> Gate<H> {
             .set(Field::RetryId, retry_id.to_json());
         self.audit(consented)?;
         Ok(receipt.receipt_id)
+    }
+}
+
+/// Whether a binding's params as sent are its canonical params but for number digits: a
+/// record rewritten behind the gate must not send other arguments than the ones registered.
+fn sent_form_holds(fixed: &super::record::Fixed) -> bool {
+    match &fixed.params_sent {
+        None => true,
+        Some(sent) => json::parse_strict(sent.get(), limits::PARAMS)
+            .is_ok_and(|v| canonical::to_canonical(&v) == fixed.params_json.get()),
     }
 }
 

@@ -194,9 +194,11 @@ fn numbers_no_exact_form_can_hold_are_refused_with_a_code() {
         r#"{"name":"t","arguments":{"n":1e0000000000000000000002}}"#,
     )
     .unwrap();
+    // The client's own digits (the exponent's sign written out, as JSON readers take it).
     assert!(
-        sent.request_json.contains(r#""n":100"#),
-        "{}",
+        sent.request_json
+            .contains(r#""n":1e+0000000000000000000002"#),
+        "the client's own digits: {}",
         sent.request_json
     );
 }
@@ -314,4 +316,146 @@ proptest! {
         want["inputResponses"] = serde_json::from_str(&responses_json).unwrap();
         prop_assert!(same_value(&sent["params"], &want), "{} vs {}", sent["params"], want);
     }
+}
+
+/// Each number as a client might write it, the way it must reach the server: exactly.
+const WRITTEN: [&str; 8] = [
+    "1234567890123456",
+    "1234567890123456789012",
+    "1234567890123456789012345678901234567890",
+    "-0",
+    "1.0",
+    "1e2",
+    "3.14159265358979323846264338327",
+    "-12345678901234567890123e-3",
+];
+
+fn arguments_text(numbers: &[&str]) -> String {
+    let members: Vec<String> = numbers
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!(r#""a{i}":{n}"#))
+        .collect();
+    format!(
+        r#"{{"name":"t","arguments":{{{}}},"_meta":{{"io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{"form":{{}}}}}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}}"#,
+        members.join(",")
+    )
+}
+
+/// Every argument of `request_json` is the number written, digit for digit: the same text
+/// but for the exponent's sign, which the parser writes out (`1e2` reads as `1e+2`, one
+/// number to every JSON reader); never the canonical layout's (`1`, `100`, `0`, an exponent).
+fn assert_written(request_json: &str) {
+    let request: Value = serde_json::from_str(request_json).unwrap();
+    for (i, n) in WRITTEN.iter().enumerate() {
+        let written: Value = serde_json::from_str(n).unwrap();
+        let got = &request["params"]["arguments"][format!("a{i}")];
+        assert_eq!(
+            got.as_number().map(serde_json::Number::as_str),
+            written.as_number().map(serde_json::Number::as_str),
+            "a{i} in {request_json}"
+        );
+        assert!(
+            request_json.contains(&format!(r#""a{i}":{written}"#)),
+            "a{i} in {request_json}"
+        );
+    }
+}
+
+#[test]
+fn a_clients_numbers_reach_the_server_with_the_digits_it_wrote() {
+    let mut fx = Fx::new();
+    let registered = register_text(&mut fx, 1, &arguments_text(&WRITTEN)).unwrap();
+    assert_written(&registered.request_json);
+    // Compared and digested by value: the same numbers written canonically are one request.
+    let canonical: Vec<String> = WRITTEN
+        .iter()
+        .map(|n| {
+            let v: Value = serde_json::from_str(n).unwrap();
+            mrtr_gate_core::canonical::to_canonical(&v)
+        })
+        .collect();
+    let canonical: Vec<&str> = canonical.iter().map(String::as_str).collect();
+    assert_ne!(canonical, WRITTEN, "the layouts differ");
+    let same = register_text(&mut fx, 2, &arguments_text(&canonical)).unwrap();
+    assert_eq!(registered.params_sha256, same.params_sha256);
+    // The gate's retry carries them as written too.
+    fx.round(1, state_only("s"));
+    let sent = retry_text(&mut fx, 1, 10, "{}").unwrap();
+    assert_written(&sent);
+}
+
+#[test]
+fn a_clients_own_retry_matches_by_value_and_goes_out_with_the_registered_digits() {
+    let mut fx = Fx::new();
+    register_text(&mut fx, 1, &arguments_text(&WRITTEN)).unwrap();
+    fx.round(1, state_only("s"));
+    // The client writes the numbers again in the canonical layout: the same request.
+    let canonical: Vec<String> = WRITTEN
+        .iter()
+        .map(|n| {
+            let v: Value = serde_json::from_str(n).unwrap();
+            mrtr_gate_core::canonical::to_canonical(&v)
+        })
+        .collect();
+    let canonical: Vec<&str> = canonical.iter().map(String::as_str).collect();
+    let mut params: Value = serde_json::from_str(&arguments_text(&canonical)).unwrap();
+    params["requestState"] = json!("s");
+    let retry = fx
+        .gate
+        .retry_from_client(mrtr_gate_core::ClientRetry {
+            server: server(),
+            request_id: Some(RequestId::Number(1)),
+            retry_id: RequestId::Number(2),
+            user: USER.into(),
+            tenant: TENANT.into(),
+            method: "tools/call".into(),
+            params_json: params.to_string(),
+        })
+        .unwrap();
+    assert_written(&retry.request_json);
+}
+
+#[test]
+fn digits_rewritten_in_a_stored_record_never_go_out() {
+    use mrtr_gate_core::host::{Storage, Write};
+    let mut fx = Fx::new();
+    register_text(&mut fx, 1, &arguments_text(&WRITTEN)).unwrap();
+    fx.round(1, state_only("s"));
+    // Someone with the store's keys changes a number in what would be sent, leaving the
+    // canonical params (and their digest) as registered.
+    let key = {
+        let digest = mrtr_gate_core::digest::sha256_hex(server().display().as_bytes());
+        format!(
+            "{}{}/1",
+            mrtr_gate_core::ID_PREFIX,
+            digest.get(..32).unwrap()
+        )
+    };
+    let read = fx.storage.read(&[key.as_str().into()]).unwrap().remove(0);
+    let version = read.version;
+    let record = read.present().unwrap().value;
+    let forged = record.replacen(
+        r#""a1":1234567890123456789012"#,
+        r#""a1":1234567890123456789013"#,
+        1,
+    );
+    assert_ne!(forged, record, "the record holds the digits as written");
+    let write = Write {
+        key: &key,
+        expected: version,
+        value: Some(&forged),
+        ttl_ms: 600_000,
+    };
+    assert_eq!(fx.storage.write(&[write]).unwrap().len(), 1);
+    // Another instance (no cache of what was registered) reads the record.
+    let mut other = fx.second_gate();
+    let d = other
+        .build_retry(retry_request(
+            RequestId::Number(1),
+            RequestId::Number(2),
+            &json!({}),
+        ))
+        .unwrap_err();
+    assert_eq!(code(&d), "mrtr_identity_or_argument_mismatch");
 }
