@@ -106,6 +106,12 @@ pub struct ProxyFlags {
     /// requests to the client instead of refusing them (they reach the user around the gate).
     #[arg(long)]
     pub allow_legacy_server_requests: bool,
+    /// Pass the input channels no round binds: `inputRequests` in an ungated answer or a
+    /// notification (a task's), `inputResponses` in an ungated message (`tasks/update`), a
+    /// 2025-11-25 -32042 URL elicitation error. They then reach the user, and the server,
+    /// around the gate.
+    #[arg(long)]
+    pub allow_ungated_input_channels: bool,
     /// stdio mode: run the server without its sandbox (docs/proxy.md, "The server process"):
     /// it can then rewrite the trail, read the host key and open this user's terminals. It
     /// still starts in a session of its own. Warned on stderr every run.
@@ -334,6 +340,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     let services = wired.services(consent_for(&checked.consent));
     let policy = checked.policy.clone();
     let allow_legacy_server_requests = flags.allow_legacy_server_requests;
+    let allow_ungated_input = flags.allow_ungated_input_channels;
     let engine_for = move |server: ServerIdentity| {
         let config = EngineConfig {
             server,
@@ -346,9 +353,17 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             ),
             policy,
             allow_legacy_server_requests,
+            allow_ungated_input,
         };
         Engine::new(ComponentGate::new(&runtime, services), config, ids)
     };
+    if flags.allow_ungated_input_channels {
+        eprintln!(
+            "mrtr-gate proxy: WARNING: --allow-ungated-input-channels: a task's inputRequests, \
+             tasks/update's inputResponses and -32042 URL elicitation errors pass unchecked, \
+             unconsented and unaudited"
+        );
+    }
     if flags.allow_legacy_server_requests {
         eprintln!(
             "mrtr-gate proxy: WARNING: --allow-legacy-server-requests: the server's own \

@@ -43,6 +43,10 @@ pub struct EngineConfig {
     /// Relay a server's own `elicitation/create`, `sampling/createMessage` and `roots/list`
     /// requests (2025-era input requests the gate never sees) instead of refusing them.
     pub allow_legacy_server_requests: bool,
+    /// Relay the input channels no binding covers (`inputRequests` in an ungated answer or a
+    /// notification, such as a task's; `inputResponses` in an ungated message, such as
+    /// `tasks/update`; a 2025-11-25 `-32042` URL elicitation error) instead of refusing them.
+    pub allow_ungated_input: bool,
 }
 
 /// Who a gated call is bound to: the user and tenant as the gate binds them (keyed
@@ -191,6 +195,20 @@ impl<G: GateApi> Engine<G> {
     pub fn on_client_as(&mut self, principal: &Principal, text: &str) -> Action {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
+            Ok(FromClient::Relay { raw_id })
+                if !self.config.allow_ungated_input && carries_member(text, "inputResponses") =>
+            {
+                // Answers no round of the gate's asked for (a task's `tasks/update`): they would
+                // reach the server unchecked, unconsented and unaudited.
+                let refusal = Refusal::message(
+                    "input_responses_not_bound",
+                    "inputResponses outside a gated request's retry are not relayed",
+                );
+                match raw_id {
+                    Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
+                    None => Action::Drop("a notification carrying inputResponses"),
+                }
+            }
             Ok(FromClient::Relay { raw_id }) => self.relay(raw_id, text),
             // Only an answer to a request the client was shown: the proxy refuses some of the
             // server's requests itself, and the client must not answer those in their stead.
@@ -282,6 +300,11 @@ impl<G: GateApi> Engine<G> {
                 Action::Drop("a response to no gated request in flight")
             }
             FromServer::Response(_, result) => self.relayed_response(text, result),
+            FromServer::Notification
+                if !self.config.allow_ungated_input && carries_member(text, "inputRequests") =>
+            {
+                Action::Drop("a notification carrying inputRequests (a task's): no round binds it")
+            }
             FromServer::Notification => Action::ToClient(text.to_owned()),
             FromServer::Request(raw_id, method) => {
                 if INPUT_REQUESTS_OF_OLD.contains(&method.as_str())
@@ -336,7 +359,14 @@ impl<G: GateApi> Engine<G> {
                 return Action::Drop("a response to no request of the client's in flight");
             }
         }
-        if result.is_some_and(is_input_required) {
+        let asks_for_input = match result {
+            Some(result) => {
+                is_input_required(result)
+                    || (!self.config.allow_ungated_input && carries_member(result, "inputRequests"))
+            }
+            None => !self.config.allow_ungated_input && is_url_elicitation_error(text),
+        };
+        if asks_for_input {
             let refusal = Refusal::peer(
                 "input_required_not_allowed",
                 "the server answered a method the gate does not bind with input_required",
@@ -434,6 +464,17 @@ impl<G: GateApi> Engine<G> {
         };
         let verdict = self.gate.accept_response(&self.config.server, text);
         match verdict {
+            // A URL elicitation carried in an error (2025-11-25): the gate ended the binding
+            // with the error (audited), and the URL never reaches the client.
+            Ok(ResponseVerdict::Error(URL_ELICITATION_REQUIRED))
+                if !self.config.allow_ungated_input =>
+            {
+                let refusal = Refusal::peer(
+                    "url_elicitation_not_allowed",
+                    "the server asked for a URL elicitation in a -32042 error, outside any round",
+                );
+                Action::ToClient(refusal.response(&call.client_id))
+            }
             Ok(verdict) => match splice_id(text, &call.client_id) {
                 Ok(judged) => {
                     if let ResponseVerdict::InputRequired(round) = verdict {
@@ -877,6 +918,41 @@ fn params_object(params: &str) -> Option<Map<String, Value>> {
         _ => None,
     }
 }
+
+/// Whether the message or result `text` holds a member named `key` (in any spelling of case a
+/// lenient reader might honour) where an input channel puts one: at its top, in its `params`,
+/// or one object below (a task's `{"task": {"inputRequests": …}}`). Deeper it is data (a
+/// tool's schema may name a property so), not a channel. Text that cannot be read is taken to
+/// hold one.
+fn carries_member(text: &str, key: &str) -> bool {
+    fn near(value: &Value, key: &str, depth: u8) -> bool {
+        match value {
+            Value::Object(map) => map.iter().any(|(k, v)| {
+                k.eq_ignore_ascii_case(key) || (depth < CHANNEL_DEPTH && near(v, key, depth + 1))
+            }),
+            _ => false,
+        }
+    }
+    serde_json::from_str::<Value>(text).map_or(true, |v| near(&v, key, 0))
+}
+
+/// How many objects down from a message an input channel's member is looked for: the
+/// message, its `params` or `result`, and one object in them.
+const CHANNEL_DEPTH: u8 = 2;
+
+/// A 2025-11-25 `URLElicitationRequiredError` (`-32042`): a URL elicitation carried in an error,
+/// which reaches the user around the rounds the gate judges.
+fn is_url_elicitation_error(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| {
+        v.get("error")
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64)
+            == Some(URL_ELICITATION_REQUIRED)
+    })
+}
+
+/// The JSON-RPC code of 2025-11-25's `URLElicitationRequiredError`.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// Whether a result's `resultType` asks for input, in any spelling of case a lenient client
 /// might honour, or the result cannot be read for sure.

@@ -43,6 +43,7 @@ fn replica(
         rounds: RoundIndex::new(storage, policy.round_trip_lifetime_ms + 60_000),
         policy,
         allow_legacy_server_requests: false,
+        allow_ungated_input: false,
     };
     Rig {
         engine: Engine::new(
@@ -433,4 +434,73 @@ fn a_client_that_never_reads_its_answers_cannot_grow_the_proxy_without_bound() {
     let pong = r#"{"jsonrpc":"2.0","id":0,"result":{}}"#;
     assert_eq!(r.engine.on_server(pong), Action::ToClient(pong.into()));
     assert!(matches!(r.engine.on_client(one_more), Action::ToServer(_)));
+}
+
+#[test]
+fn input_channels_no_round_binds_are_refused() {
+    let mut r = rig();
+    // A task's answers (`tasks/update`, any casing, at any depth) never reach the server.
+    for update in [
+        r#"{"jsonrpc":"2.0","id":4,"method":"tasks/update","params":{"taskId":"t1","inputResponses":{"a":{"action":"accept","content":{"pin":"1234"}}}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tasks/update","params":{"taskId":"t1","update":{"InputResponses":{}}}}"#,
+    ] {
+        let (id, code, gate_code) = error_of(&to_client(r.engine.on_client(update)));
+        assert_eq!(
+            (id, code, gate_code.as_str()),
+            (json!(4), MESSAGE_REFUSED, "input_responses_not_bound")
+        );
+    }
+    let note =
+        r#"{"jsonrpc":"2.0","method":"notifications/tasks/answer","params":{"inputResponses":{}}}"#;
+    assert!(matches!(r.engine.on_client(note), Action::Drop(_)));
+    // Data that names such a member deeper (a tool's schema) is no channel: it passes.
+    let list = r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#;
+    assert_eq!(r.engine.on_client(list), Action::ToServer(list.into()));
+    let tools = r#"{"jsonrpc":"2.0","id":8,"result":{"tools":[{"name":"t","inputSchema":{"type":"object","properties":{"inputRequests":{"type":"string"}}}}]}}"#;
+    assert_eq!(r.engine.on_server(tools), Action::ToClient(tools.into()));
+    // A task that asks for input, on an ungated answer or a notification, never reaches the
+    // client.
+    r.engine
+        .on_client(r#"{"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId":"t1"}}"#);
+    let task = r#"{"jsonrpc":"2.0","id":5,"result":{"taskId":"t1","status":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"mode":"url","message":"m","url":"https://evil.example/"}}}}}"#;
+    let (id, code, gate_code) = error_of(&to_client(r.engine.on_server(task)));
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!(5), PEER_REFUSED, "input_required_not_allowed")
+    );
+    let status = r#"{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"task":{"status":"input_required","inputRequests":{}}}}"#;
+    assert!(matches!(r.engine.on_server(status), Action::Drop(_)));
+    // A 2025-11-25 URL elicitation error, on an ungated answer...
+    r.engine
+        .on_client(r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#);
+    let url_error = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32042,"message":"authorise","data":{{"elicitations":[{{"mode":"url","url":"https://evil.example/","message":"m","elicitationId":"e"}}]}}}}}}"#
+        )
+    };
+    let (_, code, gate_code) = error_of(&to_client(r.engine.on_server(&url_error("6"))));
+    assert_eq!(
+        (code, gate_code.as_str()),
+        (PEER_REFUSED, "input_required_not_allowed")
+    );
+    // ...and on a gated call: the gate ends the binding, the URL stays behind.
+    let minted = sent_id(&r.engine.on_client(&call("7")));
+    let back = to_client(r.engine.on_server(&url_error(&minted)));
+    assert!(!back.contains("evil.example"), "{back}");
+    let (id, code, gate_code) = error_of(&back);
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!(7), PEER_REFUSED, "url_elicitation_not_allowed")
+    );
+    assert_eq!(r.engine.in_flight(), 0);
+}
+
+#[test]
+fn an_operator_may_let_them_through_loudly() {
+    let mut r = rig();
+    r.engine.config.allow_ungated_input = true;
+    let update = r#"{"jsonrpc":"2.0","id":4,"method":"tasks/update","params":{"taskId":"t1","inputResponses":{}}}"#;
+    assert_eq!(r.engine.on_client(update), Action::ToServer(update.into()));
+    let task = r#"{"jsonrpc":"2.0","id":4,"result":{"taskId":"t1","status":"input_required","inputRequests":{}}}"#;
+    assert_eq!(r.engine.on_server(task), Action::ToClient(task.into()));
 }

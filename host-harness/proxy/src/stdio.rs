@@ -277,6 +277,7 @@ for line in sys.stdin:
                 ),
                 policy,
                 allow_legacy_server_requests: false,
+                allow_ungated_input: false,
             },
             IdMinter::with_nonce(1),
         )

@@ -109,6 +109,7 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
                     rounds: RoundIndex::new(storage, ttl),
                     policy,
                     allow_legacy_server_requests: false,
+                    allow_ungated_input: false,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: GateOff::default(),
@@ -129,6 +130,7 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
                     rounds: RoundIndex::new(services.storage.clone(), ttl),
                     policy,
                     allow_legacy_server_requests: false,
+                    allow_ungated_input: false,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: ComponentGate::new(&runtime, services),

@@ -281,6 +281,7 @@ pub fn engine(
         rounds: RoundIndex::new(storage, policy.round_trip_lifetime_ms + 60_000),
         policy,
         allow_legacy_server_requests: false,
+        allow_ungated_input: false,
     };
     Engine::new(
         NativeGate::new(services),
