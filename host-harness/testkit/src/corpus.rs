@@ -231,8 +231,9 @@ pub fn run_scenario(
 }
 
 /// [`run_scenario`], also collecting its transcript: one line per step that calls the gate,
-/// the canonical JSON of what the call gave (`{"ok": ...}` or `{"error": code, "cause": ...}`),
-/// as every host must give it (`tests/corpus/transcripts/`).
+/// what the call gave (`{"ok": ...}` or `{"error": code, "cause": ...}`) in canonical JSON's key
+/// order with every number as the gate wrote it (a request carries the client's digits), as
+/// every host must give it (`tests/corpus/transcripts/`).
 pub fn run_scenario_with(
     scenario: &Value,
     gate: &mut dyn GateApi,
@@ -442,7 +443,7 @@ pub fn run_scenario_with(
             .get("expect")
             .cloned()
             .unwrap_or_else(|| json!({"ok": {}}));
-        transcript.push(mrtr_gate_core::canonical::to_canonical(&got));
+        transcript.push(mrtr_gate_core::canonical::to_sent_form(&got));
         if got.pointer("/ok/view_is_canonical") == Some(&Value::Bool(false)) {
             return Err(format!(
                 "{at}: the consent view is not canonical json with its digest"
