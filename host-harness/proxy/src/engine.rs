@@ -426,9 +426,11 @@ impl<G: GateApi> Engine<G> {
         let Some(id) = id_text(raw_id) else {
             return Action::Drop("an answer whose id is no json");
         };
-        match self.asked.get(&id) {
-            Some(asked) if asked.principal == *principal => {}
-            Some(_) => {
+        // Shown to another client: left for that client to answer.
+        let asked = match self.asked.remove(&id) {
+            Some(asked) if asked.principal == *principal => asked,
+            Some(other) => {
+                self.asked.insert(id, other);
                 return Action::Drop("an answer to a server request shown to another client");
             }
             None => {
@@ -436,9 +438,6 @@ impl<G: GateApi> Engine<G> {
                     "an answer to no request of the server's the client was shown",
                 );
             }
-        }
-        let Some(asked) = self.asked.remove(&id) else {
-            return Action::Drop("an answer to no request of the server's the client was shown");
         };
         if !self.shared {
             return Action::ToServer(text.to_owned());

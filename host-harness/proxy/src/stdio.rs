@@ -283,17 +283,15 @@ for line in sys.stdin:
         )
     }
 
-    fn answer(id: &str, text: &str) -> String {
-        format!(
-            r#"{{"jsonrpc": "2.0", "id": {id}, "result": {{"content": [{{"type": "text", "text": "{text}"}}]}}}}"#
-        )
-    }
+    type Relay = tokio::task::JoinHandle<Result<Option<i32>, String>>;
+    type ClientIn = BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>;
+    type ClientOut = tokio::io::WriteHalf<tokio::io::DuplexStream>;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_gated_call_and_an_ungated_one_go_through_a_real_child_and_back() {
+    /// The relay over `argv` with a fresh engine and no isolation, on a duplex pipe: its task,
+    /// and the client's reading and writing ends.
+    fn started(argv: Vec<String>) -> (Relay, ClientIn, ClientOut) {
         let (client, proxy_end) = tokio::io::duplex(1 << 16);
         let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
-        let argv = vec!["python3".to_owned(), "-c".to_owned(), SERVER.to_owned()];
         let proxy = tokio::spawn(async move {
             relay(
                 engine,
@@ -305,8 +303,20 @@ for line in sys.stdin:
             )
             .await
         });
-        let (client_in, mut client_out) = tokio::io::split(client);
-        let mut client_in = BufReader::new(client_in);
+        let (client_in, client_out) = tokio::io::split(client);
+        (proxy, BufReader::new(client_in), client_out)
+    }
+
+    fn answer(id: &str, text: &str) -> String {
+        format!(
+            r#"{{"jsonrpc": "2.0", "id": {id}, "result": {{"content": [{{"type": "text", "text": "{text}"}}]}}}}"#
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gated_call_and_an_ungated_one_go_through_a_real_child_and_back() {
+        let argv = vec!["python3".to_owned(), "-c".to_owned(), SERVER.to_owned()];
+        let (proxy, mut client_in, mut client_out) = started(argv);
         let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         client_out
             .write_all(format!("{call}\n").as_bytes())
@@ -382,22 +392,8 @@ for line in sys.stdin:
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_carriage_return_inside_a_line_is_refused_both_ways() {
-        let (client, proxy_end) = tokio::io::duplex(1 << 16);
-        let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
         let argv = vec!["python3".to_owned(), "-c".to_owned(), CR_SERVER.to_owned()];
-        let proxy = tokio::spawn(async move {
-            relay(
-                engine,
-                &argv,
-                Stdio::null(),
-                Box::new(|_| Ok(())),
-                proxy_in,
-                proxy_out,
-            )
-            .await
-        });
-        let (client_in, mut client_out) = tokio::io::split(client);
-        let mut client_in = BufReader::new(client_in);
+        let (proxy, mut client_in, mut client_out) = started(argv);
         // Client to server: JSON to the proxy, three lines to Python's universal newlines.
         let ping = r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#;
         let smuggled = format!("{{\"a\":\r{ping}\r}}\n{ping}\n");
@@ -431,27 +427,13 @@ for line in sys.stdin:
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_server_that_dies_mid_call_gives_the_client_an_error() {
-        let (client, proxy_end) = tokio::io::duplex(1 << 16);
-        let (proxy_in, proxy_out) = tokio::io::split(proxy_end);
         // Reads one line and exits without answering.
         let argv = vec![
             "python3".to_owned(),
             "-c".to_owned(),
             "import sys; sys.stdin.readline()".to_owned(),
         ];
-        let proxy = tokio::spawn(async move {
-            relay(
-                engine,
-                &argv,
-                Stdio::null(),
-                Box::new(|_| Ok(())),
-                proxy_in,
-                proxy_out,
-            )
-            .await
-        });
-        let (client_in, mut client_out) = tokio::io::split(client);
-        let mut client_in = BufReader::new(client_in);
+        let (proxy, mut client_in, mut client_out) = started(argv);
         let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#;
         client_out
             .write_all(format!("{call}\n").as_bytes())

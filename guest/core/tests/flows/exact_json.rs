@@ -330,6 +330,17 @@ const WRITTEN: [&str; 8] = [
     "-12345678901234567890123e-3",
 ];
 
+/// [`WRITTEN`] in the canonical layout: the same values, written as the gate compares them.
+fn canonical_layout() -> Vec<String> {
+    WRITTEN
+        .iter()
+        .map(|n| {
+            let v: Value = serde_json::from_str(n).unwrap();
+            mrtr_gate_core::canonical::to_canonical(&v)
+        })
+        .collect()
+}
+
 fn arguments_text(numbers: &[&str]) -> String {
     let members: Vec<String> = numbers
         .iter()
@@ -368,13 +379,7 @@ fn a_clients_numbers_reach_the_server_with_the_digits_it_wrote() {
     let registered = register_text(&mut fx, 1, &arguments_text(&WRITTEN)).unwrap();
     assert_written(&registered.request_json);
     // Compared and digested by value: the same numbers written canonically are one request.
-    let canonical: Vec<String> = WRITTEN
-        .iter()
-        .map(|n| {
-            let v: Value = serde_json::from_str(n).unwrap();
-            mrtr_gate_core::canonical::to_canonical(&v)
-        })
-        .collect();
+    let canonical = canonical_layout();
     let canonical: Vec<&str> = canonical.iter().map(String::as_str).collect();
     assert_ne!(canonical, WRITTEN, "the layouts differ");
     let same = register_text(&mut fx, 2, &arguments_text(&canonical)).unwrap();
@@ -391,13 +396,7 @@ fn a_clients_own_retry_matches_by_value_and_goes_out_with_the_registered_digits(
     register_text(&mut fx, 1, &arguments_text(&WRITTEN)).unwrap();
     fx.round(1, state_only("s"));
     // The client writes the numbers again in the canonical layout: the same request.
-    let canonical: Vec<String> = WRITTEN
-        .iter()
-        .map(|n| {
-            let v: Value = serde_json::from_str(n).unwrap();
-            mrtr_gate_core::canonical::to_canonical(&v)
-        })
-        .collect();
+    let canonical = canonical_layout();
     let canonical: Vec<&str> = canonical.iter().map(String::as_str).collect();
     let mut params: Value = serde_json::from_str(&arguments_text(&canonical)).unwrap();
     params["requestState"] = json!("s");
