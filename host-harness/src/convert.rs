@@ -217,6 +217,17 @@ impl From<core::CallerOutcome> for wit::CallerOutcome {
     }
 }
 
+impl From<&core::Unbound> for wit::UnboundRefusal {
+    fn from(r: &core::Unbound) -> Self {
+        match r {
+            core::Unbound::ServerRequest(method) => Self::ServerRequest(method.clone()),
+            core::Unbound::InputRequired => Self::InputRequired,
+            core::Unbound::InputRequestsNotified => Self::InputRequestsNotified,
+            core::Unbound::InputResponses => Self::InputResponses,
+        }
+    }
+}
+
 impl From<core::FinishRequest> for wit::FinishRequest {
     fn from(r: core::FinishRequest) -> Self {
         Self {

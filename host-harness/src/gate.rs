@@ -12,7 +12,7 @@ use crate::services::HostServices;
 use mrtr_gate_core as core;
 use mrtr_gate_core::{
     ClientRetry, FinishRequest, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
-    ServerIdentity, TerminalOutcome,
+    ServerIdentity, TerminalOutcome, Unbound,
 };
 use wasmtime::{Store, StoreLimitsBuilder};
 
@@ -31,14 +31,15 @@ pub trait GateApi {
     /// Hold a client's own retry to its round, then build it as `build_retry` does with the
     /// client's answers (a relay's path: `mrtr-gate proxy`).
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial>;
-    /// Refuse a server's request outside any round (a 2025-era server-to-client request):
-    /// the audited denial `legacy_server_request`.
-    fn refuse_server_request(
+    /// Record a relay's refusal of a message no binding judges (a server's request outside
+    /// any round, an ungated answer or notification asking for input, a client's answers no
+    /// round asked for): the audited denial.
+    fn refuse_unbound(
         &mut self,
         server: &ServerIdentity,
         user: &str,
         tenant: &str,
-        method: &str,
+        refusal: &Unbound,
     ) -> GateDenial;
     /// End a binding from the caller's side.
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial>;
@@ -64,14 +65,14 @@ impl<G: GateApi + ?Sized> GateApi for Box<G> {
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
         (**self).retry_from_client(r)
     }
-    fn refuse_server_request(
+    fn refuse_unbound(
         &mut self,
         server: &ServerIdentity,
         user: &str,
         tenant: &str,
-        method: &str,
+        refusal: &Unbound,
     ) -> GateDenial {
-        (**self).refuse_server_request(server, user, tenant, method)
+        (**self).refuse_unbound(server, user, tenant, refusal)
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         (**self).finish(r)
@@ -114,15 +115,15 @@ impl GateApi for NativeGate {
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
         self.gate.retry_from_client(r).map_err(Into::into)
     }
-    fn refuse_server_request(
+    fn refuse_unbound(
         &mut self,
         server: &ServerIdentity,
         user: &str,
         tenant: &str,
-        method: &str,
+        refusal: &Unbound,
     ) -> GateDenial {
         self.gate
-            .refuse_server_request(server, user, tenant, method)
+            .refuse_unbound(server, user, tenant, refusal)
             .into()
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
@@ -335,19 +336,20 @@ impl GateApi for ComponentGate {
             .map(Into::into)
     }
 
-    fn refuse_server_request(
+    fn refuse_unbound(
         &mut self,
         server: &ServerIdentity,
         user: &str,
         tenant: &str,
-        method: &str,
+        refusal: &Unbound,
     ) -> GateDenial {
         let server = wit::ServerIdentity::from(server);
+        let refusal = wit::UnboundRefusal::from(refusal);
         // The export returns the denial itself: carried as the error of a call that cannot
         // succeed, so a trap and a denial come back the same way.
         let refused = self.call(|p, s| {
             p.mrtr_gate_gate()
-                .call_refuse_server_request(s, &server, user, tenant, method)
+                .call_refuse_unbound(s, &server, user, tenant, &refusal)
                 .map(Err::<std::convert::Infallible, _>)
         });
         match refused {

@@ -29,7 +29,7 @@ const url = await new Promise((resolve, reject) => {
 });
 
 let during = async () => {};
-const client = new Client({ name: "mrtr-gate-proxied-ts-sdk", version: "0.5.0" }, {
+const client = new Client({ name: "mrtr-gate-proxied-ts-sdk", version: "0.6.0" }, {
   capabilities: { elicitation: { form: {}, url: {} } },
   versionNegotiation: { mode: "auto" },
 });

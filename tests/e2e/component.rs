@@ -61,13 +61,13 @@ fn imports_exactly_the_four_gate_interfaces_and_no_wasi() {
     assert_eq!(
         imports,
         vec![
-            "mrtr:gate/audit@0.5.0",
-            "mrtr:gate/clock@0.5.0",
-            "mrtr:gate/consent@0.5.0",
-            "mrtr:gate/storage@0.5.0",
+            "mrtr:gate/audit@0.6.0",
+            "mrtr:gate/clock@0.6.0",
+            "mrtr:gate/consent@0.6.0",
+            "mrtr:gate/storage@0.6.0",
         ]
     );
-    assert_eq!(rt.exports(), vec!["mrtr:gate/gate@0.5.0"]);
+    assert_eq!(rt.exports(), vec!["mrtr:gate/gate@0.6.0"]);
 }
 
 /// The Node and Python packages wrap this component: their versions follow the WIT package's,

@@ -223,6 +223,17 @@ impl From<wit::CallerOutcome> for core::CallerOutcome {
     }
 }
 
+impl From<wit::UnboundRefusal> for core::Unbound {
+    fn from(r: wit::UnboundRefusal) -> Self {
+        match r {
+            wit::UnboundRefusal::ServerRequest(method) => Self::ServerRequest(method),
+            wit::UnboundRefusal::InputRequired => Self::InputRequired,
+            wit::UnboundRefusal::InputRequestsNotified => Self::InputRequestsNotified,
+            wit::UnboundRefusal::InputResponses => Self::InputResponses,
+        }
+    }
+}
+
 impl TryFrom<wit::FinishRequest> for core::FinishRequest {
     type Error = core::GateError;
 

@@ -131,16 +131,15 @@ impl wit::Guest for Component {
             .map_err(Into::into)
     }
 
-    fn refuse_server_request(
+    fn refuse_unbound(
         server: wit::ServerIdentity,
         user: String,
         tenant: String,
-        method: String,
+        refusal: wit::UnboundRefusal,
     ) -> wit::GateError {
+        let refusal = core::Unbound::from(refusal);
         match core::ServerIdentity::try_from(server) {
-            Ok(server) => {
-                with_gate(|g| g.refuse_server_request(&server, &user, &tenant, &method)).into()
-            }
+            Ok(server) => with_gate(|g| g.refuse_unbound(&server, &user, &tenant, &refusal)).into(),
             Err(e) => e.into(),
         }
     }

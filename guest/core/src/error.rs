@@ -190,9 +190,19 @@ gate_errors! {
             "the server sent a second round while one is still open";
         /// A server-to-client request outside any round (`elicitation/create`,
         /// `sampling/createMessage`, `roots/list` sent as requests, as 2025-era servers do),
-        /// refused by a relay and audited (`refuse-server-request`).
+        /// refused by a relay and audited (`refuse-unbound`).
         ServerSentLegacyRequest(method: String) => "legacy_server_request",
             "the server sent the request `{method}` outside a round (a 2025-era server-to-client request)";
+        /// An answer to a request the gate does not bind that asks for input (`input_required`,
+        /// `inputRequests` in its result, a `-32042` URL elicitation error): only a bound
+        /// `tools/call`, `prompts/get` or `resources/read` may. Refused by a relay and audited
+        /// (`refuse-unbound`).
+        ServerAnsweredUnboundWithInputRequired => "input_required_not_allowed",
+            "the server asked for input in its answer to a request the gate does not bind";
+        /// A notification carrying `inputRequests` (a task's status): no round binds it.
+        /// Refused by a relay and audited (`refuse-unbound`).
+        ServerNotifiedInputRequests => "input_requests_not_bound",
+            "the server sent `inputRequests` in a notification, outside any round";
     }
 
     /// What the caller (or the user's answers) got wrong.
@@ -263,6 +273,11 @@ gate_errors! {
         /// No binding for this id (finish on an unknown id).
         UnknownRequest => "unknown_request",
             "no binding for this id";
+        /// `inputResponses` in a client's message that is no gated request's retry (a task's
+        /// `tasks/update`): answers no round asked for. Refused by a relay and audited
+        /// (`refuse-unbound`).
+        InputResponsesNotBound => "input_responses_not_bound",
+            "`inputResponses` outside a gated request's retry are not sent";
     }
 
     /// What the host did wrong.

@@ -23,10 +23,11 @@ pub enum ClientError {
         /// The error's `data`, if any.
         data: serde_json::Value,
     },
-    /// The server answered something only the gate's methods may answer: `input_required`
-    /// (or a `resultType` the client does not know) on a method the gate does not bind.
+    /// The server answered a method the gate does not bind with a `resultType` the client
+    /// does not know, or with what is no JSON-RPC response. (`input_required` there is the
+    /// gate's audited refusal, `input_required_not_allowed`: [`ClientError::Refused`].)
     Peer {
-        /// `input_required_not_allowed` or `invalid_result_type`.
+        /// `invalid_result_type` or `malformed_response`.
         code: &'static str,
         /// What it did.
         message: String,

@@ -13,7 +13,7 @@ use crate::transport::{Outgoing, Transport, TransportCode, Waiting};
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{
     AcceptedRound, CallerOutcome, ConsentView, FinishRequest, MRTR_METHODS, Policy, Registration,
-    RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
+    RequestId, ResponseVerdict, RetryRequest, ServerIdentity, Unbound,
 };
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -290,12 +290,16 @@ impl<G: GateApi> Client<G> {
         match result.get("resultType") {
             None => Ok(result),
             Some(Value::String(t)) if t == "complete" => Ok(result),
-            Some(Value::String(t)) if t == "input_required" => Err(ClientError::Peer {
-                code: "input_required_not_allowed",
-                message: format!(
-                    "the server answered `{method}` with input_required, which only tools/call, prompts/get and resources/read may"
-                ),
-            }),
+            // Only the gate's three methods may take input rounds: refused, and on record.
+            Some(Value::String(t)) if t == "input_required" => {
+                let server = self.transport.server().clone();
+                Err(ClientError::Refused(self.gate.refuse_unbound(
+                    &server,
+                    &self.config.user,
+                    &self.config.tenant,
+                    &Unbound::InputRequired,
+                )))
+            }
             Some(_) => Err(ClientError::Peer {
                 code: "invalid_result_type",
                 message: format!(
@@ -725,12 +729,12 @@ mod tests {
         ) -> Result<mrtr_gate_host::core::Retry, mrtr_gate_host::GateDenial> {
             panic!("the client library sends no client's retry")
         }
-        fn refuse_server_request(
+        fn refuse_unbound(
             &mut self,
             _: &ServerIdentity,
             _: &str,
             _: &str,
-            _: &str,
+            _: &mrtr_gate_host::core::Unbound,
         ) -> mrtr_gate_host::GateDenial {
             panic!("the client library answers a server's request itself")
         }

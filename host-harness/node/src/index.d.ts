@@ -198,7 +198,11 @@ export declare class Gate {
     params: string | Record<string, unknown>;
   }): Promise<Retry>;
   /** Refuse a server's request outside any round: the audited denial, returned. */
-  refuseServerRequest(r: { server: ServerIdentity; user: string; tenant: string; method: string }): Promise<GateError>;
+  refuseUnbound(
+    r:
+      | { server: ServerIdentity; user: string; tenant: string; refusal: "server-request"; method: string }
+      | { server: ServerIdentity; user: string; tenant: string; refusal: "input-required" | "input-requests-notified" | "input-responses" },
+  ): Promise<GateError>;
   finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string }): Promise<TerminalOutcome>;
   expireStale(): Promise<number>;
 }

@@ -1,4 +1,4 @@
-// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.5.0 component (shipped as
+// mrtr-gate for JavaScript (Node and browsers): the mrtr:gate@0.6.0 component (shipped as
 // component/mrtr-gate.wasm, checked and split by ./component.js) run through jco's glue
 // (`gen/`, built by the project's scripts/node), over four host services written in
 // JavaScript (see ./hosts.js for reference ones).
@@ -15,7 +15,7 @@
 import { componentLoader, LoadError, UnexpectedComponent } from "./component.js";
 import { shownText } from "./shown.js";
 
-const WIT = "0.5.0";
+const WIT = "0.6.0";
 // The WIT's `consent-method` cases (hosts.js exports them as CONSENT_METHODS).
 const CONSENT_METHOD_NAMES = new Set(["user-at-screen", "preset-answers", "delegated-to-client", "policy-hook"]);
 const S64_MAX = (1n << 63n) - 1n;
@@ -59,6 +59,16 @@ function server(value) {
   if (value && typeof value.origin === "string" && value.endpoint === undefined) return { tag: "origin", val: value.origin };
   if (value && typeof value.endpoint === "string" && value.origin === undefined) return { tag: "endpoint", val: value.endpoint };
   throw refuse("invalid_server_identity", "the server must be { origin: url } or { endpoint: id }");
+}
+
+const UNBOUND = ["server-request", "input-required", "input-requests-notified", "input-responses"];
+
+function unbound(refusal, method) {
+  if (!UNBOUND.includes(refusal)) throw refuse("invalid_argument", `\`refusal\` must be one of ${UNBOUND.join(", ")}`);
+  if ((refusal === "server-request") !== (method !== undefined)) {
+    throw refuse("invalid_argument", "`method` goes with the refusal `server-request`, and only with it");
+  }
+  return refusal === "server-request" ? { tag: refusal, val: text(method, "method") } : { tag: refusal };
 }
 
 function text(value, what) {
@@ -344,13 +354,15 @@ export class Gate {
   }
 
   /**
-   * A relay's path: refuse a request the server sent outside any round (a 2025-era
-   * `elicitation/create`, `sampling/createMessage` or `roots/list`) for the client of `user`
-   * and `tenant`. Returns the denial (`legacy_server_request`, audited) as a GateError; answer
-   * the server with an error yourself.
+   * A relay's path: record the refusal of a message no binding judges, for the client of
+   * `user` and `tenant`. `refusal` is `"server-request"` (a request the server sent outside any
+   * round; pass its `method`, and only then), `"input-required"` (an answer to an ungated
+   * request that asks for input), `"input-requests-notified"` (a notification carrying
+   * `inputRequests`) or `"input-responses"` (the client's `inputResponses` outside a gated
+   * retry). Returns the denial, audited, as a GateError; refuse the message yourself.
    */
-  async refuseServerRequest({ server: s, user, tenant, method }) {
-    const e = await this.#call("refuseServerRequest", server(s), text(user, "user"), text(tenant, "tenant"), text(method, "method"));
+  async refuseUnbound({ server: s, user, tenant, refusal, method }) {
+    const e = await this.#call("refuseUnbound", server(s), text(user, "user"), text(tenant, "tenant"), unbound(refusal, method));
     return new GateError(e.code, e.cause, e.message, e.audited);
   }
 

@@ -1,7 +1,7 @@
 // Types of the SDK client adapter (src/sdk-client.js).
 import type { Gate, InputRequired, Policy } from "./index.js";
 
-/** An error of the adapter itself (`cancelled`, `not_gated`, `no_response`, `transport_failed`, `input_required_not_allowed`, `invalid_result_type`, `malformed_response`, `usage`, and the answer refusals `duplicate_response`, `foreign_response`, `typed_event`, `batch_message`, `malformed_message`: docs/errors.md); the gate's refusals stay GateErrors. */
+/** An error of the adapter itself (`cancelled`, `not_gated`, `no_response`, `transport_failed`, `invalid_result_type`, `malformed_response`, `usage`, and the answer refusals `duplicate_response`, `foreign_response`, `typed_event`, `batch_message`, `malformed_message`: docs/errors.md); the gate's refusals stay GateErrors. */
 export declare class SdkAdapterError extends Error {
   readonly code: string;
 }

@@ -274,11 +274,12 @@ export class GatedSdkClient {
         throw new SdkAdapterError("malformed_response", `the server's response to ${msg.method} is not JSON with a result or error`);
       }
       const type = p.result?.resultType;
+      // A round is refused through the gate, on record; any other resultType here.
+      if (type === "input_required") {
+        throw await this.#gate.refuseUnbound({ server: this.#server, user: this.#user, tenant: this.#tenant, refusal: "input-required" });
+      }
       if (type !== undefined && type !== "complete") {
-        throw new SdkAdapterError(
-          type === "input_required" ? "input_required_not_allowed" : "invalid_result_type",
-          `the server answered ${msg.method} with resultType ${JSON.stringify(type)}`,
-        );
+        throw new SdkAdapterError("invalid_result_type", `the server answered ${msg.method} with resultType ${JSON.stringify(type)}`);
       }
     }
     return framed(res, answer);

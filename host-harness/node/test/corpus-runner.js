@@ -234,11 +234,19 @@ export async function runSteps(scenario, gate, h, transcript = null) {
         const r = await gate.retryFromClient(args);
         return { request: parse(r.requestJson), round: r.round, consent_receipt_id: r.consentReceiptId };
       };
-    } else if (op === "refuse_server_request") {
-      if (typeof step.method !== "string") throw new AuthoringError(`${at}: \`refuse_server_request\` needs \`method\``);
-      const args = { server: serverOf(step), user: textOr(step, "user", "alice"), tenant: textOr(step, "tenant", "acme"), method: step.method };
+    } else if (op === "refuse_unbound") {
+      const kinds = {
+        server_request: "server-request", input_required: "input-required",
+        input_requests_notified: "input-requests-notified", input_responses: "input-responses",
+      };
+      const refusal = kinds[step.refusal];
+      if (typeof step.refusal !== "string" || !Object.hasOwn(kinds, step.refusal)) throw new AuthoringError(`${at}: \`refuse_unbound\` needs a known \`refusal\``);
+      if ((refusal === "server-request") !== (typeof step.method === "string")) {
+        throw new AuthoringError(`${at}: a \`server_request\` refusal needs \`method\`, and only it`);
+      }
+      const args = { server: serverOf(step), user: textOr(step, "user", "alice"), tenant: textOr(step, "tenant", "acme"), refusal, method: step.method };
       call = async () => {
-        throw await gate.refuseServerRequest(args);
+        throw await gate.refuseUnbound(args);
       };
     } else if (op === "finish") {
       const o = step.outcome;

@@ -63,12 +63,39 @@ test("a client's own retry is held to its round and goes out as the gate writes 
 
 test("a server's request outside a round is refused and audited", async () => {
   const f = await fx();
-  const e = await f.gate.refuseServerRequest({ server: SERVER, user: "alice", tenant: "acme", method: "roots/list" });
+  const e = await f.gate.refuseUnbound({ server: SERVER, user: "alice", tenant: "acme", refusal: "server-request", method: "roots/list" });
   assert.ok(e instanceof GateError);
   assert.equal(e.code, "legacy_server_request");
   assert.equal(e.cause, "peer");
   assert.equal(e.audited, true);
   assert.equal(JSON.parse(f.audit.lines.at(-1)).method, "roots/list");
+});
+
+test("each input channel outside a round is refused and audited", async () => {
+  const f = await fx();
+  for (const [refusal, code, cause] of [
+    ["input-required", "input_required_not_allowed", "peer"],
+    ["input-requests-notified", "input_requests_not_bound", "peer"],
+    ["input-responses", "input_responses_not_bound", "caller"],
+  ]) {
+    const e = await f.gate.refuseUnbound({ server: SERVER, user: "alice", tenant: "acme", refusal });
+    assert.deepEqual([e.code, e.cause, e.audited], [code, cause, true]);
+    const line = JSON.parse(f.audit.lines.at(-1));
+    assert.deepEqual([line.event, line.reason, line.method], ["rejected", code, null]);
+  }
+});
+
+test("refuseUnbound takes a method with a server request, and only then", async () => {
+  const f = await fx();
+  for (const args of [
+    { refusal: "server-request" },
+    { refusal: "input-required", method: "roots/list" },
+    { refusal: "serverRequest", method: "roots/list" },
+    { refusal: "server-request", method: 7 },
+  ]) {
+    await assert.rejects(f.gate.refuseUnbound({ server: SERVER, user: "alice", tenant: "acme", ...args }), (e) => e instanceof GateError && e.code === "invalid_argument" && e.cause === "caller" && !e.audited);
+  }
+  assert.deepEqual(f.audit.lines, []);
 });
 
 test("consent decided in advance by a dialog is found for exactly what it showed", async () => {
@@ -176,7 +203,7 @@ test("a trap denies as guest_trapped and the next call gets a fresh instance", a
   const gate = new Gate(async () => {
     made += 1;
     if (made === 1) return { acceptResponse: () => { throw new WebAssembly.RuntimeError("unreachable"); } };
-    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.5.0"];
+    return (await instantiate(loadCoreModule, __testImports(services)))["mrtr:gate/gate@0.6.0"];
   }, services);
   await assert.rejects(gate.acceptResponse(SERVER, formRound(1)), (e) => e.code === "guest_trapped" && e.cause === "host" && !e.audited);
   assert.equal(gate.traps, 1);

@@ -169,7 +169,9 @@ test("input_required on tools/list is refused before the SDK sees it", async () 
     "tools/list": (id) => `{"jsonrpc":"2.0","id":${id},"result":{"resultType":"input_required","requestState":"list-state"}}`,
   });
   const c = await setup(raw.url, { answer: () => ({}) });
-  await assert.rejects(c.client.listTools(), (e) => e instanceof SdkAdapterError && e.code === "input_required_not_allowed");
+  await assert.rejects(c.client.listTools(), (e) => e instanceof GateError && e.code === "input_required_not_allowed" && e.audited);
+  const refused = c.events().at(-1);
+  assert.deepEqual([refused.event, refused.reason], ["rejected", "input_required_not_allowed"]);
   await c.client.close();
   raw.close();
 });

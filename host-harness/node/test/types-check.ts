@@ -12,8 +12,9 @@ export async function example(services: Services): Promise<string> {
   if (verdict.kind === "input_required") {
     const retry = await gate.buildRetry({ server, requestId: 1, retryId: 2n, user: "alice", tenant: "acme", responses: {} });
     const mine = await gate.retryFromClient({ server, requestId: null, retryId: "c", user: "alice", tenant: "acme", method: "tools/call", params: "{}" });
-    const refused: GateError = await gate.refuseServerRequest({ server, user: "alice", tenant: "acme", method: "roots/list" });
-    return refused.code + retry.requestJson + mine.requestJson + String(verdict.round) + verdict.inputKeys.join(",");
+    const refused: GateError = await gate.refuseUnbound({ server, user: "alice", tenant: "acme", refusal: "server-request", method: "roots/list" });
+    const unbound: GateError = await gate.refuseUnbound({ server, user: "alice", tenant: "acme", refusal: "input-responses" });
+    return refused.code + unbound.code + retry.requestJson + mine.requestJson + String(verdict.round) + verdict.inputKeys.join(",");
   }
   if (verdict.kind === "error") return String(verdict.code);
   try {

@@ -19,7 +19,7 @@ use crate::message::{FromClient, FromServer, from_client, from_server};
 use crate::rounds::{self, Filed, Named, RoundIndex};
 use mrtr_gate_host::core::{
     CallerOutcome, ClientRetry, EXPIRY_GRACE_MS, ErrorCause, ErrorCode, FinishRequest, Policy,
-    Registration, RequestId, ResponseVerdict, ServerIdentity, parse_members,
+    Registration, RequestId, ResponseVerdict, ServerIdentity, Unbound, parse_members,
 };
 
 use mrtr_gate_host::{GateApi, GateDenial};
@@ -199,11 +199,8 @@ impl<G: GateApi> Engine<G> {
                 if !self.config.allow_ungated_input && carries_member(text, "inputResponses") =>
             {
                 // Answers no round of the gate's asked for (a task's `tasks/update`): they would
-                // reach the server unchecked, unconsented and unaudited.
-                let refusal = Refusal::message(
-                    "input_responses_not_bound",
-                    "inputResponses outside a gated request's retry are not relayed",
-                );
+                // reach the server unchecked and unconsented. Refused, and on record.
+                let refusal = self.refuse_unbound(principal, &Unbound::InputResponses);
                 match raw_id {
                     Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
                     None => Action::Drop("a notification carrying inputResponses"),
@@ -299,10 +296,11 @@ impl<G: GateApi> Engine<G> {
             FromServer::Response(Some(RequestId::Text(id)), _) if id.starts_with(MINTED_PREFIX) => {
                 Action::Drop("a response to no gated request in flight")
             }
-            FromServer::Response(_, result) => self.relayed_response(text, result),
+            FromServer::Response(_, result) => self.relayed_response(principal, text, result),
             FromServer::Notification
                 if !self.config.allow_ungated_input && carries_member(text, "inputRequests") =>
             {
+                self.refuse_unbound(principal, &Unbound::InputRequestsNotified);
                 Action::Drop("a notification carrying inputRequests (a task's): no round binds it")
             }
             FromServer::Notification => Action::ToClient(text.to_owned()),
@@ -310,14 +308,7 @@ impl<G: GateApi> Engine<G> {
                 if INPUT_REQUESTS_OF_OLD.contains(&method.as_str())
                     && !self.config.allow_legacy_server_requests
                 {
-                    // The refusal goes to the trail (a denial the sink did not take changes
-                    // nothing: the request is refused either way).
-                    let _ = self.gate.refuse_server_request(
-                        &self.config.server,
-                        &principal.user,
-                        &principal.tenant,
-                        &method,
-                    );
+                    self.refuse_unbound(principal, &Unbound::ServerRequest(method));
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
                     self.show_request(principal, raw_id, text)
@@ -339,7 +330,12 @@ impl<G: GateApi> Engine<G> {
     /// the gate, which finds no binding under it and audits the refusal. Only the three gated
     /// methods may be answered with a round: one on any other answer would reach the client
     /// with no binding behind it.
-    fn relayed_response(&mut self, text: &str, result: Option<&str>) -> Action {
+    fn relayed_response(
+        &mut self,
+        principal: &Principal,
+        text: &str,
+        result: Option<&str>,
+    ) -> Action {
         let raw_id = id_span(text)
             .ok()
             .and_then(|(start, end)| text.get(start..end));
@@ -367,16 +363,26 @@ impl<G: GateApi> Engine<G> {
             None => !self.config.allow_ungated_input && is_url_elicitation_error(text),
         };
         if asks_for_input {
-            let refusal = Refusal::peer(
-                "input_required_not_allowed",
-                "the server answered a method the gate does not bind with input_required",
-            );
+            let refusal = self.refuse_unbound(principal, &Unbound::InputRequired);
             return match raw_id {
                 Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
                 None => Action::Drop("an unreadable id on an input_required answer"),
             };
         }
         Action::ToClient(text.to_owned())
+    }
+
+    /// The gate records the refusal of a message no binding judges, under the principal it
+    /// came from or was for; the message is refused whether or not the sink took the record
+    /// (the refusal says which).
+    fn refuse_unbound(&mut self, principal: &Principal, refusal: &Unbound) -> Refusal {
+        let denial = self.gate.refuse_unbound(
+            &self.config.server,
+            &principal.user,
+            &principal.tenant,
+            refusal,
+        );
+        Refusal::from_denial(&denial)
     }
 
     /// Whether `id` (an id's JSON text, [`id_text`]) is the client's id of a gated call in
@@ -464,14 +470,12 @@ impl<G: GateApi> Engine<G> {
         let verdict = self.gate.accept_response(&self.config.server, text);
         match verdict {
             // A URL elicitation carried in an error (2025-11-25): the gate ended the binding
-            // with the error (audited), and the URL never reaches the client.
+            // with the error, the URL never reaches the client, and the trail has the refusal
+            // (a binding that never had a round leaves no event of its own).
             Ok(ResponseVerdict::Error(URL_ELICITATION_REQUIRED))
                 if !self.config.allow_ungated_input =>
             {
-                let refusal = Refusal::peer(
-                    "url_elicitation_not_allowed",
-                    "the server asked for a URL elicitation in a -32042 error, outside any round",
-                );
+                let refusal = self.refuse_unbound(&call.principal, &Unbound::InputRequired);
                 Action::ToClient(refusal.response(&call.client_id))
             }
             Ok(verdict) => match splice_id(text, &call.client_id) {

@@ -447,7 +447,7 @@ fn input_channels_no_round_binds_are_refused() {
         let (id, code, gate_code) = error_of(&to_client(r.engine.on_client(update)));
         assert_eq!(
             (id, code, gate_code.as_str()),
-            (json!(4), MESSAGE_REFUSED, "input_responses_not_bound")
+            (json!(4), CALLER_REFUSED, "input_responses_not_bound")
         );
     }
     let note =
@@ -490,9 +490,32 @@ fn input_channels_no_round_binds_are_refused() {
     let (id, code, gate_code) = error_of(&back);
     assert_eq!(
         (id, code, gate_code.as_str()),
-        (json!(7), PEER_REFUSED, "url_elicitation_not_allowed")
+        (json!(7), PEER_REFUSED, "input_required_not_allowed")
     );
     assert_eq!(r.engine.in_flight(), 0);
+    // Every refusal is in the trail, under the client's principal (the gated call's binding,
+    // which never had a round, ended with the error and left no event of its own).
+    let events = r.audit.events();
+    let refused: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "rejected")
+        .map(|e| e["reason"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            "input_responses_not_bound",
+            "input_responses_not_bound",
+            "input_responses_not_bound",
+            "input_required_not_allowed",
+            "input_requests_not_bound",
+            "input_required_not_allowed",
+            "input_required_not_allowed",
+        ]
+    );
+    assert!(events.iter().all(|e| e["event"] == "rejected"
+        && e["user_sha256"] == events[0]["user_sha256"]
+        && e["tenant_sha256"] == events[0]["tenant_sha256"]));
 }
 
 #[test]

@@ -440,18 +440,28 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Option
                 r = gate.retry_from_client(**kw)
                 return {"request": loads(r.request_json), "round": r.round, "consent_receipt_id": r.consent_receipt_id}
 
-        elif op == "refuse_server_request":
-            if not isinstance(step.get("method"), str):
-                raise AuthoringError(f"{at}: `refuse_server_request` needs `method`")
+        elif op == "refuse_unbound":
+            kinds = {
+                "server_request": m.Unbound.SERVER_REQUEST,
+                "input_required": m.Unbound.INPUT_REQUIRED,
+                "input_requests_notified": m.Unbound.INPUT_REQUESTS_NOTIFIED,
+                "input_responses": m.Unbound.INPUT_RESPONSES,
+            }
+            kind = kinds.get(step.get("refusal"))
+            if kind is None:
+                raise AuthoringError(f"{at}: `refuse_unbound` needs a known `refusal`")
+            if (kind is m.Unbound.SERVER_REQUEST) != isinstance(step.get("method"), str):
+                raise AuthoringError(f"{at}: a `server_request` refusal needs `method`, and only it")
             kw = dict(
                 server=server_of(step),
                 user=text_or(step, "user", "alice"),
                 tenant=text_or(step, "tenant", "acme"),
-                method=step["method"],
+                refusal=kind,
+                method=step.get("method"),
             )
 
             def call():
-                raise gate.refuse_server_request(**kw)
+                raise gate.refuse_unbound(**kw)
 
         elif op == "finish":
             outcome = step.get("outcome")

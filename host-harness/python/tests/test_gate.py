@@ -102,9 +102,37 @@ def test_a_clients_own_retry_is_held_to_its_round_and_goes_out_as_the_gates():
 
 def test_a_servers_request_outside_a_round_is_refused_and_audited():
     fx = Fx()
-    e = fx.gate.refuse_server_request(server=SERVER, user="alice", tenant="acme", method="sampling/createMessage")
+    e = fx.gate.refuse_unbound(
+        server=SERVER, user="alice", tenant="acme", refusal=m.Unbound.SERVER_REQUEST, method="sampling/createMessage"
+    )
     assert isinstance(e, m.GateError) and e.code == "legacy_server_request" and e.cause is m.ErrorCause.PEER
     assert e.audited and json.loads(fx.audit.lines[-1])["method"] == "sampling/createMessage"
+
+
+def test_each_input_channel_outside_a_round_is_refused_and_audited():
+    fx = Fx()
+    for refusal, code, cause in [
+        (m.Unbound.INPUT_REQUIRED, "input_required_not_allowed", m.ErrorCause.PEER),
+        (m.Unbound.INPUT_REQUESTS_NOTIFIED, "input_requests_not_bound", m.ErrorCause.PEER),
+        (m.Unbound.INPUT_RESPONSES, "input_responses_not_bound", m.ErrorCause.CALLER),
+    ]:
+        e = fx.gate.refuse_unbound(server=SERVER, user="alice", tenant="acme", refusal=refusal)
+        assert (e.code, e.cause, e.audited) == (code, cause, True)
+        line = json.loads(fx.audit.lines[-1])
+        assert (line["event"], line["reason"], line["method"]) == ("rejected", code, None)
+
+
+def test_refuse_unbound_takes_a_method_with_a_server_request_and_only_then():
+    fx = Fx()
+    for kw in [
+        dict(refusal=m.Unbound.SERVER_REQUEST),
+        dict(refusal=m.Unbound.INPUT_REQUIRED, method="roots/list"),
+        dict(refusal="input-required"),
+        dict(refusal=m.Unbound.SERVER_REQUEST, method=b"roots/list"),
+    ]:
+        e = denied("invalid_argument", lambda: fx.gate.refuse_unbound(server=SERVER, user="alice", tenant="acme", **kw))
+        assert e.cause is m.ErrorCause.CALLER and not e.audited
+    assert fx.audit.lines == []
 
 
 def test_finish_and_expire_stale():

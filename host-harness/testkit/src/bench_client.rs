@@ -133,17 +133,15 @@ impl GateApi for GateOff {
     }
 
     /// Refused, as any client must, but not audited.
-    fn refuse_server_request(
+    fn refuse_unbound(
         &mut self,
         _: &ServerIdentity,
         _: &str,
         _: &str,
-        m: &str,
+        r: &mrtr_gate_host::core::Unbound,
     ) -> GateDenial {
         GateDenial::from(mrtr_gate_host::core::Denial {
-            error: mrtr_gate_host::core::GateError::Peer(
-                mrtr_gate_host::core::PeerMisbehaved::ServerSentLegacyRequest(m.into()),
-            ),
+            error: r.error(),
             audited: false,
         })
     }

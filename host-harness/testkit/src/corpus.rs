@@ -10,7 +10,7 @@
 use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{
     CallerOutcome, ClientRetry, DeprecatedMethod, FinishRequest, Policy, Registration, RequestId,
-    ResponseVerdict, RetryRequest, ServerIdentity,
+    ResponseVerdict, RetryRequest, ServerIdentity, Unbound,
 };
 use mrtr_gate_host::reference_hosts::{AuditFault, ScriptedAnswer, ScriptedConsent};
 use mrtr_gate_host::{GateApi, GateDenial};
@@ -372,16 +372,30 @@ pub fn run_scenario_with(
                     })
                 })
             }
-            "refuse_server_request" => {
-                let method = step
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("{at}: `refuse_server_request` needs `method`"))?;
-                let denial = gate.refuse_server_request(
+            "refuse_unbound" => {
+                let refusal = match step.get("refusal").and_then(Value::as_str) {
+                    Some("server_request") => Unbound::ServerRequest(
+                        step.get("method")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| {
+                                format!("{at}: a `server_request` refusal needs `method`")
+                            })?
+                            .to_owned(),
+                    ),
+                    Some("input_required") => Unbound::InputRequired,
+                    Some("input_requests_notified") => Unbound::InputRequestsNotified,
+                    Some("input_responses") => Unbound::InputResponses,
+                    other => {
+                        return Err(format!(
+                            "{at}: `refuse_unbound` needs a known `refusal`, not {other:?}"
+                        ));
+                    }
+                };
+                let denial = gate.refuse_unbound(
                     &server_of(step)?,
                     &text_or(step, "user", "alice"),
                     &text_or(step, "tenant", "acme"),
-                    method,
+                    &refusal,
                 );
                 outcome(Err::<(), _>(denial), |()| Value::Null)
             }

@@ -5,7 +5,7 @@
 use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
 use mrtr_gate_host::core::{
     ClientRetry, FinishRequest, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
-    ServerIdentity, TerminalOutcome,
+    ServerIdentity, TerminalOutcome, Unbound,
 };
 use mrtr_gate_host::{GateApi, GateDenial};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,15 +92,8 @@ impl<G: GateApi> GateApi for TimedGate<G> {
     fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
         self.watch.time(|| self.gate.retry_from_client(r))
     }
-    fn refuse_server_request(
-        &mut self,
-        s: &ServerIdentity,
-        u: &str,
-        t: &str,
-        m: &str,
-    ) -> GateDenial {
-        self.watch
-            .time(|| self.gate.refuse_server_request(s, u, t, m))
+    fn refuse_unbound(&mut self, s: &ServerIdentity, u: &str, t: &str, r: &Unbound) -> GateDenial {
+        self.watch.time(|| self.gate.refuse_unbound(s, u, t, r))
     }
     fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
         self.watch.time(|| self.gate.finish(r))

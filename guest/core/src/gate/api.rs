@@ -160,3 +160,26 @@ impl TerminalOutcome {
         }
     }
 }
+
+/// What a relay refused with no binding behind it (`refuse-unbound`): a message of the server's
+/// or the client's that asks for, or gives, input outside every round the gate holds. The
+/// relay refuses it itself; the gate records the refusal, so no channel for input goes around
+/// the trail. Exhaustive, like the other types of the WIT's records: each host converts it
+/// to the WIT variant, and a new case is a new WIT version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unbound {
+    /// A request the server sent outside any round (a 2025-era server's `elicitation/create`,
+    /// `sampling/createMessage` or `roots/list`), with the method as the server named it:
+    /// `legacy_server_request` (peer).
+    ServerRequest(String),
+    /// The server's answer to a request the gate does not bind asks for input: a `resultType`
+    /// of `input_required`, `inputRequests` in its result (a task's), or a `-32042` URL
+    /// elicitation error: `input_required_not_allowed` (peer).
+    InputRequired,
+    /// A notification of the server's carries `inputRequests` (a task's status):
+    /// `input_requests_not_bound` (peer).
+    InputRequestsNotified,
+    /// A message of the client's carries `inputResponses` outside a gated request's retry (a
+    /// task's `tasks/update`): `input_responses_not_bound` (caller).
+    InputResponses,
+}

@@ -12,8 +12,8 @@
 //! server's round may hold, and [`consent_view`], what the user is shown, read back as a type
 //! by [`view_model`]), [`retry`] (with [`responses`], what the answers must be, and
 //! [`client_retry`], a client's own retry held to its round) and [`finish`]
-//! (also expiry); how any binding ends is [`lifecycle`]. A relay's refusal of a server's
-//! request outside any round is [`server_request`].
+//! (also expiry); how any binding ends is [`lifecycle`]. A relay's refusal of a message that
+//! asks for or gives input outside any round is [`unbound`].
 
 mod accept;
 mod api;
@@ -27,13 +27,13 @@ mod register;
 mod responses;
 mod retry;
 mod round;
-mod server_request;
 mod store;
+mod unbound;
 mod view_model;
 
 pub use api::{
     AcceptedRound, CallerOutcome, ClientRetry, FinishRequest, Registered, Registration,
-    ResponseVerdict, Retry, RetryRequest, TerminalOutcome,
+    ResponseVerdict, Retry, RetryRequest, TerminalOutcome, Unbound,
 };
 pub use consent_view::VIEW_FORMAT;
 pub use memo::OriginMemo;
@@ -42,8 +42,8 @@ pub(crate) use memo::SCHEMA_CACHE_ENTRIES;
 pub(crate) use memo::SchemaCache;
 pub use record::ID_PREFIX;
 pub use retry::canonical_responses;
-pub use server_request::LEGACY_SERVER_REQUESTS;
 pub use store::EXPIRY_GRACE_MS;
+pub use unbound::LEGACY_SERVER_REQUESTS;
 pub use view_model::{ConsentView, ShownArguments, ViewError, ViewInput, ViewRequest, ViewState};
 
 use crate::audit::{ChainWriter, Event};
@@ -126,17 +126,19 @@ impl<H: Host> Gate<H> {
         self.retry_client(r)
     }
 
-    /// Refuse a server-to-client request sent outside any round (a 2025-era server's
-    /// `elicitation/create`, `sampling/createMessage` or `roots/list`), for the client of
-    /// `user` and `tenant`: the denial (`legacy_server_request`), audited.
-    pub fn refuse_server_request(
+    /// Record a relay's refusal of a message no binding judges (a server's request outside
+    /// any round, an ungated answer or notification that asks for input, a client's answers
+    /// no round asked for), for the client of `user` and `tenant`: the denial, audited. Only
+    /// a clock out of range or an invalid server identity gives its own code instead,
+    /// unaudited.
+    pub fn refuse_unbound(
         &mut self,
         server: &crate::ids::ServerIdentity,
         user: &str,
         tenant: &str,
-        method: &str,
+        refusal: &Unbound,
     ) -> Denial {
-        self.refuse_legacy(server, user, tenant, method)
+        self.refuse(server, user, tenant, refusal)
     }
 
     /// End a binding from the caller's side (cancelled, or the transport failed), on behalf

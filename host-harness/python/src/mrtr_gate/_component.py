@@ -37,7 +37,7 @@ from ._types import (
     WriteOp,
 )
 
-WIT_VERSION = "0.5.0"
+WIT_VERSION = "0.6.0"
 U64_MAX = (1 << 64) - 1
 
 
@@ -185,7 +185,7 @@ EXPORTS = (
     "accept-response",
     "build-retry",
     "retry-from-client",
-    "refuse-server-request",
+    "refuse-unbound",
     "finish",
     "expire-stale",
 )
@@ -243,6 +243,10 @@ class Instance:
 
 def server_value(kind: str, text: str) -> Variant:
     return Variant(kind, text)
+
+
+def unbound_value(kind: str, method: Optional[str]) -> Variant:
+    return Variant(kind) if method is None else Variant(kind, method)
 
 
 def policy_value(p: Any) -> Record:

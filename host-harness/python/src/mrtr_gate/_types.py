@@ -206,6 +206,24 @@ class ConsentMethod(str, Enum):
     """An automatic policy hook decided; no person saw the prompt."""
 
 
+class Unbound(str, Enum):
+    """What a relay refused with no binding behind it (`Gate.refuse_unbound`): a message that
+    asks for, or gives, input outside every round the gate holds."""
+
+    SERVER_REQUEST = "server-request"
+    """A request the server sent outside any round (a 2025-era `elicitation/create`,
+    `sampling/createMessage` or `roots/list`); pass its `method`: `legacy_server_request`."""
+    INPUT_REQUIRED = "input-required"
+    """The server's answer to a request the gate does not bind asks for input
+    (`input_required`, `inputRequests` in its result, a `-32042` URL elicitation error):
+    `input_required_not_allowed`."""
+    INPUT_REQUESTS_NOTIFIED = "input-requests-notified"
+    """A notification of the server's carries `inputRequests`: `input_requests_not_bound`."""
+    INPUT_RESPONSES = "input-responses"
+    """A message of the client's carries `inputResponses` outside a gated request's retry:
+    `input_responses_not_bound` (caller)."""
+
+
 @dataclass(frozen=True)
 class ConsentReceipt:
     """The host's record of the user's decision, bound to one view and one set of answers."""
@@ -271,6 +289,7 @@ __all__ = [
     "Retry",
     "ServerIdentity",
     "TerminalOutcome",
+    "Unbound",
     "Verdict",
     "WriteOp",
 ]

@@ -27,6 +27,7 @@ from ._types import (
     Retry,
     ServerIdentity,
     TerminalOutcome,
+    Unbound,
     Verdict,
 )
 
@@ -288,14 +289,28 @@ class Gate:
         ok = r.payload
         return Retry(getattr(ok, "request-json"), ok.round, getattr(ok, "consent-receipt-id"))
 
-    def refuse_server_request(self, *, server: ServerIdentity, user: str, tenant: str, method: str) -> GateError:
-        """A relay's path: refuse a request the server sent outside any round (a 2025-era
-        `elicitation/create`, `sampling/createMessage` or `roots/list`) for the client of
-        `user` and `tenant`. Returns the denial (`legacy_server_request`, audited); answer the
-        server with an error yourself."""
-        r = self._call(
-            "refuse-server-request", _server(server), _text(user, "user"), _text(tenant, "tenant"), _text(method, "method")
-        )
+    def refuse_unbound(
+        self,
+        *,
+        server: ServerIdentity,
+        user: str,
+        tenant: str,
+        refusal: Unbound,
+        method: Optional[str] = None,
+    ) -> GateError:
+        """A relay's path: record the refusal of a message no binding judges, for the client
+        of `user` and `tenant` (`refusal`: see `Unbound`; `method`, the server's method, for
+        `Unbound.SERVER_REQUEST` and only for it). Returns the denial, audited; refuse the
+        message yourself (answer the server or the client with an error, or drop a
+        notification)."""
+        if not isinstance(refusal, Unbound):
+            raise GateError("invalid_argument", ErrorCause.CALLER, "`refusal` must be an Unbound", False)
+        if (refusal is Unbound.SERVER_REQUEST) != (method is not None):
+            raise GateError(
+                "invalid_argument", ErrorCause.CALLER, "`method` goes with Unbound.SERVER_REQUEST, and only with it", False
+            )
+        value = c.unbound_value(refusal.value, None if method is None else _text(method, "method"))
+        r = self._call("refuse-unbound", _server(server), _text(user, "user"), _text(tenant, "tenant"), value)
         return _denial(r)
 
     def finish(

@@ -37,7 +37,7 @@ import anyio
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
-from ._types import Complete, ErrorResult, GateError, InputRequired, Origin, Policy, Verdict
+from ._types import Complete, ErrorResult, GateError, InputRequired, Origin, Policy, Unbound, Verdict
 from .gate import Gate
 from .sdk_framing import StreamRefused, read_answer, reframe
 
@@ -52,7 +52,7 @@ Answer = Callable[[dict, InputRequired], Union[Awaitable[Optional[Mapping[str, A
 
 class SdkAdapterError(Exception):
     """An error of the adapter itself (`cancelled`, `not_gated`, `no_response`, `transport_failed`,
-    `input_required_not_allowed`, `invalid_result_type`, `malformed_response`, `usage`, and the
+    `invalid_result_type`, `malformed_response`, `usage`, and the
     answer refusals `duplicate_response`, `foreign_response`, `typed_event`, `batch_message`,
     `malformed_message`); the gate's refusals stay `GateError`s."""
 
@@ -315,8 +315,11 @@ class _GatedHttp(httpx2.AsyncBaseTransport):
                 raise refusal from None
             if call is not None:
                 self._a._judge(call, answer.response, response.status_code)
-            else:
-                _refuse_rounds_outside_the_gate(msg["method"], answer.response)
+            elif _asks_for_input_outside_the_gate(msg["method"], answer.response):
+                a = self._a
+                raise a._gate.refuse_unbound(
+                    server=a._server, user=a._user, tenant=a._tenant, refusal=Unbound.INPUT_REQUIRED
+                )
         except (GateError, SdkAdapterError) as e:
             raise _Refused(msg["id"], e) from e
         # The SDK reads the adapter's framing of what was judged, never the server's bytes.
@@ -340,10 +343,12 @@ async def _refuse_direct_requests(_context: Any, _params: Any) -> Any:
     return ErrorData(code=-32601, message="this client takes input only through input_required results")
 
 
-def _refuse_rounds_outside_the_gate(method: str, message: Optional[str]) -> None:
-    # Only the gate's three methods may take input rounds; the response must be one.
+def _asks_for_input_outside_the_gate(method: str, message: Optional[str]) -> bool:
+    """Whether the answer to a method the gate does not bind is a round (only the gate's three
+    methods may take one: the caller refuses it through the gate, on record); any other
+    `resultType` than `complete`, or no JSON-RPC response, is refused here."""
     if message is None:
-        return  # no response: the SDK fails the request itself
+        return False  # no response: the SDK fails the request itself
     try:
         result = json.loads(message)
     except (ValueError, RecursionError):
@@ -351,6 +356,8 @@ def _refuse_rounds_outside_the_gate(method: str, message: Optional[str]) -> None
     if not isinstance(result, dict) or ("result" not in result and "error" not in result):
         raise SdkAdapterError("malformed_response", f"the server's response to {method} has neither result nor error")
     kind = result["result"].get("resultType") if isinstance(result.get("result"), dict) else None
+    if kind == "input_required":
+        return True
     if kind is not None and kind != "complete":
-        code = "input_required_not_allowed" if kind == "input_required" else "invalid_result_type"
-        raise SdkAdapterError(code, f"the server answered {method} with resultType {json.dumps(kind)}")
+        raise SdkAdapterError("invalid_result_type", f"the server answered {method} with resultType {json.dumps(kind)}")
+    return False
