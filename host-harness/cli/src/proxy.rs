@@ -11,9 +11,10 @@ use mrtr_gate_client::transport::isolation;
 use mrtr_gate_client::transport::stdio::{append_private, endpoint_id, temp_log};
 use mrtr_gate_host::core::{Policy, ServerIdentity};
 use mrtr_gate_host::reference_hosts::SystemClock;
+use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_host::{ComponentGate, GateRuntime};
-use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, consent_for};
+use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
 use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
@@ -337,7 +338,19 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     };
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
     let (user, tenant) = wired.principal(&checked.user, &checked.tenant);
-    let services = wired.services(consent_for(&checked.consent));
+    // Over HTTP many clients share one engine: a person or a hook deciding on one retry is
+    // asked off its thread, so it holds up that retry only.
+    let slow_consent = matches!(
+        checked.consent,
+        ConsentMode::Tty { .. } | ConsentMode::Command { .. }
+    );
+    let deferred_consent = (slow_consent && matches!(checked.mode, Mode::Http { .. }))
+        .then(|| Arc::new(DeferredConsent::new(consent_for(&checked.consent))));
+    let consent: SharedConsent = match &deferred_consent {
+        Some(deferred) => deferred.clone(),
+        None => consent_for(&checked.consent),
+    };
+    let services = wired.services(consent);
     let policy = checked.policy.clone();
     let allow_legacy_server_requests = flags.allow_legacy_server_requests;
     let allow_ungated_input = flags.allow_ungated_input_channels;
@@ -354,6 +367,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             policy,
             allow_legacy_server_requests,
             allow_ungated_input,
+            deferred_consent: deferred_consent.clone(),
         };
         Engine::new(ComponentGate::new(&runtime, services), config, ids)
     };

@@ -22,6 +22,7 @@ use mrtr_gate_host::reference_hosts::TerminalConsent;
 #[cfg(unix)]
 use mrtr_gate_host::reference_hosts::discard_typed_ahead;
 use mrtr_gate_host::services::SharedConsent;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -306,6 +307,99 @@ impl Consent for CommandConsent {
             },
             ConsentMethod::PolicyHook,
         ))
+    }
+}
+
+/// How many decisions made off the engine's thread may wait for the retry they were made for.
+/// A decision is taken by its retry at once (the client's message goes back to the engine as
+/// soon as the person or the hook answered); one whose retry never comes (the client gave up,
+/// the round fitted no retry) is let go after [`DECIDED_KEPT_FOR`], or first when this many
+/// wait.
+pub const MAX_DECIDED: usize = 1024;
+
+/// How long a decision waits for its retry.
+pub const DECIDED_KEPT_FOR: Duration = Duration::from_secs(60);
+
+/// A slow consent (`tty`, `command`) asked off the engine's thread, so that a person or a hook
+/// taking minutes holds up only the call waiting for it (HTTP mode, many clients on one
+/// engine). The engine names the prompt a retry will need ([`DeferredConsent::decided`] says
+/// whether it has been asked); the call's own task asks ([`DeferredConsent::ask`], blocking,
+/// on a thread of its own) and records the receipt, or the failure; the gate's
+/// `request-consent` then takes exactly that outcome, once. A prompt nobody asked off the
+/// thread (a round another replica delivered, whose view this one never saw) is asked inline,
+/// as without deferral.
+pub struct DeferredConsent {
+    inner: SharedConsent,
+    decided: Mutex<HashMap<PromptKey, Decided>>,
+}
+
+/// A prompt by its view's and its answers' digests.
+type PromptKey = (String, String);
+
+/// What was decided off the thread (the receipt, or why there is none), and when.
+type Decided = (Result<ConsentReceipt, String>, Instant);
+
+impl std::fmt::Debug for DeferredConsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredConsent").finish_non_exhaustive()
+    }
+}
+
+fn prompt_key(prompt: &ConsentPrompt) -> PromptKey {
+    (prompt.view_sha256.clone(), prompt.responses_sha256.clone())
+}
+
+impl DeferredConsent {
+    /// `inner`, asked off the engine's thread.
+    pub fn new(inner: SharedConsent) -> Self {
+        Self {
+            inner,
+            decided: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether an outcome for `prompt` waits to be taken.
+    pub fn decided(&self, prompt: &ConsentPrompt) -> bool {
+        self.decided
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&prompt_key(prompt))
+    }
+
+    /// Ask `inner` (blocking: a person, a hook) and record the outcome for the gate's
+    /// `request-consent` to take. A failure is recorded too: the gate denies it
+    /// (`consent_unavailable`) rather than asking again.
+    pub fn ask(&self, prompt: &ConsentPrompt) {
+        let outcome = self
+            .inner
+            .request_consent(prompt)
+            .map_err(|e| e.to_string());
+        let mut decided = self.decided.lock().unwrap_or_else(PoisonError::into_inner);
+        decided.retain(|_, (_, at)| at.elapsed() < DECIDED_KEPT_FOR);
+        if decided.len() >= MAX_DECIDED {
+            let oldest = decided
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                decided.remove(&oldest);
+            }
+        }
+        decided.insert(prompt_key(prompt), (outcome, Instant::now()));
+    }
+}
+
+impl Consent for DeferredConsent {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let taken = self
+            .decided
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&prompt_key(prompt));
+        match taken {
+            Some((outcome, _)) => outcome.map_err(HostError::new),
+            None => self.inner.request_consent(prompt),
+        }
     }
 }
 

@@ -293,3 +293,71 @@ fn only_what_is_typed_after_a_prompt_is_drawn_answers_it() {
     // The `y` left over is not an answer to the next prompt: dropped before it is drawn.
     assert_eq!(answer(2, "n\n"), ConsentDecision::Refused);
 }
+
+/// Counts the prompts it is asked, granting the ones whose answers carry `yes`.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl Consent for Counting {
+    fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        if prompt.responses_json.contains("fail") {
+            return Err(HostError::new("no terminal"));
+        }
+        let decision = if prompt.responses_json.contains("yes") {
+            ConsentDecision::Granted
+        } else {
+            ConsentDecision::Refused
+        };
+        Ok(receipt(
+            prompt,
+            format!("counted-{n}"),
+            decision,
+            ConsentMethod::UserAtScreen,
+        ))
+    }
+}
+
+fn prompt_for(answers: &str) -> ConsentPrompt {
+    ConsentPrompt {
+        view_json: "{}".into(),
+        view_sha256: sha256_hex(b"{}"),
+        responses_json: answers.into(),
+        responses_sha256: sha256_hex(answers.as_bytes()),
+    }
+}
+
+#[test]
+fn a_deferred_decision_is_taken_once_and_a_prompt_nobody_asked_is_asked_inline() {
+    let inner = Arc::new(Counting::default());
+    let deferred = DeferredConsent::new(inner.clone());
+    let yes = prompt_for(r#"{"a":"yes"}"#);
+    assert!(!deferred.decided(&yes));
+    deferred.ask(&yes);
+    assert!(deferred.decided(&yes));
+    let r = deferred.request_consent(&yes).unwrap();
+    assert_eq!((r.receipt_id.as_str(), r.decision), ("counted-0", ConsentDecision::Granted));
+    assert!(!deferred.decided(&yes), "taken once");
+    // Asked again only because nobody asked it off the thread this time.
+    let r = deferred.request_consent(&yes).unwrap();
+    assert_eq!(r.receipt_id, "counted-1");
+    // A failure off the thread is recorded as one: the gate denies, nobody is asked again.
+    let fail = prompt_for(r#"{"a":"fail"}"#);
+    deferred.ask(&fail);
+    assert!(deferred.request_consent(&fail).is_err());
+    assert_eq!(inner.0.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn decisions_whose_retry_never_comes_are_let_go() {
+    let deferred = DeferredConsent::new(Arc::new(Counting::default()));
+    let prompts: Vec<ConsentPrompt> = (0..=MAX_DECIDED)
+        .map(|n| prompt_for(&format!(r#"{{"n":{n}}}"#)))
+        .collect();
+    for p in &prompts {
+        deferred.ask(p);
+    }
+    // The oldest went first; the newest wait.
+    assert!(!deferred.decided(&prompts[0]));
+    assert!(prompts[1..].iter().all(|p| deferred.decided(p)));
+}

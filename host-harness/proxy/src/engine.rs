@@ -13,18 +13,22 @@
 //! against that round and builds it (`retry-from-client`); a retry that matches no open round
 //! is refused by the gate and audited, and nothing goes upstream.
 
+use crate::consent::DeferredConsent;
 use crate::errors::Refusal;
 use crate::ids::{IdMinter, MINTED_PREFIX, id_span, splice_id};
 use crate::message::{FromClient, FromServer, from_client, from_server};
 use crate::rounds::{self, Filed, Named, RoundIndex};
+use mrtr_gate_host::core::host::ConsentPrompt;
 use mrtr_gate_host::core::{
     CallerOutcome, ClientRetry, EXPIRY_GRACE_MS, ErrorCause, ErrorCode, FinishRequest, Policy,
-    Registration, RequestId, ResponseVerdict, ServerIdentity, Unbound, parse_members,
+    Registration, RequestId, ResponseVerdict, ServerIdentity, Unbound, canonical_responses, digest,
+    limits, parse_members,
 };
 
 use mrtr_gate_host::{GateApi, GateDenial};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the engine binds every call to.
@@ -47,6 +51,10 @@ pub struct EngineConfig {
     /// notification, such as a task's; `inputResponses` in an ungated message, such as
     /// `tasks/update`; a 2025-11-25 `-32042` URL elicitation error) instead of refusing them.
     pub allow_ungated_input: bool,
+    /// A slow consent (`tty`, `command`) asked off the engine's thread (HTTP mode): a retry
+    /// that needs a decision nobody made yet is handed back as [`Action::AskConsent`] instead
+    /// of holding up every client while a person or a hook decides. `None`: asked inline.
+    pub deferred_consent: Option<Arc<DeferredConsent>>,
 }
 
 /// Who a gated call is bound to: the user and tenant as the gate binds them (keyed
@@ -76,6 +84,9 @@ pub enum Action {
     ToClient(String),
     /// Nothing goes anywhere (the reason, for the log).
     Drop(&'static str),
+    /// The retry needs the user's decision on this prompt first: ask it off the engine's
+    /// thread ([`DeferredConsent::ask`]), then hand the engine the same message again.
+    AskConsent(ConsentPrompt),
 }
 
 /// A gated call of the client's, by the id it went upstream under.
@@ -94,6 +105,9 @@ struct Call {
     since: Instant,
     /// For a delivered round: the index key it is filed under ([`crate::rounds`]).
     filed: Option<String>,
+    /// For a delivered round that asks the user something: the consent view the gate made of
+    /// it (a retry's prompt shows exactly it), and its digest.
+    view: Option<(String, String)>,
 }
 
 /// A server's request shown to a client.
@@ -174,6 +188,11 @@ impl<G: GateApi> Engine<G> {
     /// Gated requests awaiting their response.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// The consent asked off the engine's thread, if any ([`EngineConfig::deferred_consent`]).
+    pub fn deferred_consent(&self) -> Option<Arc<DeferredConsent>> {
+        self.config.deferred_consent.clone()
     }
 
     /// Calls with an accepted round open.
@@ -266,6 +285,7 @@ impl<G: GateApi> Engine<G> {
                     params: params.unwrap_or("null").to_owned(),
                     since: Instant::now(),
                     filed: None,
+                    view: None,
                 };
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
@@ -495,11 +515,15 @@ impl<G: GateApi> Engine<G> {
                                 return Action::ToClient(refusal.response(&call.client_id));
                             }
                         };
+                        // A state-only round asks the user nothing: no prompt.
+                        let view = (!round.input_keys.is_empty())
+                            .then_some((round.view_json, round.view_sha256));
                         self.open_rounds.insert(
                             id,
                             Call {
                                 since: Instant::now(),
                                 filed: Some(filed),
+                                view,
                                 ..call
                             },
                         );
@@ -613,6 +637,12 @@ impl<G: GateApi> Engine<G> {
                 }
             };
             match self.try_retry(principal, raw_id, &method, params, Some(live.clone())) {
+                // Nothing was decided: the round stays filed for the same message again.
+                Ok(action @ Action::AskConsent(_)) => {
+                    kept.push(live);
+                    self.refile(&key, &kept);
+                    return action;
+                }
                 Ok(action) => {
                     self.refile(&key, &kept);
                     return action;
@@ -672,6 +702,12 @@ impl<G: GateApi> Engine<G> {
         params: &str,
         live: Option<RequestId>,
     ) -> Result<Action, GateDenial> {
+        if let Some(prompt) = live
+            .as_ref()
+            .and_then(|live| self.undecided_prompt(live, params))
+        {
+            return Ok(Action::AskConsent(prompt));
+        }
         let retry_id = self.ids.mint();
         let asked = ClientRetry {
             server: self.config.server.clone(),
@@ -693,12 +729,32 @@ impl<G: GateApi> Engine<G> {
             params: params.to_owned(),
             since: Instant::now(),
             filed: None,
+            view: None,
         };
         self.in_flight.insert(retry_id.clone(), call);
         Ok(Action::Gated {
             text: retry.request_json,
             upstream_id: retry_id,
         })
+    }
+
+    /// The consent prompt a retry of the round `live` with `params` will need, when consent is
+    /// deferred and nobody has decided on it yet. Built as the gate builds it: the round's own
+    /// view and the client's `inputResponses` (absent: `{}`) in their canonical text. Answers
+    /// the gate would refuse make no prompt: the gate refuses them before it asks.
+    fn undecided_prompt(&self, live: &RequestId, params: &str) -> Option<ConsentPrompt> {
+        let deferred = self.config.deferred_consent.as_ref()?;
+        let (view_json, view_sha256) = self.open_rounds.get(live)?.view.clone()?;
+        let members = parse_members(params, limits::CLIENT_RETRY.max_bytes).ok()?;
+        let responses = members.get("inputResponses").map_or("{}", |raw| raw.get());
+        let responses_json = canonical_responses(responses).ok()?;
+        let prompt = ConsentPrompt {
+            view_json,
+            view_sha256,
+            responses_sha256: digest::sha256_hex(responses_json.as_bytes()),
+            responses_json,
+        };
+        (!deferred.decided(&prompt)).then_some(prompt)
     }
 
     /// A refused retry for the round `live`: a round the gate keeps open (the answers or the

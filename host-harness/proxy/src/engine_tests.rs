@@ -44,6 +44,7 @@ fn replica(
         policy,
         allow_legacy_server_requests: false,
         allow_ungated_input: false,
+        deferred_consent: None,
     };
     Rig {
         engine: Engine::new(

@@ -188,6 +188,10 @@ fn run_engine<G: GateApi>(
             Action::ToServer(text) | Action::Gated { text, .. } => send(to_server, Out::Line(text)),
             Action::ToClient(text) => send(to_client, Out::Line(text)),
             Action::Drop(why) => eprintln!("mrtr-gate proxy: dropped {why}"),
+            // One client: its consent is asked inline (no engine here defers it).
+            Action::AskConsent(_) => {
+                eprintln!("mrtr-gate proxy: dropped a retry: consent deferred over stdio")
+            }
         }
     }
 }
@@ -278,6 +282,7 @@ for line in sys.stdin:
                 policy,
                 allow_legacy_server_requests: false,
                 allow_ungated_input: false,
+                deferred_consent: None,
             },
             IdMinter::with_nonce(1),
         )

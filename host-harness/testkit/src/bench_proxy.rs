@@ -110,6 +110,7 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
                     policy,
                     allow_legacy_server_requests: false,
                     allow_ungated_input: false,
+                    deferred_consent: None,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: GateOff::default(),
@@ -131,6 +132,7 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
                     policy,
                     allow_legacy_server_requests: false,
                     allow_ungated_input: false,
+                    deferred_consent: None,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: ComponentGate::new(&runtime, services),

@@ -6,11 +6,13 @@
 //! The thread also keeps which open rounds came under which 2025-era protocol session, so a
 //! DELETE of the session ends them, and runs the engine's sweep (expired bindings ended).
 
+use crate::consent::DeferredConsent;
 use crate::engine::{Action, Engine, Principal};
 use crate::errors::{HOST_FAILED, Refusal};
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::RequestId;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -52,10 +54,16 @@ pub fn engine_gone() -> Refusal {
     }
 }
 
+/// How many times one client message may come back for a decision ([`Action::AskConsent`]):
+/// a retry tries at most four rounds filed under its key, each asked at most once.
+const CONSENT_PASSES: usize = 5;
+
 /// A handle on the engine's thread.
 #[derive(Clone, Debug)]
 pub struct Bridge {
     jobs: std::sync::mpsc::Sender<Job>,
+    /// The engine's deferred consent: asked here, off its thread.
+    consent: Option<Arc<DeferredConsent>>,
 }
 
 impl Bridge {
@@ -66,11 +74,19 @@ impl Bridge {
         F: FnOnce() -> Engine<G> + Send + 'static,
     {
         let (jobs, inbox) = std::sync::mpsc::channel();
+        let (started, consent) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("mrtr-gate-engine".into())
-            .spawn(move || run(make_engine().shared_by_many_clients(), &inbox))
+            .spawn(move || {
+                let engine = make_engine().shared_by_many_clients();
+                let _ = started.send(engine.deferred_consent());
+                run(engine, &inbox);
+            })
             .map_err(|e| format!("could not start the gate's thread: {e}"))?;
-        Ok(Self { jobs })
+        let consent = consent
+            .recv()
+            .map_err(|_| "the gate's thread did not start".to_owned())?;
+        Ok(Self { jobs, consent })
     }
 
     async fn ask(&self, job: impl FnOnce(oneshot::Sender<Action>) -> Job) -> Action {
@@ -83,14 +99,34 @@ impl Bridge {
             .unwrap_or(Action::Drop("the gate's thread is gone"))
     }
 
-    /// A client's message, bound to `principal` (`None`: the configured one).
+    /// A client's message, bound to `principal` (`None`: the configured one). A retry whose
+    /// consent is deferred waits here, on a blocking thread of its own, while the person or the
+    /// hook decides; every other client's messages go on meanwhile.
     pub async fn client(&self, principal: Option<Principal>, text: String) -> Action {
-        self.ask(|reply| Job::Client {
-            principal,
-            text,
-            reply,
-        })
-        .await
+        let mut passes = 0;
+        loop {
+            let action = self
+                .ask(|reply| Job::Client {
+                    principal: principal.clone(),
+                    text: text.clone(),
+                    reply,
+                })
+                .await;
+            // Past the passes a retry can need, what is left undecided is refused as such.
+            let (Action::AskConsent(prompt), Some(consent), true) =
+                (&action, &self.consent, passes < CONSENT_PASSES)
+            else {
+                return action;
+            };
+            passes += 1;
+            let (consent, prompt) = (Arc::clone(consent), prompt.clone());
+            if tokio::task::spawn_blocking(move || consent.ask(&prompt))
+                .await
+                .is_err()
+            {
+                return action;
+            }
+        }
     }
 
     /// A server's message that answers no call of the proxy's (a request, a notification), on

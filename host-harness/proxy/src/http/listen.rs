@@ -50,7 +50,7 @@ impl Listener {
             Action::ToClient(text) => {
                 let _ = tx.send(sse::message_event(&text)).await;
             }
-            Action::Gated { .. } | Action::Drop(_) => {}
+            Action::Gated { .. } | Action::Drop(_) | Action::AskConsent(_) => {}
         }
     }
 

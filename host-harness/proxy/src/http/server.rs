@@ -378,6 +378,15 @@ async fn post(
             let id = client_id.as_deref().unwrap_or("null");
             return refuse(StatusCode::OK, id, &engine_gone());
         }
+        // The bridge asks every decision a retry needs; this is one it could not have.
+        Action::AskConsent(_) => {
+            let id = client_id.as_deref().unwrap_or("null");
+            let r = Refusal::host(
+                "consent_unavailable",
+                "no decision could be had for the retry",
+            );
+            return refuse(StatusCode::OK, id, &r);
+        }
         Action::Gated { text, upstream_id } => {
             let guard = CancelGuard::new(state.bridge.clone(), upstream_id.clone());
             (Call::Gated { upstream_id, guard }, text)

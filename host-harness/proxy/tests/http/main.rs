@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod answers;
+mod consent;
 mod differential;
 mod neighbours;
 mod requests;

@@ -14,8 +14,9 @@ use mrtr_gate_host::core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use mrtr_gate_host::core::{Policy, ServerIdentity};
-use mrtr_gate_host::services::SharedStorage;
+use mrtr_gate_host::services::{SharedConsent, SharedStorage};
 use mrtr_gate_host::{HostServices, NativeGate};
+use mrtr_gate_proxy::consent::DeferredConsent;
 use mrtr_gate_proxy::http::{HttpOptions, serve};
 use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
@@ -255,6 +256,7 @@ pub fn engine_for(server: ServerIdentity) -> Engine<NativeGate> {
         MemoryAudit::new(),
         MemoryStorage::new(clock.clone()),
         clock,
+        None,
     )
 }
 
@@ -263,12 +265,17 @@ pub fn engine(
     audit: MemoryAudit,
     storage: MemoryStorage,
     clock: Arc<ManualClock>,
+    deferred_consent: Option<Arc<DeferredConsent>>,
 ) -> Engine<NativeGate> {
     let storage: SharedStorage = Arc::new(storage);
+    let consent: SharedConsent = match &deferred_consent {
+        Some(deferred) => deferred.clone(),
+        None => Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+    };
     let services = HostServices {
         clock,
         storage: storage.clone(),
-        consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
+        consent,
         audit: Arc::new(audit),
     };
     let policy = Policy::default();
@@ -282,6 +289,7 @@ pub fn engine(
         policy,
         allow_legacy_server_requests: false,
         allow_ungated_input: false,
+        deferred_consent,
     };
     Engine::new(
         NativeGate::new(services),
@@ -291,6 +299,17 @@ pub fn engine(
 }
 
 pub async fn proxy_with(options: HttpOptions) -> Proxy {
+    proxy_consenting(options, None).await
+}
+
+/// A proxy whose engine asks `consent` off its thread, as `--consent tty` and `command` do
+/// over HTTP.
+pub async fn proxy_deferring(upstream: &Upstream, consent: SharedConsent) -> Proxy {
+    let deferred = Arc::new(DeferredConsent::new(consent));
+    proxy_consenting(HttpOptions::new(upstream.url.clone()), Some(deferred)).await
+}
+
+async fn proxy_consenting(options: HttpOptions, deferred: Option<Arc<DeferredConsent>>) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let audit = MemoryAudit::new();
@@ -298,9 +317,11 @@ pub async fn proxy_with(options: HttpOptions) -> Proxy {
     let storage = MemoryStorage::new(clock.clone());
     let (a, s) = (audit.clone(), storage.clone());
     tokio::spawn(async move {
-        serve(options, listener, move |server| engine(server, a, s, clock))
-            .await
-            .unwrap();
+        serve(options, listener, move |server| {
+            engine(server, a, s, clock, deferred)
+        })
+        .await
+        .unwrap();
     });
     Proxy {
         url,
