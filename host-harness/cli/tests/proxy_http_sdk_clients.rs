@@ -16,30 +16,7 @@ mod support;
 use sdk_rounds::{
     Expect, assert_completed, assert_trail, book_flight, calls, continue_job, pay, survey,
 };
-use std::process::Command;
-use support::{
-    Proxy, Running, bin, listening, node, proxy_listening, python, python_client, root, ts_client,
-};
-
-/// An SDK server over streamable HTTP on a free loopback port; its `/mcp` URL.
-fn http_server(program: &std::path::Path, script: &str) -> (Running, String) {
-    let mut server = Command::new(program);
-    server.arg(root().join(script)).args(["http", "0"]);
-    listening(server)
-}
-
-/// The proxy in front of `upstream`; the URL it says it listens on.
-fn proxy_http(proxy: &Proxy, upstream: &str) -> (Running, String) {
-    let mut command = Command::new(bin());
-    command
-        .arg("proxy")
-        .arg("--audit")
-        .arg(&proxy.trail)
-        .arg("--host-keys")
-        .arg(&proxy.keys)
-        .args(["--user", "alice"]);
-    proxy_listening(command, upstream)
-}
+use support::{Proxy, Running, python_client, python_server_http, ts_client, ts_server_http};
 
 fn through_http(
     name: &str,
@@ -49,21 +26,13 @@ fn through_http(
 ) {
     let (_server, upstream) = server;
     let proxy = Proxy::new(name);
-    let (_proxy, url) = proxy_http(&proxy, &upstream);
+    let (_proxy, url) = proxy.http(&upstream);
     let report = client(&calls(expected), &[url]);
     assert_completed(&report, expected);
     // The trail names the configured upstream (its origin and a digest of the whole URL),
     // never what the server says of itself.
     let origin = upstream.trim_end_matches("/mcp");
     assert_trail(&proxy, expected, &format!("{origin}#sha256:"));
-}
-
-fn python_server_http() -> (Running, String) {
-    http_server(&python(), "tests/peers/python_sdk/server.py")
-}
-
-fn ts_server_http() -> (Running, String) {
-    http_server(&node(), "tests/peers/ts_sdk/server.mjs")
 }
 
 #[test]

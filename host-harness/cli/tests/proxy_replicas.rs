@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Running, bin, listening, proxy_listening, root};
+use support::{Running, bin, listening, post, proxy_listening, root};
 
 /// Far beyond any answer on a loaded machine: only a hang runs into it.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -70,15 +70,6 @@ fn recording_upstream(dir: &Path) -> (Running, String) {
         .arg("0")
         .arg(dir.join("received.jsonl"))
         .arg(dir.join("release"));
-    listening(server)
-}
-
-/// The Python SDK's server (tests/peers/python_sdk/server.py) over streamable HTTP.
-fn python_sdk_upstream(_: &Path) -> (Running, String) {
-    let mut server = Command::new(support::python());
-    server
-        .arg(root().join("tests/peers/python_sdk/server.py"))
-        .args(["http", "0"]);
     listening(server)
 }
 
@@ -125,35 +116,6 @@ fn retry_with(request: &Value, round: &Value, id: u64, responses: Option<Value>)
         r["params"]["requestState"] = state.clone();
     }
     r
-}
-
-/// POST `message` to a replica, as an SDK client would (the mirrored headers set); the
-/// JSON-RPC answer, or the transport's error.
-fn post(url: &str, message: &Value) -> Result<Value, ureq::Error> {
-    let name = message["params"]["name"].as_str().unwrap_or_default();
-    let mut answer = ureq::post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .send(message.to_string())?;
-    let sse = answer
-        .headers()
-        .get("content-type")
-        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
-    let text = answer.body_mut().read_to_string()?;
-    // A stream's answer is its last message event (the proxy ends a stream with it).
-    let message = if sse {
-        text.lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("data:"))
-            .unwrap_or_default()
-            .trim_start()
-    } else {
-        &text
-    };
-    Ok(serde_json::from_str(message).unwrap_or_else(|e| panic!("{e}: {text}")))
 }
 
 fn ask(url: &str, message: &Value) -> Value {
@@ -453,7 +415,7 @@ fn two_replicas_on_one_redis_answer_each_round_once_even_when_one_is_killed_mid_
 #[test]
 fn calls_spread_over_two_replicas_complete_at_the_python_sdk_server() {
     let Some(redis_url) = redis_url() else { return };
-    let cluster = Cluster::start("sdk", redis_url, python_sdk_upstream);
+    let cluster = Cluster::start("sdk", redis_url, |_| support::python_server_http());
     let urls = [cluster.a_url.clone(), cluster.b_url.clone()];
     let mut ids = 1..;
     let mut next_id = || ids.next().unwrap();

@@ -12,7 +12,12 @@ Tools:
 - `forever`: a state-only round, every time (a client must stop at its round limit).
 - `sealed`: state sealed with an HMAC; a retry whose state was changed is refused.
 - `numbers`: a state-only round, then what the tool received of `values` each time (each
-  value's Python type and repr): whether a number reached it as the client wrote it.
+  value's Python type and repr, and the number as written in the request the server read):
+  whether a number reached it as the client wrote it.
+
+Every request the server reads is kept as the text it read (`REQUESTS`): a Python float cannot
+tell `3.14159265358979323846264338327` from the double nearest to it, nor an int `-0` from `0`,
+so what `numbers` shows of the digits on the wire is read from the text the SDK parsed.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import io
 import json
+import os
 import sys
 from typing import Any
 
@@ -150,23 +157,83 @@ async def sealed(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
     return done(f"sealed ok: {value}")
 
 
-def received(values: dict[str, Any]) -> dict[str, list[str]]:
-    return {k: [type(v).__name__, repr(v)] for k, v in sorted(values.items())}
+# Every request the server read, as the text it read, under its JSON-RPC id (the last one under
+# an id: the tests send each request after the answer to the one before).
+REQUESTS: dict[str, str] = {}
+
+
+def read(text: str) -> None:
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return
+    if isinstance(message, dict) and "id" in message:
+        REQUESTS[json.dumps(message["id"])] = text
+
+
+class ReadFirst(io.RawIOBase):
+    """Standard input, each line kept (`read`) before the SDK reads it. Installed as
+    `sys.stdin`'s buffer, which the SDK's stdio transport serves in place of fd 0 when
+    `sys.stdin` is not backed by it."""
+
+    def __init__(self) -> None:
+        self._partial = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        data = os.read(0, len(b))
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            read(line.decode("utf-8", "replace"))
+        b[: len(data)] = data
+        return len(data)
+
+
+def reading_bodies(app: Any) -> Any:
+    """The ASGI `app`, each request's body kept (`read`) before the app reads it."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        body = bytearray()
+
+        async def receive_and_keep() -> Any:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b""))
+                if not message.get("more_body"):
+                    read(body.decode("utf-8", "replace"))
+            return message
+
+        await app(scope, receive_and_keep, send)
+
+    return wrapped
+
+
+def received(values: dict[str, Any], request_id: Any) -> dict[str, list[Any]]:
+    """Each value's type and repr as the tool got it, and the number as written in the request."""
+    text = REQUESTS.get(json.dumps(request_id))
+    written = json.loads(text, parse_int=str, parse_float=str)["params"]["arguments"]["values"] if text else {}
+    return {k: [type(v).__name__, repr(v), written.get(k)] for k, v in sorted(values.items())}
 
 
 @server.tool()
 async def numbers(values: dict[str, Any], ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
     """Echoes the numbers it was given, on the call and on its retry."""
+    report = received(values, ctx.request_context.request_id)
     if ctx.request_state is None:
-        return t.InputRequiredResult(request_state=base64.urlsafe_b64encode(json.dumps(received(values)).encode()).decode())
+        return t.InputRequiredResult(request_state=base64.urlsafe_b64encode(json.dumps(report).encode()).decode())
     first = json.loads(base64.urlsafe_b64decode(ctx.request_state))
-    return done(json.dumps({"call": first, "retry": received(values)}, sort_keys=True))
+    return done(json.dumps({"call": first, "retry": report}, sort_keys=True))
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         import http_serving
 
-        http_serving.serve(server.streamable_http_app(host="127.0.0.1"), int(sys.argv[2]))
+        http_serving.serve(reading_bodies(server.streamable_http_app(host="127.0.0.1")), int(sys.argv[2]))
     else:
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(ReadFirst()), encoding="utf-8")
         server.run("stdio")

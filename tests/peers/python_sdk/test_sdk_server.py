@@ -136,10 +136,13 @@ class Client:
         self.answer = answer
         self.next_id = 1
 
-    def call(self, tool: str, arguments: dict, policy: m.Policy = m.Policy(), meta: dict = META):
+    def call(self, tool: str, arguments: dict | str, policy: m.Policy = m.Policy(), meta: dict = META):
+        """`arguments` a dict, or a JSON text that the params carry as written."""
         rid = self.next_id
         self.next_id += 1
-        params = {"name": tool, "arguments": arguments, "_meta": meta}
+        params: dict | str = {"name": tool, "arguments": arguments, "_meta": meta}
+        if isinstance(arguments, str):
+            params = f'{{"name":{json.dumps(tool)},"arguments":{arguments},"_meta":{json.dumps(meta)}}}'
         server = self.peer.server
         sent = self.gate.register(request_id=rid, server=server, user="alice", tenant="acme",
                                   method="tools/call", params=params, policy=policy)
@@ -246,4 +249,53 @@ def test_sealed_state_comes_back_exactly(peer):
     verdict, reply = c.call("sealed", {})
     assert verdict == m.Complete()
     assert text_of(reply) == "sealed ok: balance=100"
+    c.check_trail()
+
+
+# Numbers as a client may write them, and as each must reach the server: digit for digit, only
+# an exponent's sign written out (`1e2` as `1e+2`, docs/audit.md), never in the canonical layout
+# the gate compares them in (`1.0` as `1`, `-0` as `0`, `1e2` as `100`, an integer past 21 digits
+# with an exponent). The same numbers as host-harness/cli/tests/exact_numbers.rs.
+WRITTEN = [
+    ("1234567890123456", "1234567890123456"),
+    ("1234567890123456789012", "1234567890123456789012"),
+    ("1234567890123456789012345678901234567890", "1234567890123456789012345678901234567890"),
+    ("-0", "-0"),
+    ("1.0", "1.0"),
+    ("1e2", "1e+2"),
+    ("3.14159265358979323846264338327", "3.14159265358979323846264338327"),
+    ("0.1", "0.1"),
+]
+NUMBERS = '{"values":{' + ",".join(f'"v{i}":{n}' for i, (n, _) in enumerate(WRITTEN)) + "}}"
+
+
+def numbers_direct(peer) -> dict:
+    """The `numbers` tool called with no gate: the call, then its retry with the round's state,
+    written here; the tool's report (per value: type and repr as the tool got it, and the
+    number as written in the request the server read)."""
+    def message(rid: int, state: str | None) -> str:
+        extra = "" if state is None else f',"requestState":{json.dumps(state)}'
+        return (f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"numbers",'
+                f'"arguments":{NUMBERS}{extra},"_meta":{json.dumps(META)}}}}}')
+    round_ = json.loads(peer.exchange(message(101, None)))
+    assert round_["result"]["resultType"] == "input_required", round_
+    return json.loads(text_of(json.loads(peer.exchange(message(102, round_["result"]["requestState"])))))
+
+
+def test_numbers_reach_the_tool_as_written_on_the_call_and_on_the_retry_the_gate_builds(peer):
+    direct = numbers_direct(peer)
+    c = Client(peer, lambda view: {})
+    verdict, reply = c.call("numbers", NUMBERS)
+    assert verdict == m.Complete()
+    gated = json.loads(text_of(reply))
+    for i, (written, sent) in enumerate(WRITTEN):
+        for part in ("call", "retry"):
+            assert direct[part][f"v{i}"][2] == written, (part, i, direct)
+            assert gated[part][f"v{i}"][2] == sent, (part, i, gated)
+    assert direct["retry"] == direct["call"]
+    got = {k: v[:2] for k, v in direct["call"].items()}
+    assert {k: v[:2] for k, v in gated["call"].items()} == got, "the call"
+    assert {k: v[:2] for k, v in gated["retry"].items()} == got, "the retry the gate built"
+    assert got["v1"] == ["int", WRITTEN[1][0]] and got["v2"] == ["int", WRITTEN[2][0]]
+    assert [e["event"] for e in c.events()] == ["received", "submitted", "terminal"]
     c.check_trail()

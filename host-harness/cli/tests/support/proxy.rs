@@ -90,6 +90,24 @@ pub fn ts_server() -> Vec<String> {
     ]
 }
 
+/// An SDK server (`script`, run by `program`) over streamable HTTP on a free loopback port;
+/// its `/mcp` URL (see [`listening`]).
+fn sdk_server_http(program: &Path, script: &str) -> (Running, String) {
+    let mut server = Command::new(program);
+    server.arg(root().join(script)).args(["http", "0"]);
+    listening(server)
+}
+
+/// The Python SDK's server (tests/peers/python_sdk/server.py) over streamable HTTP.
+pub fn python_server_http() -> (Running, String) {
+    sdk_server_http(&python(), "tests/peers/python_sdk/server.py")
+}
+
+/// The TypeScript SDK's server (tests/peers/ts_sdk/server.mjs) over streamable HTTP.
+pub fn ts_server_http() -> (Running, String) {
+    sdk_server_http(&node(), "tests/peers/ts_sdk/server.mjs")
+}
+
 /// One run of the proxy: its folder, trail, server log and host keys.
 pub struct Proxy {
     /// The test's folder.
@@ -136,6 +154,20 @@ impl Proxy {
         argv.push("--".into());
         argv.extend(server.iter().cloned());
         argv
+    }
+
+    /// `mrtr-gate proxy --audit … --host-keys … --user alice` serving HTTP in front of
+    /// `upstream`; the URL it says it listens on.
+    pub fn http(&self, upstream: &str) -> (Running, String) {
+        let mut command = Command::new(bin());
+        command
+            .arg("proxy")
+            .arg("--audit")
+            .arg(&self.trail)
+            .arg("--host-keys")
+            .arg(&self.keys)
+            .args(["--user", "alice"]);
+        proxy_listening(command, upstream)
     }
 
     /// The trail's events.
@@ -332,4 +364,40 @@ pub fn proxy_listening(mut proxy: Command, upstream: &str) -> (Running, String) 
     let line = ready_line(stderr, "mrtr-gate proxy: listening on ", "the proxy");
     let url = line.split(',').next().unwrap().to_owned();
     (running, url)
+}
+
+/// POST `message` to an MCP endpoint (a server or the proxy), as an SDK client would (the
+/// mirrored headers set); the JSON-RPC answer, or the transport's error.
+pub fn post(url: &str, message: &Value) -> Result<Value, ureq::Error> {
+    post_text(url, &message.to_string())
+}
+
+/// The same with the message's text, sent as it is.
+pub fn post_text(url: &str, text: &str) -> Result<Value, ureq::Error> {
+    let message: Value = serde_json::from_str(text).unwrap();
+    let method = message["method"].as_str().unwrap_or_default();
+    let name = message["params"]["name"].as_str().unwrap_or_default();
+    let mut answer = ureq::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .send(text)?;
+    let sse = answer
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    let body = answer.body_mut().read_to_string()?;
+    // A stream's answer is its last message event (the proxy ends a stream with it).
+    let message = if sse {
+        body.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("data:"))
+            .unwrap_or_default()
+            .trim_start()
+    } else {
+        &body
+    };
+    Ok(serde_json::from_str(message).unwrap_or_else(|e| panic!("{e}: {body}")))
 }

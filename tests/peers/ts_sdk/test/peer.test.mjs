@@ -46,9 +46,15 @@ async function client(answer) {
   const shown = [];
   return {
     audit, shown,
+    // The server with no gate in between.
+    exchange: (requestJson) => p.exchange(requestJson),
+    // `args` an object, or a JSON text that the params carry as written.
     async call(tool, args) {
       let id = nextId++;
-      const sent = await gate.register({ requestId: id, server, user: "alice", tenant: "acme", method: "tools/call", params: { name: tool, arguments: args, _meta: meta } });
+      const params = typeof args === "string"
+        ? `{"name":${JSON.stringify(tool)},"arguments":${args},"_meta":${JSON.stringify(meta)}}`
+        : { name: tool, arguments: args, _meta: meta };
+      const sent = await gate.register({ requestId: id, server, user: "alice", tenant: "acme", method: "tools/call", params });
       let raw = await p.exchange(sent.requestJson);
       let verdict = await gate.acceptResponse(server, raw);
       while (verdict.kind === "input_required") {
@@ -109,6 +115,57 @@ test("a state-only round from the TypeScript SDK needs no consent", async () => 
     const { verdict, reply } = await c.call("continue_job", {});
     assert.equal(verdict.kind, "complete");
     assert.equal(textOf(reply), "job done after step-1");
+    assert.deepEqual(c.audit.lines.map((l) => JSON.parse(l).event), ["received", "submitted", "terminal"]);
+    c.checkTrail();
+  } finally {
+    c.close();
+  }
+});
+
+// Numbers as a client may write them, and as each must reach the server: digit for digit, only
+// an exponent's sign written out (`1e2` as `1e+2`, docs/audit.md), never in the canonical layout
+// the gate compares them in (`1.0` as `1`, `-0` as `0`, `1e2` as `100`, an integer past 21 digits
+// with an exponent). The same numbers as host-harness/cli/tests/exact_numbers.rs. A JavaScript
+// tool gets doubles, so the server's `numbers` tool also shows each number as written in the
+// request the server read.
+const WRITTEN = [
+  ["1234567890123456", "1234567890123456"],
+  ["1234567890123456789012", "1234567890123456789012"],
+  ["1234567890123456789012345678901234567890", "1234567890123456789012345678901234567890"],
+  ["-0", "-0"],
+  ["1.0", "1.0"],
+  ["1e2", "1e+2"],
+  ["3.14159265358979323846264338327", "3.14159265358979323846264338327"],
+  ["0.1", "0.1"],
+];
+const NUMBERS = `{"values":{${WRITTEN.map(([n], i) => `"v${i}":${n}`).join(",")}}}`;
+// What the tool got of each value (type and value), without the text the server read.
+const toolGot = (part) => Object.fromEntries(Object.entries(part).map(([k, v]) => [k, v.slice(0, 2)]));
+
+test("numbers reach the TypeScript SDK's tool as written on the call and on the retry the gate builds", async () => {
+  const c = await client(() => ({}));
+  try {
+    // The call and its retry with no gate, written here.
+    const message = (id, state) =>
+      `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"numbers","arguments":${NUMBERS}${
+        state === undefined ? "" : `,"requestState":${JSON.stringify(state)}`},"_meta":${JSON.stringify(meta)}}}`;
+    const round = JSON.parse(await c.exchange(message(101)));
+    assert.equal(round.result.resultType, "input_required");
+    const direct = JSON.parse(textOf(JSON.parse(await c.exchange(message(102, round.result.requestState)))));
+
+    const { verdict, reply } = await c.call("numbers", NUMBERS);
+    assert.equal(verdict.kind, "complete");
+    const gated = JSON.parse(textOf(reply));
+    WRITTEN.forEach(([written, sent], i) => {
+      for (const part of ["call", "retry"]) {
+        assert.equal(direct[part][`v${i}`][2], written, `direct ${part} v${i}`);
+        assert.equal(gated[part][`v${i}`][2], sent, `gated ${part} v${i}`);
+      }
+    });
+    assert.deepEqual(direct.retry, direct.call);
+    assert.deepEqual(toolGot(gated.call), toolGot(direct.call), "the call");
+    assert.deepEqual(toolGot(gated.retry), toolGot(direct.call), "the retry the gate built");
+    assert.deepEqual(direct.call.v3, ["number", "-0", "-0"]);
     assert.deepEqual(c.audit.lines.map((l) => JSON.parse(l).event), ["received", "submitted", "terminal"]);
     c.checkTrail();
   } finally {
