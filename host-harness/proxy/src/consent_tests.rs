@@ -336,7 +336,10 @@ fn a_deferred_decision_is_taken_once_and_a_prompt_nobody_asked_is_asked_inline()
     deferred.ask(&yes);
     assert!(deferred.decided(&yes));
     let r = deferred.request_consent(&yes).unwrap();
-    assert_eq!((r.receipt_id.as_str(), r.decision), ("counted-0", ConsentDecision::Granted));
+    assert_eq!(
+        (r.receipt_id.as_str(), r.decision),
+        ("counted-0", ConsentDecision::Granted)
+    );
     assert!(!deferred.decided(&yes), "taken once");
     // Asked again only because nobody asked it off the thread this time.
     let r = deferred.request_consent(&yes).unwrap();

@@ -59,7 +59,7 @@ pub struct EngineConfig {
 
 /// Who a gated call is bound to: the user and tenant as the gate binds them (keyed
 /// pseudonyms when there are host keys).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Principal {
     /// The user.
     pub user: String,
@@ -501,6 +501,22 @@ impl<G: GateApi> Engine<G> {
             Ok(verdict) => match splice_id(text, &call.client_id) {
                 Ok(judged) => {
                     if let ResponseVerdict::InputRequired(round) = verdict {
+                        // A principal's rounds it never retries stay until they expire: past
+                        // the cap, its next one is given up rather than kept.
+                        if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
+                            self.end(
+                                &id,
+                                &call.principal,
+                                CallerOutcome::Error("too_many_open_rounds".into()),
+                            );
+                            let refusal = Refusal::message(
+                                "too_many_open_rounds",
+                                format!(
+                                    "{MAX_OPEN_ROUNDS} rounds of this principal are open already: answer or cancel one first"
+                                ),
+                            );
+                            return Action::ToClient(refusal.response(&call.client_id));
+                        }
                         // Filed before it is delivered: a retry can come as soon as the client
                         // has it. A round that cannot be filed could never be retried.
                         let filed = self.file(&id, &call, round.request_state_sha256.as_deref());
@@ -738,6 +754,14 @@ impl<G: GateApi> Engine<G> {
         })
     }
 
+    /// How many rounds of `principal`'s are open.
+    fn open_rounds_of(&self, principal: &Principal) -> usize {
+        self.open_rounds
+            .values()
+            .filter(|call| call.principal == *principal)
+            .count()
+    }
+
     /// The consent prompt a retry of the round `live` with `params` will need, when consent is
     /// deferred and nobody has decided on it yet. Built as the gate builds it: the round's own
     /// view and the client's `inputResponses` (absent: `{}`) in their canonical text. Answers
@@ -934,6 +958,11 @@ fn id_text(raw: &str) -> Option<String> {
 /// it a new one is refused `too_many_in_flight`, so a client that never reads cannot grow the
 /// proxy without bound.
 const MAX_RELAYED: usize = 4096;
+
+/// How many rounds of one principal's may be open at once: past it a new round is given up
+/// (its binding ended `too_many_open_rounds`), so a client that never retries, or a server that
+/// answers every call with a round, cannot grow the proxy (and the shared index) without bound.
+pub const MAX_OPEN_ROUNDS: usize = 1024;
 
 /// How many rounds filed under one key a retry is tried against.
 const MATCH_ATTEMPTS: usize = 4;

@@ -528,3 +528,42 @@ fn an_operator_may_let_them_through_loudly() {
     let task = r#"{"jsonrpc":"2.0","id":4,"result":{"taskId":"t1","status":"input_required","inputRequests":{}}}"#;
     assert_eq!(r.engine.on_server(task), Action::ToClient(task.into()));
 }
+
+#[test]
+fn a_principal_at_its_cap_of_open_rounds_gets_no_more_and_others_do() {
+    let mut r = rig();
+    let alice = r.engine.config.principal.clone();
+    let bob = Principal {
+        user: "bob".into(),
+        tenant: "acme".into(),
+    };
+    let round_for = |r: &mut Rig, who: &Principal, id: usize| {
+        let minted = sent_id(&r.engine.on_client_as(who, &call(&id.to_string())));
+        to_client(r.engine.on_server_as(who, &form_round(&minted)))
+    };
+    for n in 0..MAX_OPEN_ROUNDS {
+        let delivered = round_for(&mut r, &alice, n);
+        assert!(delivered.contains("input_required"), "{delivered}");
+    }
+    assert_eq!(r.engine.open_rounds(), MAX_OPEN_ROUNDS);
+    let (id, code, gate_code) = error_of(&round_for(&mut r, &alice, MAX_OPEN_ROUNDS));
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (
+            json!(MAX_OPEN_ROUNDS),
+            MESSAGE_REFUSED,
+            "too_many_open_rounds"
+        )
+    );
+    // Its binding ended, on record; nothing of it stays.
+    let last = r.audit.events().pop().unwrap();
+    assert_eq!(
+        (last["event"].clone(), last["reason"].clone()),
+        (json!("terminal"), json!("too_many_open_rounds"))
+    );
+    assert_eq!(r.engine.open_rounds(), MAX_OPEN_ROUNDS);
+    assert_eq!(r.engine.in_flight(), 0);
+    // Bob is not Alice.
+    let bobs = round_for(&mut r, &bob, 1);
+    assert!(bobs.contains("input_required"), "{bobs}");
+}

@@ -8,13 +8,16 @@
 
 mod answer;
 mod bridge;
+pub mod caps;
 pub mod headers;
 mod listen;
+mod queue;
 pub mod server;
 mod sessions;
 pub mod sse;
 pub mod upstream;
 
+pub use caps::Caps;
 pub use server::{
     BindPrincipal, HEADER_MISMATCH, HttpOptions, UPSTREAM_TIMEOUT, serve, serve_until,
 };

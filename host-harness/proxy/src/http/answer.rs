@@ -10,6 +10,7 @@
 use super::bridge::{Bridge, CancelGuard, engine_gone};
 use super::headers;
 use super::listen::Listener;
+use super::queue::{EventSender, event_stream};
 use super::sse::{self, Event, Parser, StreamError};
 use super::upstream::{self, Upstream};
 use crate::engine::{Action, Principal};
@@ -18,42 +19,17 @@ use crate::ids::MAX_MESSAGE_BYTES;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 use mrtr_gate_host::core::{RequestId, parse_members};
 use serde_json::Value;
 use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 /// The body of every answer the proxy gives.
 pub type ProxyBody = BoxBody<Bytes, Infallible>;
-
-/// Events queued for a client's stream before the upstream's reader waits.
-const STREAM_QUEUE: usize = 64;
-
-/// A body fed by a channel: the client's event stream. When the client goes, hyper drops it,
-/// and the sender sees the channel closed.
-struct ChannelBody(mpsc::Receiver<Bytes>);
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
-    }
-}
-
-/// A body that streams what is sent on the other end of `rx`.
-pub fn channel_body(rx: mpsc::Receiver<Bytes>) -> ProxyBody {
-    ChannelBody(rx).boxed()
-}
 
 /// A body of `bytes`.
 pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
@@ -109,6 +85,8 @@ pub struct Exchange {
     pub version: Option<HeaderValue>,
     /// The principal trusted headers named for the request (`None`: the configured one).
     pub principal: Option<Principal>,
+    /// The bytes its event streams may queue, and their cap.
+    pub queue: (Arc<Semaphore>, usize),
 }
 
 /// A message of the upstream's, read against the id a response must carry.
@@ -248,9 +226,9 @@ impl Exchange {
         }
         let media = headers::media_type(&parts.headers);
         if media.as_deref() == Some("text/event-stream") && status.is_success() {
-            let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+            let (tx, stream) = event_stream(Arc::clone(&self.queue.0), self.queue.1);
             tokio::spawn(self.pump(body, tx));
-            let mut response = Response::new(ChannelBody(rx).boxed());
+            let mut response = Response::new(stream);
             let mut out = passed;
             out.insert(
                 header::CONTENT_TYPE,
@@ -307,7 +285,7 @@ impl Exchange {
     /// Relay the upstream's event stream to the client: notifications (and the upstream's
     /// requests the engine lets through) as they come, then the response as soon as it comes,
     /// judged, and the upstream's stream closed; a refusal in its place otherwise.
-    async fn pump(mut self, mut body: Incoming, tx: mpsc::Sender<Bytes>) {
+    async fn pump(mut self, mut body: Incoming, tx: EventSender) {
         // The client gone: the guard, dropped with `self`, ends a gated call `cancelled`,
         // and the upstream's body dropped closes its stream.
         let Some(outcome) = self.read_stream(&mut body, &tx).await else {
@@ -318,7 +296,7 @@ impl Exchange {
             Ok(response) => self.deliver(response).await,
             Err(r) => self.refuse(r).await,
         };
-        let _ = tx.send(sse::message_event(&text)).await;
+        tx.send(sse::message_event(&text)).await;
     }
 
     /// The one response of the upstream's stream, or why there is none; `None`: the client
@@ -326,7 +304,7 @@ impl Exchange {
     async fn read_stream(
         &self,
         body: &mut Incoming,
-        tx: &mpsc::Sender<Bytes>,
+        tx: &EventSender,
     ) -> Option<Result<String, Refusal>> {
         let mut parser = Parser::new(MAX_MESSAGE_BYTES, Some(MAX_MESSAGE_BYTES));
         let expected = self.expected();
@@ -380,7 +358,7 @@ impl Exchange {
         event: Event,
         expected: &Value,
         held: &mut Option<String>,
-        tx: &mpsc::Sender<Bytes>,
+        tx: &EventSender,
     ) -> Result<(), Refusal> {
         if event.kind != "message" {
             // Some reader takes every event whatever its type: one carrying JSON could be
@@ -395,7 +373,7 @@ impl Exchange {
         }
         match read(&event.data, expected)? {
             Read::Notification => {
-                let _ = tx.send(sse::message_event(&event.data)).await;
+                tx.send(sse::message_event(&event.data)).await;
             }
             Read::Request => {
                 let session = self.session.clone();
@@ -406,6 +384,7 @@ impl Exchange {
                     session,
                     version,
                     principal: self.principal.clone(),
+                    queue: self.queue.clone(),
                 };
                 listener.server_request(event.data, tx).await;
             }

@@ -5,9 +5,10 @@
 //! by the engine (unknown method) and never shown to the client, unless the engine is told
 //! to let such requests through (`--allow-legacy-server-requests`).
 
-use super::answer::{ProxyBody, Read, channel_body, empty, read};
+use super::answer::{ProxyBody, Read, empty, read};
 use super::bridge::Bridge;
 use super::headers;
+use super::queue::{EventSender, event_stream};
 use super::sse::{self, Parser};
 use super::upstream::{self, Upstream};
 use crate::engine::{Action, Principal};
@@ -17,11 +18,9 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Response};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// Events queued for a client's GET stream before the upstream's reader waits.
-const STREAM_QUEUE: usize = 64;
+use tokio::sync::Semaphore;
 
 /// What answering the upstream's requests needs.
 #[derive(Clone, Debug)]
@@ -36,19 +35,21 @@ pub struct Listener {
     pub version: Option<HeaderValue>,
     /// Who opened the stream, when trusted headers name each request's principal.
     pub principal: Option<Principal>,
+    /// The bytes the principal's event streams may queue, and their cap.
+    pub queue: (Arc<Semaphore>, usize),
 }
 
 impl Listener {
     /// A request of the upstream's: the engine answers it upstream itself, or lets the
     /// client see it on `tx`.
-    pub async fn server_request(&self, text: String, tx: &mpsc::Sender<Bytes>) {
+    pub async fn server_request(&self, text: String, tx: &EventSender) {
         match self.bridge.server(self.principal.clone(), text).await {
             Action::ToServer(answer) => {
                 let this = self.clone();
                 tokio::spawn(async move { this.answer_upstream(answer).await });
             }
             Action::ToClient(text) => {
-                let _ = tx.send(sse::message_event(&text)).await;
+                tx.send(sse::message_event(&text)).await;
             }
             Action::Gated { .. } | Action::Drop(_) | Action::AskConsent(_) => {}
         }
@@ -96,12 +97,12 @@ impl Listener {
 
     /// Relay the upstream's GET stream to the client until either side ends it.
     pub fn relay(self, body: Incoming) -> ProxyBody {
-        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let (tx, stream) = event_stream(Arc::clone(&self.queue.0), self.queue.1);
         tokio::spawn(async move { self.pump(body, tx).await });
-        channel_body(rx)
+        stream
     }
 
-    async fn pump(self, mut body: Incoming, tx: mpsc::Sender<Bytes>) {
+    async fn pump(self, mut body: Incoming, tx: EventSender) {
         // A listening stream lives as long as both sides keep it: no stream cap and no idle
         // limit, only the cap on one event.
         let mut parser = Parser::new(MAX_MESSAGE_BYTES, None);
@@ -123,7 +124,7 @@ impl Listener {
                 // No response is awaited here: any response is one no reader should take.
                 match read(&event.data, &Value::Bool(false)) {
                     Ok(Read::Notification) => {
-                        let _ = tx.send(sse::message_event(&event.data)).await;
+                        tx.send(sse::message_event(&event.data)).await;
                     }
                     Ok(Read::Request) => self.server_request(event.data, &tx).await,
                     Ok(Read::Response) | Err(_) => {

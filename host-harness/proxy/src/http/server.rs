@@ -5,6 +5,7 @@
 
 use super::answer::{Call, Exchange, ProxyBody, empty, json};
 use super::bridge::{Bridge, CancelGuard, engine_gone};
+use super::caps::{Allowances, Caps};
 use super::headers::{self, LAST_EVENT_ID, Mismatch, PROTOCOL_VERSION, SESSION};
 use super::listen::{Listener, status_only};
 use super::sessions::Sessions;
@@ -59,6 +60,8 @@ pub struct HttpOptions {
     /// Root certificates (DER) an `https` upstream may chain to besides the public ones (a
     /// private CA).
     pub upstream_roots: Vec<Vec<u8>>,
+    /// What one principal may hold at once ([`Caps`]).
+    pub caps: Caps,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -87,6 +90,7 @@ impl HttpOptions {
             }),
             upstream_timeout: UPSTREAM_TIMEOUT,
             upstream_roots: Vec::new(),
+            caps: Caps::default(),
         }
     }
 }
@@ -97,6 +101,8 @@ struct State {
     options: HttpOptions,
     /// Who opened which session (only when callers are named by trusted headers).
     sessions: std::sync::Mutex<Sessions>,
+    /// What each principal holds against [`HttpOptions::caps`].
+    allowances: Arc<Allowances>,
 }
 
 impl State {
@@ -144,6 +150,7 @@ where
     let state = Arc::new(State {
         bridge,
         upstream,
+        allowances: Allowances::new(options.caps),
         options,
         sessions: std::sync::Mutex::new(Sessions::default()),
     });
@@ -229,6 +236,10 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
     }
     match *request.method() {
         Method::POST => {
+            let in_flight = match state.allowances.enter(&principal) {
+                Ok(counted) => counted,
+                Err(r) => return refuse(StatusCode::TOO_MANY_REQUESTS, "null", &r),
+            };
             let response = post(state, request, principal.clone()).await;
             if let (Some(who), None) = (&principal, &session)
                 && let Some(opened) = response
@@ -236,11 +247,19 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
                     .get(SESSION)
                     .and_then(|s| s.to_str().ok())
             {
+                if state.sessions().held_by(who) >= state.options.caps.sessions {
+                    return too_many_sessions(state, opened);
+                }
                 state.sessions().opened(opened, who);
             }
+            forget_if_gone(state, &principal, session.as_deref(), &response);
+            response.map(|body| in_flight.holding(body))
+        }
+        Method::GET => {
+            let response = get(state, request, principal.clone()).await;
+            forget_if_gone(state, &principal, session.as_deref(), &response);
             response
         }
-        Method::GET => get(state, request, principal).await,
         Method::DELETE => delete(state, request).await,
         _ => {
             let mut response = Response::new(empty());
@@ -251,6 +270,43 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
             response
         }
     }
+}
+
+/// The upstream answered 404 under `session`: the session is gone there (expired, ended), and
+/// no longer counts against its owner (only its owner's requests reach the upstream under it).
+fn forget_if_gone(
+    state: &State,
+    principal: &Option<Principal>,
+    session: Option<&str>,
+    response: &Response<ProxyBody>,
+) {
+    if let (Some(_), Some(session), StatusCode::NOT_FOUND) = (principal, session, response.status())
+    {
+        state.sessions().closed(session);
+    }
+}
+
+/// A principal at its cap of sessions opened one more: the client is refused, and the
+/// upstream's new session (which nobody will use) is ended there.
+fn too_many_sessions(state: &State, opened: &str) -> Response<ProxyBody> {
+    if let Ok(value) = HeaderValue::from_str(opened) {
+        let mut up_headers = HeaderMap::new();
+        up_headers.insert(SESSION, value);
+        let upstream = state.upstream.clone();
+        tokio::spawn(async move {
+            let _ = upstream
+                .send(Method::DELETE, up_headers, Bytes::new())
+                .await;
+        });
+    }
+    let r = Refusal::message(
+        "too_many_sessions",
+        format!(
+            "this principal holds {} sessions already: end one (DELETE) first",
+            state.options.caps.sessions
+        ),
+    );
+    refuse(StatusCode::TOO_MANY_REQUESTS, "null", &r)
 }
 
 /// The principal named by the trusted headers, when the proxy trusts any.
@@ -405,6 +461,10 @@ async fn post(
             Err(r) => refuse(StatusCode::BAD_GATEWAY, "null", &r),
         };
     };
+    let queue = (
+        state.allowances.queue(&principal),
+        state.options.caps.queued_bytes,
+    );
     let exchange = Exchange {
         bridge: state.bridge.clone(),
         upstream: state.upstream.clone(),
@@ -413,6 +473,7 @@ async fn post(
         session,
         version,
         principal,
+        queue,
     };
     match state
         .upstream
@@ -470,12 +531,17 @@ async fn get(
     );
     out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     out.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let queue = (
+        state.allowances.queue(&principal),
+        state.options.caps.queued_bytes,
+    );
     let listener = Listener {
         bridge: state.bridge.clone(),
         upstream: state.upstream.clone(),
         session: request.headers().get(SESSION).cloned(),
         version: request.headers().get(PROTOCOL_VERSION).cloned(),
         principal,
+        queue,
     };
     *response.body_mut() = listener.relay(answer.into_body());
     response

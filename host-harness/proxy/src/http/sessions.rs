@@ -41,6 +41,11 @@ impl Sessions {
         self.owners.get(session).is_none_or(|owner| owner == who)
     }
 
+    /// How many sessions `who` holds.
+    pub fn held_by(&self, who: &Principal) -> usize {
+        self.owners.values().filter(|owner| *owner == who).count()
+    }
+
     /// `session` ended.
     pub fn closed(&mut self, session: &str) {
         if self.owners.remove(session).is_some() {

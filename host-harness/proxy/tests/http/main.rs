@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod answers;
+mod caps;
 mod consent;
 mod differential;
 mod neighbours;
