@@ -117,6 +117,8 @@ struct Asked {
     server_id: String,
     /// Who it was shown to.
     principal: Principal,
+    /// The protocol session of the stream it was shown on.
+    session: Option<String>,
     /// When.
     since: Instant,
 }
@@ -190,6 +192,11 @@ impl<G: GateApi> Engine<G> {
         self.in_flight.len()
     }
 
+    /// Who calls are bound to when the transport names nobody.
+    pub fn principal(&self) -> &Principal {
+        &self.config.principal
+    }
+
     /// The consent asked off the engine's thread, if any ([`EngineConfig::deferred_consent`]).
     pub fn deferred_consent(&self) -> Option<Arc<DeferredConsent>> {
         self.config.deferred_consent.clone()
@@ -212,6 +219,18 @@ impl<G: GateApi> Engine<G> {
     /// A message from the client, whose calls are bound to `principal` (an HTTP front that
     /// authenticated the caller names it per request).
     pub fn on_client_as(&mut self, principal: &Principal, text: &str) -> Action {
+        self.on_client_in(principal, None, text)
+    }
+
+    /// A message from the client of `principal` under the protocol session `session` (a
+    /// 2025-era `Mcp-Session-Id`; `None`: none): an answer to a server's request is taken only
+    /// on the session the request was shown on.
+    pub fn on_client_in(
+        &mut self,
+        principal: &Principal,
+        session: Option<&str>,
+        text: &str,
+    ) -> Action {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
             Ok(FromClient::Relay { raw_id })
@@ -228,7 +247,7 @@ impl<G: GateApi> Engine<G> {
             Ok(FromClient::Relay { raw_id }) => self.relay(raw_id, text),
             // Only an answer to a request the client was shown: the proxy refuses some of the
             // server's requests itself, and the client must not answer those in their stead.
-            Ok(FromClient::Answer { raw_id }) => self.answer(principal, raw_id, text),
+            Ok(FromClient::Answer { raw_id }) => self.answer(principal, session, raw_id, text),
             Ok(FromClient::Cancelled { params }) => self.cancelled(text, params),
             Ok(FromClient::Gated {
                 raw_id,
@@ -307,6 +326,18 @@ impl<G: GateApi> Engine<G> {
     /// that names each request's user and tenant): a 2025-era input request refused there is
     /// audited under that client's principal, the one the request would have reached.
     pub fn on_server_as(&mut self, principal: &Principal, text: &str) -> Action {
+        self.on_server_in(principal, None, text)
+    }
+
+    /// A message from the server on a stream a client of `principal` opened under the
+    /// protocol session `session`: a request of the server's shown there is answerable only
+    /// by that principal, on that session.
+    pub fn on_server_in(
+        &mut self,
+        principal: &Principal,
+        session: Option<&str>,
+        text: &str,
+    ) -> Action {
         match from_server(text) {
             FromServer::Response(Some(id), _) if self.in_flight.contains_key(&id) => {
                 self.judge(id, text)
@@ -331,7 +362,7 @@ impl<G: GateApi> Engine<G> {
                     self.refuse_unbound(principal, &Unbound::ServerRequest(method));
                     Action::ToServer(unknown_method(&raw_id))
                 } else {
-                    self.show_request(principal, raw_id, text)
+                    self.show_request(principal, session, raw_id, text)
                 }
             }
             FromServer::Unreadable => match self.only_in_flight() {
@@ -418,10 +449,17 @@ impl<G: GateApi> Engine<G> {
     /// the endpoint each see it under a fresh random id ([`ASKED_PREFIX`]), so none can answer
     /// another's by guessing the server's (SDK servers number from 0); one client sees the
     /// server's own id.
-    fn show_request(&mut self, principal: &Principal, server_id: String, text: &str) -> Action {
+    fn show_request(
+        &mut self,
+        principal: &Principal,
+        session: Option<&str>,
+        server_id: String,
+        text: &str,
+    ) -> Action {
         let asked = Asked {
             server_id,
             principal: principal.clone(),
+            session: session.map(str::to_owned),
             since: Instant::now(),
         };
         if !self.shared {
@@ -448,13 +486,21 @@ impl<G: GateApi> Engine<G> {
     /// The client's answer to a server's request: only to one shown to this principal, once,
     /// under the server's own id upstream. An answer for one shown to another client is
     /// dropped and that client may still answer it.
-    fn answer(&mut self, principal: &Principal, raw_id: &str, text: &str) -> Action {
+    fn answer(
+        &mut self,
+        principal: &Principal,
+        session: Option<&str>,
+        raw_id: &str,
+        text: &str,
+    ) -> Action {
         let Some(id) = id_text(raw_id) else {
             return Action::Drop("an answer whose id is no json");
         };
-        // Shown to another client: left for that client to answer.
+        // Shown to another client, or on another session: left for that one to answer.
         let asked = match self.asked.remove(&id) {
-            Some(asked) if asked.principal == *principal => asked,
+            Some(asked) if asked.principal == *principal && asked.session.as_deref() == session => {
+                asked
+            }
             Some(other) => {
                 self.asked.insert(id, other);
                 return Action::Drop("an answer to a server request shown to another client");

@@ -20,8 +20,9 @@ pub fn to_canonical(value: &Value) -> String {
     out
 }
 
-/// `value`'s canonical JSON text but for its numbers, each written with the digits its source
-/// text had (`1.0`, `1e2`, `-0`, `12345678901234567890123` as they came). What the gate sends a
+/// `value`'s canonical JSON text but for its numbers, each written with the digits and signs
+/// its source text had (`1.0`, `-0`, `12345678901234567890123` as they came; an exponent as
+/// serde_json's exact numbers write it, `e` and its sign: `1E2` as `1e+2`). What the gate sends a
 /// server of a client's params: the canonical layout writes an integer past 21 digits with an
 /// exponent, which the official Python SDK server reads as a float, so a value the gate
 /// compares as equal would reach the tool as another. The same keys in the same order as

@@ -166,7 +166,11 @@ impl Exchange {
         match &mut self.call {
             // The engine sees every response, so whatever it checks of an ungated one holds
             // over HTTP as over stdio; it gives the text back as it came.
-            Call::Relayed => match self.bridge.server(self.principal.clone(), text).await {
+            Call::Relayed => match self
+                .bridge
+                .server(self.principal.clone(), session, text)
+                .await
+            {
                 Action::ToClient(text) => text,
                 _ => engine_gone().response(&self.client_id),
             },

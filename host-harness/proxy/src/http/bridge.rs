@@ -20,11 +20,13 @@ use tokio::sync::oneshot;
 enum Job {
     Client {
         principal: Option<Principal>,
+        session: Option<String>,
         text: String,
         reply: oneshot::Sender<Action>,
     },
     Server {
         principal: Option<Principal>,
+        session: Option<String>,
         text: String,
         reply: oneshot::Sender<Action>,
     },
@@ -99,15 +101,22 @@ impl Bridge {
             .unwrap_or(Action::Drop("the gate's thread is gone"))
     }
 
-    /// A client's message, bound to `principal` (`None`: the configured one). A retry whose
-    /// consent is deferred waits here, on a blocking thread of its own, while the person or the
-    /// hook decides; every other client's messages go on meanwhile.
-    pub async fn client(&self, principal: Option<Principal>, text: String) -> Action {
+    /// A client's message, bound to `principal` (`None`: the configured one), under the
+    /// protocol session `session`. A retry whose consent is deferred waits here, on a blocking
+    /// thread of its own, while the person or the hook decides; every other client's messages
+    /// go on meanwhile.
+    pub async fn client(
+        &self,
+        principal: Option<Principal>,
+        session: Option<String>,
+        text: String,
+    ) -> Action {
         let mut passes = 0;
         loop {
             let action = self
                 .ask(|reply| Job::Client {
                     principal: principal.clone(),
+                    session: session.clone(),
                     text: text.clone(),
                     reply,
                 })
@@ -130,10 +139,17 @@ impl Bridge {
     }
 
     /// A server's message that answers no call of the proxy's (a request, a notification), on
-    /// a stream a client opened as `principal` (`None`: the configured one).
-    pub async fn server(&self, principal: Option<Principal>, text: String) -> Action {
+    /// a stream a client opened as `principal` (`None`: the configured one) under the
+    /// protocol session `session`.
+    pub async fn server(
+        &self,
+        principal: Option<Principal>,
+        session: Option<String>,
+        text: String,
+    ) -> Action {
         self.ask(|reply| Job::Server {
             principal,
+            session,
             text,
             reply,
         })
@@ -198,13 +214,12 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
         match job {
             Job::Client {
                 principal,
+                session,
                 text,
                 reply,
             } => {
-                let action = match principal {
-                    Some(p) => engine.on_client_as(&p, &text),
-                    None => engine.on_client(&text),
-                };
+                let principal = principal.unwrap_or_else(|| engine.principal().clone());
+                let action = engine.on_client_in(&principal, session.as_deref(), &text);
                 // A client gone while its call was being registered never sends it: the
                 // binding ends here rather than at its expiry.
                 if let Err(Action::Gated { upstream_id, .. }) = reply.send(action) {
@@ -213,13 +228,12 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
             }
             Job::Server {
                 principal,
+                session,
                 text,
                 reply,
             } => {
-                let action = match principal {
-                    Some(p) => engine.on_server_as(&p, &text),
-                    None => engine.on_server(&text),
-                };
+                let principal = principal.unwrap_or_else(|| engine.principal().clone());
+                let action = engine.on_server_in(&principal, session.as_deref(), &text);
                 let _ = reply.send(action);
             }
             Job::Response {

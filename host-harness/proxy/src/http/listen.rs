@@ -43,7 +43,16 @@ impl Listener {
     /// A request of the upstream's: the engine answers it upstream itself, or lets the
     /// client see it on `tx`.
     pub async fn server_request(&self, text: String, tx: &EventSender) {
-        match self.bridge.server(self.principal.clone(), text).await {
+        let session = self
+            .session
+            .as_ref()
+            .and_then(|s| s.to_str().ok())
+            .map(str::to_owned);
+        match self
+            .bridge
+            .server(self.principal.clone(), session, text)
+            .await
+        {
             Action::ToServer(answer) => {
                 let this = self.clone();
                 tokio::spawn(async move { this.answer_upstream(answer).await });

@@ -411,7 +411,15 @@ async fn post(
         return header_mismatch(client_id.as_deref().unwrap_or("null"), &why);
     }
     let text_kind = members_kind(&text);
-    let action = state.bridge.client(principal.clone(), text).await;
+    let in_session = parts
+        .headers
+        .get(SESSION)
+        .and_then(|s| s.to_str().ok())
+        .map(str::to_owned);
+    let action = state
+        .bridge
+        .client(principal.clone(), in_session, text)
+        .await;
     let session = parts.headers.get(SESSION).cloned();
     let version = parts.headers.get(PROTOCOL_VERSION).cloned();
     let up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));

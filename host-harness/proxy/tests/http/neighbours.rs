@@ -170,3 +170,41 @@ async fn a_user_named_in_utf8_is_taken_and_a_control_character_is_not() {
         assert_eq!(refused.refusal().1, "principal_missing");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_request_is_answered_only_on_the_session_it_was_shown_on() {
+    let up = upstream(|s| match s.method {
+        Method::GET => Script::Sse(
+            vec![],
+            "data: {\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"ping\"}\n\n".into(),
+        ),
+        _ => Script::Status(StatusCode::ACCEPTED, vec![]),
+    })
+    .await;
+    let p = proxy_with(trusting(&up.url)).await;
+    let on = |session: &'static str| {
+        with(
+            &[
+                ("content-type", "application/json"),
+                ACCEPT,
+                ("mcp-session-id", session),
+            ],
+            ALICE,
+        )
+    };
+    let mut get = on("s-1");
+    get.push(("accept", "text/event-stream"));
+    let stream = send(&p.url, Method::GET, &get, "").await;
+    let shown: Value = serde_json::from_str(&stream.events()[0]).unwrap();
+    let answer = serde_json::json!({"jsonrpc": "2.0", "id": shown["id"], "result": {}}).to_string();
+    // Alice herself, on another session of hers: not where it was asked.
+    let elsewhere = post(&p.url, &on("s-2"), &answer).await;
+    assert_eq!(elsewhere.status, StatusCode::FORBIDDEN, "{}", elsewhere.body);
+    assert_eq!(elsewhere.refusal().1, "unknown_server_request");
+    assert!(up.seen().iter().all(|s| s.method != Method::POST));
+    // On the session it was shown on: taken, once.
+    let taken = post(&p.url, &on("s-1"), &answer).await;
+    assert_eq!(taken.status, StatusCode::ACCEPTED, "{}", taken.body);
+    let again = post(&p.url, &on("s-1"), &answer).await;
+    assert_eq!(again.status, StatusCode::FORBIDDEN);
+}
