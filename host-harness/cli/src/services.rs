@@ -150,11 +150,14 @@ impl Wired {
                 Ok(Some(Isolation::for_files(trail, anchor, key)))
             }
             Err(e) if terminal_consent => Err(format!(
-                "{e}; with consent at this terminal a server sharing the user's account could                  forge it: run the server as another user and pass --insecure-no-server-isolation,                  or take consent another way"
+                "{e}; with consent at this terminal a server sharing the user's account could \
+                 forge it: run the server as another user and pass --insecure-no-server-isolation, \
+                 or take consent another way"
             )),
             Err(e) => {
                 eprintln!(
-                    "mrtr-gate: WARNING: {e}: the server runs as this user, in a session of its                      own but able to rewrite the trail and read the key file"
+                    "mrtr-gate: WARNING: {e}: the server runs as this user, in a session of its \
+                     own but able to rewrite the trail and read the key file"
                 );
                 Ok(None)
             }

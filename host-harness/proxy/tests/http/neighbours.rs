@@ -199,7 +199,12 @@ async fn a_server_request_is_answered_only_on_the_session_it_was_shown_on() {
     let answer = serde_json::json!({"jsonrpc": "2.0", "id": shown["id"], "result": {}}).to_string();
     // Alice herself, on another session of hers: not where it was asked.
     let elsewhere = post(&p.url, &on("s-2"), &answer).await;
-    assert_eq!(elsewhere.status, StatusCode::FORBIDDEN, "{}", elsewhere.body);
+    assert_eq!(
+        elsewhere.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        elsewhere.body
+    );
     assert_eq!(elsewhere.refusal().1, "unknown_server_request");
     assert!(up.seen().iter().all(|s| s.method != Method::POST));
     // On the session it was shown on: taken, once.
