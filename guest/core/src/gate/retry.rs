@@ -312,19 +312,22 @@ impl<H: Host> Gate<H> {
         let (receipt_id, responses_json) = if open.inputs.is_empty() {
             (None, None)
         } else {
-            let responses_json = canonical::to_canonical(&Value::Object(responses));
-            match self.consent(binding, open, &responses_json, &retry_id) {
+            let responses = Value::Object(responses);
+            let consented = canonical::to_canonical(&responses);
+            match self.consent(binding, open, &consented, &retry_id) {
                 // The binding may have expired while the user decided: no retry then.
                 Ok(_) if self.expired(binding) => {
                     return Err(GateError::from(CallerMisuse::InactiveRound));
                 }
-                Ok(id) => (Some(id), Some(responses_json)),
+                // Sent as consented, each number with the digits it was given (the canonical
+                // layout writes an integer past 21 digits with an exponent, which a server
+                // reads as a float): the same members in the same order, the same values.
+                Ok(id) => (Some(id), Some(canonical::to_sent_form(&responses))),
                 Err(e) => return Err(e),
             }
         };
 
         // Built from the registered params: nothing of an earlier round can be carried along.
-        // The answers go out as the exact text the user consented to.
         let mut added: Vec<(&str, &str)> = Vec::with_capacity(2);
         if let Some(responses_json) = &responses_json {
             added.push(("inputResponses", responses_json));
@@ -408,8 +411,9 @@ fn sent_form_holds(fixed: &super::record::Fixed) -> bool {
     }
 }
 
-/// The canonical text of `build-retry`'s `inputResponses` (`responses_json`): exactly what the
-/// retry carries and the consent prompt's `responses_json`. Hosts that record a decision
+/// The canonical text of `build-retry`'s `inputResponses` (`responses_json`): the consent
+/// prompt's `responses_json` (the retry carries the same members in the same order, each number
+/// with the digits it was given). Hosts that record a decision
 /// before the gate asks (`DecidedConsent`) digest the answers they will send with this, so
 /// the host and the gate cannot differ on it.
 pub fn canonical_responses(responses_json: &str) -> Result<String, GateError> {

@@ -134,7 +134,7 @@ fn client_retries_agree_with_the_model() {
 fn cases_found_before() {
     let cases = [
         // Form content `{"login": "o", "count": 2.0}`: `2.0` is an integer, and the retry
-        // carries it as the canonical `2`.
+        // carries it as given, `2.0`.
         vec![
             register(0, 0, false),
             register(0, 0, false),

@@ -4,7 +4,6 @@
 //! `content`.
 
 use crate::content::{Allowed, Input, Request, check_answers, round_content};
-use mrtr_gate_core::canonical::to_canonical;
 use mrtr_gate_core::{
     CLOCK_SKEW_TOLERANCE_MS, EXPIRY_GRACE_MS, Policy, RequestId, TerminalOutcome,
 };
@@ -368,8 +367,9 @@ impl Model {
         let b = &mut self.bindings[i];
         let mut params = b.params.clone();
         if receipt {
-            // The answers go out as the canonical text the user consented to (`2.0` is `2`).
-            params["inputResponses"] = parse_canonical(answers);
+            // The answers go out as given: the values the user consented to (`2.0` and `2`
+            // alike), each number with the digits it was given.
+            params["inputResponses"] = answers.clone();
         }
         if let Some(state) = &open.state {
             params["requestState"] = json!(state);
@@ -487,8 +487,4 @@ impl Model {
         self.bindings.retain(|b| now < b.expires_at);
         Seen::Expired((before - self.bindings.len()) as u32)
     }
-}
-
-fn parse_canonical(value: &Value) -> Value {
-    serde_json::from_str(&to_canonical(value)).unwrap_or(Value::Null)
 }
