@@ -3,6 +3,7 @@
 //! and writes what happened for people or, with `--json`, for machines).
 
 use crate::services::{ServiceOptions, Wired};
+use mrtr_gate_client::transport::isolation::RunAs;
 use mrtr_gate_client::{
     Answerer, AnswersFile, Client, ClientConfig, ClientError, Completed, HttpTransport, Observer,
     OpenRound, ServerStderr, StdioTransport, Terminal, TerminalForm, Transport,
@@ -55,6 +56,8 @@ pub struct CallOptions {
     pub server_stderr: ServerStderr,
     /// Run a `--stdio` server without its sandbox (`--insecure-no-server-isolation`).
     pub insecure_no_server_isolation: bool,
+    /// Run a `--stdio` server as another user (`--server-user`).
+    pub server_user: Option<RunAs>,
     /// The host keys (on unless `--insecure-no-host-keys`).
     pub keys: crate::keys::KeyOptions,
 }
@@ -251,13 +254,21 @@ pub fn connect(
     let transport: Box<dyn Transport> = match &options.target {
         Target::Stdio(command) => {
             let isolation = wired
-                .server_isolation(options.insecure_no_server_isolation, terminal_consent)
+                .server_isolation(
+                    options.insecure_no_server_isolation,
+                    terminal_consent,
+                    options.server_user,
+                )
                 .map_err(ClientError::Usage)?;
             let argv = mrtr_gate_client::transport::stdio::split_command(command)
                 .map_err(ClientError::Transport)?;
-            let transport =
-                StdioTransport::spawn_isolated(&argv, &options.server_stderr, isolation.as_ref())
-                    .map_err(ClientError::Transport)?;
+            let transport = StdioTransport::spawn_isolated(
+                &argv,
+                &options.server_stderr,
+                isolation.as_ref(),
+                options.server_user,
+            )
+            .map_err(ClientError::Transport)?;
             announce_server_stderr(&options.server_stderr, transport.stderr_log());
             Box::new(transport)
         }

@@ -118,6 +118,11 @@ pub struct ProxyFlags {
     /// still starts in a session of its own. Warned on stderr every run.
     #[arg(long, conflicts_with = "listen")]
     pub insecure_no_server_isolation: bool,
+    /// stdio mode: run the server as another user (`NAME`, `UID` or `UID:GID`; not root, not
+    /// this user), which cannot reach this user's terminal, trail or key: with `--consent tty`,
+    /// the protection where the kernel has no Landlock. Takes the privilege to (root).
+    #[arg(long, value_name = "USER", conflicts_with = "listen")]
+    pub server_user: Option<String>,
     /// stdio mode: the server to spawn (no shell), after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -397,9 +402,16 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     match checked.mode {
         Mode::Stdio { argv, server } => {
             let terminal_consent = matches!(checked.consent, ConsentMode::Tty { .. });
-            let isolation = match wired
-                .server_isolation(flags.insecure_no_server_isolation, terminal_consent)
-            {
+            let run_as = match flags.server_user.as_deref().map(isolation::RunAs::parse) {
+                None => None,
+                Some(Ok(user)) => Some(user),
+                Some(Err(e)) => return usage(e.to_string()),
+            };
+            let isolation = match wired.server_isolation(
+                flags.insecure_no_server_isolation,
+                terminal_consent,
+                run_as,
+            ) {
                 Ok(i) => i,
                 Err(e) => return usage(e),
             };
@@ -408,7 +420,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 Err(e) => return usage(e),
             };
             let prepare: mrtr_gate_proxy::stdio::Prepare = Box::new(move |command| {
-                isolation::isolate(command, isolation.as_ref())
+                isolation::isolate(command, isolation.as_ref(), run_as)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             });

@@ -6,7 +6,7 @@
 //! connection per gate ([`Wired::storage_for_another_gate`]).
 
 use crate::keys::{KeyOptions, Keyed};
-use mrtr_gate_client::transport::isolation::{self, Isolation};
+use mrtr_gate_client::transport::isolation::{self, Isolation, RunAs};
 use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
@@ -130,14 +130,23 @@ impl Wired {
     /// process. `insecure_opt_out` (`--insecure-no-server-isolation`, warned on stderr every
     /// run) or a system without Landlock leaves it with a session of its own only; without
     /// Landlock, `terminal_consent` (consent typed at this process's terminal, which a server
-    /// sharing it could forge) refuses to start instead.
+    /// sharing it could forge) refuses to start instead, unless the server runs as another
+    /// user (`server_user`, `--server-user`), which cannot reach this user's terminal.
     pub fn server_isolation(
         &self,
         insecure_opt_out: bool,
         terminal_consent: bool,
+        server_user: Option<RunAs>,
     ) -> Result<Option<Isolation>, String> {
         if insecure_opt_out {
-            eprintln!("{NO_ISOLATION_WARNING}");
+            match server_user {
+                Some(user) => eprintln!(
+                    "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as uid {} \
+                     with no Landlock sandbox",
+                    user.uid
+                ),
+                None => eprintln!("{NO_ISOLATION_WARNING}"),
+            }
             return Ok(None);
         }
         match isolation::available() {
@@ -149,10 +158,11 @@ impl Wired {
                 let key = self.keyed.as_ref().map(|k| k.path.as_path());
                 Ok(Some(Isolation::for_files(trail, anchor, key)))
             }
+            Err(_) if server_user.is_some() => Ok(None),
             Err(e) if terminal_consent => Err(format!(
                 "{e}; with consent at this terminal a server sharing the user's account could \
-                 forge it: run the server as another user and pass --insecure-no-server-isolation, \
-                 or take consent another way"
+                 forge it: run the server as another user (--server-user USER), or take consent \
+                 another way, or pass --insecure-no-server-isolation"
             )),
             Err(e) => {
                 eprintln!(

@@ -128,3 +128,49 @@ fn without_isolation_the_operator_is_warned_every_run() {
         "{stderr}"
     );
 }
+
+/// `--server-user`: the server runs as that user, with that group only (none of this user's),
+/// or does not run at all; root and this process's own user are refused at start, as is a name
+/// with no entry.
+#[test]
+fn a_server_user_runs_the_server_as_another_user_or_not_at_all() {
+    let p = Proxy::new("server-user");
+    let whoami = vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        "echo uid=$(id -u) groups=$(id -G) >&2".to_owned(),
+    ];
+    // The owner of /proc/self is this process's effective user.
+    let euid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+    let own = euid.to_string();
+    for refused in ["root", "0:0", own.as_str(), "no-such-user-here"] {
+        let argv = p.argv(&["--server-user", refused], &whoami);
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "--server-user {refused}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--server-user"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let argv = p.argv(&["--server-user", "65534:65534"], &whoami);
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(&p.log).unwrap_or_default();
+    if euid == 0 {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(log.trim(), "uid=65534 groups=65534", "{log}");
+    } else {
+        // Without the privilege to, the server never starts as this user instead.
+        assert_ne!(out.status.code(), Some(0));
+        assert!(!log.contains("uid="), "{log}");
+    }
+}

@@ -30,6 +30,7 @@ use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
 use mrtr_gate_cli::keys::{KeyFlags, KeyOptions};
 use mrtr_gate_client::ServerStderr;
+use mrtr_gate_client::transport::isolation::RunAs;
 use mrtr_gate_host::shown::json_for_terminal;
 use mrtr_gate_host::{
     GateRuntime,
@@ -172,9 +173,22 @@ struct StderrFlags {
     /// terminals (the consent form's among them). Warned on stderr every run.
     #[arg(long)]
     insecure_no_server_isolation: bool,
+    /// Run a --stdio server as another user (`NAME`, `UID` or `UID:GID`; not root, not this
+    /// user), which cannot reach this user's terminal, trail or key (docs/cli.md, "The server
+    /// process"). Takes the privilege to (root).
+    #[arg(long, value_name = "USER")]
+    server_user: Option<String>,
 }
 
 impl StderrFlags {
+    fn run_as(&self) -> Result<Option<RunAs>, mrtr_gate_client::ClientError> {
+        self.server_user
+            .as_deref()
+            .map(RunAs::parse)
+            .transpose()
+            .map_err(|e| mrtr_gate_client::ClientError::Usage(e.to_string()))
+    }
+
     fn server_stderr(&self) -> ServerStderr {
         match (&self.server_log, self.insecure_raw_server_stderr) {
             (_, true) => ServerStderr::InheritRaw,
@@ -236,6 +250,7 @@ impl CallFlags {
         target: Target,
         server_stderr: ServerStderr,
         no_isolation: bool,
+        server_user: Option<RunAs>,
     ) -> CallOptions {
         CallOptions {
             target,
@@ -253,6 +268,7 @@ impl CallFlags {
             max_rounds: self.max_rounds,
             server_stderr,
             insecure_no_server_isolation: no_isolation,
+            server_user,
             keys: self.keys.options(self.audit_anchor.as_ref()),
         }
     }
@@ -351,6 +367,7 @@ fn call(
                 target,
                 stderr.server_stderr(),
                 stderr.insecure_no_server_isolation,
+                stderr.run_as()?,
             );
             let mut client = c::connect(&options, &runtime)?;
             client.call(method, params)
@@ -390,6 +407,7 @@ fn list(
                 max_rounds: None,
                 server_stderr: stderr.server_stderr(),
                 insecure_no_server_isolation: stderr.insecure_no_server_isolation,
+                server_user: stderr.run_as()?,
                 keys: keys.clone(),
             };
             let mut client = c::connect(&options, &runtime)?;
@@ -424,7 +442,12 @@ fn conformance(flags: &CallFlags, url: &str) -> ExitCode {
         })
         .and_then(|runtime| {
             let mut client = c::connect(
-                &flags.options(Target::Http(url.to_owned()), ServerStderr::Discard, false),
+                &flags.options(
+                    Target::Http(url.to_owned()),
+                    ServerStderr::Discard,
+                    false,
+                    None,
+                ),
                 &runtime,
             )?;
             mrtr_gate_cli::conformance::run(&scenario, &mut client)

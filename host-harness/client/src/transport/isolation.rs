@@ -63,6 +63,62 @@ impl std::fmt::Display for IsolationError {
 
 impl std::error::Error for IsolationError {}
 
+/// Another user a spawned server runs as (`--server-user`): a process of another uid cannot
+/// open this user's terminal (nor push keys into it), trace or signal its processes, or write
+/// its files, whatever the kernel offers besides; Landlock, where there is one, applies on
+/// top. Setting it takes the privilege to (root, or `CAP_SETUID` and `CAP_SETGID`): without
+/// it the server does not start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    /// The server's user id.
+    pub uid: u32,
+    /// The server's group id (its only group).
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// `NAME` or `UID` (its group from `/etc/passwd`), or `UID:GID`. Refused: root, the user
+    /// this process runs as (neither keeps anything from the gate), a name or uid without an
+    /// entry in `/etc/passwd` and no group given.
+    pub fn parse(text: &str) -> Result<Self, IsolationError> {
+        let refused =
+            |why: String| IsolationError::Failed(format!("--server-user `{text}`: {why}"));
+        let number = |t: &str| t.parse::<u32>().ok();
+        let (uid, gid) = match text.split_once(':') {
+            Some((u, g)) => match (number(u), number(g)) {
+                (Some(u), Some(g)) => (u, g),
+                _ => return Err(refused("`UID:GID` takes two numbers".into())),
+            },
+            None => {
+                let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+                let found = passwd.lines().find_map(|line| {
+                    let mut fields = line.split(':');
+                    let (name, _, uid, gid) = (
+                        fields.next()?,
+                        fields.next()?,
+                        fields.next()?,
+                        fields.next()?,
+                    );
+                    let (uid, gid) = (number(uid)?, number(gid)?);
+                    (name == text || number(text) == Some(uid)).then_some((uid, gid))
+                });
+                found
+                    .ok_or_else(|| refused("no such user in /etc/passwd (give `UID:GID`)".into()))?
+            }
+        };
+        if uid == 0 {
+            return Err(refused("root keeps nothing from the gate".into()));
+        }
+        #[cfg(unix)]
+        if uid == rustix::process::geteuid().as_raw() {
+            return Err(refused(
+                "the gate's own user keeps nothing from the gate".into(),
+            ));
+        }
+        Ok(Self { uid, gid })
+    }
+}
+
 impl Isolation {
     /// The isolation of a server that must not touch the files of a trail at `trail` (its
     /// links and anchor beside it or at `anchor`) and the key file `key_file`. Paths that do
@@ -102,7 +158,14 @@ fn existing_folder(file: &Path) -> Option<PathBuf> {
 pub fn isolate(
     command: &mut std::process::Command,
     isolation: Option<&Isolation>,
+    run_as: Option<RunAs>,
 ) -> Result<Option<Isolated>, IsolationError> {
+    if let Some(user) = run_as {
+        // Set in the child before the closure below runs (the standard library's order), and
+        // with no supplementary group of this user's kept.
+        std::os::unix::process::CommandExt::uid(command, user.uid);
+        std::os::unix::process::CommandExt::gid(command, user.gid);
+    }
     let mut prepared = match isolation {
         Some(isolation) => Some(landlock_rules::prepare(isolation)?),
         None => None,
@@ -131,10 +194,11 @@ pub fn isolate(
 pub fn isolate(
     _command: &mut std::process::Command,
     isolation: Option<&Isolation>,
+    run_as: Option<RunAs>,
 ) -> Result<Option<Isolated>, IsolationError> {
-    match isolation {
-        Some(_) => Err(IsolationError::Unavailable("not a Unix system".into())),
-        None => Ok(None),
+    match (isolation, run_as) {
+        (None, None) => Ok(None),
+        _ => Err(IsolationError::Unavailable("not a Unix system".into())),
     }
 }
 
@@ -374,5 +438,46 @@ mod landlock_rules {
 
     pub(super) fn restrict(never: Never) -> std::io::Result<()> {
         match never {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_user_is_another_user_than_root_or_this_one() {
+        assert_eq!(
+            RunAs::parse("65534:65533"),
+            Ok(RunAs {
+                uid: 65534,
+                gid: 65533
+            })
+        );
+        for refused in [
+            "0:0",
+            "root",
+            "1:x",
+            "x:1",
+            ":",
+            "",
+            "no-such-user-here",
+            "4294967296:1",
+        ] {
+            assert!(RunAs::parse(refused).is_err(), "{refused}");
+        }
+        #[cfg(unix)]
+        {
+            let me = rustix::process::geteuid().as_raw();
+            assert!(RunAs::parse(&format!("{me}:{me}")).is_err());
+        }
+        // A name or a uid alone takes its group from /etc/passwd.
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        if let Some(line) = passwd.lines().find(|l| l.starts_with("nobody:")) {
+            let fields: Vec<&str> = line.split(':').collect();
+            let (uid, gid) = (fields[2].parse().unwrap(), fields[3].parse().unwrap());
+            assert_eq!(RunAs::parse("nobody"), Ok(RunAs { uid, gid }));
+            assert_eq!(RunAs::parse(fields[2]), Ok(RunAs { uid, gid }));
+        }
     }
 }

@@ -161,16 +161,18 @@ impl StdioTransport {
     /// The server starts in a session of its own, with no controlling terminal
     /// ([`super::isolation`]).
     pub fn spawn_argv_with(argv: &[String], stderr: &ServerStderr) -> Result<Self, TransportError> {
-        Self::spawn_isolated(argv, stderr, None)
+        Self::spawn_isolated(argv, stderr, None, None)
     }
 
     /// [`spawn_argv_with`](Self::spawn_argv_with), and with `isolation` the server runs under
-    /// it: kept from the gate's files, terminals and processes ([`super::isolation`]). An
-    /// isolation this system cannot give is an error, never a server run without it.
+    /// it: kept from the gate's files, terminals and processes ([`super::isolation`]); with
+    /// `run_as`, as that other user. An isolation this system cannot give is an error, never
+    /// a server run without it.
     pub fn spawn_isolated(
         argv: &[String],
         stderr: &ServerStderr,
         isolation: Option<&super::isolation::Isolation>,
+        run_as: Option<super::isolation::RunAs>,
     ) -> Result<Self, TransportError> {
         let (program, args) = argv.split_first().ok_or_else(|| {
             TransportError::new(TransportCode::InvalidCommand, "the server command is empty")
@@ -202,7 +204,7 @@ impl StdioTransport {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr);
-        super::isolation::isolate(&mut command, isolation)
+        super::isolation::isolate(&mut command, isolation, run_as)
             .map_err(|e| TransportError::new(TransportCode::SpawnFailed, e.to_string()))?;
         let mut child = command.spawn().map_err(|e| {
             TransportError::new(TransportCode::SpawnFailed, format!("`{program}`: {e}"))
