@@ -1111,9 +1111,7 @@ fn unknown_method(raw_id: &str) -> String {
     )
 }
 
-#[path = "engine_transport.rs"]
 mod transport;
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
 mod tests;

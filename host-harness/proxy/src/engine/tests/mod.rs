@@ -350,7 +350,6 @@ fn a_server_that_goes_away_ends_every_call_with_an_error() {
     assert_eq!((r.engine.in_flight(), r.engine.open_rounds()), (0, 0));
 }
 
-#[path = "retry_tests.rs"]
 mod retry;
 
 #[test]

@@ -404,5 +404,4 @@ impl Consent for DeferredConsent {
 }
 
 #[cfg(test)]
-#[path = "consent_tests.rs"]
 mod tests;
