@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// response can never be taken for another request's.
 pub const MINTED_PREFIX: &str = "mg:";
 
-/// The largest message the proxy reads, in bytes (the client's cap on a server's message).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The largest message the proxy reads, in bytes: the gate's own bound on a message (one
+/// declaration, `core::limits`).
+pub const MAX_MESSAGE_BYTES: usize = mrtr_gate_host::core::limits::MAX_MESSAGE_BYTES;
 
 /// Mints ids unique to this replica: `mg:<nonce, 16 hex>:<counter>`.
 #[derive(Debug)]

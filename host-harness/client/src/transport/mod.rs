@@ -14,9 +14,10 @@ use std::time::Duration;
 pub use http::HttpTransport;
 pub use stdio::{ServerStderr, StdioTransport};
 
-/// The largest message a transport takes from a server. The gate has its own, lower limits
-/// on what it decides on; this one only stops a server from filling the client's memory.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The largest message a transport takes from a server: the gate's own bound on a message
+/// (one declaration, `core::limits`). The gate has lower limits on what it decides on; this
+/// one only stops a server from filling the client's memory.
+pub const MAX_MESSAGE_BYTES: usize = mrtr_gate_host::core::limits::MAX_MESSAGE_BYTES;
 
 /// How often a transport that waits for a response calls [`Waiting::tick`].
 pub const TICK: Duration = Duration::from_millis(250);

@@ -129,9 +129,8 @@ pub const ASKED_PREFIX: &str = "mg-ask:";
 
 /// The 2025-era requests a server sends for input, which 2026-07-28 carries in
 /// `input_required` results instead: answered by the client, they would reach the user
-/// around the gate.
-const INPUT_REQUESTS_OF_OLD: [&str; 3] =
-    ["elicitation/create", "sampling/createMessage", "roots/list"];
+/// around the gate. The gate's own list (the methods its trail names).
+const INPUT_REQUESTS_OF_OLD: [&str; 3] = mrtr_gate_host::core::LEGACY_SERVER_REQUESTS;
 
 /// The proxy's state for one upstream and one principal.
 pub struct Engine<G> {
