@@ -10,6 +10,7 @@ use std::sync::Arc;
 /// What a denial's code is: one of the gate's (`docs/errors.md`), or one the harness gives
 /// when the guest could not answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DenialCode {
     /// The gate's own code.
     Gate(ErrorCode),

@@ -362,6 +362,8 @@ pub fn error_exit_code(e: &ClientError) -> u8 {
         ClientError::Server { .. } | ClientError::UnsupportedVersion(_) => 3,
         ClientError::Transport(_) => 4,
         ClientError::Cancelled | ClientError::NoAnswer(_) => 5,
+        // A failure the client learned to name after this build: a refusal all the same.
+        _ => 1,
     }
 }
 

@@ -107,6 +107,7 @@ pub fn load_existing(options: &KeyOptions) -> Result<Keyed, String> {
     let text = key_file::read_key_file(&path).map_err(|e| match e {
         key_file::ReadError::Missing => format!("the key file {}: not found", path.display()),
         key_file::ReadError::Refused(e) => e.0,
+        other => format!("the key file {}: {other:?}", path.display()),
     })?;
     let keys = HostKeys::from_key_file(&text).map_err(|e| e.0)?;
     Ok(Keyed {

@@ -7,6 +7,7 @@ use mrtr_gate_host::core::ViewError;
 
 /// Why a call did not end with a complete result.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The gate refused a response or a retry: its code, cause and message. Nothing more
     /// was sent for the request.

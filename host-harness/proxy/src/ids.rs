@@ -56,6 +56,7 @@ impl IdMinter {
 
 /// Why a message's id could not be replaced.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpliceError {
     /// The message is not one JSON object with unique keys.
     Unreadable(JsonError),

@@ -121,6 +121,7 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Why a key file was not read.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReadError {
     /// There is no file at the path.
     Missing,

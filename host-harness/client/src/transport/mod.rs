@@ -57,6 +57,7 @@ impl Waiting for Patient {
 /// `TransportCode::Cancelled`, not a string compare). Each has a stable snake_case code
 /// (`docs/errors.md`, "The client's own codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TransportCode {
     /// `cancelled`.
     Cancelled,

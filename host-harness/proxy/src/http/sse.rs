@@ -17,6 +17,7 @@ pub struct Event {
 
 /// Why a stream could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StreamError {
     /// A line, an event, or the whole stream went past its cap.
     TooLarge,
