@@ -7,6 +7,7 @@ mod decided_consent;
 mod file_audit;
 #[cfg(unix)]
 mod pseudo_terminal;
+mod receipt_ids;
 mod terminal_consent;
 
 pub use decided_consent::DecidedConsent;
@@ -17,6 +18,7 @@ pub use mrtr_gate_core::memory::{
 };
 #[cfg(unix)]
 pub use pseudo_terminal::PseudoTerminal;
+pub use receipt_ids::ReceiptIds;
 pub use terminal_consent::TerminalConsent;
 #[cfg(unix)]
 pub use terminal_consent::discard_typed_ahead;

@@ -221,6 +221,29 @@ pub struct ConsentReceipt {
     pub responses_sha256: String,
 }
 
+impl ConsentReceipt {
+    /// The receipt of a decision (`granted` or refused), made by `method`, on exactly the view
+    /// and the answers of `prompt`: the one way every host names what was decided on.
+    pub fn for_prompt(
+        prompt: &ConsentPrompt,
+        receipt_id: String,
+        granted: bool,
+        method: ConsentMethod,
+    ) -> Self {
+        Self {
+            receipt_id,
+            decision: if granted {
+                ConsentDecision::Granted
+            } else {
+                ConsentDecision::Refused
+            },
+            method,
+            view_sha256: prompt.view_sha256.clone(),
+            responses_sha256: prompt.responses_sha256.clone(),
+        }
+    }
+}
+
 /// The user's visible decision.
 pub trait Consent {
     /// Show the prompt (or look up the decision already made for it) and return the receipt.

@@ -440,13 +440,8 @@ impl Consent for ScriptedConsent {
             .pop_front()
             .unwrap_or_else(|| lock(&self.default).clone());
         let n = self.counter.fetch_add(1, Ordering::SeqCst);
-        let mut receipt = ConsentReceipt {
-            receipt_id: format!("consent-{n}"),
-            decision: ConsentDecision::Granted,
-            method: *lock(&self.method),
-            view_sha256: prompt.view_sha256.clone(),
-            responses_sha256: prompt.responses_sha256.clone(),
-        };
+        let mut receipt =
+            ConsentReceipt::for_prompt(prompt, format!("consent-{n}"), true, *lock(&self.method));
         match answer {
             ScriptedAnswer::Grant => {}
             ScriptedAnswer::Refuse => receipt.decision = ConsentDecision::Refused,

@@ -10,17 +10,17 @@ use mrtr_gate_client::{
 };
 use mrtr_gate_host::consent_screen::{LastView, render_answers, shown_name};
 use mrtr_gate_host::core::host::{
-    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
+    Consent, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
 use mrtr_gate_host::core::{MRTR_METHODS, Policy};
-use mrtr_gate_host::reference_hosts::SystemClock;
+use mrtr_gate_host::reference_hosts::{ReceiptIds, SystemClock};
 use mrtr_gate_host::shown::{json_text_for_terminal, shown_lines, shown_text};
 use mrtr_gate_host::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Where the server is.
@@ -68,7 +68,7 @@ pub static CANCELLED: AtomicBool = AtomicBool::new(false);
 /// Consent given in advance on the command line (`--yes`): the screen is shown on stderr as
 /// it would be to a person, and the receipt names the flag.
 struct FlagConsent {
-    counter: AtomicU64,
+    ids: ReceiptIds,
     views: LastView,
 }
 
@@ -79,19 +79,13 @@ impl Consent for FlagConsent {
             "{screen}\nAnswers to send:\n{}\n(consent given with --yes)",
             render_answers(&prompt.responses_json)
         );
-        let n = self.counter.fetch_add(1, Ordering::SeqCst);
-        Ok(ConsentReceipt {
-            receipt_id: format!("cli-yes-{}-{n}", std::process::id()),
-            // The flag consents to what can be shown; a view that does not read cannot be.
-            decision: if readable {
-                ConsentDecision::Granted
-            } else {
-                ConsentDecision::Refused
-            },
-            method: ConsentMethod::PresetAnswers,
-            view_sha256: prompt.view_sha256.clone(),
-            responses_sha256: prompt.responses_sha256.clone(),
-        })
+        // The flag consents to what can be shown; a view that does not read cannot be.
+        Ok(ConsentReceipt::for_prompt(
+            prompt,
+            self.ids.mint(),
+            readable,
+            ConsentMethod::PresetAnswers,
+        ))
     }
 }
 
@@ -225,7 +219,7 @@ pub fn connect(
             return Err(ClientError::Usage("--yes consents to the answers of --answers FILE; without a file the answers are typed, and confirmed, at the terminal".into()));
         }
         Arc::new(FlagConsent {
-            counter: AtomicU64::new(1),
+            ids: ReceiptIds::new("cli-yes", 1),
             views: views.clone(),
         })
     } else if options.answers.is_some() {

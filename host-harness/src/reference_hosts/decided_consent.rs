@@ -3,9 +3,7 @@
 //! decision for the verdict it got and the answers it will send, in one call; the gate's
 //! `request-consent` then finds exactly that decision.
 
-use mrtr_gate_core::host::{
-    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
-};
+use mrtr_gate_core::host::{Consent, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError};
 use mrtr_gate_core::{AcceptedRound, GateError, canonical_responses, digest};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -82,16 +80,11 @@ impl Consent for DecidedConsent {
             .ok_or_else(|| {
                 HostError::new("no decision was made for this view and these answers")
             })?;
-        Ok(ConsentReceipt {
-            receipt_id: decision.receipt_id,
-            decision: if decision.granted {
-                ConsentDecision::Granted
-            } else {
-                ConsentDecision::Refused
-            },
-            method: decision.method,
-            view_sha256: prompt.view_sha256.clone(),
-            responses_sha256: prompt.responses_sha256.clone(),
-        })
+        Ok(ConsentReceipt::for_prompt(
+            prompt,
+            decision.receipt_id,
+            decision.granted,
+            decision.method,
+        ))
     }
 }

@@ -1,9 +1,7 @@
 //! The interactive consent provider: the consent screen on a terminal, `y` or nothing.
 
 use crate::consent_screen::{LastView, render_answers};
-use mrtr_gate_core::host::{
-    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
-};
+use mrtr_gate_core::host::{Consent, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError};
 use std::io::{BufRead, BufReader, Write};
 use std::sync::{Mutex, PoisonError};
 
@@ -19,7 +17,7 @@ fn io(e: std::io::Error) -> HostError {
 pub struct TerminalConsent {
     input: Mutex<Box<dyn BufRead + Send>>,
     output: Mutex<Box<dyn Write + Send>>,
-    counter: std::sync::atomic::AtomicU64,
+    ids: super::ReceiptIds,
     method: ConsentMethod,
     views: LastView,
     before_prompt: Option<Box<dyn Fn() + Send + Sync>>,
@@ -55,7 +53,7 @@ impl TerminalConsent {
         Self {
             input: Mutex::new(input),
             output: Mutex::new(output),
-            counter: std::sync::atomic::AtomicU64::new(1),
+            ids: super::ReceiptIds::new("tty", 1),
             method: ConsentMethod::UserAtScreen,
             views: LastView::default(),
             before_prompt: None,
@@ -106,20 +104,13 @@ impl Consent for TerminalConsent {
             .unwrap_or_else(PoisonError::into_inner)
             .read_line(&mut line)
             .map_err(io)?;
-        let n = self
-            .counter
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(ConsentReceipt {
-            receipt_id: format!("tty-{}-{n}", std::process::id()),
-            // A view that does not read was shown as a refusal: nothing is granted on it.
-            decision: if readable && line.trim().eq_ignore_ascii_case("y") {
-                ConsentDecision::Granted
-            } else {
-                ConsentDecision::Refused
-            },
-            method: self.method,
-            view_sha256: prompt.view_sha256.clone(),
-            responses_sha256: prompt.responses_sha256.clone(),
-        })
+        // A view that does not read was shown as a refusal: nothing is granted on it.
+        let granted = readable && line.trim().eq_ignore_ascii_case("y");
+        Ok(ConsentReceipt::for_prompt(
+            prompt,
+            self.ids.mint(),
+            granted,
+            self.method,
+        ))
     }
 }

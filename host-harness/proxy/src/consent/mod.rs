@@ -16,17 +16,16 @@
 use crate::tty_input::{Prompting, TtyInput};
 use mrtr_gate_host::consent_screen::render_view_text;
 use mrtr_gate_host::core::host::{
-    Consent, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
+    Consent, ConsentMethod, ConsentPrompt, ConsentReceipt, HostError,
 };
-use mrtr_gate_host::reference_hosts::TerminalConsent;
 #[cfg(unix)]
 use mrtr_gate_host::reference_hosts::discard_typed_ahead;
+use mrtr_gate_host::reference_hosts::{ReceiptIds, TerminalConsent};
 use mrtr_gate_host::services::SharedConsent;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -69,41 +68,28 @@ pub fn consent_for(mode: &ConsentMode) -> SharedConsent {
     }
 }
 
-/// A receipt id unique in this process: `<kind>-<pid>-<n>`.
-fn receipt_id(kind: &str, counter: &AtomicU64) -> String {
-    let n = counter.fetch_add(1, Ordering::Relaxed);
-    format!("{kind}-{}-{n}", std::process::id())
-}
-
-fn receipt(
-    prompt: &ConsentPrompt,
-    receipt_id: String,
-    decision: ConsentDecision,
-    method: ConsentMethod,
-) -> ConsentReceipt {
-    ConsentReceipt {
-        receipt_id,
-        decision,
-        method,
-        view_sha256: prompt.view_sha256.clone(),
-        responses_sha256: prompt.responses_sha256.clone(),
-    }
-}
-
 /// `--consent client`: the answers came from the client's own elicitation UI, which is
 /// where any consent was given. Grants exactly the prompt's view and answers (the gate has
 /// already checked the answers against the round's schema); `delegated_to_client`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DelegatedConsent {
-    counter: AtomicU64,
+    ids: ReceiptIds,
+}
+
+impl Default for DelegatedConsent {
+    fn default() -> Self {
+        Self {
+            ids: ReceiptIds::new("client", 0),
+        }
+    }
 }
 
 impl Consent for DelegatedConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        Ok(receipt(
+        Ok(ConsentReceipt::for_prompt(
             prompt,
-            receipt_id("client", &self.counter),
-            ConsentDecision::Granted,
+            self.ids.mint(),
+            true,
             ConsentMethod::DelegatedToClient,
         ))
     }
@@ -200,7 +186,7 @@ fn discarding_type_ahead(terminal: TerminalConsent, _: std::fs::File) -> Termina
 pub struct CommandConsent {
     argv: Vec<String>,
     timeout: Duration,
-    counter: AtomicU64,
+    ids: ReceiptIds,
 }
 
 impl CommandConsent {
@@ -209,7 +195,7 @@ impl CommandConsent {
         Self {
             argv,
             timeout,
-            counter: AtomicU64::new(1),
+            ids: ReceiptIds::new("hook", 1),
         }
     }
 
@@ -297,14 +283,10 @@ fn wait_until(child: &mut std::process::Child, deadline: Instant) -> bool {
 impl Consent for CommandConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
         let granted = self.ask(Self::input(prompt)?)?;
-        Ok(receipt(
+        Ok(ConsentReceipt::for_prompt(
             prompt,
-            receipt_id("hook", &self.counter),
-            if granted {
-                ConsentDecision::Granted
-            } else {
-                ConsentDecision::Refused
-            },
+            self.ids.mint(),
+            granted,
             ConsentMethod::PolicyHook,
         ))
     }

@@ -3,6 +3,7 @@
 
 use super::*;
 use mrtr_gate_host::core::digest::sha256_hex;
+use mrtr_gate_host::core::host::ConsentDecision;
 use mrtr_gate_host::core::memory::{ManualClock, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
@@ -300,19 +301,14 @@ struct Counting(std::sync::atomic::AtomicUsize);
 
 impl Consent for Counting {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
-        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if prompt.responses_json.contains("fail") {
             return Err(HostError::new("no terminal"));
         }
-        let decision = if prompt.responses_json.contains("yes") {
-            ConsentDecision::Granted
-        } else {
-            ConsentDecision::Refused
-        };
-        Ok(receipt(
+        Ok(ConsentReceipt::for_prompt(
             prompt,
             format!("counted-{n}"),
-            decision,
+            prompt.responses_json.contains("yes"),
             ConsentMethod::UserAtScreen,
         ))
     }
@@ -348,7 +344,7 @@ fn a_deferred_decision_is_taken_once_and_a_prompt_nobody_asked_is_asked_inline()
     let fail = prompt_for(r#"{"a":"fail"}"#);
     deferred.ask(&fail);
     assert!(deferred.request_consent(&fail).is_err());
-    assert_eq!(inner.0.load(Ordering::SeqCst), 3);
+    assert_eq!(inner.0.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
 
 #[test]
