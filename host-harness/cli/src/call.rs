@@ -278,8 +278,8 @@ pub fn connect(
         None => Box::new(TerminalForm::new(terminal.clone())),
     };
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
-    let (user, tenant) = wired.principal(&options.user, &options.tenant);
-    let mut config = ClientConfig::new(user, tenant);
+    let principal = wired.principal(&options.user, &options.tenant);
+    let mut config = ClientConfig::new(principal.user, principal.tenant);
     if let Some(n) = options.max_rounds {
         config.policy = Policy {
             max_rounds: n,

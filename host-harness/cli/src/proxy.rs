@@ -10,6 +10,7 @@ use crate::services::{RedisChoice, ServiceOptions, Wired};
 use mrtr_gate_client::transport::isolation;
 use mrtr_gate_client::transport::stdio::{append_private, endpoint_id, temp_log};
 use mrtr_gate_host::core::{Policy, ServerIdentity};
+use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
@@ -17,7 +18,7 @@ use mrtr_gate_host::{ComponentGate, GateRuntime};
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
 use mrtr_gate_proxy::rounds::RoundIndex;
-use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
+use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -207,12 +208,7 @@ impl ProxyFlags {
             },
             consent: self.consent_mode()?,
             policy,
-            user: self
-                .user
-                .clone()
-                .or_else(|| std::env::var("USER").ok())
-                .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| "user".into()),
+            user: default_user(self.user.as_deref()),
             tenant: self.tenant.clone(),
         })
     }
@@ -342,7 +338,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         Err(e) => return usage(e),
     };
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
-    let (user, tenant) = wired.principal(&checked.user, &checked.tenant);
+    let principal = wired.principal(&checked.user, &checked.tenant);
     // Over HTTP many clients share one engine: a person or a hook deciding on one retry is
     // asked off its thread, so it holds up that retry only.
     let slow_consent = matches!(
@@ -362,7 +358,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     let engine_for = move |server: ServerIdentity| {
         let config = EngineConfig {
             server,
-            principal: Principal { user, tenant },
+            principal,
             // Over the gate's own store: replicas on one Redis find each other's rounds. An
             // entry outlives the longest a round can (its lifetime and the gate's grace).
             rounds: RoundIndex::new(
@@ -452,11 +448,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             options.allowed_origins = allowed_origins;
             options.allowed_hosts = allowed_hosts;
             options.trust_principal_headers = principal_headers;
-            let bind = wired.principal_binder();
-            options.bind_principal = Arc::new(move |user: &str, tenant: &str| {
-                let (user, tenant) = bind(user, tenant);
-                Principal { user, tenant }
-            });
+            options.bind_principal = wired.principal_binder();
             let ready = |bound: SocketAddr| {
                 eprintln!(
                     "mrtr-gate proxy: listening on http://{bound}/mcp, gating {} (consent: \

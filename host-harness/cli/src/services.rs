@@ -7,10 +7,10 @@
 
 use crate::keys::{KeyOptions, Keyed};
 use mrtr_gate_client::transport::isolation::{self, Isolation, RunAs};
-use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage};
+use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage, Pseudonyms};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
-use mrtr_gate_host::{HostServices, core::host::HostError};
+use mrtr_gate_host::{BindPrincipal, HostServices, Principal, core::host::HostError};
 use mrtr_gate_redis::{RedisAudit, RedisStorage};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,9 +40,6 @@ pub struct RedisChoice {
 
 /// The printed warning of `--insecure-no-server-isolation` (stderr, every run).
 pub const NO_ISOLATION_WARNING: &str = "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as this user with no sandbox: it can rewrite the audit trail and its anchor, read the host key, and open this user's terminals";
-
-/// The user and tenant as given to the user and tenant the gate binds.
-pub type PrincipalBinder = Arc<dyn Fn(&str, &str) -> (String, String) + Send + Sync>;
 
 /// The services of a run, ready to put gates over.
 pub struct Wired {
@@ -176,21 +173,24 @@ impl Wired {
 
     /// [`Self::principal`] as a function that outlives the run's services (an HTTP front
     /// binds each caller its trusted headers name).
-    pub fn principal_binder(&self) -> PrincipalBinder {
+    pub fn principal_binder(&self) -> BindPrincipal {
         let pseudonyms = self.keyed.as_ref().map(|k| k.pseudonyms.clone());
-        Arc::new(move |user: &str, tenant: &str| match &pseudonyms {
-            Some(p) => (p.user(user), p.tenant(tenant)),
-            None => (user.to_owned(), tenant.to_owned()),
-        })
+        Arc::new(move |user: &str, tenant: &str| bind(pseudonyms.as_ref(), user, tenant))
     }
 
     /// The user and tenant as the gate binds them and the trail digests them: keyed
     /// pseudonyms when there are keys, else as given.
-    pub fn principal(&self, user: &str, tenant: &str) -> (String, String) {
-        match &self.keyed {
-            Some(k) => (k.pseudonyms.user(user), k.pseudonyms.tenant(tenant)),
-            None => (user.to_owned(), tenant.to_owned()),
-        }
+    pub fn principal(&self, user: &str, tenant: &str) -> Principal {
+        bind(self.keyed.as_ref().map(|k| &k.pseudonyms), user, tenant)
+    }
+}
+
+/// The principal the gate binds for `user` and `tenant`: their keyed pseudonyms when there are
+/// keys, else as given.
+fn bind(pseudonyms: Option<&Pseudonyms>, user: &str, tenant: &str) -> Principal {
+    match pseudonyms {
+        Some(p) => Principal::new(p.user(user), p.tenant(tenant)),
+        None => Principal::new(user, tenant),
     }
 }
 
@@ -294,7 +294,7 @@ mod tests {
         let wired = Wired::open(&options, clock()).unwrap();
         assert_eq!(
             wired.principal("alice", "acme"),
-            ("alice".into(), "acme".into())
+            Principal::new("alice", "acme")
         );
         let another = wired.storage_for_another_gate().unwrap();
         assert!(Arc::ptr_eq(&another, &wired.storage));
@@ -314,9 +314,11 @@ mod tests {
             keys,
         };
         let wired = Wired::open(&options, clock()).unwrap();
-        let (user, tenant) = wired.principal("alice", "acme");
-        assert!(user != "alice" && tenant != "acme");
-        assert_eq!(wired.principal("alice", "acme"), (user, tenant));
+        let bound = wired.principal("alice", "acme");
+        assert!(bound.user != "alice" && bound.tenant != "acme");
+        assert_eq!(wired.principal("alice", "acme"), bound);
+        // Trusted headers are bound the same way.
+        assert_eq!((wired.principal_binder())("alice", "acme"), bound);
         // The anchor's folder is made before the first event needs it.
         assert!(dir.join("anchors").is_dir());
         let _ = std::fs::remove_dir_all(&dir);

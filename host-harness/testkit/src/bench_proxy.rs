@@ -122,12 +122,12 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
         Gating::On(options) => {
             let wired = Wired::open(options, Arc::new(SystemClock))?;
             let services = wired.services(consent_for(&ConsentMode::Client));
-            let (user, tenant) = wired.principal(&principal.user, &principal.tenant);
+            let bound = wired.principal(&principal.user, &principal.tenant);
             let runtime = runtime.clone();
             Box::new(move |server| {
                 let config = EngineConfig {
                     server,
-                    principal: Principal { user, tenant },
+                    principal: bound,
                     rounds: RoundIndex::new(services.storage.clone(), ttl),
                     policy,
                     allow_legacy_server_requests: false,

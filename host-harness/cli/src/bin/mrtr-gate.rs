@@ -31,6 +31,7 @@ use mrtr_gate_cli::error_chain;
 use mrtr_gate_cli::keys::{KeyFlags, KeyOptions};
 use mrtr_gate_client::ServerStderr;
 use mrtr_gate_client::transport::isolation::RunAs;
+use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::shown::json_for_terminal;
 use mrtr_gate_host::{
     GateRuntime,
@@ -254,12 +255,7 @@ impl CallFlags {
     ) -> CallOptions {
         CallOptions {
             target,
-            user: self
-                .user
-                .clone()
-                .or_else(|| std::env::var("USER").ok())
-                .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| "user".into()),
+            user: default_user(self.user.as_deref()),
             tenant: self.tenant.clone(),
             audit: self.audit.clone(),
             answers: self.answers.clone(),

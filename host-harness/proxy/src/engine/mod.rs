@@ -57,15 +57,8 @@ pub struct EngineConfig {
     pub deferred_consent: Option<Arc<DeferredConsent>>,
 }
 
-/// Who a gated call is bound to: the user and tenant as the gate binds them (keyed
-/// pseudonyms when there are host keys).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Principal {
-    /// The user.
-    pub user: String,
-    /// The tenant.
-    pub tenant: String,
-}
+/// Who a gated call is bound to (one type across the crates).
+pub use mrtr_gate_host::Principal;
 
 /// Where a message goes.
 #[derive(Clone, Debug, PartialEq, Eq)]

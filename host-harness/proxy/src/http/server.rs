@@ -39,7 +39,7 @@ pub const HEADER_MISMATCH: i64 = -32020;
 
 /// Binds a principal named by trusted headers the way the gate binds users (keyed
 /// pseudonyms when there are host keys).
-pub type BindPrincipal = Arc<dyn Fn(&str, &str) -> Principal + Send + Sync>;
+pub use mrtr_gate_host::BindPrincipal;
 
 /// The HTTP endpoint's options.
 #[derive(Clone)]
@@ -84,10 +84,7 @@ impl HttpOptions {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             trust_principal_headers: None,
-            bind_principal: Arc::new(|user: &str, tenant: &str| Principal {
-                user: user.to_owned(),
-                tenant: tenant.to_owned(),
-            }),
+            bind_principal: Arc::new(|user: &str, tenant: &str| Principal::new(user, tenant)),
             upstream_timeout: UPSTREAM_TIMEOUT,
             upstream_roots: Vec::new(),
             caps: Caps::default(),
