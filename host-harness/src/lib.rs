@@ -35,6 +35,7 @@ pub mod reference_hosts;
 pub mod runtime;
 pub mod services;
 pub mod shown;
+pub mod wire;
 
 pub use denial::{DenialCode, GateDenial};
 pub use gate::{BudgetKindMismatch, ComponentGate, GateApi, NativeGate};

@@ -204,9 +204,7 @@ pub(crate) fn answer_server_request(id: &serde_json::Value, method: &str) -> Str
     if method == "ping" {
         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
     } else {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"this client takes input only through input_required results"}}}}"#
-        )
+        mrtr_gate_host::wire::input_request_refused(&id)
     }
 }
 

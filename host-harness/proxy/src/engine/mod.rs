@@ -352,7 +352,7 @@ impl<G: GateApi> Engine<G> {
                     && !self.config.allow_legacy_server_requests
                 {
                     self.refuse_unbound(principal, &Unbound::ServerRequest(method));
-                    Action::ToServer(unknown_method(&raw_id))
+                    Action::ToServer(mrtr_gate_host::wire::input_request_refused(&raw_id))
                 } else {
                     self.show_request(principal, session, raw_id, text)
                 }
@@ -1097,12 +1097,6 @@ fn is_input_required(result: &str) -> bool {
 
 /// The answer to a server's request the client must not see: unknown method, as the
 /// 2026-07-28 client the proxy speaks for answers it.
-fn unknown_method(raw_id: &str) -> String {
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{{"code":-32601,"message":"this client takes input only through input_required results"}}}}"#
-    )
-}
-
 mod transport;
 
 #[cfg(test)]
