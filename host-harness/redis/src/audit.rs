@@ -12,8 +12,8 @@
 //! Stream entry ids are `<seq>-1`, so an entry is found by its position alone.
 
 use crate::connection::Conn;
-use mrtr_gate_host::core::digest::sha256_hex;
-use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
+use mrtr_gate_core::digest::sha256_hex;
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
 use redis::Script;
 
 // KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.

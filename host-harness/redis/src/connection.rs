@@ -3,7 +3,7 @@
 //! bounded by the timeout, and counted. On connecting it reads the server's run id (new on
 //! every start of a redis-server), which the storage's scripts use to tell a restart.
 
-use mrtr_gate_host::core::host::HostError;
+use mrtr_gate_core::host::HostError;
 use redis::Connection;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};

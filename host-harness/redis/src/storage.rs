@@ -29,7 +29,7 @@
 //!   to in the same round trip as the write, before it. See [`RedisStorage::list_due`].
 
 use crate::connection::Conn;
-use mrtr_gate_host::core::host::{Clock, DuePage, HostError, ReadKey, Storage, Versioned, Write};
+use mrtr_gate_core::host::{Clock, DuePage, HostError, ReadKey, Storage, Versioned, Write};
 use redis::Script;
 use std::sync::Arc;
 use std::time::Duration;
@@ -210,7 +210,7 @@ impl std::fmt::Debug for RedisStorage {
 /// key of one server shares a Cluster slot; `_` for any other key.
 pub fn hash_tag(gate_key: &str) -> &str {
     gate_key
-        .strip_prefix(mrtr_gate_host::core::ID_PREFIX)
+        .strip_prefix(mrtr_gate_core::ID_PREFIX)
         .and_then(|rest| rest.split_once('/'))
         .map(|(tag, _)| tag)
         .filter(|tag| !tag.is_empty() && !tag.contains(['{', '}']))
@@ -499,20 +499,20 @@ mod tests {
     fn keys_of_one_server_share_a_tag_and_others_do_not() {
         let a = format!(
             "{}0123456789abcdef0123456789abcdef/1",
-            mrtr_gate_host::core::ID_PREFIX
+            mrtr_gate_core::ID_PREFIX
         );
         let b = format!(
             "{}0123456789abcdef0123456789abcdef/\"r\"",
-            mrtr_gate_host::core::ID_PREFIX
+            mrtr_gate_core::ID_PREFIX
         );
         assert_eq!(hash_tag(&a), "0123456789abcdef0123456789abcdef");
         assert_eq!(hash_tag(&a), hash_tag(&b));
         assert_eq!(hash_tag("other/key"), "_");
         assert_eq!(
-            hash_tag(&format!("{}{{x}}/1", mrtr_gate_host::core::ID_PREFIX)),
+            hash_tag(&format!("{}{{x}}/1", mrtr_gate_core::ID_PREFIX)),
             "_"
         );
-        assert_eq!(hash_tag(mrtr_gate_host::core::ID_PREFIX), "_");
+        assert_eq!(hash_tag(mrtr_gate_core::ID_PREFIX), "_");
     }
 
     #[test]
