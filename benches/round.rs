@@ -9,9 +9,10 @@
 #![allow(clippy::unwrap_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, NativeGate, SandboxLimits};
+use mrtr_gate_host::{GateApi, NativeGate};
 use mrtr_gate_testkit::bench::{RoundKind, round, round_input, server};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime, SandboxLimits};
 
 fn rounds(c: &mut Criterion) {
     let cache = std::env::temp_dir().join("mrtr-gate-bench-cache");

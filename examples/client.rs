@@ -8,8 +8,9 @@
 use mrtr_gate_client::{
     Client, ClientConfig, HttpTransport, StdioTransport, Terminal, TerminalForm, Transport,
 };
+use mrtr_gate_host::HostServices;
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryStorage, SystemClock};
-use mrtr_gate_host::{ComponentGate, GateRuntime, HostServices};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -11,7 +11,8 @@ use mrtr_gate_host::reference_hosts::{
     FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock, TerminalConsent,
 };
 use mrtr_gate_host::services::SharedConsent;
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::json;
 use std::sync::Arc;
 

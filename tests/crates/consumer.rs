@@ -9,8 +9,9 @@ use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::{DecidedConsent, ManualClock, MemoryAudit, MemoryStorage};
-use mrtr_gate_host::runtime::{EMBEDDED_COMPONENT, EMBEDDED_COMPONENT_SHA256};
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices, SandboxLimits};
+use mrtr_gate_wasmtime::runtime::{EMBEDDED_COMPONENT, EMBEDDED_COMPONENT_SHA256};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime, SandboxLimits};
 use std::error::Error;
 use std::sync::Arc;
 

@@ -15,7 +15,8 @@ use mrtr_gate_host::host_keys::{AnchorCheck, AnchoredAudit, HostKeys, verify_anc
 use mrtr_gate_host::reference_hosts::{
     FileAudit, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

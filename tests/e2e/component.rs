@@ -3,14 +3,15 @@
 
 use crate::support;
 
+use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{
     ErrorCause, Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
-use mrtr_gate_host::runtime::EMBEDDED_COMPONENT;
-use mrtr_gate_host::{
-    BudgetKindMismatch, CallBudget, ComponentGate, GateApi, GateRuntime, SandboxLimits,
-};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::runtime::EMBEDDED_COMPONENT;
+use mrtr_gate_wasmtime::{
+    BudgetKindMismatch, CallBudget, ComponentGate, GateRuntime, SandboxLimits,
+};
 use serde_json::json;
 use std::time::Duration;
 
@@ -560,8 +561,8 @@ fn the_component_names_no_path_of_the_machine_it_was_built_on() {
 /// refuses any other, before compiling it.
 #[test]
 fn a_pinned_host_loads_only_the_component_whose_digest_it_expects() {
-    use mrtr_gate_host::runtime::{EMBEDDED_COMPONENT_SHA256, LoadError};
-    use mrtr_gate_host::{GateRuntime, SandboxLimits};
+    use mrtr_gate_wasmtime::runtime::{EMBEDDED_COMPONENT_SHA256, LoadError};
+    use mrtr_gate_wasmtime::{GateRuntime, SandboxLimits};
     let expected = EMBEDDED_COMPONENT_SHA256;
     assert!(
         GateRuntime::load_pinned(EMBEDDED_COMPONENT, expected, None, SandboxLimits::default())

@@ -3,11 +3,12 @@
 
 use crate::support;
 
-use mrtr_gate_host::{ComponentGate, NativeGate};
+use mrtr_gate_host::NativeGate;
 use mrtr_gate_testkit::corpus::{
     all_scenarios, run_scenario, run_scenario_with, trail_path, transcript_path,
 };
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::Value;
 
 /// Every scenario of the corpus, through the one loader every runner uses.

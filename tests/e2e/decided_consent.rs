@@ -10,7 +10,8 @@ use mrtr_gate_host::core::{
     canonical_responses, digest,
 };
 use mrtr_gate_host::reference_hosts::{DecidedConsent, ManualClock, MemoryAudit, MemoryStorage};
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::{Value, json};
 use std::sync::Arc;
 

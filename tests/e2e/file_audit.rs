@@ -6,8 +6,9 @@ use crate::support;
 use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
 use mrtr_gate_host::reference_hosts::FileAudit;
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 use std::sync::Arc;
 

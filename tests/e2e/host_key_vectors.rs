@@ -203,7 +203,7 @@ fn generate() -> Value {
     ];
     refused.sort_by(|a, b| a.0.cmp(b.0));
     json!({
-        "about": "Host key formats (docs/host-keys.md), recorded from host-harness/src/host_keys.rs by tests/e2e/host_key_vectors.rs. Every host checks them byte for byte. Secrets are hex; prev is a decimal u64 string. `keys` are the verifying keys (the first is current); `sealed` entries name the key that sealed them (current); `refused` values must fail to open under the verifying keys.",
+        "about": "Host key formats (docs/host-keys.md), recorded from host-harness/host/src/host_keys.rs by tests/e2e/host_key_vectors.rs. Every host checks them byte for byte. Secrets are hex; prev is a decimal u64 string. `keys` are the verifying keys (the first is current); `sealed` entries name the key that sealed them (current); `refused` values must fail to open under the verifying keys.",
         "keys": [
             {"id": K1.0, "secret_hex": hex(&K1.1)},
             {"id": K2.0, "secret_hex": hex(&K2.1)},

@@ -1,4 +1,4 @@
-//! Keys that never enter the sandbox (host-harness/src/host_keys.rs): values in the store
+//! Keys that never enter the sandbox (host-harness/host/src/host_keys.rs): values in the store
 //! authenticated by a host key, principals pseudonymised before the gate sees them, and the
 //! audit head anchored apart from the trail. Each against the attack it answers.
 
@@ -14,7 +14,8 @@ use mrtr_gate_host::reference_hosts::{
     FileAudit, ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
 use mrtr_gate_host::services::SharedStorage;
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 use std::sync::Arc;
 

@@ -5,13 +5,14 @@
 
 use crate::support;
 
+use mrtr_gate_host::HostServices;
 use mrtr_gate_host::core::host::{
     AppendOutcome, Audit, AuditEntry, Clock, Consent, ConsentPrompt, ConsentReceipt, DuePage,
     HostError, ReadKey, Storage, Versioned, Write,
 };
-use mrtr_gate_host::{ComponentGate, HostServices};
 use mrtr_gate_testkit::bench::{self, RoundKind};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::ComponentGate;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -3,9 +3,10 @@
 
 use crate::support;
 
+use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{Policy, Registration, RequestId, ResponseVerdict, ServerIdentity};
-use mrtr_gate_host::{ComponentGate, GateApi};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 
 fn server() -> ServerIdentity {

@@ -4,11 +4,12 @@
 
 use crate::support;
 
+use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::host::{Storage, Write};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
-use mrtr_gate_host::{ComponentGate, GateApi};
 use mrtr_gate_testkit::corpus::{self, run_scenario};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 
 fn run(names: &[&str]) {

@@ -1,4 +1,4 @@
-//! `AuthenticatedStorage` (host-harness/src/host_keys.rs) against a store writer who does not
+//! `AuthenticatedStorage` (host-harness/host/src/host_keys.rs) against a store writer who does not
 //! forge a MAC but replays: a value at a version the gate already holds is never taken on
 //! its version alone (its MAC is checked on every read), and a value sealed earlier and
 //! written back (the rollback of docs/host-keys.md) is refused by a host that saw a newer
@@ -13,7 +13,8 @@ use mrtr_gate_host::host_keys::{AuthenticatedStorage, HostKeys};
 use mrtr_gate_host::reference_hosts::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 

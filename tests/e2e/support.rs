@@ -1,6 +1,6 @@
 //! Shared by the end-to-end tests: one compiled runtime for the whole test binary.
 
-use mrtr_gate_host::{GateRuntime, SandboxLimits};
+use mrtr_gate_wasmtime::{GateRuntime, SandboxLimits};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 

@@ -7,8 +7,9 @@ use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::TerminalConsent;
-use mrtr_gate_host::{ComponentGate, GateApi, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::json;
 use std::io::{Cursor, Write};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! The four host services the gate needs. They mirror the WIT imports one to one, in the
 //! WIT's own encodings (version 0 for "absent", the flat append record), so the same core
 //! runs natively (tests, benches) and inside the component, whose glue only moves fields
-//! (`guest/component/src/convert.rs`, `host-harness/src/convert.rs`).
+//! (`guest/component/src/convert.rs`, `host-harness/wasmtime/src/convert.rs`).
 //! Every method may fail; the gate turns every failure into a denial.
 
 use std::sync::Arc;

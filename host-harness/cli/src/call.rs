@@ -15,7 +15,7 @@ use mrtr_gate_host::core::host::{
 use mrtr_gate_host::core::{MRTR_METHODS, Policy};
 use mrtr_gate_host::reference_hosts::{ReceiptIds, SystemClock};
 use mrtr_gate_host::shown::{json_text_for_terminal, shown_lines, shown_text};
-use mrtr_gate_host::{ComponentGate, GateRuntime};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 //! expects a client to do, through the same gated client as `mrtr-gate call`.
 
 use mrtr_gate_client::{Client, ClientError, Turn};
-use mrtr_gate_host::ComponentGate;
+use mrtr_gate_wasmtime::ComponentGate;
 use serde_json::{Value, json};
 
 /// The scenarios this client knows.

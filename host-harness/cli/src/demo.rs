@@ -14,7 +14,8 @@ use mrtr_gate_host::consent_screen::{render_answers, render_view_text};
 use mrtr_gate_host::reference_hosts::{
     FileAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
 };
-use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, GateDenial, HostServices};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, PoisonError};
 

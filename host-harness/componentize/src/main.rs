@@ -1,10 +1,9 @@
 //! `mrtr-gate-componentize --root CHECKOUT --target-dir DIR --out FILE`: builds the guest of
-//! the checkout at `CHECKOUT` and componentizes it exactly as `host-harness/build.rs` does (the
-//! same file, `host-harness/build/guest.rs`), without building wasmtime. `scripts/reproducible`
+//! the checkout at `CHECKOUT` and componentizes it exactly as the wasmtime crate's build script
+//! does (the same code, this crate's library), without building wasmtime. `scripts/reproducible`
 //! compares what it writes with the component the workspace embeds.
 
-#[path = "../../build/guest.rs"]
-mod guest;
+use mrtr_gate_componentize as guest;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,7 +49,7 @@ fn run() -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     //! The published host crate's check of the component it carries (build.rs, `packaged`).
-    use super::guest::{read_verified, sha256_hex};
+    use mrtr_gate_componentize::{read_verified, sha256_hex};
     use std::path::PathBuf;
 
     fn folder(name: &str) -> PathBuf {

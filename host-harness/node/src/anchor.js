@@ -1,5 +1,5 @@
 // The audit trail under a host key (docs/host-keys.md, "The keyed trail"), as the Rust host's
-// host-harness/src/host_keys/anchor.rs, byte for byte (tests/host_keys/trail.* pins it).
+// host-harness/host/src/host_keys/anchor.rs, byte for byte (tests/host_keys/trail.* pins it).
 // Exported by host-keys.js (Node only: node:fs, and the keys' node:crypto HMAC).
 //
 // - A link is one JSON line in the links file, written (and synced) before the line it covers

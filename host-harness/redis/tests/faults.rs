@@ -10,7 +10,8 @@ use mrtr_gate_host::core::{
     ErrorCause, Policy, Registration, RequestId, ResponseVerdict, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::{MemoryAudit, ScriptedAnswer, ScriptedConsent, SystemClock};
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 mod support;
 
 use mrtr_gate_redis::RedisStorage;

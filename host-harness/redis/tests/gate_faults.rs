@@ -18,9 +18,10 @@ use mrtr_gate_host::core::{
     RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::{ManualClock, ScriptedAnswer, ScriptedConsent, SystemClock};
-use mrtr_gate_host::runtime::{CallBudget, SandboxLimits};
-use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, GateDenial, HostServices};
 use mrtr_gate_redis::{RedisAudit, RedisStorage};
+use mrtr_gate_wasmtime::runtime::{CallBudget, SandboxLimits};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;

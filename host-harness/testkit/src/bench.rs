@@ -15,8 +15,9 @@
 
 use crate::fixture::ScenarioHosts;
 use mrtr_gate_core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
-use mrtr_gate_host::runtime::default_cache_dir;
-use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices, NativeGate};
+use mrtr_gate_host::{GateApi, GateDenial, HostServices, NativeGate};
+use mrtr_gate_wasmtime::runtime::default_cache_dir;
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -294,7 +295,7 @@ pub struct External {
 }
 
 impl External {
-    /// Parse the JSON line `host-harness/bench/seed_js_round.mjs`, `host-harness/node/bench/round.mjs`
+    /// Parse the JSON line `benches/seed_js_round.mjs`, `host-harness/node/bench/round.mjs`
     /// or `host-harness/python/bench/round.py` prints.
     pub fn parse(text: &str) -> Result<Self, String> {
         let v: Value = serde_json::from_str(text.trim()).map_err(|e| crate::error_chain(&e))?;

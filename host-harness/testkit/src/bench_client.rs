@@ -17,7 +17,8 @@ use mrtr_gate_host::core::{
 use mrtr_gate_host::reference_hosts::{
     MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
 };
-use mrtr_gate_host::{ComponentGate, GateApi, GateDenial, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, GateDenial, HostServices};
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -9,8 +9,9 @@ use mrtr_gate_host::core::{ID_PREFIX, Policy, Registration, RequestId, ServerIde
 use mrtr_gate_host::reference_hosts::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
 use mrtr_gate_redis::RedisStorage;
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,8 +11,9 @@ use mrtr_gate_host::core::{
 use mrtr_gate_host::reference_hosts::{
     MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
 };
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
 use mrtr_gate_redis::RedisStorage;
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Instant;

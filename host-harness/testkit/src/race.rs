@@ -10,8 +10,9 @@ use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
 };
 use mrtr_gate_host::reference_hosts::{FileAudit, ScriptedAnswer, ScriptedConsent, SystemClock};
-use mrtr_gate_host::{ComponentGate, GateApi, GateRuntime, HostServices};
+use mrtr_gate_host::{GateApi, HostServices};
 use mrtr_gate_redis::RedisStorage;
+use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;

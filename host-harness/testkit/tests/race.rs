@@ -11,8 +11,8 @@
 
 #![cfg(test)]
 
-use mrtr_gate_host::GateRuntime;
 use mrtr_gate_testkit::race;
+use mrtr_gate_wasmtime::GateRuntime;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;

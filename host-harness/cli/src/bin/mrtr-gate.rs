@@ -33,10 +33,8 @@ use mrtr_gate_client::ServerStderr;
 use mrtr_gate_client::transport::isolation::RunAs;
 use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::shown::json_for_terminal;
-use mrtr_gate_host::{
-    GateRuntime,
-    runtime::{EMBEDDED_COMPONENT, EMBEDDED_COMPONENT_SHA256},
-};
+use mrtr_gate_wasmtime::GateRuntime;
+use mrtr_gate_wasmtime::runtime::{EMBEDDED_COMPONENT, EMBEDDED_COMPONENT_SHA256};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
 """Keys the host holds and the component never sees (docs/host-keys.md), in the formats of the
-Rust host (`host-harness/src/host_keys.rs`), byte for byte: a store written by one host reads
+Rust host (`host-harness/host/src/host_keys.rs`), byte for byte: a store written by one host reads
 in the others, and the same name gets the same pseudonym everywhere
 (tests/host_keys/vectors.json pins them).
 

@@ -24,8 +24,8 @@
 //! ```
 
 use clap::{Parser, Subcommand};
-use mrtr_gate_host::GateRuntime;
 use mrtr_gate_testkit::error_chain;
+use mrtr_gate_wasmtime::GateRuntime;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -357,9 +357,10 @@ fn bench(rounds: usize, external_files: &[PathBuf], scaling: bool) -> Result<(),
 }
 
 fn rounds(engine: &str, kind: &str, count: usize) -> Result<(), String> {
-    use mrtr_gate_host::{ComponentGate, NativeGate};
+    use mrtr_gate_host::NativeGate;
     use mrtr_gate_testkit::bench::{RoundKind, plain_rounds};
     use mrtr_gate_testkit::fixture::ScenarioHosts;
+    use mrtr_gate_wasmtime::ComponentGate;
     const USAGE: &str =
         "usage: mrtr-gate-testkit rounds component|native form|form-new|url|state-only N";
     let kind = RoundKind::parse(kind).ok_or(USAGE)?;

@@ -1,7 +1,8 @@
-//! Building the guest and turning it into the `mrtr:gate` component: one file shared by
-//! `host-harness/build.rs` and the `mrtr-gate-componentize` binary (`scripts/reproducible`),
-//! so the second build that the reproducibility check compares with is made by the very code
-//! that made the embedded component.
+//! Building the guest and turning it into the `mrtr:gate` component: one library used by the
+//! wasmtime crate's build script (`host-harness/wasmtime/build.rs`) and this crate's
+//! `mrtr-gate-componentize` binary (`scripts/reproducible`), so the second build that the
+//! reproducibility check compares with is made by the very code that made the embedded
+//! component.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -63,9 +63,10 @@ impl PartialEq<&str> for DenialCode {
     }
 }
 
-/// A denial as a host sees it: the gate's own, or the harness's when the guest trapped (then
-/// the wasmtime error is its [`source`](std::error::Error::source)). Two denials are equal
-/// when their code, cause, message and `audited` are.
+/// A denial as a host sees it: the gate's own, or the engine's when the guest could not answer
+/// (then the engine's error, a wasmtime trap for instance, is its
+/// [`source`](std::error::Error::source)). Two denials are equal when their code, cause,
+/// message and `audited` are.
 #[derive(Clone, Debug)]
 pub struct GateDenial {
     /// What was denied, typed; [`DenialCode::as_str`] is the stable snake_case code.
@@ -76,11 +77,45 @@ pub struct GateDenial {
     pub message: String,
     /// Whether the denial reached the audit sink.
     pub audited: bool,
-    /// The trap (or instantiation failure) behind a harness denial.
-    pub(crate) trap: Option<Arc<wasmtime::Error>>,
+    /// The engine's error (a trap, an instantiation failure) behind a denial of its own.
+    trap: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl GateDenial {
+    /// A denial with this code, blame, message and audit state (an engine's conversion of the
+    /// gate's error as it crossed a boundary: the component's WIT error, for instance).
+    pub fn new(
+        code: DenialCode,
+        cause: ErrorCause,
+        message: impl Into<String>,
+        audited: bool,
+    ) -> Self {
+        Self {
+            code,
+            cause,
+            message: message.into(),
+            audited,
+            trap: None,
+        }
+    }
+
+    /// The engine could not get an answer from the gate (`code` is one of the harness's:
+    /// the guest trapped, ran out of fuel or past its deadline, or could not be instantiated):
+    /// the host's fault, never audited, with the engine's error as the source.
+    pub fn engine_failed(
+        code: DenialCode,
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            code,
+            cause: ErrorCause::Host,
+            message: message.into(),
+            audited: false,
+            trap: Some(Arc::from(source.into())),
+        }
+    }
+
     /// Whether this is the gate's denial `code`.
     pub fn is(&self, code: ErrorCode) -> bool {
         self.code == DenialCode::Gate(code)
@@ -112,7 +147,9 @@ impl std::fmt::Display for GateDenial {
 
 impl std::error::Error for GateDenial {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.trap.as_deref().map(AsRef::as_ref)
+        self.trap
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
@@ -125,38 +162,6 @@ impl From<mrtr_gate_core::Denial> for GateDenial {
             audited: d.audited,
             trap: None,
         }
-    }
-}
-
-impl From<wasmtime::Error> for GateDenial {
-    fn from(e: wasmtime::Error) -> Self {
-        trapped(e)
-    }
-}
-
-/// The guest could not answer: it trapped, ran out of fuel or past its deadline, or could
-/// not be instantiated. The call is denied and the instance replaced.
-fn trapped(e: wasmtime::Error) -> GateDenial {
-    let (code, message) = match e.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::OutOfFuel) => (
-            DenialCode::GuestOutOfFuel,
-            "the gate ran out of fuel; the call is denied and the instance replaced",
-        ),
-        Some(wasmtime::Trap::Interrupt) => (
-            DenialCode::GuestDeadlineExceeded,
-            "the gate ran past its deadline; the call is denied and the instance replaced",
-        ),
-        _ => (
-            DenialCode::GuestTrapped,
-            "the gate trapped; the call is denied and the instance replaced",
-        ),
-    };
-    GateDenial {
-        code,
-        cause: ErrorCause::Host,
-        message: message.into(),
-        audited: false,
-        trap: Some(Arc::new(e)),
     }
 }
 
@@ -178,7 +183,7 @@ mod tests {
             d.to_string(),
             "denied (consent_refused): the user refused consent"
         );
-        let trapped = GateDenial::from(wasmtime::Error::msg("boom"));
+        let trapped = GateDenial::engine_failed(DenialCode::GuestTrapped, "trapped", "boom");
         assert_eq!(trapped.code, DenialCode::GuestTrapped);
         assert!(!trapped.user_refused());
         assert!(std::error::Error::source(&trapped).is_some());

@@ -1,138 +1,18 @@
-//! One API, two engines: [`ComponentGate`] runs the policy inside the wasm sandbox,
-//! [`NativeGate`] runs the same core compiled natively (for differential tests and
-//! benchmarks). Both speak the core's types, so a caller or a test corpus can use either.
+//! [`ComponentGate`]: the policy inside the wasm sandbox, behind the same [`GateApi`] as the
+//! native engine ([`mrtr_gate_host::NativeGate`]), so a caller or a test corpus can use either.
 
 use crate::bindings::GatePlugin;
 use crate::bindings::exports::mrtr::gate::gate as wit;
 use crate::deadline::{GuestDeadline, on_epoch_deadline};
-pub use crate::denial::{DenialCode, GateDenial};
 use crate::imports::HostState;
 use crate::runtime::{CallBudget, GateRuntime};
-use crate::services::HostServices;
-use mrtr_gate_core as core;
+use crate::trap::denial_of;
 use mrtr_gate_core::{
     ClientRetry, FinishRequest, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
     ServerIdentity, TerminalOutcome, Unbound,
 };
+use mrtr_gate_host::{GateApi, GateDenial, HostServices};
 use wasmtime::{Store, StoreLimitsBuilder};
-
-/// The gate's operations. See the WIT `gate` interface for the semantics of each.
-pub trait GateApi {
-    /// Bind a request before it is sent.
-    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial>;
-    /// Judge a JSON-RPC response text that arrived from `server`.
-    fn accept_response(
-        &mut self,
-        server: &ServerIdentity,
-        response_json: &str,
-    ) -> Result<ResponseVerdict, GateDenial>;
-    /// Validate the answers, obtain consent, consume the round, return the retry.
-    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial>;
-    /// Hold a client's own retry to its round, then build it as `build_retry` does with the
-    /// client's answers (a relay's path: `mrtr-gate proxy`).
-    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial>;
-    /// Record a relay's refusal of a message no binding judges (a server's request outside
-    /// any round, an ungated answer or notification asking for input, a client's answers no
-    /// round asked for): the audited denial.
-    fn refuse_unbound(
-        &mut self,
-        server: &ServerIdentity,
-        user: &str,
-        tenant: &str,
-        refusal: &Unbound,
-    ) -> GateDenial;
-    /// End a binding from the caller's side.
-    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial>;
-    /// End every binding whose lifetime has passed.
-    fn expire_stale(&mut self) -> Result<u32, GateDenial>;
-}
-
-/// A boxed gate is a gate (a client that picks its engine at run time).
-impl<G: GateApi + ?Sized> GateApi for Box<G> {
-    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
-        (**self).register(r)
-    }
-    fn accept_response(
-        &mut self,
-        server: &ServerIdentity,
-        response_json: &str,
-    ) -> Result<ResponseVerdict, GateDenial> {
-        (**self).accept_response(server, response_json)
-    }
-    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
-        (**self).build_retry(r)
-    }
-    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
-        (**self).retry_from_client(r)
-    }
-    fn refuse_unbound(
-        &mut self,
-        server: &ServerIdentity,
-        user: &str,
-        tenant: &str,
-        refusal: &Unbound,
-    ) -> GateDenial {
-        (**self).refuse_unbound(server, user, tenant, refusal)
-    }
-    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
-        (**self).finish(r)
-    }
-    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
-        (**self).expire_stale()
-    }
-}
-
-/// The core compiled natively, over the same services.
-pub struct NativeGate {
-    gate: core::Gate<HostServices>,
-}
-
-impl NativeGate {
-    /// A native gate over `services`.
-    pub fn new(services: HostServices) -> Self {
-        Self {
-            gate: core::Gate::new(services),
-        }
-    }
-}
-
-impl GateApi for NativeGate {
-    fn register(&mut self, r: Registration) -> Result<Registered, GateDenial> {
-        self.gate.register(r).map_err(Into::into)
-    }
-    fn accept_response(
-        &mut self,
-        server: &ServerIdentity,
-        response_json: &str,
-    ) -> Result<ResponseVerdict, GateDenial> {
-        self.gate
-            .accept_response(server, response_json)
-            .map_err(Into::into)
-    }
-    fn build_retry(&mut self, r: RetryRequest) -> Result<Retry, GateDenial> {
-        self.gate.build_retry(r).map_err(Into::into)
-    }
-    fn retry_from_client(&mut self, r: ClientRetry) -> Result<Retry, GateDenial> {
-        self.gate.retry_from_client(r).map_err(Into::into)
-    }
-    fn refuse_unbound(
-        &mut self,
-        server: &ServerIdentity,
-        user: &str,
-        tenant: &str,
-        refusal: &Unbound,
-    ) -> GateDenial {
-        self.gate
-            .refuse_unbound(server, user, tenant, refusal)
-            .into()
-    }
-    fn finish(&mut self, r: FinishRequest) -> Result<TerminalOutcome, GateDenial> {
-        self.gate.finish(r).map_err(Into::into)
-    }
-    fn expire_stale(&mut self) -> Result<u32, GateDenial> {
-        self.gate.expire_stale().map_err(Into::into)
-    }
-}
 
 struct Live {
     store: Store<HostState>,
@@ -253,12 +133,12 @@ impl ComponentGate {
         if matches!(self.budget, CallBudget::Deadline(_)) {
             store.epoch_deadline_callback(on_epoch_deadline);
         }
-        arm(&mut store, self.budget, limits.wall_backstop).map_err(GateDenial::from)?;
+        arm(&mut store, self.budget, limits.wall_backstop).map_err(denial_of)?;
         let plugin = self
             .runtime
             .pre
             .instantiate(&mut store)
-            .map_err(GateDenial::from)?;
+            .map_err(denial_of)?;
         Ok(Live { store, plugin })
     }
 
@@ -273,21 +153,21 @@ impl ComponentGate {
             self.live = Some(self.instantiate()?);
         }
         let Some(live) = self.live.as_mut() else {
-            return Err(wasmtime::Error::msg("no instance").into());
+            return Err(denial_of(wasmtime::Error::msg("no instance")));
         };
         arm(
             &mut live.store,
             self.budget,
             self.runtime.limits.wall_backstop,
         )
-        .map_err(GateDenial::from)?;
+        .map_err(denial_of)?;
         match f(&live.plugin, &mut live.store) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(e.into()),
             Err(e) => {
                 self.live = None;
                 self.traps = self.traps.saturating_add(1);
-                Err(e.into())
+                Err(denial_of(e))
             }
         }
     }

@@ -2,17 +2,17 @@
 //! `MRTR_GATE_COMPONENT`, its SHA-256 as `MRTR_GATE_COMPONENT_SHA256`. In order:
 //!
 //! 1. `MRTR_GATE_PREBUILT_COMPONENT=FILE`: that file (packagers who build it elsewhere);
-//! 2. in the workspace (`../guest` is there): builds the guest for `wasm32-unknown-unknown`
-//!    and componentizes it (`build/guest.rs`), so `cargo build`/`cargo test` need no manual
-//!    pre-build step (the pattern of wasmtime's `crates/test-programs/artifacts`);
+//! 2. in the workspace (`../../guest` is there): builds the guest for
+//!    `wasm32-unknown-unknown` and componentizes it (`mrtr-gate-componentize`), so
+//!    `cargo build` and `cargo test` need no manual pre-build step (the pattern of
+//!    wasmtime's `crates/test-programs/artifacts`);
 //! 3. in the published crate: `component/mrtr-gate.wasm`, which `scripts/crates` put in
 //!    beside its `component/mrtr-gate.wasm.sha256`; a missing file or another digest fails
 //!    the build.
 //!
 //! Nothing is written into the source folder (cargo's package verification refuses that).
 
-#[path = "build/guest.rs"]
-mod guest;
+use mrtr_gate_componentize as guest;
 
 use std::path::PathBuf;
 
@@ -32,19 +32,12 @@ fn run() -> Result<(), String> {
         return emit(&PathBuf::from(prebuilt), &bytes);
     }
 
-    let root = manifest
-        .parent()
-        .ok_or("host-harness has no parent directory")?
-        .to_path_buf();
-    if root
-        .join("guest")
-        .join("component")
-        .join("Cargo.toml")
-        .is_file()
-    {
-        workspace(root)
-    } else {
-        packaged(manifest)
+    // The workspace's root is two folders up (host-harness/wasmtime) in a checkout.
+    match manifest.ancestors().nth(2) {
+        Some(root) if root.join("guest/component/Cargo.toml").is_file() => {
+            workspace(root.to_path_buf())
+        }
+        _ => packaged(manifest),
     }
 }
 

@@ -5,8 +5,8 @@
 
 use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
 use crate::deadline::GuestDeadline;
-use crate::services::HostServices;
 use mrtr_gate_core::host::{AuditEntry, ConsentPrompt, ReadKey, Write};
+use mrtr_gate_host::HostServices;
 use wasmtime::StoreLimits;
 
 /// What a wasmtime store holds: the services and the memory cap.

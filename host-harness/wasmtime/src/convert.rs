@@ -1,17 +1,17 @@
 //! Every conversion between the WIT's types (as wasmtime's bindgen writes them) and the
 //! core's, for the imports the host serves ([`crate::imports`]) and the exports it calls
-//! ([`crate::gate`]). The core's host types take the WIT's own encodings (version 0 for
+//! ([`crate::ComponentGate`]). The core's host types take the WIT's own encodings (version 0 for
 //! "absent", the flat append record), so each conversion only moves fields. A denial's text
 //! code becomes its typed code here, once.
 
 use crate::bindings::exports::mrtr::gate::gate as wit;
 use crate::bindings::mrtr::gate::{audit, consent, storage};
-use crate::denial::{DenialCode, GateDenial};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
     AppendOutcome, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt,
     DuePage, ReadKey, Versioned, Write,
 };
+use mrtr_gate_host::{DenialCode, GateDenial};
 
 // ---- imports: WIT -> core for what the guest asks, core -> WIT for what the host answers ---
 
@@ -316,13 +316,7 @@ impl From<wit::GateError> for GateDenial {
                 ),
             ),
         };
-        Self {
-            code,
-            cause: e.cause.into(),
-            message,
-            audited: e.audited,
-            trap: None,
-        }
+        Self::new(code, e.cause.into(), message, e.audited)
     }
 }
 

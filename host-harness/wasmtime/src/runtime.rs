@@ -379,7 +379,7 @@ fn load_cached(
     let bytes = engine
         .precompile_component(component)
         .map_err(LoadError::Compile)?;
-    if crate::reference_hosts::create_private_dir(dir).is_ok() {
+    if mrtr_gate_host::reference_hosts::create_private_dir(dir).is_ok() {
         // Write then rename, so a reader never sees half a file.
         let tmp = dir.join(format!("gate-{key}.{}.tmp", std::process::id()));
         if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &artifact).is_ok() {
