@@ -17,7 +17,6 @@
 #![cfg(test)]
 #![cfg(unix)]
 
-#[path = "support/proxy.rs"]
 mod support;
 
 use serde_json::Value;

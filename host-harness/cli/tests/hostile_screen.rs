@@ -8,8 +8,8 @@
 
 #![cfg(test)]
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod support;
+use support::tmux;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

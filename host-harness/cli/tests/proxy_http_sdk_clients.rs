@@ -8,10 +8,8 @@
 #![cfg(test)]
 #![cfg(unix)]
 
-#[path = "support/sdk_rounds.rs"]
-mod sdk_rounds;
-#[path = "support/proxy.rs"]
 mod support;
+use support::sdk_rounds;
 
 use sdk_rounds::{
     Expect, assert_completed, assert_trail, book_flight, calls, continue_job, pay, survey,

@@ -10,7 +10,6 @@
 #![cfg(test)]
 #![cfg(target_os = "linux")]
 
-#[path = "support/proxy.rs"]
 mod support;
 
 use mrtr_gate_host::reference_hosts::PseudoTerminal;

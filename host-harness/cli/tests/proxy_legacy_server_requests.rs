@@ -8,7 +8,6 @@
 #![cfg(test)]
 #![cfg(unix)]
 
-#[path = "support/proxy.rs"]
 mod support;
 
 use serde_json::json;

@@ -12,10 +12,8 @@
 #![cfg(test)]
 #![cfg(unix)]
 
-#[path = "support/proxy.rs"]
 mod support;
-#[path = "support/tmux.rs"]
-mod tmux;
+use support::tmux;
 
 use serde_json::Value;
 use std::path::Path;

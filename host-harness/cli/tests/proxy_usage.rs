@@ -5,7 +5,6 @@
 #![cfg(test)]
 #![cfg(unix)]
 
-#[path = "support/proxy.rs"]
 mod support;
 
 use std::io::Write;

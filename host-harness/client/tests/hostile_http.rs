@@ -114,12 +114,22 @@ fn a_request_answered_202_has_no_response() {
 
 #[test]
 fn an_event_stream_is_read_to_the_event_with_our_id() {
-    let stream = b"id: 1\ndata:\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":7,\"result\":{}}\r\n\r\n";
+    // A priming event, a notification, a heartbeat of another type, then ours across lines.
+    let stream = b"id: 1\ndata:\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\nevent: heartbeat\ndata: ping\n\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":7,\"result\":{}}\r\n\r\n";
     let url = serve(move || http("200 OK", "content-type: text/event-stream\r\n", stream));
     assert_eq!(
         send(&url, &mut Patient),
         Ok("{\"jsonrpc\":\"2.0\",\n\"id\":7,\"result\":{}}".into())
     );
+    // As the proxy reads a stream: a response under another id before ours, or JSON in an
+    // event that is not a message, is refused (one reader would take it, another would not).
+    for stream in [
+        &b"data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"[..],
+        &b"event: mrtr\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"[..],
+    ] {
+        let url = serve(move || http("200 OK", "content-type: text/event-stream\r\n", stream));
+        assert_eq!(send(&url, &mut Patient), Err("invalid_message".into()));
+    }
     let ended = serve(|| {
         http(
             "200 OK",

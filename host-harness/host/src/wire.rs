@@ -1,5 +1,7 @@
 //! What every host-side crate says on the MCP wire itself (a client, a relay), written once.
 
+pub mod sse;
+
 /// The answer to a server's own request for input outside any round (a 2025-era
 /// `elicitation/create`, `sampling/createMessage`, `roots/list`) under its id `raw_id` (the
 /// id's exact JSON text): unknown method, `-32601`. 2026-07-28 servers ask for input through

@@ -6,9 +6,8 @@ use super::{
     answer_server_request, route,
 };
 use base64::Engine as _;
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use mrtr_gate_host::core::ServerIdentity;
+use mrtr_gate_host::wire::sse::{Event, Parser, StreamError};
 use std::io::Read;
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
@@ -184,52 +183,91 @@ impl HttpTransport {
                 "a notification got a stream",
             ));
         };
-        let mut total = 0usize;
-        let chunks = std::iter::from_fn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            match reader.read(&mut buf) {
-                Ok(0) => None,
-                Ok(n) => {
-                    total = total.saturating_add(n);
-                    if total > MAX_MESSAGE_BYTES {
-                        return Some(Err(std::io::Error::other("the event stream passed 64 MiB")));
-                    }
-                    buf.truncate(n);
-                    Some(Ok(buf))
-                }
-                Err(e) => Some(Err(e)),
-            }
-        });
-        let mut events = futures_util::stream::iter(chunks).eventsource();
-        futures_executor::block_on(async {
-            while let Some(event) = events.next().await {
-                let event = event.map_err(|e| {
-                    TransportError::new(
-                        TransportCode::TransportFailed,
-                        format!("reading the event stream: {e}"),
-                    )
-                })?;
-                match route(&event.data, id) {
-                    Routed::Response if !event.data.is_empty() => return Ok(event.data),
-                    Routed::ServerRequest(sid, method) => {
-                        let answer = Owned {
-                            id: None,
-                            method: method.clone(),
-                            name: None,
-                            protocol_version: request.protocol_version.clone(),
-                            json: answer_server_request(&sid, &method),
-                        };
-                        let _ = Self::post(agent, url, session, &answer)?;
-                    }
-                    // Priming events (an id and no data), notifications, other responses.
-                    _ => {}
+        // The proxy's reader, with the same caps: an event, and the whole stream, at most
+        // the message cap.
+        let mut parser = Parser::new(MAX_MESSAGE_BYTES, Some(MAX_MESSAGE_BYTES));
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader.read(&mut buf).map_err(|e| {
+                TransportError::new(
+                    TransportCode::TransportFailed,
+                    format!("reading the event stream: {e}"),
+                )
+            })?;
+            let Some(read) = buf.get(..n).filter(|read| !read.is_empty()) else {
+                break;
+            };
+            for event in parser.feed(read).map_err(stream_error)? {
+                if let Some(response) = Self::on_event(agent, url, session, request, id, event)? {
+                    return Ok(response);
                 }
             }
-            Err(TransportError::new(
-                TransportCode::NoResponse,
-                "the event stream ended without the response",
-            ))
-        })
+        }
+        // An event whose blank line never came is still read, as the proxy reads it.
+        if let Some(event) = parser.finish().map_err(stream_error)?
+            && let Some(response) = Self::on_event(agent, url, session, request, id, event)?
+        {
+            return Ok(response);
+        }
+        Err(TransportError::new(
+            TransportCode::NoResponse,
+            "the event stream ended without the response",
+        ))
+    }
+
+    /// Take one event as the proxy does: the response ends the stream; a server request is
+    /// answered; a notification is passed over; JSON in an event of another type, or a
+    /// response under another id, is refused.
+    fn on_event(
+        agent: &ureq::Agent,
+        url: &str,
+        session: Option<&str>,
+        request: &Owned,
+        id: &mrtr_gate_host::core::RequestId,
+        event: Event,
+    ) -> Result<Option<String>, TransportError> {
+        let text = event
+            .message()
+            .map_err(|e| TransportError::new(TransportCode::InvalidMessage, e.to_string()))?;
+        let Some(text) = text else {
+            return Ok(None);
+        };
+        match route(text, id) {
+            Routed::Response => Ok(Some(event.data)),
+            Routed::ServerRequest(sid, method) => {
+                let answer = Owned {
+                    id: None,
+                    method: method.clone(),
+                    name: None,
+                    protocol_version: request.protocol_version.clone(),
+                    json: answer_server_request(&sid, &method),
+                };
+                let _ = Self::post(agent, url, session, &answer)?;
+                Ok(None)
+            }
+            Routed::OtherResponse => Err(TransportError::new(
+                TransportCode::InvalidMessage,
+                "the server answered under an id the request did not carry",
+            )),
+            Routed::Other => Ok(None),
+        }
+    }
+}
+
+/// A stream past its cap, or not text.
+fn stream_error(e: StreamError) -> TransportError {
+    match e {
+        StreamError::TooLarge => TransportError::new(
+            TransportCode::MessageTooLarge,
+            format!("the event stream passed {MAX_MESSAGE_BYTES} bytes"),
+        ),
+        StreamError::NotText => {
+            TransportError::new(TransportCode::InvalidUtf8, "the event stream is not utf-8")
+        }
+        _ => TransportError::new(
+            TransportCode::TransportFailed,
+            "the event stream could not be read",
+        ),
     }
 }
 

@@ -172,8 +172,11 @@ pub(crate) enum Routed {
     Response,
     /// A request from the server, to be answered with its `id`.
     ServerRequest(serde_json::Value, String),
-    /// A notification, or a response to some earlier request: not this request's business.
+    /// A notification: not this request's business.
     Other,
+    /// A response under another id: on stdio a late answer to an earlier request, on an
+    /// HTTP stream (which carries one request's answer) a response no reader should take.
+    OtherResponse,
 }
 
 pub(crate) fn route(text: &str, id: &RequestId) -> Routed {
@@ -191,7 +194,8 @@ pub(crate) fn route(text: &str, id: &RequestId) -> Routed {
         (Some(rid), None) if RequestId::from_json(&rid).as_ref() == Some(id) => Routed::Response,
         // An error response without an id (`null`): the server could not read our request.
         (Some(serde_json::Value::Null), None) => Routed::Response,
-        _ => Routed::Other,
+        (Some(_), None) => Routed::OtherResponse,
+        (None, None) => Routed::Other,
     }
 }
 
@@ -221,11 +225,11 @@ mod tests {
         ));
         assert!(matches!(
             route(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#, &id),
-            Routed::Other
+            Routed::OtherResponse
         ));
         assert!(matches!(
             route(r#"{"jsonrpc":"2.0","id":6,"result":{}}"#, &id),
-            Routed::Other
+            Routed::OtherResponse
         ));
         assert!(matches!(
             route(

@@ -322,7 +322,7 @@ impl Transport for StdioTransport {
                     Routed::ServerRequest(id, method) => {
                         self.write_line(&answer_server_request(&id, &method))?;
                     }
-                    Routed::Other => {}
+                    Routed::Other | Routed::OtherResponse => {}
                 },
                 Ok(Incoming::Closed(e)) => {
                     self.closed = Some(e.clone());

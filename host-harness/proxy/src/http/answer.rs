@@ -11,7 +11,7 @@ use super::bridge::{Bridge, CancelGuard, engine_gone};
 use super::headers;
 use super::listen::Listener;
 use super::queue::{EventSender, event_stream};
-use super::sse::{self, Event, Parser, StreamError};
+use super::sse;
 use super::upstream::{self, Upstream};
 use crate::engine::{Action, Principal};
 use crate::errors::Refusal;
@@ -23,6 +23,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 use mrtr_gate_host::core::{RequestId, parse_members};
+use mrtr_gate_host::wire::sse::{Event, Parser, StreamError};
 use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -364,18 +365,13 @@ impl Exchange {
         held: &mut Option<String>,
         tx: &EventSender,
     ) -> Result<(), Refusal> {
-        if event.kind != "message" {
-            // Some reader takes every event whatever its type: one carrying JSON could be
-            // taken for a message the gate never saw.
-            if serde_json::from_str::<Value>(&event.data).is_ok() {
-                return Err(refused(
-                    "typed_event",
-                    "the upstream sent json in an event that is not a message",
-                ));
-            }
+        let Some(text) = event
+            .message()
+            .map_err(|e| refused("typed_event", &e.to_string()))?
+        else {
             return Ok(());
-        }
-        match read(&event.data, expected)? {
+        };
+        match read(text, expected)? {
             Read::Notification => {
                 tx.send(sse::message_event(&event.data)).await;
             }
@@ -406,5 +402,10 @@ fn stream_refusal(e: &StreamError) -> Refusal {
             &format!("the upstream's stream is over {MAX_MESSAGE_BYTES} bytes"),
         ),
         StreamError::NotText => refused("malformed_message", "the upstream's stream is not utf-8"),
+        // A reason of a later reader: the stream is not one this proxy can read.
+        _ => refused(
+            "malformed_message",
+            "the upstream's stream could not be read",
+        ),
     }
 }

@@ -9,7 +9,7 @@ use super::answer::{ProxyBody, Read, empty, read};
 use super::bridge::Bridge;
 use super::headers;
 use super::queue::{EventSender, event_stream};
-use super::sse::{self, Parser};
+use super::sse;
 use super::upstream::{self, Upstream};
 use crate::engine::{Action, Principal};
 use crate::ids::MAX_MESSAGE_BYTES;
@@ -17,6 +17,7 @@ use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Response};
+use mrtr_gate_host::wire::sse::Parser;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,11 +128,16 @@ impl Listener {
                 _ => return,
             };
             for event in events {
-                if event.kind != "message" {
-                    continue;
-                }
+                let text = match event.message() {
+                    Ok(Some(text)) => text,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        eprintln!("mrtr-gate proxy: dropped an event on the listening stream: {e}");
+                        continue;
+                    }
+                };
                 // No response is awaited here: any response is one no reader should take.
-                match read(&event.data, &Value::Bool(false)) {
+                match read(text, &Value::Bool(false)) {
                     Ok(Read::Notification) => {
                         tx.send(sse::message_event(&event.data)).await;
                     }

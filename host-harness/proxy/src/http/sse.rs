@@ -1,159 +1,8 @@
-//! Server-sent events: the upstream's stream read event by event (the HTML standard's
-//! parsing, plus a last event left without its blank line, as the SDK adapters read it), and
-//! the client's stream written afresh. The proxy never hands on the upstream's framing: no
-//! `id:` (a client that resumes by it could be replayed a response around the gate), no
-//! `retry:`, no event type but `message`.
+//! Server-sent events written to the proxy's clients: afresh, never the upstream's framing
+//! (read with [`mrtr_gate_host::wire::sse`]): no `id:` (a client that resumes by it could be
+//! replayed a response around the gate), no `retry:`, no event type but `message`.
 
 use bytes::Bytes;
-
-/// One event as dispatched: its type (`message` when none was named) and its data.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    /// The `event:` field, `message` by default.
-    pub kind: String,
-    /// The `data:` lines joined by `\n`.
-    pub data: String,
-}
-
-/// Why a stream could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StreamError {
-    /// A line, an event, or the whole stream went past its cap.
-    TooLarge,
-    /// The bytes are not UTF-8.
-    NotText,
-}
-
-/// An incremental event-stream parser: bytes in, whole events out.
-#[derive(Debug)]
-pub struct Parser {
-    /// Bytes of the line being read.
-    line: Vec<u8>,
-    /// The last byte fed was a `\r` (a `\n` right after it ends no second line).
-    after_cr: bool,
-    /// Whether the stream's first bytes were looked at (a leading BOM is dropped).
-    started: bool,
-    kind: String,
-    data: String,
-    /// Whether a `data` field was seen in the event being read.
-    has_data: bool,
-    /// Bytes of the event being read, against `max_event`.
-    event_bytes: usize,
-    /// The largest event.
-    max_event: usize,
-    /// Bytes read so far, and the cap on them (`None`: no cap on the stream, only on events).
-    total: usize,
-    max_total: Option<usize>,
-}
-
-impl Parser {
-    /// A parser refusing an event over `max_event` bytes and, if given, a stream over
-    /// `max_total` bytes.
-    pub fn new(max_event: usize, max_total: Option<usize>) -> Self {
-        Self {
-            line: Vec::new(),
-            after_cr: false,
-            started: false,
-            kind: String::new(),
-            data: String::new(),
-            has_data: false,
-            event_bytes: 0,
-            max_event,
-            total: 0,
-            max_total,
-        }
-    }
-
-    /// Feed the next bytes; the events they complete.
-    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Vec<Event>, StreamError> {
-        self.total = self.total.saturating_add(bytes.len());
-        if self.max_total.is_some_and(|max| self.total > max) {
-            return Err(StreamError::TooLarge);
-        }
-        if !self.started && !bytes.is_empty() {
-            self.started = true;
-            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        }
-        let mut events = Vec::new();
-        for &b in bytes {
-            match b {
-                b'\n' if self.after_cr => self.after_cr = false,
-                b'\r' | b'\n' => {
-                    self.after_cr = b == b'\r';
-                    if let Some(event) = self.end_line()? {
-                        events.push(event);
-                    }
-                }
-                _ => {
-                    self.after_cr = false;
-                    self.event_bytes += 1;
-                    if self.event_bytes > self.max_event {
-                        return Err(StreamError::TooLarge);
-                    }
-                    self.line.push(b);
-                }
-            }
-        }
-        Ok(events)
-    }
-
-    /// The stream ended: an event whose blank line never came is still dispatched.
-    pub fn finish(mut self) -> Result<Option<Event>, StreamError> {
-        if !self.line.is_empty() {
-            self.end_line()?;
-        }
-        Ok(self.dispatch())
-    }
-
-    fn end_line(&mut self) -> Result<Option<Event>, StreamError> {
-        let line = std::mem::take(&mut self.line);
-        if line.is_empty() {
-            return Ok(self.dispatch());
-        }
-        let line = String::from_utf8(line).map_err(|_| StreamError::NotText)?;
-        if line.starts_with(':') {
-            return Ok(None);
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line.as_str(), ""),
-        };
-        match field {
-            "event" => value.clone_into(&mut self.kind),
-            "data" => {
-                if self.has_data {
-                    self.data.push('\n');
-                }
-                self.has_data = true;
-                self.data.push_str(value);
-            }
-            // `id` and `retry` steer a client's reconnection, which the proxy never offers;
-            // anything else is ignored by the standard.
-            _ => {}
-        }
-        Ok(None)
-    }
-
-    fn dispatch(&mut self) -> Option<Event> {
-        let kind = std::mem::take(&mut self.kind);
-        let data = std::mem::take(&mut self.data);
-        let had_data = std::mem::replace(&mut self.has_data, false);
-        self.event_bytes = 0;
-        // The standard dispatches no event whose data is empty (a priming event, a comment).
-        if !had_data || data.is_empty() {
-            return None;
-        }
-        Some(Event {
-            kind: if kind.is_empty() {
-                "message".into()
-            } else {
-                kind
-            },
-            data,
-        })
-    }
-}
 
 /// One `message` event carrying `data` (a JSON-RPC message), in the proxy's own framing.
 pub fn message_event(data: &str) -> Bytes {
@@ -172,66 +21,7 @@ pub fn message_event(data: &str) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(chunks: &[&[u8]]) -> Result<Vec<Event>, StreamError> {
-        let mut p = Parser::new(1 << 20, None);
-        let mut out = Vec::new();
-        for c in chunks {
-            out.extend(p.feed(c)?);
-        }
-        out.extend(p.finish()?);
-        Ok(out)
-    }
-
-    fn ev(kind: &str, data: &str) -> Event {
-        Event {
-            kind: kind.into(),
-            data: data.into(),
-        }
-    }
-
-    #[test]
-    fn events_are_read_across_chunks_and_every_line_ending() {
-        let events = parse(&[
-            b"\xEF\xBB\xBF: comment\r\nid: 7\r\nretry: 10\r\ndata: {\"a\":\r",
-            b"\ndata:1}\r\rev",
-            b"ent: other\ndata: x\n\n",
-            b"data: last, no blank line",
-        ])
-        .unwrap();
-        assert_eq!(
-            events,
-            [
-                ev("message", "{\"a\":\n1}"),
-                ev("other", "x"),
-                ev("message", "last, no blank line")
-            ]
-        );
-    }
-
-    #[test]
-    fn priming_events_and_bare_fields_dispatch_nothing() {
-        assert_eq!(
-            parse(&[b"id: 1\ndata: \n\ndata\n\nevent: x\n\n"]).unwrap(),
-            []
-        );
-        assert_eq!(parse(&[b"data\ndata\n\n"]).unwrap(), [ev("message", "\n")]);
-    }
-
-    #[test]
-    fn caps_and_broken_text_are_refused() {
-        let mut p = Parser::new(8, None);
-        assert_eq!(p.feed(b"data: 123456789"), Err(StreamError::TooLarge));
-        let mut p = Parser::new(8, Some(10));
-        assert!(p.feed(b"data: 1\n\n").is_ok());
-        assert_eq!(p.feed(b"data: 2\n\n"), Err(StreamError::TooLarge));
-        assert_eq!(parse(&[b"data: \xff\n\n"]), Err(StreamError::NotText));
-        // A cap on one event is not a cap on the stream.
-        let mut p = Parser::new(16, None);
-        for _ in 0..100 {
-            assert_eq!(p.feed(b"data: 1234567\n\n").unwrap().len(), 1);
-        }
-    }
+    use mrtr_gate_host::wire::sse::{Event, Parser};
 
     #[test]
     fn the_proxys_events_carry_only_the_message() {
@@ -239,7 +29,14 @@ mod tests {
             message_event("{\"a\":\n1}"),
             Bytes::from("event: message\ndata: {\"a\":\ndata: 1}\n\n")
         );
-        let round_trip = parse(&[&message_event("x\ny")]).unwrap();
-        assert_eq!(round_trip, [ev("message", "x\ny")]);
+        let mut p = Parser::new(1 << 20, None);
+        let round_trip = p.feed(&message_event("x\ny")).unwrap();
+        assert_eq!(
+            round_trip,
+            [Event {
+                kind: "message".into(),
+                data: "x\ny".into()
+            }]
+        );
     }
 }
