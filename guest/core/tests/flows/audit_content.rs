@@ -1,7 +1,7 @@
 //! Audit content (G002): what events carry, tampering, secrets kept out, users who decide slowly.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::audit::{FIELDS, verify_chain};
 use mrtr_gate_core::digest::digest_str;
 use mrtr_gate_core::host::{HostError, Services};

@@ -1,7 +1,7 @@
 //! Audit sink faults: every failure to append or read back denies the flow.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::audit::verify_chain;
 use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, HostError, Services};
 use mrtr_gate_core::memory::{

@@ -3,7 +3,7 @@
 //! round's exact state, is built into a retry, and the retry that goes out is the gate's.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{ClientRetry, Denial, Policy, RequestId, ResponseVerdict, Retry};
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 //! a binding that wraps `-1` into a `u64` hands over) denies; the largest one in range works.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::host::{Consent, ConsentPrompt, ConsentReceipt, HostError, Services};
 use mrtr_gate_core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,

@@ -1,7 +1,7 @@
 //! User consent: each scripted answer, its receipt on record, and state-only rounds that need none.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::memory::ScriptedAnswer;
 use mrtr_gate_core::{AcceptedRound, Policy};
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! this server's bindings, and every server numbers its requests from 1 without colliding.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{CallerOutcome, Policy, ResponseVerdict, ServerIdentity, TerminalOutcome};
 use serde_json::json;
 

@@ -1,7 +1,7 @@
 //! Deprecated requests (roots, sampling) and the client capabilities each request needs.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{DeprecatedMethod, Policy, ResponseVerdict};
 use serde_json::json;
 

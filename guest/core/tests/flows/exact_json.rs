@@ -3,7 +3,7 @@
 //! decide on the content.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{Policy, RequestId, ResponseVerdict};
 use num_bigint::BigInt;
 use proptest::prelude::*;

@@ -1,7 +1,7 @@
 //! Storage the gate did not write: every such value is refused, never trusted, never a crash.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::Policy;
 use serde_json::{Value, json};
 

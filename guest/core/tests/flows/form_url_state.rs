@@ -1,7 +1,7 @@
 //! Form and URL elicitation end to end, requestState echoed byte-exact, fresh retry ids.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::digest::digest_str;
 use mrtr_gate_core::{Policy, ResponseVerdict};
 use serde_json::{Value, json};

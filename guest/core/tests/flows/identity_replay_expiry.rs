@@ -1,7 +1,7 @@
 //! Bindings held to user, tenant and arguments; replayed rounds and retries; expiry, sweeper.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{CallerOutcome, Policy, ResponseVerdict, TerminalOutcome};
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! Parser-level refusals: duplicate keys, bad requestState, empty or oversized responses.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::Policy;
 use serde_json::json;
 

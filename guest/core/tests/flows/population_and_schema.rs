@@ -1,7 +1,7 @@
 //! Input responses hold exactly the requested keys, and their content meets the requested schema.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use serde_json::json;
 
 #[test]

@@ -5,7 +5,7 @@
 //! write (the oracle below, written apart from the reconciler's state machine).
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::canonical::to_canonical;
 use mrtr_gate_core::digest::sha256_hex;
 use mrtr_gate_core::reconcile::{Reconciliation, reconcile};

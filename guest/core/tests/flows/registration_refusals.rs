@@ -1,7 +1,7 @@
 //! Registration and server identity refusals, and prompts and resources bound like tools.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{Policy, Registration, RequestId, ServerIdentity};
 use serde_json::json;
 

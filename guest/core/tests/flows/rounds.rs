@@ -1,7 +1,7 @@
 //! The round limit of a binding.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::Policy;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 //! also holds the bound that still refuses.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::canonical::to_canonical;
 use mrtr_gate_core::{Policy, limits};
 use serde_json::{Value, json};

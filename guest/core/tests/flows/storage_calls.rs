@@ -4,7 +4,7 @@
 //! and the consume is still refused.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::host::{DuePage, HostError, ReadKey, Services, Storage, Versioned, Write};
 use mrtr_gate_core::memory::{ManualClock, MemoryAudit, MemoryStorage, ScriptedConsent};
 use mrtr_gate_core::{CallerOutcome, Gate, Policy, ResponseVerdict};

@@ -1,7 +1,7 @@
 //! Storage faults (lost compare-and-swap, failing store), and two gate instances over one store.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::{CallerOutcome, Policy, ResponseVerdict, TerminalOutcome};
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 //! retried a second time, and the new binding's consent view is its own.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::memory::MemoryStorage;
 use mrtr_gate_core::{Policy, ResponseVerdict};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Exact wire casing, `resultType` values, and malformed JSON-RPC envelopes.
 
 use crate::common::*;
-use crate::support::*;
+use crate::flows::support::*;
 use mrtr_gate_core::ResponseVerdict;
 use serde_json::json;
 

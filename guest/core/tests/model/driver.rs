@@ -1,10 +1,10 @@
 //! The driver: each operation to the gate and to the model, their results compared.
 
 use crate::common::*;
-use crate::content::{Allowed, Input};
-use crate::ops::*;
-use crate::rules::*;
-use crate::wire::{answers_value, reply_text};
+use crate::model::content::{Allowed, Input};
+use crate::model::ops::*;
+use crate::model::rules::*;
+use crate::model::wire::{answers_value, reply_text};
 use mrtr_gate_core::memory::ScriptedAnswer;
 use mrtr_gate_core::{
     ALL_CODES, CallerOutcome, Denial, DeprecatedMethod, Policy, RequestId, ResponseVerdict,

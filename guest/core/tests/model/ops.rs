@@ -1,8 +1,8 @@
 //! The operations and their generators. Pools are small so ids, servers and principals collide.
 
 use crate::common::*;
-use crate::content::Request;
-use crate::rules::*;
+use crate::model::content::Request;
+use crate::model::rules::*;
 use mrtr_gate_core::{EXPIRY_GRACE_MS, MAX_TIME_MS, Policy, RequestId};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! MRTR notes), not from the gate's code. What a round and its answers may hold is in
 //! `content`.
 
-use crate::content::{Allowed, Input, Request, check_answers, round_content};
+use crate::model::content::{Allowed, Input, Request, check_answers, round_content};
 use mrtr_gate_core::{
     CLOCK_SKEW_TOLERANCE_MS, EXPIRY_GRACE_MS, Policy, RequestId, TerminalOutcome,
 };

@@ -2,9 +2,9 @@
 //! the generator's picks.
 
 use crate::common::*;
-use crate::content::{Input, Request};
-use crate::ops::{AnswerPlan, ReplyPick, WholeChange};
-use crate::rules::Reply;
+use crate::model::content::{Input, Request};
+use crate::model::ops::{AnswerPlan, ReplyPick, WholeChange};
+use crate::model::rules::Reply;
 use mrtr_gate_core::RequestId;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

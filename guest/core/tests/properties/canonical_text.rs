@@ -1,7 +1,7 @@
 //! A retry's params: members added to canonical text stay canonical.
 
 use super::*;
-use crate::hostile_input::{arb_json, arb_key};
+use crate::properties::hostile_input::{arb_json, arb_key};
 
 /// Keys that test canonical order where it is subtle: UTF-16 order differs from code point
 /// order from U+E000 on, and escapes sort by the character, not by their text.

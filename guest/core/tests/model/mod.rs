@@ -5,10 +5,6 @@
 //! visible result, or deny with the same code. See docs/testing.md for what it covers and
 //! leaves out.
 
-#![cfg(test)]
-
-#[path = "../common/mod.rs"]
-mod common;
 mod content;
 mod driver;
 mod ops;
@@ -24,10 +20,10 @@ use std::collections::BTreeMap;
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 1000,
-        // Next to this file (the default would be `tests/proptest-regressions/main.txt`,
-        // a name every `tests/*/main.rs` shares).
+        // Next to this file (the default would be `tests/proptest-regressions/mod.txt`,
+        // a name every `tests/*/mod.rs` shares).
         failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(
-            "tests/model/main.proptest-regressions",
+            "tests/model/mod.proptest-regressions",
         ))),
         ..ProptestConfig::default()
     })]

@@ -1,13 +1,9 @@
 //! Property tests, a module per property: random operation sequences over two gate instances
 //! sharing one store and one audit sink (`sequences`), random input that must never panic the
 //! gate (`hostile_input`), canonical text kept canonical (`canonical_text`), and no secret in
-//! the trail (`redaction`). The executable model of the rules is its own test, `tests/model`.
-#![cfg(test)]
+//! the trail (`redaction`). The executable model of the rules is `model/`.
 
-#[path = "../common/mod.rs"]
-mod common;
-
-use common::*;
+use crate::common::*;
 use mrtr_gate_core::ALL_CODES;
 use mrtr_gate_core::EXPIRY_GRACE_MS;
 use mrtr_gate_core::audit::verify_chain;

@@ -1,9 +1,6 @@
 //! Native end-to-end flows of the gate (AID-H-028.007 G001/G002 independent verification):
 //! every denial is asserted by its stable code.
-#![cfg(test)]
 
-#[path = "../common/mod.rs"]
-mod common;
 mod support;
 
 mod audit_content;
