@@ -1,7 +1,6 @@
-//! libFuzzer harness for the `response` body (fuzz/src/bodies.rs), shared with the stable replay test.
+//! libFuzzer harness for the `response` body (fuzz/bodies), shared with the stable replay test.
 #![no_main]
 
-#[path = "../src/bodies.rs"]
-mod bodies;
+use mrtr_gate_fuzz_bodies as bodies;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| bodies::run_response(data));

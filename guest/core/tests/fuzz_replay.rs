@@ -1,9 +1,8 @@
 //! Replays the committed fuzz corpus and every regression input through the fuzz target
-//! bodies (fuzz/src/bodies.rs) on stable, so a crash once found by `cargo fuzz` stays fixed.
+//! bodies (fuzz/bodies) on stable, so a crash once found by `cargo fuzz` stays fixed.
 #![cfg(test)]
 
-#[path = "../../../fuzz/src/bodies.rs"]
-mod bodies;
+use mrtr_gate_fuzz_bodies as bodies;
 
 use std::path::{Path, PathBuf};
 

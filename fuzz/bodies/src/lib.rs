@@ -6,7 +6,6 @@
 //! one of `ALL_CODES`, the audit chain still verifies after every call, and what the gate hands
 //! back to send (a request, a retry) is JSON carrying the registered method and the caller's id.
 #![allow(
-    dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
