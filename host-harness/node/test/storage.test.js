@@ -1,26 +1,24 @@
-// MemoryStorage.listDue, held to the storage contract's list-due cases (the same as
-// host-harness/redis/tests/storage_contract.rs runs against the Rust stores): only due keys,
-// deadline order, paging at any limit visits every due key once, deletes and rewrites move
-// keys in the index, keys past their TTL are gone, hostile cursors and limits are errors.
+// MemoryStorage held to the storage contract's shared cases (tests/storage/contract.json, the
+// same the Rust stores, memory and Redis, are held to by
+// host-harness/redis/tests/storage_contract.rs): compare-and-swap batches that stop at the
+// first loser, versions never reused by a key, the reader's version elided, liveness by the
+// host's clock, opaque values, and listDue (only due keys, deadline order, paging at any limit
+// visits every due key once, hostile cursors and limits are errors).
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { HostError } from "mrtr-gate";
 import { ManualClock, MemoryStorage } from "mrtr-gate/hosts";
 
-const A = "mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/";
+const vectors = JSON.parse(readFileSync(new URL("../../../tests/storage/contract.json", import.meta.url), "utf8"));
 const MAX = (1n << 64n) - 1n;
 
-function fresh() {
-  const clock = new ManualClock(1_700_000_000_000);
-  return { clock, s: new MemoryStorage(clock) };
-}
-const put = (s, key, ttl, expected = 0n, value = "v") => s.write([{ key, expected, value, ttlMs: BigInt(ttl) }])[0];
-
+// Every key listed by dueBy, page after page, each within its limit, each cursor moving on.
 function due(s, dueBy, limit) {
   const out = [];
   let cursor = null;
   for (let n = 0; n < 10_000; n++) {
-    const page = s.listDue(BigInt(dueBy), cursor, limit);
+    const page = s.listDue(dueBy, cursor, limit);
     assert.ok(page.keys.length <= limit, "a page over its limit");
     out.push(...page.keys);
     if (page.next === null) return out;
@@ -30,67 +28,58 @@ function due(s, dueBy, limit) {
   throw new Error("listDue never finished");
 }
 
-test("an empty store has nothing due", () => {
-  const { s } = fresh();
-  assert.deepEqual(s.listDue(MAX, null, 64), { keys: [], next: null });
-});
+// A version named in a case: 0, NAME or NAME+N.
+function version(bound, v) {
+  if (typeof v === "number") return BigInt(v);
+  const [name, plus] = v.split("+");
+  return bound.get(name) + BigInt(plus ?? 0);
+}
 
-test("only due keys, in deadline order", () => {
-  const { clock, s } = fresh();
-  const now = clock.nowMs();
-  [3_000, 1_000, 2_000, 10_000, 3_001].forEach((ttl, i) => put(s, `${A}${i}`, ttl));
-  assert.deepEqual(due(s, now + 3_000, 64), [`${A}1`, `${A}2`, `${A}0`]);
-  assert.deepEqual(due(s, now, 64), []);
-  assert.equal(due(s, MAX, 64).length, 5);
-});
-
-test("paging visits every due key exactly once at any limit", () => {
-  const { clock, s } = fresh();
-  const now = clock.nowMs();
-  const want = [];
-  for (let i = 0; i < 36; i++) {
-    const ttl = 1_000 + (i % 4) * 1_000;
-    put(s, `${A}${i}`, ttl);
-    if (ttl <= 3_500) want.push(`${A}${i}`);
-  }
-  for (const limit of [1, 2, 3, 5, 64]) {
-    const got = due(s, now + 3_500, limit);
-    assert.equal(new Set(got).size, got.length, `limit ${limit}`);
-    assert.deepEqual([...got].sort(), [...want].sort(), `limit ${limit}`);
-  }
-});
-
-test("deletes leave the index and rewrites move", () => {
-  const { clock, s } = fresh();
-  const now = clock.nowMs();
-  const va = put(s, `${A}a`, 1_000);
-  const vb = put(s, `${A}b`, 1_000);
-  const vc = put(s, `${A}c`, 60_000);
-  assert.deepEqual(due(s, now + 1_000, 64), [`${A}a`, `${A}b`]);
-  s.write([{ key: `${A}a`, expected: va, value: null, ttlMs: 60_000n }]);
-  put(s, `${A}b`, 60_000, vb, "b2");
-  put(s, `${A}c`, 500, vc, "c2");
-  assert.deepEqual(due(s, now + 1_000, 64), [`${A}c`]);
-  assert.deepEqual(due(s, now + 60_000, 64), [`${A}c`, `${A}b`]);
-});
-
-test("keys past their TTL are gone", () => {
-  const { clock, s } = fresh();
-  put(s, `${A}1`, 1_000);
-  put(s, `${A}2`, 5_000);
-  clock.advance(1_000);
-  assert.deepEqual(due(s, MAX, 1), [`${A}2`]);
-  clock.advance(4_000);
-  assert.deepEqual(due(s, MAX, 1), []);
-  assert.equal(s.size, 0);
-});
-
-test("a cursor the store did not make, or a limit of 0, is an error", () => {
-  const { s } = fresh();
-  put(s, `${A}1`, 1_000);
-  for (const bad of ["", "garbage", "x:y z", "\0", "-1 -1 ", 7, {}]) {
-    assert.throws(() => s.listDue(MAX, bad, 64), HostError, String(bad));
-  }
-  assert.throws(() => s.listDue(MAX, null, 0), HostError);
-  assert.deepEqual(due(s, MAX, 1), [`${A}1`]);
-});
+for (const c of vectors.cases) {
+  test(c.name, () => {
+    const t0 = vectors.t0_ms;
+    const clock = new ManualClock(t0);
+    const s = new MemoryStorage(clock);
+    const bound = new Map();
+    const seen = new Set();
+    c.steps.forEach((step, i) => {
+      const at = `step ${i}: ${JSON.stringify(step)}`;
+      if (step.write) {
+        const ops = step.write.map((w) => ({ key: w.key, expected: version(bound, w.expected), value: w.value, ttlMs: BigInt(w.ttl_ms) }));
+        const got = s.write(ops);
+        assert.equal(got.length, step.versions.length, at);
+        got.forEach((v, j) => {
+          const want = step.versions[j];
+          if (typeof want === "string" && want.startsWith("new:")) {
+            const id = `${ops[j].key}\n${v}`;
+            assert.ok(v !== 0n && !seen.has(id), `${at}: version ${v} is 0 or came back`);
+            seen.add(id);
+            bound.set(want.slice("new:".length), v);
+          } else {
+            assert.equal(v, BigInt(want), at);
+          }
+        });
+      } else if (step.read) {
+        const got = s.read(step.read.map((r) => ({ key: r.key, have: version(bound, r.have) })));
+        const want = step.expect.map((e) => (e === null ? null : { version: version(bound, e.version), value: e.value }));
+        assert.deepEqual(got.map((e) => (e === null ? null : { version: e.version, value: e.value })), want, at);
+      } else if (step.advance_ms !== undefined) {
+        clock.advance(step.advance_ms);
+      } else if (step.due) {
+        const by = step.due.by === "max" ? MAX : BigInt(t0 + step.due.by);
+        let got = due(s, by, step.due.limit);
+        if (step.due.only) got = got.filter((k) => k.startsWith(step.due.only));
+        let want = [...step.expect];
+        if (step.order === "any") {
+          got = [...got].sort();
+          want = want.sort();
+        }
+        assert.deepEqual(got, want, at);
+      } else if (step.due_error) {
+        assert.throws(() => s.listDue(MAX, step.due_error.cursor, step.due_error.limit), HostError, at);
+      } else {
+        throw new Error(`${at}: an unknown step`);
+      }
+    });
+  });
+}

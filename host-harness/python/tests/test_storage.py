@@ -1,100 +1,87 @@
-"""`MemoryStorage.list_due`, held to the storage contract's list-due cases (the same as
-host-harness/redis/tests/storage_contract.rs runs against the Rust stores): only due keys,
-deadline order, paging at any limit visits every due key once, deletes and rewrites move
-keys in the index, keys past their TTL are gone, hostile cursors and limits are errors."""
+"""`MemoryStorage` held to the storage contract's shared cases (tests/storage/contract.json,
+the same the Rust stores, memory and Redis, are held to by
+host-harness/redis/tests/storage_contract.rs): compare-and-swap batches that stop at the
+first loser, versions never reused by a key, the reader's version elided, liveness by the
+host's clock, opaque values, and `list_due` (only due keys, deadline order, paging at any
+limit visits every due key once, hostile cursors and limits are errors)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any, Optional
+
 import pytest
 
-from mrtr_gate import DuePage, HostError, WriteOp, hosts
+from mrtr_gate import DuePage, HostError, ReadKey, WriteOp, hosts
 
-A = "mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/"
-
-
-def fresh() -> tuple[hosts.ManualClock, hosts.MemoryStorage]:
-    clock = hosts.ManualClock(1_700_000_000_000)
-    return clock, hosts.MemoryStorage(clock)
-
-
-def put(s: hosts.MemoryStorage, key: str, ttl: int, expected: int = 0) -> int:
-    (v,) = s.write([WriteOp(key, expected, "v", ttl)])
-    return v
+VECTORS = json.loads((Path(__file__).parents[3] / "tests" / "storage" / "contract.json").read_text(encoding="utf-8"))
+MAX = 2**64 - 1
 
 
 def due(s: hosts.MemoryStorage, due_by: int, limit: int) -> list[str]:
+    """Every key listed by `due_by`, page after page, each within its limit, each cursor
+    moving on."""
     out: list[str] = []
-    cursor = None
+    cursor: Optional[str] = None
     for _ in range(10_000):
         page = s.list_due(due_by, cursor, limit)
         assert isinstance(page, DuePage)
-        assert len(page.keys) <= limit
+        assert len(page.keys) <= limit, "a page over its limit"
         out.extend(page.keys)
         if page.next is None:
             return out
-        assert page.next != cursor
+        assert page.next != cursor, "a cursor that does not move"
         cursor = page.next
     raise AssertionError("list_due never finished")
 
 
-def test_an_empty_store_has_nothing_due() -> None:
-    _, s = fresh()
-    assert s.list_due(2**64 - 1, None, 64) == DuePage([], None)
+def version(bound: dict[str, int], v: Any) -> int:
+    if isinstance(v, int):
+        return v
+    name, _, plus = v.partition("+")
+    return bound[name] + int(plus or 0)
 
 
-def test_only_due_keys_in_deadline_order() -> None:
-    clock, s = fresh()
-    now = clock.now_ms()
-    for i, ttl in enumerate([3_000, 1_000, 2_000, 10_000, 3_001]):
-        put(s, f"{A}{i}", ttl)
-    assert due(s, now + 3_000, 64) == [f"{A}1", f"{A}2", f"{A}0"]
-    assert due(s, now, 64) == []
-    assert len(due(s, 2**64 - 1, 64)) == 5
-
-
-def test_paging_visits_every_due_key_exactly_once() -> None:
-    clock, s = fresh()
-    now = clock.now_ms()
-    want = []
-    for i in range(36):
-        ttl = 1_000 + (i % 4) * 1_000
-        put(s, f"{A}{i}", ttl)
-        if ttl <= 3_500:
-            want.append(f"{A}{i}")
-    for limit in (1, 2, 3, 5, 64):
-        got = due(s, now + 3_500, limit)
-        assert sorted(got) == sorted(want) and len(got) == len(set(got)), limit
-
-
-def test_deletes_leave_the_index_and_rewrites_move() -> None:
-    clock, s = fresh()
-    now = clock.now_ms()
-    va, vb, vc = put(s, f"{A}a", 1_000), put(s, f"{A}b", 1_000), put(s, f"{A}c", 60_000)
-    assert due(s, now + 1_000, 64) == [f"{A}a", f"{A}b"]
-    s.write([WriteOp(f"{A}a", va, None, 60_000)])
-    s.write([WriteOp(f"{A}b", vb, "b2", 60_000)])
-    s.write([WriteOp(f"{A}c", vc, "c2", 500)])
-    assert due(s, now + 1_000, 64) == [f"{A}c"]
-    assert due(s, now + 60_000, 64) == [f"{A}c", f"{A}b"]
-
-
-def test_keys_past_their_ttl_are_gone() -> None:
-    clock, s = fresh()
-    put(s, f"{A}1", 1_000)
-    put(s, f"{A}2", 5_000)
-    clock.advance(1_000)
-    assert due(s, 2**64 - 1, 1) == [f"{A}2"]
-    clock.advance(4_000)
-    assert due(s, 2**64 - 1, 1) == []
-    assert len(s) == 0
-
-
-@pytest.mark.parametrize("bad", ["", "garbage", "x:y z", "\0", "-1 -1 ", "١:k"])
-def test_a_cursor_the_store_did_not_make_is_an_error(bad: str) -> None:
-    _, s = fresh()
-    put(s, f"{A}1", 1_000)
-    with pytest.raises(HostError):
-        s.list_due(2**64 - 1, bad, 64)
-    with pytest.raises(HostError):
-        s.list_due(2**64 - 1, None, 0)
-    assert due(s, 2**64 - 1, 1) == [f"{A}1"]
+@pytest.mark.parametrize("case", VECTORS["cases"], ids=[c["name"] for c in VECTORS["cases"]])
+def test_the_shared_contract(case: dict[str, Any]) -> None:
+    t0 = VECTORS["t0_ms"]
+    clock = hosts.ManualClock(t0)
+    s = hosts.MemoryStorage(clock)
+    bound: dict[str, int] = {}
+    seen: set[tuple[str, int]] = set()
+    for i, step in enumerate(case["steps"]):
+        at = f"step {i}: {step}"
+        if "write" in step:
+            ops = [WriteOp(w["key"], version(bound, w["expected"]), w["value"], w["ttl_ms"]) for w in step["write"]]
+            got = s.write(ops)
+            assert len(got) == len(step["versions"]), f"{at}: {got}"
+            for v, want, op in zip(got, step["versions"], ops):
+                if isinstance(want, str) and want.startswith("new:"):
+                    assert v != 0 and (op.key, v) not in seen, f"{at}: version {v} is 0 or came back"
+                    seen.add((op.key, v))
+                    bound[want[len("new:"):]] = v
+                else:
+                    assert v == want, at
+        elif "read" in step:
+            got = s.read([ReadKey(r["key"], version(bound, r["have"])) for r in step["read"]])
+            want = [None if e is None else (version(bound, e["version"]), e["value"]) for e in step["expect"]]
+            assert [None if e is None else (e.version, e.value) for e in got] == want, at
+        elif "advance_ms" in step:
+            clock.advance(step["advance_ms"])
+        elif "due" in step:
+            d = step["due"]
+            by = MAX if d["by"] == "max" else t0 + d["by"]
+            got = due(s, by, d["limit"])
+            if "only" in d:
+                got = [k for k in got if k.startswith(d["only"])]
+            want = list(step["expect"])
+            if step["order"] == "any":
+                got, want = sorted(got), sorted(want)
+            assert got == want, at
+        elif "due_error" in step:
+            d = step["due_error"]
+            with pytest.raises(HostError):
+                s.list_due(MAX, d["cursor"], d["limit"])
+        else:
+            raise AssertionError(f"{at}: an unknown step")

@@ -1,22 +1,24 @@
 //! The `storage` contract (guest/core/src/host.rs, wit/gate.wit), one suite run against every
 //! store a gate can run over: the in-memory store and Redis (a real redis-server; the test
-//! command starts one and sets MRTR_GATE_REDIS_URL). Both must pass it identically: liveness
-//! by the host's clock, compare-and-swap batches that stop at the first loser, versions never
-//! reused by a key, the reader's version elided, opaque values, and `list-due` (only what is
-//! due, by deadline, every due key exactly once over the pages of a listing).
+//! command starts one and sets MRTR_GATE_REDIS_URL). Both must pass it identically: the cases
+//! of tests/storage/contract.json, which the Python and Node packages' stores are held to as
+//! well (liveness by the host's clock, compare-and-swap batches that stop at the first loser,
+//! versions never reused by a key, the reader's version elided, opaque values, and
+//! `list-due`: only what is due, by deadline, every due key exactly once over the pages of a
+//! listing); then what only a Rust store can be asked (a mebibyte value, two connections
+//! racing, a store that is gone).
 
 #![cfg(test)]
 
 use mrtr_gate_host::core::host::{Clock, ReadKey, Storage, Write};
 use mrtr_gate_host::reference_hosts::{ManualClock, MemoryStorage};
 use mrtr_gate_redis::RedisStorage;
-use std::collections::HashSet;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const KEY: &str = "mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/1";
-const OTHER: &str = "mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/\"r-2\"";
-const ELSEWHERE: &str = "mrtr-gate/v3/id/fedcba9876543210fedcba9876543210/1";
 
 fn insert<'a>(key: &'a str, value: &'a str, ttl_ms: u64) -> Write<'a> {
     Write {
@@ -81,152 +83,132 @@ fn each(test: impl Fn(&str, &dyn Storage, &ManualClock)) {
     }
 }
 
+/// The shared cases, run against every store.
 #[test]
-fn an_absent_key_reads_as_none() {
-    each(|name, s, _| {
-        assert_eq!(get(s, KEY), None, "{name}");
-        assert!(s.read(&[]).unwrap().is_empty(), "{name}");
-    });
-}
-
-#[test]
-fn insert_if_absent_applies_once() {
-    each(|name, s, _| {
-        let v1 = s.write(&[insert(KEY, "one", 60_000)]).unwrap();
-        assert_eq!(v1.len(), 1, "{name}");
-        assert_ne!(v1[0], 0, "{name}: a version is never 0");
-        assert_eq!(
-            s.write(&[insert(KEY, "two", 60_000)]).unwrap(),
-            Vec::<u64>::new(),
-            "{name}: the key is taken"
-        );
-        assert_eq!(get(s, KEY), Some((v1[0], "one".into())), "{name}");
-    });
-}
-
-#[test]
-fn a_compare_and_swap_needs_the_current_version() {
-    each(|name, s, _| {
-        let v1 = s.write(&[insert(KEY, "one", 60_000)]).unwrap()[0];
-        let v2 = s.write(&[swap(KEY, v1, Some("two"))]).unwrap();
-        assert_eq!(v2.len(), 1, "{name}");
-        assert_ne!(v2[0], v1, "{name}");
-        assert_eq!(
-            s.write(&[swap(KEY, v1, Some("stale"))]).unwrap(),
-            Vec::<u64>::new(),
-            "{name}: a stale version loses"
-        );
-        assert_eq!(get(s, KEY), Some((v2[0], "two".into())), "{name}");
-        assert_eq!(
-            s.write(&[swap(ELSEWHERE, v1, Some("x"))]).unwrap(),
-            Vec::<u64>::new(),
-            "{name}: an absent key has no version"
-        );
-    });
-}
-
-#[test]
-fn a_batch_stops_at_the_first_loser() {
-    each(|name, s, _| {
-        let v = s.write(&[insert(OTHER, "taken", 60_000)]).unwrap()[0];
-        let applied = s
-            .write(&[
-                insert(KEY, "a", 60_000),
-                insert(OTHER, "b", 60_000),
-                insert(ELSEWHERE, "c", 60_000),
-            ])
-            .unwrap();
-        assert_eq!(
-            applied.len(),
-            1,
-            "{name}: the first applied, the second lost, the third was not tried"
-        );
-        assert_eq!(get(s, KEY).map(|x| x.1), Some("a".into()), "{name}");
-        assert_eq!(get(s, OTHER), Some((v, "taken".into())), "{name}");
-        assert_eq!(get(s, ELSEWHERE), None, "{name}");
-    });
-}
-
-#[test]
-fn versions_are_never_reused_by_a_key_even_after_a_delete() {
-    each(|name, s, _| {
-        let mut seen = HashSet::new();
-        for round in 0..20 {
-            let v = s.write(&[insert(KEY, "x", 60_000)]).unwrap()[0];
-            assert!(
-                seen.insert(v),
-                "{name}: version {v} came back in round {round}"
+fn every_store_keeps_the_shared_contract() {
+    let vectors: Value =
+        serde_json::from_str(include_str!("../../../tests/storage/contract.json")).unwrap();
+    let t0 = vectors["t0_ms"].as_u64().unwrap();
+    let cases = vectors["cases"].as_array().unwrap();
+    assert!(cases.len() >= 14, "the shared cases");
+    for case in cases {
+        let clock = Arc::new(ManualClock::new(t0));
+        for (store, s) in stores(&clock) {
+            let name = format!("{store}: {}", case["name"].as_str().unwrap());
+            run_case(
+                &name,
+                s.as_ref(),
+                &clock,
+                t0,
+                case["steps"].as_array().unwrap(),
             );
-            let v = s.write(&[swap(KEY, v, Some("y"))]).unwrap()[0];
-            assert!(
-                seen.insert(v),
-                "{name}: version {v} came back in round {round}"
-            );
-            assert_eq!(
-                s.write(&[swap(KEY, v, None)]).unwrap(),
-                vec![0],
-                "{name}: a delete reports 0"
-            );
-            assert_eq!(get(s, KEY), None, "{name}");
         }
-    });
+    }
+}
+
+/// A version named in a case: `0`, `NAME` or `NAME+N`.
+fn version(bound: &HashMap<String, u64>, v: &Value) -> u64 {
+    if let Some(n) = v.as_u64() {
+        return n;
+    }
+    let text = v.as_str().unwrap();
+    let (name, plus) = text.split_once('+').unwrap_or((text, "0"));
+    bound[name] + plus.parse::<u64>().unwrap()
+}
+
+fn run_case(name: &str, s: &dyn Storage, clock: &ManualClock, t0: u64, steps: &[Value]) {
+    let mut bound: HashMap<String, u64> = HashMap::new();
+    // The versions each key has had (0 never is one).
+    let mut seen: HashSet<(String, u64)> = HashSet::new();
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("{name}, step {i}: {step}");
+        if let Some(writes) = step["write"].as_array() {
+            let writes: Vec<Write<'_>> = writes
+                .iter()
+                .map(|w| Write {
+                    key: w["key"].as_str().unwrap(),
+                    expected: version(&bound, &w["expected"]),
+                    value: w["value"].as_str(),
+                    ttl_ms: w["ttl_ms"].as_u64().unwrap(),
+                })
+                .collect();
+            let got = s.write(&writes).unwrap();
+            let want = step["versions"].as_array().unwrap();
+            assert_eq!(got.len(), want.len(), "{at}: {got:?}");
+            for ((v, w), write) in got.iter().zip(want).zip(&writes) {
+                match w.as_str().and_then(|w| w.strip_prefix("new:")) {
+                    Some(fresh) => {
+                        assert!(
+                            *v != 0 && seen.insert((write.key.to_owned(), *v)),
+                            "{at}: version {v} is 0 or came back"
+                        );
+                        bound.insert(fresh.to_owned(), *v);
+                    }
+                    None => assert_eq!(Some(*v), w.as_u64(), "{at}"),
+                }
+            }
+        } else if let Some(reads) = step["read"].as_array() {
+            let keys: Vec<ReadKey<'_>> = reads
+                .iter()
+                .map(|r| ReadKey {
+                    key: r["key"].as_str().unwrap(),
+                    have: version(&bound, &r["have"]),
+                })
+                .collect();
+            let got: Vec<Option<(u64, String)>> = s
+                .read(&keys)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.present().map(|v| (v.version, v.value)))
+                .collect();
+            let want: Vec<Option<(u64, String)>> = step["expect"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (!e.is_null()).then(|| {
+                        (
+                            version(&bound, &e["version"]),
+                            e["value"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                })
+                .collect();
+            assert_eq!(got, want, "{at}");
+        } else if let Some(ms) = step["advance_ms"].as_u64() {
+            clock.advance(ms);
+        } else if step.get("due").is_some() {
+            let d = &step["due"];
+            let by = d["by"].as_u64().map_or(u64::MAX, |by| t0 + by);
+            let mut got = due(s, by, u32::try_from(d["limit"].as_u64().unwrap()).unwrap());
+            if let Some(only) = d["only"].as_str() {
+                got.retain(|k| k.starts_with(only));
+            }
+            let mut want: Vec<String> = serde_json::from_value(step["expect"].clone()).unwrap();
+            if step["order"] == "any" {
+                got.sort();
+                want.sort();
+            }
+            assert_eq!(got, want, "{at}");
+        } else if step.get("due_error").is_some() {
+            let d = &step["due_error"];
+            let limit = u32::try_from(d["limit"].as_u64().unwrap()).unwrap();
+            assert!(
+                s.list_due(u64::MAX, d["cursor"].as_str(), limit).is_err(),
+                "{at}"
+            );
+        } else {
+            panic!("{at}: an unknown step");
+        }
+    }
 }
 
 #[test]
-fn a_reader_that_holds_the_version_gets_no_value() {
+fn a_mebibyte_value_is_opaque_too() {
     each(|name, s, _| {
-        let v = s.write(&[insert(KEY, "the record", 60_000)]).unwrap()[0];
-        let got = s
-            .read(&[
-                ReadKey { key: KEY, have: v },
-                ReadKey {
-                    key: KEY,
-                    have: v + 1000,
-                },
-                ReadKey {
-                    key: OTHER,
-                    have: v,
-                },
-            ])
-            .unwrap();
-        assert_eq!(
-            Some(&got[0])
-                .filter(|x| x.is_present())
-                .map(|x| (x.version, x.value.as_str())),
-            Some((v, "")),
-            "{name}"
-        );
-        assert_eq!(
-            Some(&got[1])
-                .filter(|x| x.is_present())
-                .map(|x| (x.version, x.value.as_str())),
-            Some((v, "the record")),
-            "{name}"
-        );
-        assert!(!got[2].is_present(), "{name}");
-    });
-}
-
-#[test]
-fn liveness_follows_the_host_clock() {
-    each(|name, s, clock| {
-        s.write(&[insert(KEY, "short", 1_000)]).unwrap();
-        clock.advance(999);
-        assert!(get(s, KEY).is_some(), "{name}: live until its ttl");
-        assert_eq!(due(s, u64::MAX, 64), vec![KEY.to_owned()], "{name}");
-        clock.advance(1);
-        assert_eq!(get(s, KEY), None, "{name}: dead at its ttl");
-        assert_eq!(due(s, u64::MAX, 64), Vec::<String>::new(), "{name}");
-        assert_eq!(
-            s.write(&[swap(KEY, 1, Some("x"))]).unwrap(),
-            Vec::<u64>::new(),
-            "{name}: a dead key has no version"
-        );
-        assert_eq!(
-            s.write(&[insert(KEY, "again", 1_000)]).unwrap().len(),
-            1,
-            "{name}: a dead key is absent"
-        );
+        let big = "x".repeat(1 << 20);
+        s.write(&[insert(KEY, &big, 60_000)]).unwrap();
+        assert_eq!(get(s, KEY).map(|x| x.1), Some(big), "{name}");
     });
 }
 
@@ -248,182 +230,6 @@ fn due(s: &dyn Storage, due_by: u64, limit: u32) -> Vec<String> {
         }
     }
     panic!("list_due never finished")
-}
-
-fn key_of(tag: &str, i: usize) -> String {
-    format!("mrtr-gate/v3/id/{tag}/{i}")
-}
-
-const TAG_A: &str = "0123456789abcdef0123456789abcdef";
-const TAG_B: &str = "fedcba9876543210fedcba9876543210";
-
-#[test]
-fn an_empty_store_has_nothing_due() {
-    each(|name, s, _| {
-        let page = s.list_due(u64::MAX, None, 64).unwrap();
-        assert!(page.keys.is_empty() && page.next.is_none(), "{name}");
-        assert!(due(s, 0, 1).is_empty(), "{name}");
-    });
-}
-
-#[test]
-fn only_due_keys_are_listed_in_deadline_order() {
-    each(|name, s, clock| {
-        let now = clock.now_ms();
-        // One server's keys (one tag: one shard on Redis), written out of deadline order.
-        for (i, ttl) in [3_000u64, 1_000, 2_000, 10_000, 3_001].iter().enumerate() {
-            s.write(&[insert(&key_of(TAG_A, i), "v", *ttl)]).unwrap();
-        }
-        s.write(&[insert("plain key", "v", 500)]).unwrap();
-        assert_eq!(
-            due(s, now + 3_000, 64)
-                .into_iter()
-                .filter(|k| k.contains(TAG_A))
-                .collect::<Vec<_>>(),
-            vec![key_of(TAG_A, 1), key_of(TAG_A, 2), key_of(TAG_A, 0)],
-            "{name}: due by now + 3 s, earliest first"
-        );
-        let mut all = due(s, now + 3_000, 64);
-        all.sort();
-        let mut want = vec![
-            key_of(TAG_A, 0),
-            key_of(TAG_A, 1),
-            key_of(TAG_A, 2),
-            "plain key".to_owned(),
-        ];
-        want.sort();
-        assert_eq!(all, want, "{name}: every shard, the deadline inclusive");
-        assert_eq!(
-            due(s, now + 999, 64),
-            vec!["plain key".to_owned()],
-            "{name}"
-        );
-        assert_eq!(
-            due(s, now, 64),
-            Vec::<String>::new(),
-            "{name}: nothing due yet"
-        );
-        assert_eq!(due(s, u64::MAX, 64).len(), 6, "{name}");
-    });
-}
-
-#[test]
-fn paging_visits_every_due_key_exactly_once_at_any_limit() {
-    each(|name, s, clock| {
-        let now = clock.now_ms();
-        let mut want = Vec::new();
-        for (t, tag) in [TAG_A, TAG_B, "_x"].iter().enumerate() {
-            for i in 0..12 {
-                let key = if *tag == "_x" {
-                    format!("other/{i}")
-                } else {
-                    key_of(tag, i)
-                };
-                // Deadlines shared by several keys, and some keys not due.
-                let ttl = 1_000 + (i as u64 % 4) * 1_000 + t as u64;
-                s.write(&[insert(&key, "v", ttl)]).unwrap();
-                if ttl <= 3_500 {
-                    want.push(key);
-                }
-            }
-        }
-        want.sort();
-        for limit in [1, 2, 3, 5, 64] {
-            let mut got = due(s, now + 3_500, limit);
-            got.sort();
-            assert_eq!(got, want, "{name}: limit {limit}");
-        }
-    });
-}
-
-#[test]
-fn deleted_keys_leave_the_index_and_rewritten_keys_move() {
-    each(|name, s, clock| {
-        let now = clock.now_ms();
-        let (a, b, c) = (key_of(TAG_A, 1), key_of(TAG_A, 2), key_of(TAG_A, 3));
-        let va = s.write(&[insert(&a, "a", 1_000)]).unwrap()[0];
-        let vb = s.write(&[insert(&b, "b", 1_000)]).unwrap()[0];
-        let vc = s.write(&[insert(&c, "c", 60_000)]).unwrap()[0];
-        assert_eq!(
-            due(s, now + 1_000, 64),
-            vec![a.clone(), b.clone()],
-            "{name}"
-        );
-        s.write(&[swap(&a, va, None)]).unwrap();
-        // b lives longer now, c less long.
-        s.write(&[Write {
-            ttl_ms: 60_000,
-            ..swap(&b, vb, Some("b2"))
-        }])
-        .unwrap();
-        s.write(&[Write {
-            ttl_ms: 500,
-            ..swap(&c, vc, Some("c2"))
-        }])
-        .unwrap();
-        assert_eq!(due(s, now + 1_000, 64), vec![c.clone()], "{name}");
-        assert_eq!(due(s, now + 60_000, 64), vec![c, b], "{name}");
-    });
-}
-
-#[test]
-fn keys_past_their_ttl_are_not_due_they_are_gone() {
-    each(|name, s, clock| {
-        s.write(&[
-            insert(&key_of(TAG_A, 1), "v", 1_000),
-            insert(&key_of(TAG_A, 2), "v", 5_000),
-        ])
-        .unwrap();
-        clock.advance(1_000);
-        assert_eq!(due(s, u64::MAX, 1), vec![key_of(TAG_A, 2)], "{name}");
-        clock.advance(4_000);
-        assert!(due(s, u64::MAX, 1).is_empty(), "{name}");
-    });
-}
-
-#[test]
-fn a_cursor_the_store_did_not_make_or_a_zero_limit_is_an_error() {
-    each(|name, s, _| {
-        s.write(&[
-            insert(&key_of(TAG_A, 1), "v", 1_000),
-            insert(&key_of(TAG_B, 1), "v", 1_000),
-        ])
-        .unwrap();
-        for bad in ["", "garbage", "x:y z", "\u{0}", "-1 -1 "] {
-            assert!(
-                s.list_due(u64::MAX, Some(bad), 64).is_err(),
-                "{name}: {bad:?}"
-            );
-        }
-        assert!(s.list_due(u64::MAX, None, 0).is_err(), "{name}: limit 0");
-        // The store still answers afterwards.
-        assert_eq!(due(s, u64::MAX, 1).len(), 2, "{name}");
-    });
-}
-
-#[test]
-fn values_are_opaque() {
-    each(|name, s, _| {
-        let big = "x".repeat(1 << 20);
-        for (i, value) in [
-            "",
-            "ünïcödé 🦀",
-            "{\"a\":1}\n\r\u{0}",
-            "%s %d \\ ' \"",
-            big.as_str(),
-        ]
-        .iter()
-        .enumerate()
-        {
-            let key = format!("mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/{i}");
-            s.write(&[insert(&key, value, 60_000)]).unwrap();
-            assert_eq!(
-                get(s, &key).map(|x| x.1).as_deref(),
-                Some(*value),
-                "{name}: value {i}"
-            );
-        }
-    });
 }
 
 #[test]
