@@ -13,42 +13,8 @@ use mrtr_gate_client::transport::{Outgoing, Patient, Transport};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, ResponseVerdict, ServerIdentity};
 use mrtr_gate_host::reference_hosts::{DecidedConsent, MemoryAudit, MemoryStorage, SystemClock};
 use mrtr_gate_host::{GateApi, HostServices, NativeGate};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use mrtr_gate_peers::Peer;
 use std::sync::Arc;
-
-/// The server, until dropped (its stdin closed, then killed).
-struct Differential {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Differential {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn differential() -> Differential {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/peers/python_sdk/differential_server.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", port.trim());
-    Differential { child, url }
-}
 
 fn gate() -> NativeGate {
     let clock = Arc::new(SystemClock);
@@ -107,7 +73,7 @@ fn call(
 
 #[test]
 fn every_differential_answer_is_refused_or_judged_and_the_unjudged_one_is_never_accepted() {
-    let server = differential();
+    let server = Peer::differential();
     let mut gate = gate();
     let mut id = 0;
     for (case, transport_code) in [

@@ -6,42 +6,8 @@
 
 use crate::support::*;
 use hyper::{Method, StatusCode};
+use mrtr_gate_peers::Peer;
 use mrtr_gate_proxy::http::HttpOptions;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-/// The server, until dropped (its stdin closed, then killed).
-struct Differential {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Differential {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn differential() -> Differential {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/peers/python_sdk/differential_server.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", port.trim());
-    Differential { child, url }
-}
 
 fn call_tool(id: u32, name: &str, state: Option<&str>) -> String {
     let retry = state
@@ -54,7 +20,7 @@ fn call_tool(id: u32, name: &str, state: Option<&str>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_differential_answer_is_refused_and_the_unjudged_one_never_reaches_the_client() {
-    let server = differential();
+    let server = Peer::differential();
     let p = proxy_with(HttpOptions::new(server.url.clone())).await;
     let mut id = 0;
     for (case, code) in [
