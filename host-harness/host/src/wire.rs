@@ -1,6 +1,13 @@
 //! What every host-side crate says on the MCP wire itself (a client, a relay), written once.
 
+mod message;
 pub mod sse;
+
+pub use message::{FromServer, from_server};
+
+/// The largest message a host reads from a server or a client, in bytes: the gate's own bound
+/// on a message (declared once, in the core's `limits`).
+pub use mrtr_gate_core::limits::MAX_MESSAGE_BYTES;
 
 /// The answer to a server's own request for input outside any round (a 2025-era
 /// `elicitation/create`, `sampling/createMessage`, `roots/list`) under its id `raw_id` (the

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// response can never be taken for another request's.
 pub const MINTED_PREFIX: &str = "mg:";
 
-/// The largest message the proxy reads, in bytes: the gate's own bound on a message (one
-/// declaration, `core::limits`).
-pub const MAX_MESSAGE_BYTES: usize = mrtr_gate_host::core::limits::MAX_MESSAGE_BYTES;
+/// The largest message the proxy reads, in bytes ([`mrtr_gate_host::wire`]'s, the gate's own
+/// bound).
+pub use mrtr_gate_host::wire::MAX_MESSAGE_BYTES;
 
 /// Mints ids unique to this replica: `mg:<nonce, 16 hex>:<counter>`.
 #[derive(Debug)]

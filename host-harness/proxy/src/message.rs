@@ -1,11 +1,12 @@
-//! What a message is, read once with the gate's own member parser (a key given twice is
-//! refused, the values are kept as their exact text): a request, a notification or a
-//! response, and for a request whether the gate binds it. Nothing here decides on content;
-//! that is the gate's.
+//! What a client's message is, read once with the gate's own member parser (a key given twice
+//! is refused, the values are kept as their exact text): a request, a notification or a
+//! response, and for a request whether the gate binds it (a server's message is read by
+//! [`mrtr_gate_host::wire::from_server`], as the client library reads it). Nothing here
+//! decides on content; that is the gate's.
 
 use crate::errors::Refusal;
 use crate::ids::{MAX_MESSAGE_BYTES, client_id_problem};
-use mrtr_gate_host::core::{JsonError, MRTR_METHODS, RequestId, parse_members};
+use mrtr_gate_host::core::{JsonError, MRTR_METHODS, parse_members};
 
 /// A message from the client.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,20 +36,6 @@ pub enum FromClient<'a> {
         /// A request's id, its exact JSON text (`None`: a notification).
         raw_id: Option<&'a str>,
     },
-}
-
-/// A message from the server.
-#[derive(Debug, PartialEq, Eq)]
-pub enum FromServer<'a> {
-    /// A response (or an error) with this id (`None`: its id is no JSON-RPC id: `null`, an
-    /// object, a number past i64), and its `result` member's exact text, if it has one.
-    Response(Option<RequestId>, Option<&'a str>),
-    /// A request of the server's own: `(its id's JSON text, its method)`.
-    Request(String, String),
-    /// A notification.
-    Notification,
-    /// Not one JSON object with unique keys, or neither a request nor a response.
-    Unreadable,
 }
 
 /// Read a client's message; a refusal is answered to the client and nothing goes upstream.
@@ -116,28 +103,6 @@ pub fn from_client(text: &str) -> Result<FromClient<'_>, (String, Refusal)> {
         method,
         params: members.get("params").map(|p| p.get()),
     })
-}
-
-/// Read a server's message.
-pub fn from_server(text: &str) -> FromServer<'_> {
-    let Ok(members) = parse_members(text, MAX_MESSAGE_BYTES) else {
-        return FromServer::Unreadable;
-    };
-    let id = members.get("id").map(|id| id.get());
-    match (id, members.get("method")) {
-        (Some(id), Some(method)) => match serde_json::from_str::<String>(method.get()) {
-            Ok(method) => FromServer::Request(id.to_owned(), method),
-            Err(_) => FromServer::Unreadable,
-        },
-        (None, Some(_)) => FromServer::Notification,
-        (Some(id), None) => FromServer::Response(
-            serde_json::from_str::<serde_json::Value>(id)
-                .ok()
-                .and_then(|v| RequestId::from_json(&v)),
-            members.get("result").map(|r| r.get()),
-        ),
-        (None, None) => FromServer::Unreadable,
-    }
 }
 
 /// A parser's refusal in words.
@@ -236,33 +201,5 @@ mod tests {
             code(r#"{"jsonrpc":"2.0","id":1,"method":7}"#),
             Err(("1".into(), "invalid_message".into()))
         );
-    }
-
-    #[test]
-    fn server_messages_are_told_apart() {
-        assert_eq!(
-            from_server(r#"{"jsonrpc":"2.0","id":"mg:1:1","result":{}}"#),
-            FromServer::Response(Some(RequestId::Text("mg:1:1".into())), Some("{}"))
-        );
-        assert_eq!(
-            from_server(r#"{"jsonrpc":"2.0","id":null,"error":{}}"#),
-            FromServer::Response(None, None)
-        );
-        assert_eq!(
-            from_server(r#"{"jsonrpc":"2.0","id":5,"method":"elicitation/create"}"#),
-            FromServer::Request("5".into(), "elicitation/create".into())
-        );
-        assert_eq!(
-            from_server(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
-            FromServer::Notification
-        );
-        for broken in [
-            "",
-            "[]",
-            r#"{"id":1,"id":2,"result":{}}"#,
-            r#"{"jsonrpc":"2.0"}"#,
-        ] {
-            assert_eq!(from_server(broken), FromServer::Unreadable, "{broken}");
-        }
     }
 }

@@ -8,16 +8,16 @@ pub mod isolation;
 pub mod stdio;
 
 use mrtr_gate_host::core::{RequestId, ServerIdentity};
-use serde::Deserialize;
+use mrtr_gate_host::wire::{FromServer, from_server};
 use std::time::Duration;
 
 pub use http::HttpTransport;
 pub use stdio::{ServerStderr, StdioTransport};
 
-/// The largest message a transport takes from a server: the gate's own bound on a message
-/// (one declaration, `core::limits`). The gate has lower limits on what it decides on; this
-/// one only stops a server from filling the client's memory.
-pub const MAX_MESSAGE_BYTES: usize = mrtr_gate_host::core::limits::MAX_MESSAGE_BYTES;
+/// The largest message a transport takes from a server ([`mrtr_gate_host::wire`]'s, the
+/// gate's own bound). The gate has lower limits on what it decides on; this one only stops a
+/// server from filling the client's memory.
+pub use mrtr_gate_host::wire::MAX_MESSAGE_BYTES;
 
 /// How often a transport that waits for a response calls [`Waiting::tick`].
 pub const TICK: Duration = Duration::from_millis(250);
@@ -157,21 +157,14 @@ pub trait Transport: Send {
 
 /// What a transport reads of a message to route it: its id and whether it is a request or a
 /// notification. Everything else is left to the gate.
-#[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    id: Option<serde_json::Value>,
-    #[serde(default)]
-    method: Option<String>,
-}
-
 /// What one incoming message is to the request waiting on `id`.
 pub(crate) enum Routed {
     /// Its response (or a message so broken that only the gate can say what is wrong: with
     /// one request outstanding there is nobody else it could be for).
     Response,
-    /// A request from the server, to be answered with its `id`.
-    ServerRequest(serde_json::Value, String),
+    /// A request from the server, to be answered under its id (`(its id's exact JSON text,
+    /// its method)`).
+    ServerRequest(String, String),
     /// A notification: not this request's business.
     Other,
     /// A response under another id: on stdio a late answer to an earlier request, on an
@@ -179,23 +172,16 @@ pub(crate) enum Routed {
     OtherResponse,
 }
 
+/// Read as the proxy reads a server's message ([`from_server`]).
 pub(crate) fn route(text: &str, id: &RequestId) -> Routed {
-    // serde would read a struct from an array too (`[]` as all defaults): only an object is
-    // a message to route.
-    if !text.trim_start().starts_with('{') {
-        return Routed::Response;
-    }
-    let Ok(envelope) = serde_json::from_str::<Envelope>(text) else {
-        return Routed::Response;
-    };
-    match (envelope.id, envelope.method) {
-        (Some(sid), Some(method)) => Routed::ServerRequest(sid, method),
-        (None, Some(_)) => Routed::Other,
-        (Some(rid), None) if RequestId::from_json(&rid).as_ref() == Some(id) => Routed::Response,
+    match from_server(text) {
+        FromServer::Response { id: Some(rid), .. } if rid == *id => Routed::Response,
         // An error response without an id (`null`): the server could not read our request.
-        (Some(serde_json::Value::Null), None) => Routed::Response,
-        (Some(_), None) => Routed::OtherResponse,
-        (None, None) => Routed::Other,
+        FromServer::Response { raw_id: "null", .. } => Routed::Response,
+        FromServer::Response { .. } => Routed::OtherResponse,
+        FromServer::Request(raw_id, method) => Routed::ServerRequest(raw_id, method),
+        FromServer::Notification => Routed::Other,
+        FromServer::Unreadable => Routed::Response,
     }
 }
 
@@ -203,12 +189,11 @@ pub(crate) fn route(text: &str, id: &RequestId) -> Routed {
 /// through `input_required` results, never with requests of their own, so only `ping` is
 /// answered; anything else is refused as unknown (`-32601`), which also keeps a server from
 /// reaching the user around the gate.
-pub(crate) fn answer_server_request(id: &serde_json::Value, method: &str) -> String {
-    let id = id.to_string();
+pub(crate) fn answer_server_request(raw_id: &str, method: &str) -> String {
     if method == "ping" {
-        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#)
+        format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"result":{{}}}}"#)
     } else {
-        mrtr_gate_host::wire::input_request_refused(&id)
+        mrtr_gate_host::wire::input_request_refused(raw_id)
     }
 }
 
@@ -250,9 +235,9 @@ mod tests {
 
     #[test]
     fn server_requests_other_than_ping_are_refused() {
-        let ping = answer_server_request(&serde_json::json!(3), "ping");
+        let ping = answer_server_request("3", "ping");
         assert_eq!(ping, r#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
-        let other = answer_server_request(&serde_json::json!("a"), "elicitation/create");
+        let other = answer_server_request(r#""a""#, "elicitation/create");
         assert!(other.contains(r#""id":"a""#) && other.contains("-32601"));
     }
 }

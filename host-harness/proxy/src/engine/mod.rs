@@ -15,8 +15,8 @@
 
 use crate::consent::DeferredConsent;
 use crate::errors::Refusal;
-use crate::ids::{IdMinter, MINTED_PREFIX, id_span, splice_id};
-use crate::message::{FromClient, FromServer, from_client, from_server};
+use crate::ids::{IdMinter, MINTED_PREFIX, splice_id};
+use crate::message::{FromClient, from_client};
 use crate::rounds::{self, Filed, Named, RoundIndex};
 use mrtr_gate_host::core::host::ConsentPrompt;
 use mrtr_gate_host::core::{
@@ -24,6 +24,7 @@ use mrtr_gate_host::core::{
     Registration, RequestId, ResponseVerdict, ServerIdentity, Unbound, canonical_responses, digest,
     limits, parse_members,
 };
+use mrtr_gate_host::wire::{FromServer, from_server};
 
 use mrtr_gate_host::{GateApi, GateDenial};
 use serde_json::{Map, Value};
@@ -331,15 +332,20 @@ impl<G: GateApi> Engine<G> {
         text: &str,
     ) -> Action {
         match from_server(text) {
-            FromServer::Response(Some(id), _) if self.in_flight.contains_key(&id) => {
+            FromServer::Response { id: Some(id), .. } if self.in_flight.contains_key(&id) => {
                 self.judge(id, text)
             }
             // A minted id no call waits on: a second answer to a call already answered (or
             // one made up). The client never sent that id; only the gate's one answer counts.
-            FromServer::Response(Some(RequestId::Text(id)), _) if id.starts_with(MINTED_PREFIX) => {
+            FromServer::Response {
+                id: Some(RequestId::Text(id)),
+                ..
+            } if id.starts_with(MINTED_PREFIX) => {
                 Action::Drop("a response to no gated request in flight")
             }
-            FromServer::Response(_, result) => self.relayed_response(principal, text, result),
+            FromServer::Response { raw_id, result, .. } => {
+                self.relayed_response(principal, text, raw_id, result)
+            }
             FromServer::Notification
                 if !self.config.allow_ungated_input && carries_member(text, "inputRequests") =>
             {
@@ -377,13 +383,11 @@ impl<G: GateApi> Engine<G> {
         &mut self,
         principal: &Principal,
         text: &str,
+        raw_id: &str,
         result: Option<&str>,
     ) -> Action {
-        let raw_id = id_span(text)
-            .ok()
-            .and_then(|(start, end)| text.get(start..end));
         if !self.shared {
-            let id = raw_id.and_then(id_text);
+            let id = id_text(raw_id);
             let waited_on = id
                 .as_ref()
                 .is_some_and(|id| self.relayed.remove(id).is_some());
@@ -407,10 +411,7 @@ impl<G: GateApi> Engine<G> {
         };
         if asks_for_input {
             let refusal = self.refuse_unbound(principal, &Unbound::InputRequired);
-            return match raw_id {
-                Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
-                None => Action::Drop("an unreadable id on an input_required answer"),
-            };
+            return Action::ToClient(refusal.response(raw_id));
         }
         Action::ToClient(text.to_owned())
     }

@@ -22,8 +22,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
-use mrtr_gate_host::core::{RequestId, parse_members};
+use mrtr_gate_host::core::RequestId;
 use mrtr_gate_host::wire::sse::{Event, Parser, StreamError};
+use mrtr_gate_host::wire::{FromServer, from_server};
 use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -102,7 +103,8 @@ fn refused(code: &str, message: &str) -> Refusal {
     Refusal::upstream(code, message)
 }
 
-/// Read one message of the upstream's; `expected` is the id its response carries.
+/// Read one message of the upstream's (as every reader does: [`from_server`]); `expected` is
+/// the id its response carries.
 pub(super) fn read(text: &str, expected: &Value) -> Result<Read, Refusal> {
     if text.trim_start().starts_with('[') {
         return Err(refused(
@@ -110,31 +112,20 @@ pub(super) fn read(text: &str, expected: &Value) -> Result<Read, Refusal> {
             "the upstream answered with a batch",
         ));
     }
-    let members = parse_members(text, MAX_MESSAGE_BYTES).map_err(|_| {
-        refused(
-            "malformed_message",
-            "the upstream sent what is not one json-rpc message",
-        )
-    })?;
-    let answers = members.contains_key("result") || members.contains_key("error");
-    match (members.get("method"), members.get("id")) {
-        (Some(_), _) if answers => Err(refused(
-            "malformed_message",
-            "the upstream sent a message that is both a request and a response",
-        )),
-        (Some(_), Some(_)) => Ok(Read::Request),
-        (Some(_), None) => Ok(Read::Notification),
-        (None, Some(id)) if answers => {
-            if serde_json::from_str::<Value>(id.get()).ok().as_ref() == Some(expected) {
-                Ok(Read::Response)
-            } else {
-                Err(refused(
-                    "foreign_response",
-                    "the upstream answered under an id the request did not carry",
-                ))
-            }
+    match from_server(text) {
+        FromServer::Request(..) => Ok(Read::Request),
+        FromServer::Notification => Ok(Read::Notification),
+        // The id compared as JSON: a relayed request's id may be any the client chose.
+        FromServer::Response { raw_id, .. }
+            if serde_json::from_str::<Value>(raw_id).ok().as_ref() == Some(expected) =>
+        {
+            Ok(Read::Response)
         }
-        _ => Err(refused(
+        FromServer::Response { .. } => Err(refused(
+            "foreign_response",
+            "the upstream answered under an id the request did not carry",
+        )),
+        FromServer::Unreadable => Err(refused(
             "malformed_message",
             "the upstream sent what is not one json-rpc message",
         )),
