@@ -9,6 +9,12 @@ pub use message::{FromServer, from_server};
 /// on a message (declared once, in the core's `limits`).
 pub use mrtr_gate_core::limits::MAX_MESSAGE_BYTES;
 
+/// The 2025-era requests a server sends for input (`elicitation/create`,
+/// `sampling/createMessage`, `roots/list`), which 2026-07-28 carries in `input_required`
+/// results instead: answered by a client, they would reach the user around the gate. The
+/// gate's own list (the methods its trail names).
+pub use mrtr_gate_core::LEGACY_SERVER_REQUESTS;
+
 /// The answer to a server's own request for input outside any round (a 2025-era
 /// `elicitation/create`, `sampling/createMessage`, `roots/list`) under its id `raw_id` (the
 /// id's exact JSON text): unknown method, `-32601`. 2026-07-28 servers ask for input through

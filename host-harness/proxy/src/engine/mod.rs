@@ -24,7 +24,7 @@ use mrtr_gate_host::core::{
     Registration, RequestId, ResponseVerdict, ServerIdentity, Unbound, canonical_responses, digest,
     limits, parse_members,
 };
-use mrtr_gate_host::wire::{FromServer, from_server};
+use mrtr_gate_host::wire::{FromServer, LEGACY_SERVER_REQUESTS, from_server};
 
 use mrtr_gate_host::{GateApi, GateDenial};
 use serde_json::{Map, Value};
@@ -120,11 +120,6 @@ struct Asked {
 /// The prefix of the id a server's request is shown under on an endpoint many clients share:
 /// random, so no client can answer one shown to another by guessing it.
 pub const ASKED_PREFIX: &str = "mg-ask:";
-
-/// The 2025-era requests a server sends for input, which 2026-07-28 carries in
-/// `input_required` results instead: answered by the client, they would reach the user
-/// around the gate. The gate's own list (the methods its trail names).
-const INPUT_REQUESTS_OF_OLD: [&str; 3] = mrtr_gate_host::core::LEGACY_SERVER_REQUESTS;
 
 /// The proxy's state for one upstream and one principal.
 pub struct Engine<G> {
@@ -354,7 +349,7 @@ impl<G: GateApi> Engine<G> {
             }
             FromServer::Notification => Action::ToClient(text.to_owned()),
             FromServer::Request(raw_id, method) => {
-                if INPUT_REQUESTS_OF_OLD.contains(&method.as_str())
+                if LEGACY_SERVER_REQUESTS.contains(&method.as_str())
                     && !self.config.allow_legacy_server_requests
                 {
                     self.refuse_unbound(principal, &Unbound::ServerRequest(method));
