@@ -52,11 +52,16 @@ impl Upstream {
         .map_err(|e| format!("no tls configuration: {e}"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
+        // Nagle off, as on the proxy's own listener: a request written in two segments would
+        // otherwise wait out the upstream's delayed ACK on a kept-alive connection.
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .build();
+            .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build(connector);
