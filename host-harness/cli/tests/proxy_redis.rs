@@ -3,8 +3,10 @@
 //! one trail on one Redis. Both clients' rounds complete; the shared trail reconciles clean
 //! (`mrtr-gate reconcile redis:<trail>`), every round consented as the client's.
 //!
-//! Needs a Redis (`eval "$(./scripts/redis start)"` sets MRTR_GATE_REDIS_URL; the test
-//! command starts one). Without it the test says so and passes, except on CI.
+//! Runs on one redis-server and on a Redis Cluster (`eval "$(./scripts/redis start)"` and
+//! `eval "$(./scripts/redis cluster start)"` set MRTR_GATE_REDIS_URL and
+//! MRTR_GATE_REDIS_CLUSTER_URL; the test command starts both). Without one the test says so
+//! and skips it, except on CI.
 
 #![cfg(test)]
 #![cfg(unix)]
@@ -15,20 +17,29 @@ use serde_json::{Value, json};
 use std::process::Command;
 use support::{Proxy, bin, python_client, python_server};
 
-fn redis_url() -> Option<String> {
-    match std::env::var("MRTR_GATE_REDIS_URL") {
-        Ok(url) => Some(url),
-        Err(_) if std::env::var_os("CI").is_some() => panic!("MRTR_GATE_REDIS_URL is not set"),
-        Err(_) => {
-            eprintln!("MRTR_GATE_REDIS_URL is not set: the Redis proxy test is skipped");
-            None
-        }
-    }
+fn deployments() -> Vec<String> {
+    ["MRTR_GATE_REDIS_URL", "MRTR_GATE_REDIS_CLUSTER_URL"]
+        .into_iter()
+        .filter_map(|var| match std::env::var(var) {
+            Ok(url) => Some(url),
+            Err(_) if std::env::var_os("CI").is_some() => panic!("{var} is not set"),
+            Err(_) => {
+                eprintln!("{var} is not set: the Redis proxy test skips it");
+                None
+            }
+        })
+        .collect()
 }
 
 #[test]
 fn two_proxies_on_one_redis_share_one_trail_that_reconciles_clean() {
-    let Some(url) = redis_url() else { return };
+    for url in deployments() {
+        share_one_trail(&url);
+    }
+}
+
+fn share_one_trail(url: &str) {
+    let url = url.to_owned();
     let namespace = format!("proxy-test-{}", std::process::id());
     let trail = "proxies";
     let redis = ["--redis", &url, "--namespace", &namespace, "--trail", trail];

@@ -10,18 +10,29 @@
 //! tail was dropped; one chain proves it by construction.)
 //!
 //! Stream entry ids are `<seq>-1`, so an entry is found by its position alone.
+//!
+//! An append is confirmed only once [`Options::replicas`] replicas hold it (`WAIT`, in the same
+//! round trip), and appending the entry the head already is returns it as written: a call the
+//! connection retried (a reconnect, a redirection on a Cluster) after the first try landed
+//! neither writes the line twice nor reports it lost.
 
-use crate::connection::Conn;
+use crate::Options;
+use crate::connection::{Conn, write_script};
 use mrtr_gate_core::digest::sha256_hex;
 use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
 use redis::Script;
 
 // KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
-// Returns {1, stored line} when written, {0, head seq, head sha256} when the head moved.
+// Returns {1, stored line} when written (or already the head), {0, head seq, head sha256}
+// when the head moved.
 const APPEND: &str = r"
 local head = redis.call('HMGET', KEYS[2], 'seq', 'sha')
 local seq = tonumber(head[1] or '0')
 local sha = head[2] or string.rep('0', 64)
+if tonumber(ARGV[1]) == seq and ARGV[3] == sha then
+  local back = redis.call('XRANGE', KEYS[1], ARGV[1] .. '-1', ARGV[1] .. '-1')
+  if back[1] ~= nil and back[1][2][2] == ARGV[4] then return {1, back[1][2][2]} end
+end
 if tonumber(ARGV[1]) ~= seq + 1 or ARGV[2] ~= sha then
   return {0, tostring(seq), sha}
 end
@@ -36,6 +47,7 @@ return {1, back[1][2][2]}
 /// The shared trail on Redis.
 pub struct RedisAudit {
     conn: Conn,
+    options: Options,
     stream: String,
     head: String,
     append: Script,
@@ -50,9 +62,19 @@ impl std::fmt::Debug for RedisAudit {
 }
 
 impl RedisAudit {
-    /// The trail `trail` under `namespace` at `url`. Every process of one client names the
-    /// same trail.
+    /// The trail `trail` under `namespace` at `url` (`redis://…` or `redis-cluster://…`), with
+    /// [`Options::for_url`]. Every process of one client names the same trail.
     pub fn connect(url: &str, namespace: &str, trail: &str) -> Result<Self, HostError> {
+        Self::connect_with(url, namespace, trail, Options::for_url(url))
+    }
+
+    /// [`RedisAudit::connect`] with `options`.
+    pub fn connect_with(
+        url: &str,
+        namespace: &str,
+        trail: &str,
+        options: Options,
+    ) -> Result<Self, HostError> {
         let bad = |s: &str| s.is_empty() || s.contains(['{', '}', ':', '*', '?', '[', ']']);
         if bad(namespace) || bad(trail) {
             return Err(HostError::new(
@@ -61,7 +83,8 @@ impl RedisAudit {
         }
         // The stream and its head share a hash tag: one Cluster slot for the script.
         Ok(Self {
-            conn: Conn::open(url, crate::storage::TIMEOUT, "redis audit")?,
+            conn: Conn::open(url, options.timeout, "redis audit")?,
+            options,
             stream: format!("{namespace}:{{audit-{trail}}}:stream"),
             head: format!("{namespace}:{{audit-{trail}}}:head"),
             append: Script::new(APPEND),
@@ -95,14 +118,21 @@ impl Audit for RedisAudit {
         if sha256_hex(entry.line.as_bytes()) != entry.event_sha256 {
             return Err(HostError::new("the entry's digest is not its line's"));
         }
-        let mut call = self.append.prepare_invoke();
-        call.key(&self.stream)
-            .key(&self.head)
-            .arg(entry.seq)
-            .arg(&entry.prev_sha256)
-            .arg(&entry.event_sha256)
-            .arg(&entry.line);
-        let reply: Vec<redis::Value> = self.conn.with(|c| call.invoke(c))?;
+        let reply = write_script(
+            &self.conn,
+            &self.options,
+            &|_| {},
+            (&self.append, APPEND),
+            &[self.stream.clone(), self.head.clone()],
+            &[
+                entry.seq.to_string(),
+                entry.prev_sha256.clone(),
+                entry.event_sha256.clone(),
+                entry.line.clone(),
+            ],
+        )?;
+        let reply: Vec<redis::Value> = redis::from_redis_value(reply)
+            .map_err(|_| HostError::new("redis audit returned an unknown reply"))?;
         let text = |v: Option<&redis::Value>| -> Option<String> {
             match v? {
                 redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),

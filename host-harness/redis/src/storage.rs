@@ -11,14 +11,19 @@
 //! - Versions come from one counter per hash tag, so a key's version is never reused, not
 //!   even after the key was deleted and written again; and carry the counter's life, so
 //!   they are not reused after Redis lost its data or the counter either (restarted empty,
-//!   `FLUSHALL`, the counter evicted, restarted from an older snapshot). The counter is a
-//!   hash `<namespace>:{<tag>}#epoch` of `e`, a random non-zero 32-bit epoch (8 hex digits),
-//!   `n`, the count, and `r`, the run id of the server that last wrote it. A version is `e`
-//!   and `n` as 16 hex digits (epoch high, count low; stored so in each value's `v`, read
-//!   back as the `u64` they spell: exact, where Lua's numbers are not). Every write script
-//!   call checks the counter: missing, run out, or last written by another server run (a
-//!   restart from a snapshot keeps the counter but not the writes after it), it starts again
-//!   at 1 under a new epoch the host drew.
+//!   `FLUSHALL`, the counter evicted, restarted from an older snapshot, a replica promoted
+//!   without the master's last writes). The counter is a hash `<namespace>:{<tag>}#epoch` of
+//!   `e`, a random non-zero 32-bit epoch (8 hex digits), `n`, the count, and `r`, the run id
+//!   of the server that last wrote it (read by the script itself, from `INFO server`). A
+//!   version is `e` and `n` as 16 hex digits (epoch high, count low; stored so in each
+//!   value's `v`, read back as the `u64` they spell: exact, where Lua's numbers are not).
+//!   Every write script call checks the counter: missing, run out, or last written by another
+//!   server run (a restart from a snapshot keeps the counter but not the writes after it; a
+//!   promoted replica has a run id of its own), it starts again at 1 under a new epoch the
+//!   host drew.
+//! - A write is confirmed only once `replicas` replicas hold it ([`Options`]): the same
+//!   round trip ends with `WAIT`, and a write fewer replicas acknowledged is an error (the
+//!   gate denies), so a failover cannot bring back a round whose use was confirmed.
 //! - Keys are `<namespace>:{<tag>}:<gate key>`; the tag is the server part of the gate's key
 //!   (its 128-bit key part), so every key of one server, and so every key of a batch, lives
 //!   in one Redis Cluster slot with its counter. Values are opaque to Redis: hashes of
@@ -28,10 +33,12 @@
 //!   the same step as the value; and the set `<namespace>:tags` of every tag written, added
 //!   to in the same round trip as the write, before it. See [`RedisStorage::list_due`].
 
-use crate::connection::Conn;
+use crate::Options;
+use crate::connection::{Conn, send, write_script};
 use mrtr_gate_core::host::{Clock, DuePage, HostError, ReadKey, Storage, Versioned, Write};
 use redis::Script;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// How long a value outlives its TTL in Redis before Redis drops it on its own (the gate sees
@@ -41,8 +48,8 @@ pub const GRACE_MS: u64 = 60_000;
 /// How long one Redis call may take by default before it fails (and the gate denies with
 /// `storage_failed`). Well under the gate's default call deadline (1 s, which counts the time
 /// spent in storage), so a stalled store is named as such rather than as a guest that ran
-/// out of time; a remote store can be given more ([`RedisStorage::connect_with_timeout`],
-/// with the deadline raised to match).
+/// out of time; a remote store can be given more ([`Options::timeout`], with the deadline
+/// raised to match).
 pub const TIMEOUT: Duration = Duration::from_millis(250);
 
 // KEYS: the Redis keys. ARGV[1]: now (host ms); ARGV[1 + i]: the version the reader holds of
@@ -71,22 +78,25 @@ return out
 
 // KEYS: per write, its key, its tag's version counter and its tag's due set. ARGV[1]: now;
 // ARGV[2]: grace; ARGV[3]: a fresh epoch (8 hex digits, not 0) for a counter that starts a
-// new life; ARGV[4]: the server's run id as the host last read it ("" when unknown: not
-// checked); then per write: expected version (16 hex digits; "0": absent), "1" to store or
+// new life; then per write: expected version (16 hex digits; "0": absent), "1" to store or
 // "0" to delete, the value, the TTL, the gate key. Applies in order, stopping at the first
 // whose key is not at its expected version; returns the new version of each write applied
-// ("0" for a delete). The due set follows every applied write (the key's expiry as its
+// ("0" for a delete). The server's run id comes from `INFO server` ("" where a managed Redis
+// refuses it: then not checked). The due set follows every applied write (the key's expiry as its
 // score, removed with the key) and sheds what is past its TTL, so it never holds more than
 // is live. A counter missing, run out, or last written under another run of the server
 // starts a new life: the epoch given, the count at 1.
 const WRITE: &str = r"
 local now = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
-local fresh, run = ARGV[3], ARGV[4]
+local fresh = ARGV[3]
+local info = redis.pcall('INFO', 'server')
+local run = ''
+if type(info) == 'string' then run = string.match(info, 'run_id:(%x+)') or '' end
 local out = {}
 for i = 1, #KEYS / 3 do
   local key, counter, due = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local a = 4 + 5 * (i - 1)
+  local a = 3 + 5 * (i - 1)
   local h = redis.call('HMGET', key, 'v', 'e')
   local current = '0'
   if h[1] and tonumber(h[2]) > now then current = h[1] end
@@ -191,11 +201,16 @@ impl DueCursor {
 /// The gate's storage on Redis.
 pub struct RedisStorage {
     conn: Conn,
+    options: Options,
     namespace: String,
     clock: Arc<dyn Clock + Send + Sync>,
     read: Script,
     write: Script,
     due: Script,
+    /// On a Cluster, the tags this process added to `<namespace>:tags` through the current
+    /// connection (its count of lives first): the set lives in another slot than the write,
+    /// so adding it costs a round trip of its own, paid once per tag and connection.
+    tags_added: Mutex<(u64, HashSet<String>)>,
 }
 
 impl std::fmt::Debug for RedisStorage {
@@ -218,22 +233,23 @@ pub fn hash_tag(gate_key: &str) -> &str {
 }
 
 impl RedisStorage {
-    /// Connect to `url` (`redis://host:port/db`). Every key lives under `namespace`: stores
-    /// that must see each other's rounds share it, unrelated deployments do not.
+    /// Connect to `url` (`redis://host:port/db`, or `redis-cluster://host:port,…/` for a
+    /// Cluster) with [`Options::for_url`]. Every key lives under `namespace`: stores that must
+    /// see each other's rounds share it, unrelated deployments do not.
     pub fn connect(
         url: &str,
         namespace: &str,
         clock: Arc<dyn Clock + Send + Sync>,
     ) -> Result<Self, HostError> {
-        Self::connect_with_timeout(url, namespace, clock, TIMEOUT)
+        Self::connect_with(url, namespace, clock, Options::for_url(url))
     }
 
-    /// [`RedisStorage::connect`], with each call allowed `timeout`.
-    pub fn connect_with_timeout(
+    /// [`RedisStorage::connect`] with `options`.
+    pub fn connect_with(
         url: &str,
         namespace: &str,
         clock: Arc<dyn Clock + Send + Sync>,
-        timeout: Duration,
+        options: Options,
     ) -> Result<Self, HostError> {
         if namespace.is_empty() || namespace.contains(['{', '}', ':', '*', '?', '[', ']']) {
             return Err(HostError::new(
@@ -241,12 +257,14 @@ impl RedisStorage {
             ));
         }
         Ok(Self {
-            conn: Conn::open(url, timeout, "redis")?,
+            conn: Conn::open(url, options.timeout, "redis")?,
+            options,
             namespace: namespace.to_owned(),
             clock,
             read: Script::new(READ),
             write: Script::new(WRITE),
             due: Script::new(DUE),
+            tags_added: Mutex::new((0, HashSet::new())),
         })
     }
 
@@ -254,6 +272,139 @@ impl RedisStorage {
     /// may take a second, to load it).
     pub fn round_trips(&self) -> u64 {
         self.conn.calls()
+    }
+
+    /// `items` as the batches one script call takes: all of them on one server; on a Cluster,
+    /// each run of consecutive items whose keys share a tag (a slot).
+    fn runs<'i, T>(&self, items: &'i [T], key: impl Fn(&T) -> &str) -> Vec<&'i [T]> {
+        if !self.conn.is_cluster() {
+            return (!items.is_empty()).then_some(items).into_iter().collect();
+        }
+        items
+            .chunk_by(|a, b| hash_tag(key(a)) == hash_tag(key(b)))
+            .collect()
+    }
+
+    /// One write script call (see [`WRITE`]): the new versions of the writes applied.
+    fn write_run(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        let now = self.clock.now_ms();
+        let mut keys = Vec::with_capacity(writes.len() * 3);
+        let mut args = vec![now.to_string(), GRACE_MS.to_string(), fresh_epoch()];
+        let mut tags: Vec<&str> = Vec::new();
+        for w in writes {
+            let tag = hash_tag(w.key);
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+            keys.extend([
+                self.redis_key(w.key),
+                self.counter_key(w.key),
+                self.due_key(tag),
+            ]);
+            args.extend([
+                version_text(w.expected),
+                if w.value.is_some() { "1" } else { "0" }.to_owned(),
+                w.value.unwrap_or("").to_owned(),
+                w.ttl_ms.max(1).to_string(),
+                w.key.to_owned(),
+            ]);
+        }
+        // The tags first, so a sweep that lists the tags after the write can see its key's due
+        // set (tags are never removed: list_due). On one server they go in the write's own
+        // round trip; on a Cluster the set is in another slot, so a tag new to this
+        // connection is added (and confirmed) in a round trip before the write.
+        let cluster = self.conn.is_cluster();
+        if cluster {
+            self.add_tags(&tags)?;
+        }
+        let tags_key = self.tags_key();
+        let before = |pipe: &mut redis::Pipeline| {
+            if !cluster {
+                pipe.cmd("SADD").arg(&tags_key).arg(&tags);
+            }
+        };
+        let reply = write_script(
+            &self.conn,
+            &self.options,
+            &before,
+            (&self.write, WRITE),
+            &keys,
+            &args,
+        )?;
+        let applied: Vec<String> = redis::from_redis_value(reply)
+            .map_err(|_| HostError::new("redis returned a malformed write reply"))?;
+        if applied.len() > writes.len() {
+            return Err(HostError::new("redis applied more writes than asked"));
+        }
+        applied.iter().map(|v| version(v)).collect()
+    }
+
+    /// One read script call (see [`READ`]).
+    fn read_run(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
+        let now = self.clock.now_ms();
+        let mut call = self.read.prepare_invoke();
+        call.arg(now);
+        for k in keys {
+            call.key(self.redis_key(k.key));
+            call.arg(version_text(k.have));
+        }
+        let flat: Vec<String> = self.conn.with(|c| call.invoke(c))?;
+        if flat.len() != keys.len() * 2 {
+            return Err(HostError::new("redis returned a short read"));
+        }
+        flat.chunks(2)
+            .map(|pair| match pair {
+                [v, d] => {
+                    let v = version(v)?;
+                    Ok(if v == 0 {
+                        Versioned::absent()
+                    } else {
+                        Versioned {
+                            value: d.clone(),
+                            version: v,
+                        }
+                    })
+                }
+                _ => Err(HostError::new("redis returned a short read")),
+            })
+            .collect()
+    }
+
+    /// Adds the tags this connection has not added yet to `<namespace>:tags` (a Cluster's
+    /// round trip of its own, confirmed like a write).
+    fn add_tags(&self, tags: &[&str]) -> Result<(), HostError> {
+        let lives = self.conn.lives();
+        let new: Vec<&str> = {
+            let mut added = self
+                .tags_added
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if added.0 != lives {
+                *added = (lives, HashSet::new());
+            }
+            tags.iter()
+                .copied()
+                .filter(|t| !added.1.contains(*t))
+                .collect()
+        };
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("SADD").arg(self.tags_key()).arg(&new);
+        self.options.wait(&mut pipe);
+        let replies = self.conn.with(|c| send(&pipe, c))?;
+        self.options
+            .confirmed(replies.get(1..).unwrap_or_default(), "redis")?;
+        let mut added = self
+            .tags_added
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Remembered under the connection they went through; a reconnect since forgets them.
+        if added.0 == lives && self.conn.lives() == lives {
+            added.1.extend(new.iter().map(|t| (*t).to_owned()));
+        }
+        Ok(())
     }
 
     /// The Redis key of a gate key.
@@ -315,107 +466,30 @@ fn fresh_epoch() -> String {
 }
 
 impl Storage for RedisStorage {
+    /// One script call on one server; on a Cluster one per run of keys of one tag.
     fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
+        let mut out = Vec::with_capacity(keys.len());
+        for run in self.runs(keys, |k| k.key) {
+            out.extend(self.read_run(run)?);
         }
-        let now = self.clock.now_ms();
-        let mut call = self.read.prepare_invoke();
-        call.arg(now);
-        for k in keys {
-            call.key(self.redis_key(k.key));
-            call.arg(version_text(k.have));
-        }
-        let flat: Vec<String> = self.conn.with(|c| call.invoke(c))?;
-        if flat.len() != keys.len() * 2 {
-            return Err(HostError::new("redis returned a short read"));
-        }
-        flat.chunks(2)
-            .map(|pair| match pair {
-                [v, d] => {
-                    let v = version(v)?;
-                    Ok(if v == 0 {
-                        Versioned::absent()
-                    } else {
-                        Versioned {
-                            value: d.clone(),
-                            version: v,
-                        }
-                    })
-                }
-                _ => Err(HostError::new("redis returned a short read")),
-            })
-            .collect()
+        Ok(out)
     }
 
+    /// One script call for the batch on one server. On a Cluster, one per run of
+    /// consecutive writes of one tag (one slot), in order, stopping at the first run that did
+    /// not apply whole: each run is atomic, the batch as a whole is not (the gate's batches
+    /// are one binding's keys, so one tag; the contract's results are the same).
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
-        if writes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = self.clock.now_ms();
-        let mut keys = Vec::with_capacity(writes.len() * 3);
-        let mut args = vec![
-            now.to_string(),
-            GRACE_MS.to_string(),
-            fresh_epoch(),
-            String::new(),
-        ];
-        let mut tags: Vec<&str> = Vec::new();
-        for w in writes {
-            let tag = hash_tag(w.key);
-            if !tags.contains(&tag) {
-                tags.push(tag);
+        let mut applied = Vec::with_capacity(writes.len());
+        for run in self.runs(writes, |w| w.key) {
+            let done = self.write_run(run)?;
+            let whole = done.len() == run.len();
+            applied.extend(done);
+            if !whole {
+                break;
             }
-            keys.extend([
-                self.redis_key(w.key),
-                self.counter_key(w.key),
-                self.due_key(tag),
-            ]);
-            args.extend([
-                version_text(w.expected),
-                if w.value.is_some() { "1" } else { "0" }.to_owned(),
-                w.value.unwrap_or("").to_owned(),
-                w.ttl_ms.max(1).to_string(),
-                w.key.to_owned(),
-            ]);
         }
-        // One round trip: the tags first (so a sweep that lists the tags after the write can
-        // see its key's due set), then the script. Tags are never removed (list_due).
-        let applied: Vec<String> = self.conn.with_run_id(|c, run_id| {
-            // The run id of the server this connection reached (read when it connected).
-            if let Some(run) = args.get_mut(3) {
-                run_id.clone_into(run);
-            }
-            let mut pipe = redis::pipe();
-            pipe.cmd("SADD").arg(self.tags_key()).arg(&tags).ignore();
-            pipe.cmd("EVALSHA")
-                .arg(self.write.get_hash())
-                .arg(keys.len())
-                .arg(&keys)
-                .arg(&args);
-            match pipe.query::<(Vec<String>,)>(c) {
-                Ok((applied,)) => Ok(applied),
-                // The script is not loaded on this server yet (or any more): EVAL it once,
-                // which loads it. The tags were added all the same.
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    let mut call = self.write.prepare_invoke();
-                    for k in &keys {
-                        call.key(k);
-                    }
-                    for a in &args {
-                        call.arg(a);
-                    }
-                    call.invoke(c)
-                }
-                Err(e) => Err(e),
-            }
-        })?;
-        if applied.len() > writes.len() {
-            return Err(HostError::new("redis applied more writes than asked"));
-        }
-        applied.iter().map(|v| version(v)).collect()
+        Ok(applied)
     }
 
     /// The due keys tag by tag (tags in byte order, each tag's keys by expiry, then by key):

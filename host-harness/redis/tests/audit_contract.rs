@@ -1,7 +1,8 @@
-//! The `audit` contract, one suite over the in-memory sink and the shared Redis trail: an
-//! append is written only if it extends the head (else the head comes back), its line is
-//! read back, an entry whose digest is not its line's is refused, and the trail is one
-//! intact chain.
+//! The `audit` contract, one suite over the in-memory sink and the shared Redis trail (on one
+//! server and on a Cluster): an append is written only if it extends the head (else the head
+//! comes back), its line is read back, an entry whose digest is not its line's is refused, the
+//! head appended again is written once, an append fewer replicas hold than the sink waits for
+//! is an error, and the trail is one intact chain.
 
 #![cfg(test)]
 
@@ -9,7 +10,8 @@ use mrtr_gate_host::core::audit::verify_chain;
 use mrtr_gate_host::core::digest::sha256_hex;
 use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use mrtr_gate_host::reference_hosts::MemoryAudit;
-use mrtr_gate_redis::RedisAudit;
+use mrtr_gate_redis::{Options, RedisAudit};
+mod support;
 
 fn entry(head: &ChainHead, body: &str) -> AuditEntry {
     let seq = head.seq + 1;
@@ -28,15 +30,11 @@ fn entry(head: &ChainHead, body: &str) -> AuditEntry {
 fn sinks() -> Vec<(&'static str, Box<dyn Audit>, Option<RedisAudit>)> {
     let mut out: Vec<(&'static str, Box<dyn Audit>, Option<RedisAudit>)> =
         vec![("memory", Box::new(MemoryAudit::new()), None)];
-    match std::env::var("MRTR_GATE_REDIS_URL") {
-        Ok(url) => {
-            let trail = format!("t{}-{}", std::process::id(), rand_suffix());
-            let sink = RedisAudit::connect(&url, "audit-contract", &trail).unwrap();
-            let reader = RedisAudit::connect(&url, "audit-contract", &trail).unwrap();
-            out.push(("redis", Box::new(sink), Some(reader)));
-        }
-        Err(_) if std::env::var_os("CI").is_some() => panic!("MRTR_GATE_REDIS_URL is not set"),
-        Err(_) => eprintln!("MRTR_GATE_REDIS_URL is not set: the Redis half is skipped"),
+    for (name, url) in support::deployments() {
+        let trail = format!("t{}-{}", std::process::id(), rand_suffix());
+        let sink = RedisAudit::connect(&url, "audit-contract", &trail).unwrap();
+        let reader = RedisAudit::connect(&url, "audit-contract", &trail).unwrap();
+        out.push((name, Box::new(sink), Some(reader)));
     }
     out
 }
@@ -97,9 +95,13 @@ fn an_entry_whose_digest_is_not_its_lines_is_refused_by_redis() {
 
 #[test]
 fn two_writers_contend_for_one_head_and_the_trail_stays_one_chain() {
-    let Ok(url) = std::env::var("MRTR_GATE_REDIS_URL") else {
-        return;
-    };
+    for (_, url) in support::deployments() {
+        contend(&url);
+    }
+}
+
+fn contend(url: &str) {
+    let url = url.to_owned();
     let trail = format!("race{}", std::process::id());
     let writers: Vec<_> = (0..2)
         .map(|w| {
@@ -133,4 +135,36 @@ fn two_writers_contend_for_one_head_and_the_trail_stays_one_chain() {
         .lines()
         .unwrap();
     assert_eq!(verify_chain(lines.iter().map(String::as_str)).unwrap(), 200);
+}
+
+#[test]
+fn the_head_appended_again_is_written_once_as_a_retried_call_would() {
+    for (name, url) in support::deployments() {
+        let trail = format!("again{}-{}", std::process::id(), rand_suffix());
+        let sink = RedisAudit::connect(&url, "audit-contract", &trail).unwrap();
+        let e = entry(&ChainHead::genesis(), "once");
+        let first = sink.append(&e).unwrap();
+        let again = sink.append(&e).unwrap();
+        assert!(first.written && again.written, "{name}");
+        assert_eq!(first.stored, again.stored, "{name}");
+        // An entry at the head's place with another line is not the head: the head moved.
+        let mut other = entry(&ChainHead::genesis(), "other");
+        other.seq = 1;
+        assert!(!sink.append(&other).unwrap().written, "{name}");
+        assert_eq!(sink.lines().unwrap(), vec![e.line], "{name}");
+    }
+}
+
+#[test]
+fn an_append_fewer_replicas_hold_than_the_sink_waits_for_is_an_error() {
+    for (name, url) in support::deployments() {
+        // One server has no replica; each Cluster master has one, never two.
+        let wanted = if name == "redis" { 1 } else { 2 };
+        let trail = format!("unheld{}-{}", std::process::id(), rand_suffix());
+        let options = Options::for_url(&url).replicas(wanted);
+        let sink = RedisAudit::connect_with(&url, "audit-contract", &trail, options).unwrap();
+        let e = entry(&ChainHead::genesis(), "unheld");
+        let err = sink.append(&e).unwrap_err();
+        assert!(err.message.contains("replicas"), "{name}: {err:?}");
+    }
 }

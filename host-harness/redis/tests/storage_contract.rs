@@ -1,6 +1,7 @@
 //! The `storage` contract (guest/core/src/host.rs, wit/gate.wit), one suite run against every
-//! store a gate can run over: the in-memory store and Redis (a real redis-server; the test
-//! command starts one and sets MRTR_GATE_REDIS_URL). Both must pass it identically: the cases
+//! store a gate can run over: the in-memory store, Redis (a real redis-server) and a Redis
+//! Cluster (3 masters, 3 replicas; the test command starts both and sets MRTR_GATE_REDIS_URL
+//! and MRTR_GATE_REDIS_CLUSTER_URL). All must pass it identically: the cases
 //! of tests/storage/contract.json, which the Python and Node packages' stores are held to as
 //! well (liveness by the host's clock, compare-and-swap batches that stop at the first loser,
 //! versions never reused by a key, the reader's version elided, opaque values, and
@@ -17,6 +18,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+mod support;
 
 const KEY: &str = "mrtr-gate/v3/id/0123456789abcdef0123456789abcdef/1";
 
@@ -53,25 +55,16 @@ fn stores(clock: &Arc<ManualClock>) -> Vec<(&'static str, Box<dyn Storage>)> {
     let shared: Arc<dyn Clock + Send + Sync> = clock.clone();
     let mut out: Vec<(&'static str, Box<dyn Storage>)> =
         vec![("memory", Box::new(MemoryStorage::new(shared.clone())))];
-    match std::env::var("MRTR_GATE_REDIS_URL") {
-        Ok(url) => {
-            let ns = format!(
-                "contract-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::SeqCst)
-            );
-            out.push((
-                "redis",
-                Box::new(RedisStorage::connect(&url, &ns, shared).unwrap()),
-            ));
-        }
-        // CI always has Redis (scripts/test starts it): its absence there is a failure.
-        Err(_) if std::env::var_os("CI").is_some() => {
-            panic!("MRTR_GATE_REDIS_URL is not set (scripts/redis start)")
-        }
-        Err(_) => {
-            eprintln!("MRTR_GATE_REDIS_URL is not set: the Redis half of the contract is skipped")
-        }
+    for (name, url) in support::deployments() {
+        let ns = format!(
+            "contract-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        out.push((
+            name,
+            Box::new(RedisStorage::connect(&url, &ns, shared.clone()).unwrap()),
+        ));
     }
     out
 }
@@ -236,17 +229,16 @@ fn due(s: &dyn Storage, due_by: u64, limit: u32) -> Vec<String> {
 fn two_connections_racing_on_one_key_apply_exactly_one_swap_per_version() {
     // Two clients of one namespace (as two processes would be), each trying to move the
     // key from the version both read: exactly one wins every round.
-    let Ok(url) = std::env::var("MRTR_GATE_REDIS_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "MRTR_GATE_REDIS_URL is not set"
-        );
-        return;
-    };
+    for (_, url) in support::deployments() {
+        racing(&url);
+    }
+}
+
+fn racing(url: &str) {
     let clock: Arc<dyn Clock + Send + Sync> = Arc::new(ManualClock::new(1_700_000_000_000));
     let ns = format!("race-{}", std::process::id());
-    let a = Arc::new(RedisStorage::connect(&url, &ns, clock.clone()).unwrap());
-    let b = Arc::new(RedisStorage::connect(&url, &ns, clock).unwrap());
+    let a = Arc::new(RedisStorage::connect(url, &ns, clock.clone()).unwrap());
+    let b = Arc::new(RedisStorage::connect(url, &ns, clock).unwrap());
     let mut v = a.write(&[insert(KEY, "0", 600_000)]).unwrap()[0];
     for round in 0..200 {
         let wins: Vec<bool> = [a.clone(), b.clone()]
@@ -279,5 +271,42 @@ fn a_store_that_is_gone_is_a_host_error_not_a_verdict() {
     // Nothing listens on port 1.
     assert!(RedisStorage::connect("redis://127.0.0.1:1/", "gone", clock.clone()).is_err());
     assert!(RedisStorage::connect("not a url", "gone", clock.clone()).is_err());
-    assert!(RedisStorage::connect("redis://127.0.0.1:1/", "bad{ns}", clock).is_err());
+    assert!(RedisStorage::connect("redis://127.0.0.1:1/", "bad{ns}", clock.clone()).is_err());
+    for cluster in [
+        "redis-cluster://127.0.0.1:1/",
+        "redis-cluster://127.0.0.1:1,127.0.0.1:2/",
+        "redis-cluster:///",
+        "redis-cluster://127.0.0.1:1/db?x",
+        "redis-cluster://a@b@,/",
+    ] {
+        assert!(
+            RedisStorage::connect(cluster, "gone", clock.clone()).is_err(),
+            "{cluster}"
+        );
+    }
+}
+
+#[test]
+fn a_write_fewer_replicas_hold_than_the_store_waits_for_is_an_error() {
+    let clock: Arc<dyn Clock + Send + Sync> = Arc::new(ManualClock::new(1_700_000_000_000));
+    for (name, url) in support::deployments() {
+        // One server has no replica; each Cluster master has one, never two.
+        let wanted = if name == "redis" { 1 } else { 2 };
+        let ns = format!("unheld-{}", std::process::id());
+        let options = mrtr_gate_redis::Options::for_url(&url).replicas(wanted);
+        let store = RedisStorage::connect_with(&url, &ns, clock.clone(), options).unwrap();
+        let err = store.write(&[insert(KEY, "x", 60_000)]).unwrap_err();
+        assert!(err.message.contains("replicas"), "{name}: {err:?}");
+        // And as many as there are is a write.
+        let held = mrtr_gate_redis::Options::for_url(&url).replicas(wanted - 1);
+        let store = RedisStorage::connect_with(&url, &ns, clock.clone(), held).unwrap();
+        assert_eq!(
+            store
+                .write(&[swap(KEY, get(&store, KEY).map_or(0, |v| v.0), Some("y"))])
+                .unwrap()
+                .len(),
+            1,
+            "{name}"
+        );
+    }
 }

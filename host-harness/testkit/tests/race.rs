@@ -2,8 +2,9 @@
 //! several `mrtr-gate-testkit race-worker` processes, each with its own component instance,
 //! its own Redis connection and its own audit file. Exactly one retry per round; every other
 //! attempt refused with the code for what it was; every audit file an intact chain; across
-//! all of them, exactly one `submitted` event per round. Needs MRTR_GATE_REDIS_URL
-//! (scripts/test starts Redis).
+//! all of them, exactly one `submitted` event per round. Each test runs on one redis-server
+//! and on a Redis Cluster (MRTR_GATE_REDIS_URL, MRTR_GATE_REDIS_CLUSTER_URL: the test command
+//! starts both).
 //!
 //! Every test here runs under a CPU hog it starts itself (twice as many busy threads as the
 //! machine has cores, stopped when the test ends): a good round is never denied because the
@@ -56,23 +57,38 @@ fn is_genuine_loss(code: &str) -> bool {
     matches!(code, "state_already_used" | "inactive_mrtr_round")
 }
 
-fn redis() -> Option<String> {
-    match std::env::var("MRTR_GATE_REDIS_URL") {
-        Ok(url) => Some(url),
+/// The shared Redis deployments the test command starts: one server (MRTR_GATE_REDIS_URL) and
+/// a Cluster (MRTR_GATE_REDIS_CLUSTER_URL). A missing one fails on CI and is skipped, said
+/// so, elsewhere.
+fn deployments() -> Vec<(&'static str, String)> {
+    [
+        ("redis", "MRTR_GATE_REDIS_URL"),
+        ("redis-cluster", "MRTR_GATE_REDIS_CLUSTER_URL"),
+    ]
+    .into_iter()
+    .filter_map(|(name, var)| match std::env::var(var) {
+        Ok(url) => Some((name, url)),
         Err(_) => {
             assert!(
                 std::env::var_os("CI").is_none(),
-                "MRTR_GATE_REDIS_URL is not set (scripts/redis start)"
+                "{var} is not set (scripts/redis)"
             );
-            eprintln!("MRTR_GATE_REDIS_URL is not set: the race is skipped");
+            eprintln!("{var} is not set: the race on {name} is skipped");
             None
         }
-    }
+    })
+    .collect()
 }
 
 #[test]
 fn processes_racing_on_shared_rounds_retry_each_exactly_once() {
-    let Some(url) = redis() else { return };
+    for (_, url) in deployments() {
+        processes_racing_on_shared_rounds_retry_each_exactly_once_on(&url);
+    }
+}
+
+fn processes_racing_on_shared_rounds_retry_each_exactly_once_on(url: &str) {
+    let url = url.to_owned();
     let _hog = Hog::start();
     let dir = std::env::temp_dir().join(format!("mrtr-gate-race-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -295,7 +311,13 @@ fn genuine(lines: &[Value]) -> Option<(bool, Option<String>)> {
 
 #[test]
 fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_valid() {
-    let Some(url) = redis() else { return };
+    for (_, url) in deployments() {
+        a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_valid_on(&url);
+    }
+}
+
+fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_valid_on(url: &str) {
+    let url = url.to_owned();
     let _hog = Hog::start();
     let dir = std::env::temp_dir().join(format!("mrtr-gate-kill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -375,7 +397,13 @@ fn a_process_killed_mid_round_never_yields_a_second_retry_and_its_trail_stays_va
 
 #[test]
 fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round() {
-    let Some(url) = redis() else { return };
+    for (_, url) in deployments() {
+        processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round_on(&url);
+    }
+}
+
+fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round_on(url: &str) {
+    let url = url.to_owned();
     let _hog = Hog::start();
     const SHARED_ROUNDS: i64 = 30;
     let namespace = format!("shared-{}", std::process::id());

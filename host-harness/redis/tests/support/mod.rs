@@ -1,5 +1,7 @@
 //! A redis-server of the test's own, on a free loopback port, so that stopping, pausing or
-//! blocking it disturbs no other test.
+//! blocking it disturbs no other test; and the shared deployments the test command starts.
+
+#![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -121,4 +123,31 @@ impl Drop for OwnRedis {
 
 fn dir(port: u16) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("mrtr-gate-own-redis-{port}"))
+}
+
+/// The shared Redis deployments the test command starts, each named: one server
+/// (MRTR_GATE_REDIS_URL) and a Cluster (MRTR_GATE_REDIS_CLUSTER_URL). A missing one fails on
+/// CI and is skipped, said so, elsewhere.
+pub fn deployments() -> Vec<(&'static str, String)> {
+    [
+        ("redis", "MRTR_GATE_REDIS_URL", "scripts/redis start"),
+        (
+            "redis-cluster",
+            "MRTR_GATE_REDIS_CLUSTER_URL",
+            "scripts/redis cluster start",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, var, script)| match std::env::var(var) {
+        Ok(url) => Some((name, url)),
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{var} is not set ({script})"
+            );
+            eprintln!("{var} is not set: the {name} half is skipped");
+            None
+        }
+    })
+    .collect()
 }
