@@ -72,9 +72,14 @@ pub struct ProxyFlags {
     #[arg(long, value_name = "FILE", requires = "audit")]
     pub audit_anchor: Option<PathBuf>,
     /// Keep rounds and one audit trail on this Redis, shared by every replica that names the
-    /// same --namespace and --trail.
+    /// same --namespace and --trail: `redis://host:port/db`, or a Redis Cluster as
+    /// `redis-cluster://host:port,host:port,…/`.
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
+    /// How many replicas must hold each write to --redis before it counts (`WAIT`; fewer is a
+    /// denial). Default: 1 on a Cluster, 0 on one server; 0 on a Cluster is warned on stderr.
+    #[arg(long, value_name = "N", requires = "redis")]
+    pub redis_replicas: Option<u32>,
     /// The Redis namespace every key lives under.
     #[arg(long, value_name = "NS", default_value = "default")]
     pub namespace: String,
@@ -201,6 +206,7 @@ impl ProxyFlags {
                 audit: self.audit.clone(),
                 redis: self.redis.as_ref().map(|url| RedisChoice {
                     url: url.clone(),
+                    replicas: self.redis_replicas,
                     namespace: self.namespace.clone(),
                     trail: self.trail.clone(),
                 }),

@@ -11,7 +11,7 @@ use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage, Pseudonyms}
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
 use mrtr_gate_host::{BindPrincipal, HostServices, Principal, core::host::HostError};
-use mrtr_gate_redis::{RedisAudit, RedisStorage};
+use mrtr_gate_redis::{CLUSTER_SCHEME, Options, RedisAudit, RedisStorage};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -30,13 +30,19 @@ pub struct ServiceOptions {
 /// and trail.
 #[derive(Clone, Debug)]
 pub struct RedisChoice {
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db`, or `redis-cluster://host:port,…/`.
     pub url: String,
+    /// `--redis-replicas`: how many replicas must hold a write before it counts (`None`: 1 on
+    /// a Cluster, 0 on one server).
+    pub replicas: Option<u32>,
     /// Every key lives under it.
     pub namespace: String,
     /// The trail's name (`mrtr-gate reconcile redis:<trail>`).
     pub trail: String,
 }
+
+/// The printed warning of `--redis-replicas 0` on a Cluster (stderr, every run).
+pub const UNREPLICATED_WARNING: &str = "mrtr-gate: WARNING: --redis-replicas 0 on a Redis Cluster: a write counts before any replica holds it, so a failover can bring back a round already used and drop audit lines already confirmed";
 
 /// The printed warning of `--insecure-no-server-isolation` (stderr, every run).
 pub const NO_ISOLATION_WARNING: &str = "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as this user with no sandbox: it can rewrite the audit trail and its anchor, read the host key, and open this user's terminals";
@@ -76,9 +82,17 @@ impl Wired {
         let mut trail_files = None;
         let (storage, audit) = match (&options.redis, &options.audit) {
             (Some(redis), _) => {
+                if redis.options().replicas == 0 && redis.url.starts_with(CLUSTER_SCHEME) {
+                    eprintln!("{UNREPLICATED_WARNING}");
+                }
                 let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
-                let audit = RedisAudit::connect(&redis.url, &redis.namespace, &redis.trail)
-                    .map_err(|e| redis_error(&e))?;
+                let audit = RedisAudit::connect_with(
+                    &redis.url,
+                    &redis.namespace,
+                    &redis.trail,
+                    redis.options(),
+                )
+                .map_err(|e| redis_error(&e))?;
                 let audit: SharedAudit = Arc::new(audit);
                 (storage, audit)
             }
@@ -207,12 +221,24 @@ fn redis_storage(
     keyed: Option<&Keyed>,
     clock: &SharedClock,
 ) -> Result<SharedStorage, String> {
-    let storage = RedisStorage::connect(&redis.url, &redis.namespace, clock.clone())
-        .map_err(|e| redis_error(&e))?;
+    let storage =
+        RedisStorage::connect_with(&redis.url, &redis.namespace, clock.clone(), redis.options())
+            .map_err(|e| redis_error(&e))?;
     Ok(match keyed {
         Some(k) => Arc::new(AuthenticatedStorage::new(storage, k.keys.clone())),
         None => Arc::new(storage),
     })
+}
+
+impl RedisChoice {
+    /// The services' options: the URL's defaults, `--redis-replicas` over them.
+    pub fn options(&self) -> Options {
+        let options = Options::for_url(&self.url);
+        match self.replicas {
+            Some(n) => options.replicas(n),
+            None => options,
+        }
+    }
 }
 
 /// The URL may carry a password: the flag is named, not the URL.
@@ -273,6 +299,7 @@ mod tests {
             audit: Some(PathBuf::from("trail.jsonl")),
             redis: Some(RedisChoice {
                 url: "redis://127.0.0.1:1/".into(),
+                replicas: None,
                 namespace: "n".into(),
                 trail: "t".into(),
             }),
@@ -329,6 +356,7 @@ mod tests {
         let options = ServiceOptions {
             redis: Some(RedisChoice {
                 url: "redis://user:secret@127.0.0.1:1/".into(),
+                replicas: None,
                 namespace: "n".into(),
                 trail: "t".into(),
             }),

@@ -13,6 +13,9 @@
 //! unfinished bindings listed as `open` until the survivor's sweep ends them `expired` after
 //! their lifetime (docs/proxy.md "Replicas on Redis").
 //!
+//! Last, the same replicas on a Redis Cluster of the test's own while its masters fail: killed,
+//! moved by `CLUSTER FAILOVER`, paused past the node timeout; single use holds through each.
+//!
 //! Needs a Redis (`eval "$(./scripts/redis start)"` sets MRTR_GATE_REDIS_URL): without it
 //! the test says so and passes, except on CI. Hang guards only: nothing here depends on how
 //! fast the machine is; the retry in flight is held by the upstream until the test lets go.
@@ -524,4 +527,402 @@ fn a_killed_replicas_open_bindings_end_expired_by_the_survivors_sweep() {
     // Expired is used up: the round's retry at the survivor is refused and never goes upstream.
     assert_refused_as_used(&ask(&b_url, &retry(&abandoned, &abandoned_round, 4, "1A")));
     assert_eq!(retries_per_state(&dir).len(), 1);
+}
+
+/// A Redis Cluster of the test's own (`scripts/redis cluster start DIR`: 3 masters, 3
+/// replicas), with a 3 s node timeout so that a master lost is failed over within seconds;
+/// every node stopped when dropped.
+struct OwnCluster {
+    dir: PathBuf,
+    url: String,
+}
+
+const NODE_TIMEOUT_MS: &str = "3000";
+
+impl OwnCluster {
+    fn start(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "mrtr-gate-own-cluster-{name}-{}",
+            std::process::id()
+        ));
+        let out = Command::new(root().join("scripts/redis"))
+            .args(["cluster", "start"])
+            .arg(&dir)
+            .env("MRTR_GATE_REDIS_NODE_TIMEOUT_MS", NODE_TIMEOUT_MS)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let url = text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("MRTR_GATE_REDIS_CLUSTER_URL="))
+            .unwrap()
+            .to_owned();
+        Self { dir, url }
+    }
+
+    fn ports(&self) -> Vec<u16> {
+        let hosts = self.url.trim_start_matches("redis-cluster://");
+        hosts
+            .trim_end_matches('/')
+            .split(',')
+            .map(|h| h.rsplit_once(':').unwrap().1.parse().unwrap())
+            .collect()
+    }
+
+    fn cli(port: u16, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `master`, `slave`, or "" for a node that does not answer.
+    fn role(port: u16) -> String {
+        Self::cli(port, &["role"])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    /// The master that holds keys matching `pattern`.
+    fn master_holding(&self, pattern: &str) -> u16 {
+        self.ports()
+            .into_iter()
+            .find(|p| {
+                Self::role(*p) == "master"
+                    && !Self::cli(*p, &["--scan", "--pattern", pattern])
+                        .trim()
+                        .is_empty()
+            })
+            .unwrap_or_else(|| panic!("no master holds {pattern}"))
+    }
+
+    /// The replica of `master` (`ROLE`: master, offset, then ip, port, offset per replica).
+    fn replica_of(master: u16) -> u16 {
+        let mut replica = None;
+        wait_until("the master has its replica", || {
+            replica = Self::cli(master, &["role"])
+                .lines()
+                .nth(3)
+                .and_then(|p| p.trim().parse().ok());
+            replica.is_some()
+        });
+        replica.unwrap()
+    }
+
+    fn signal(&self, port: u16, signal: &str) {
+        let pid = std::fs::read_to_string(self.dir.join(format!("node-{port}.pid"))).unwrap();
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), pid.trim().to_owned()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn restart(&self, port: u16) {
+        let status = Command::new(root().join("scripts/redis"))
+            .args(["cluster", "restart", &port.to_string()])
+            .arg(&self.dir)
+            .env("MRTR_GATE_REDIS_NODE_TIMEOUT_MS", NODE_TIMEOUT_MS)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        // A paused node takes no signal but CONT until it runs again.
+        for port in self.ports() {
+            if self.dir.join(format!("node-{port}.pid")).exists() {
+                let _ = Command::new("sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "kill -CONT $(cat {}/node-{port}.pid) 2>/dev/null",
+                        self.dir.display()
+                    ))
+                    .status();
+            }
+        }
+        let _ = Command::new(root().join("scripts/redis"))
+            .args(["cluster", "stop"])
+            .arg(&self.dir)
+            .status();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// One round a client ran: when it started, the call and the round it got (if it got one),
+/// and how it ended: `Ok` booked, `Err` the denial's code (or `transport`).
+struct Ran {
+    started: Instant,
+    request: Value,
+    round: Option<Value>,
+    end: Result<(), String>,
+}
+
+/// Clients running rounds through the two replicas until stopped: each call at one replica,
+/// its retry at the other.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ran: std::sync::Arc<std::sync::Mutex<Vec<Ran>>>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+const CLIENTS: u64 = 4;
+
+fn code_of(answer: &Value) -> String {
+    answer["error"]["data"]["mrtr_gate"]["code"]
+        .as_str()
+        .map_or_else(|| format!("other: {answer}"), str::to_owned)
+}
+
+impl Load {
+    fn start(urls: [String; 2]) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let ran = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let ids = std::sync::Arc::new(AtomicU64::new(1));
+        let clients = (0..CLIENTS)
+            .map(|c| {
+                let (stop, ran, ids, urls) = (stop.clone(), ran.clone(), ids.clone(), urls.clone());
+                std::thread::spawn(move || {
+                    let next = || ids.fetch_add(1, Ordering::Relaxed);
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        n += 1;
+                        let (here, there) = (&urls[(n % 2) as usize], &urls[1 - (n % 2) as usize]);
+                        let started = Instant::now();
+                        let request = call(next(), "book", (c * 1_000_000 + n) as usize);
+                        let (round, end) = match post(here, &request) {
+                            Err(e) => (None, Err(format!("transport: {e}"))),
+                            Ok(a) if a["result"]["resultType"] == "input_required" => {
+                                let seat = format!("{c}-{n}");
+                                match post(there, &retry(&request, &a, next(), &seat)) {
+                                    Err(e) => (Some(a), Err(format!("transport: {e}"))),
+                                    Ok(done) if done.get("result").is_some() => {
+                                        assert_booked(&done, &seat);
+                                        (Some(a), Ok(()))
+                                    }
+                                    Ok(done) => (Some(a), Err(code_of(&done))),
+                                }
+                            }
+                            Ok(a) => (None, Err(code_of(&a))),
+                        };
+                        let denied = end.is_err();
+                        ran.lock().unwrap().push(Ran {
+                            started,
+                            request,
+                            round,
+                            end,
+                        });
+                        if denied {
+                            // A denied client waits a little before its next call, as any
+                            // client backs off a failing service.
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                })
+            })
+            .collect();
+        Self { stop, ran, clients }
+    }
+
+    /// Waits until a round started after `since` is booked; returns how long after `since`
+    /// it started, and the rounds started since then that were denied before it.
+    fn resumed_after(&self, since: Instant) -> (Duration, Vec<String>) {
+        let mut out = None;
+        let began = Instant::now();
+        wait_until("honest rounds resume after the fault", || {
+            let ran = self.ran.lock().unwrap();
+            assert!(
+                began.elapsed() < HANG_GUARD - Duration::from_secs(1),
+                "no round booked since the fault; the last ends: {:?}",
+                ran.iter().rev().take(8).map(|r| &r.end).collect::<Vec<_>>()
+            );
+            let first = ran
+                .iter()
+                .filter(|r| r.started >= since && r.end.is_ok())
+                .map(|r| r.started)
+                .min();
+            if let Some(first) = first {
+                let denied = ran
+                    .iter()
+                    .filter(|r| r.started >= since && r.started < first)
+                    .filter_map(|r| r.end.clone().err())
+                    .collect();
+                out = Some((first - since, denied));
+            }
+            out.is_some()
+        });
+        out.unwrap()
+    }
+
+    fn stop(self) -> Vec<Ran> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for c in self.clients {
+            c.join().unwrap();
+        }
+        std::sync::Arc::try_unwrap(self.ran)
+            .ok()
+            .unwrap()
+            .into_inner()
+            .unwrap()
+    }
+}
+
+/// Single use through failovers of a real Redis Cluster (docs/redis.md, "Failover"): clients
+/// run rounds through two proxy replicas on a Cluster of the test's own while the master that
+/// holds the rounds is killed (and started again, to rejoin as a replica), while `CLUSTER
+/// FAILOVER` moves the master that holds the trail, and while the rounds' master is paused
+/// past the node timeout. After each, honest rounds resume; afterwards every round booked is
+/// replayed at both replicas and refused, the upstream got at most one retry per round
+/// (exactly one per round booked), every `submitted` line a booked round was confirmed with is
+/// in the trail, and `reconcile` finds the trail clean. The rounds denied during each fault
+/// and the time to resume are printed (docs/redis.md has a run's).
+#[test]
+fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master() {
+    // It runs a Cluster of its own, where the test command has started one (so Debian's
+    // redis-server is there).
+    if std::env::var_os("MRTR_GATE_REDIS_CLUSTER_URL").is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "MRTR_GATE_REDIS_CLUSTER_URL is not set: the test command starts a Cluster"
+        );
+        eprintln!("no Redis Cluster here (scripts/redis cluster start): the test is skipped");
+        return;
+    }
+    let own = OwnCluster::start("failover");
+    let cluster = Cluster::start("failover", own.url.clone(), recording_upstream);
+    let ns = cluster.namespace.clone();
+    let load = Load::start([cluster.a_url.clone(), cluster.b_url.clone()]);
+    let mut report = Vec::new();
+    let rounds_at = format!("{ns}:{{*}}#epoch");
+    let trail_at = format!("{ns}:{{audit-*");
+    // Some rounds before any fault, so the rounds' and the trail's keys exist.
+    let (first, _) = load.resumed_after(Instant::now());
+    assert!(first < HANG_GUARD);
+
+    eprintln!(
+        "failover: rounds before any fault: {:.1} s",
+        first.as_secs_f64()
+    );
+    // 1. The rounds' master killed: its replica is promoted after the node timeout; the
+    // killed node is started again and rejoins as the new master's replica (until then no
+    // write of that slot is held by a replica, and so none is confirmed).
+    let master = own.master_holding(&rounds_at);
+    let replica = OwnCluster::replica_of(master);
+    let since = Instant::now();
+    own.signal(master, "KILL");
+    wait_until("the replica is promoted", || {
+        OwnCluster::role(replica) == "master"
+    });
+    own.restart(master);
+    report.push(("killed", load.resumed_after(since)));
+
+    // 2. The trail's master moved by `CLUSTER FAILOVER` at its replica (no write is lost: the
+    // replica catches up first).
+    let master = own.master_holding(&trail_at);
+    let replica = OwnCluster::replica_of(master);
+    let since = Instant::now();
+    assert_eq!(
+        OwnCluster::cli(replica, &["cluster", "failover"]).trim(),
+        "OK"
+    );
+    wait_until("the failover completes", || {
+        OwnCluster::role(replica) == "master"
+    });
+    report.push(("moved", load.resumed_after(since)));
+
+    // 3. The rounds' master paused past the node timeout: its replica is promoted; resumed,
+    // the old master finds itself demoted and follows the new one.
+    let master = own.master_holding(&rounds_at);
+    let replica = OwnCluster::replica_of(master);
+    let since = Instant::now();
+    own.signal(master, "STOP");
+    wait_until("the replica is promoted", || {
+        OwnCluster::role(replica) == "master"
+    });
+    own.signal(master, "CONT");
+    report.push(("paused", load.resumed_after(since)));
+    wait_until("the paused master follows", || {
+        OwnCluster::role(master) == "slave"
+    });
+    // Rounds after the last fault, on the cluster as it now is.
+    let (_, _) = load.resumed_after(Instant::now());
+    let ran = load.stop();
+
+    for (fault, (resume, denied)) in &report {
+        let mut codes: BTreeMap<&str, usize> = BTreeMap::new();
+        for d in denied {
+            *codes.entry(d.as_str()).or_insert(0) += 1;
+        }
+        eprintln!(
+            "failover: {fault}: resumed after {:.1} s, {} rounds denied meanwhile {codes:?}",
+            resume.as_secs_f64(),
+            denied.len()
+        );
+    }
+    let booked: Vec<&Ran> = ran.iter().filter(|r| r.end.is_ok()).collect();
+    eprintln!(
+        "failover: {} rounds run by {CLIENTS} clients, {} booked",
+        ran.len(),
+        booked.len()
+    );
+
+    // Every round booked, replayed at both replicas, is refused and never goes upstream.
+    let mut id = 1_000_000_000;
+    for r in &booked {
+        let round = r.round.as_ref().unwrap();
+        for url in [&cluster.a_url, &cluster.b_url] {
+            id += 1;
+            assert_refused_as_used(&ask(url, &retry(&r.request, round, id, "9Z")));
+        }
+    }
+    let counts = retries_per_state(&cluster.dir);
+    assert!(
+        counts.values().all(|n| *n == 1),
+        "a round retried twice: {counts:?}"
+    );
+    let booked_states: Vec<String> = booked
+        .iter()
+        .map(|r| assert_round(r.round.as_ref().unwrap()))
+        .collect();
+    for state in &booked_states {
+        assert_eq!(counts.get(state), Some(&1), "{state}");
+    }
+
+    // Every `submitted` line a booked round was confirmed with is in the trail.
+    let lines = mrtr_gate_redis::RedisAudit::connect(&own.url, &ns, cluster.trail)
+        .unwrap()
+        .lines()
+        .unwrap();
+    let submitted: std::collections::HashSet<String> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["event"] == "submitted")
+        .filter_map(|v| v["state_sha256"].as_str().map(str::to_owned))
+        .collect();
+    for state in &booked_states {
+        let digest = mrtr_gate_host::core::digest::digest_str(state);
+        assert!(
+            submitted.contains(&digest),
+            "{state}: its submitted line is gone"
+        );
+    }
+
+    let (report, ok) = cluster.reconcile();
+    assert!(ok, "{report}");
+    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["double_use"], json!([]), "{report}");
 }

@@ -360,6 +360,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     if let Some(url) = &w.redis {
         let redis = RedisChoice {
             url: url.clone(),
+            replicas: None,
             namespace: format!("bench-proxy-{}", std::process::id()),
             trail: "bench-proxy".into(),
         };
