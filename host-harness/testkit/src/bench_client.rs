@@ -7,6 +7,7 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
+use crate::reference::{RawClient, record_round};
 use crate::timed::{Stopwatch, TimedGate, TimedTransport};
 use mrtr_gate_client::transport::Transport;
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
@@ -232,6 +233,13 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         watch: spent_off.clone(),
     };
     let mut off = Client::new(gate, transport(url, &wire_off)?, config, Box::new(answers));
+    // The reference: the same two requests from a plain HTTP/1.1 client (crate::reference).
+    let wire_raw = Stopwatch::default();
+    let mut raw = RawClient::new(
+        url,
+        record_round(url, tool, arguments, &w.answers)?,
+        wire_raw.clone(),
+    )?;
     let params = json!({"name": tool, "arguments": arguments});
     let timed = |client: &mut dyn FnMut() -> Result<u32, String>| -> Result<f64, String> {
         let started = Instant::now();
@@ -244,8 +252,9 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     let (mut with, mut without) = (Vec::new(), Vec::new());
     let (mut inside_on, mut inside_off) = (Vec::new(), Vec::new());
     let (mut on_wire, mut off_wire) = (Vec::new(), Vec::new());
+    let mut reference = Vec::new();
     for i in 0..calls + 20 {
-        for watch in [&spent_on, &spent_off, &wire_on, &wire_off] {
+        for watch in [&spent_on, &spent_off, &wire_on, &wire_off, &wire_raw] {
             watch.reset();
         }
         let a = timed(&mut || {
@@ -258,8 +267,10 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
                 .map(|d| d.rounds)
                 .map_err(|e| e.to_string())
         })?;
+        let c = timed(&mut || raw.round().map(|()| 1))?;
         // The first calls warm the connection, the server and the instance.
         if i >= 20 {
+            reference.push(c);
             with.push(a);
             without.push(b);
             inside_on.push(spent_on.total_us());
@@ -271,9 +282,11 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     let (m_on, m_off) = (median(&mut with), median(&mut without));
     let (g_on, g_off) = (median(&mut inside_on), median(&mut inside_off));
     let (w_on, w_off) = (median(&mut on_wire), median(&mut off_wire));
+    let m_raw = median(&mut reference);
     Ok(format!(
-        "| a form round over loopback HTTP ({calls} calls each, alternating) | median per call | of which in the gate (or its stand-in) | of which in the transport (two requests) |\n|---|---|---|---|\n| client with the gate ({}) | {m_on:.0} us | {g_on:.0} us | {w_on:.0} us |\n| the same client, gate off | {m_off:.0} us | {g_off:.0} us | {w_off:.0} us |\n| **ratio (budget <= 1.10)** | **{:.3}** | | |\n",
+        "| a form round over loopback HTTP ({calls} calls each, alternating) | median per call | of which in the gate (or its stand-in) | of which in the transport (two requests) |\n|---|---|---|---|\n| client with the gate ({}) | {m_on:.0} us | {g_on:.0} us | {w_on:.0} us |\n| the same client, gate off | {m_off:.0} us | {g_off:.0} us | {w_off:.0} us |\n| reference: the same two requests, plain HTTP/1.1 client | {m_raw:.0} us | | {m_raw:.0} us |\n| **ratio (budget <= 1.10)** | **{:.3}** | | |\n| gate off / reference | {:.3} | | |\n",
         if native { "native core" } else { "component" },
-        m_on / m_off
+        m_on / m_off,
+        m_off / m_raw
     ))
 }

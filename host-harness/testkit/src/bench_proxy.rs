@@ -3,7 +3,8 @@
 //! One run measures, side by side: the client straight to the server; through the proxy with
 //! the gate off (the engine over [`GateOff`], in-process: a relay's own cost); the gate on
 //! (the component, a file trail in each folder given: tmpfs and disk); the gate on over
-//! Redis. Each client is one sequential loop over one keep-alive connection, running form
+//! Redis; and the reference, the direct rounds' requests from a plain HTTP/1.1 client
+//! (crate::reference), so a slow transport shows as one. Each client is one sequential loop over one keep-alive connection, running form
 //! rounds (two requests each); 1, 8 and 32 clients at once give the calls per second. Last,
 //! the RSS of `mrtr-gate proxy` run as its own process (gate on, a short round lifetime, so
 //! the run outlasts many lifetimes) while it serves many rounds. Prints ratios, never a
@@ -13,6 +14,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use crate::bench_client::GateOff;
+use crate::reference::{RawClient, Recorded, record_round};
 use crate::timed::{Stopwatch, TimedGate, TimedTransport};
 use mrtr_gate_cli::keys::KeyOptions;
 use mrtr_gate_cli::services::{RedisChoice, ServiceOptions, Wired};
@@ -180,21 +182,52 @@ struct Measured {
 }
 
 /// `clients` sequential loops at once, `rounds` timed form rounds each, against `url`.
-fn drive(w: &Workload, url: &str, clients: usize, rounds: usize) -> Result<Measured, String> {
+/// `clients` clients at once, each `rounds` timed form rounds after its warm ones: the MCP
+/// client (gate off), or with `reference` the same round's requests from a plain HTTP/1.1
+/// client (crate::reference).
+fn drive(
+    w: &Workload,
+    url: &str,
+    clients: usize,
+    rounds: usize,
+    reference: Option<&[Recorded; 2]>,
+) -> Result<Measured, String> {
     let answers = AnswersFile::parse(&w.answers).map_err(|e| e.0)?;
     let params = json!({"name": w.tool, "arguments": w.arguments});
     let start = Arc::new(Barrier::new(clients + 1));
     let mut threads = Vec::new();
     for _ in 0..clients {
-        let (answers, params, url, start) = (
+        let (answers, params, url, start, reference) = (
             answers.clone(),
             params.clone(),
             url.to_owned(),
             Arc::clone(&start),
+            reference.cloned(),
         );
         threads.push(std::thread::spawn(
             move || -> Result<(Vec<f64>, Vec<f64>), String> {
                 let watch = Stopwatch::default();
+                if let Some(round) = reference {
+                    let raw = RawClient::new(&url, round, watch.clone());
+                    let mut raw = match raw {
+                        Ok(raw) => raw,
+                        Err(e) => {
+                            start.wait();
+                            return Err(e);
+                        }
+                    };
+                    let mut one = || -> Result<f64, String> {
+                        let started = Instant::now();
+                        raw.round()?;
+                        Ok(started.elapsed().as_secs_f64() * 1e6)
+                    };
+                    let warm = (0..WARM_ROUNDS).try_for_each(|_| one().map(|_| ()));
+                    start.wait();
+                    warm?;
+                    watch.reset();
+                    let per_round = (0..rounds).map(|_| one()).collect::<Result<Vec<_>, _>>()?;
+                    return Ok((watch.laps_us(), per_round));
+                }
                 let inner = match HttpTransport::connect(&url) {
                     Ok(inner) => inner,
                     Err(e) => {
@@ -281,10 +314,20 @@ fn measure(
     url: &str,
     gate_time: Option<&Stopwatch>,
 ) -> Result<Row, String> {
+    measure_with(w, name, url, gate_time, None)
+}
+
+fn measure_with(
+    w: &Workload,
+    name: String,
+    url: &str,
+    gate_time: Option<&Stopwatch>,
+    reference: Option<&[Recorded; 2]>,
+) -> Result<Row, String> {
     if let Some(watch) = gate_time {
         watch.reset();
     }
-    let mut one = drive(w, url, 1, w.rounds)?;
+    let mut one = drive(w, url, 1, w.rounds, reference)?;
     let gate_us_per_request = gate_time.map(|watch| {
         // Warm rounds included: (warm + timed) rounds of two requests each.
         #[allow(clippy::cast_precision_loss)]
@@ -293,7 +336,7 @@ fn measure(
     });
     let mut per_second = Vec::new();
     for &clients in &w.clients {
-        let m = drive(w, url, clients, w.rounds)?;
+        let m = drive(w, url, clients, w.rounds, reference)?;
         #[allow(clippy::cast_precision_loss)]
         per_second.push(m.requests.len() as f64 / m.wall_s);
     }
@@ -333,6 +376,14 @@ fn key_file() -> PathBuf {
 /// Run every row and the RSS run; the report (markdown).
 pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     let mut rows = vec![measure(w, "direct (no proxy)".into(), &w.upstream, None)?];
+    let recorded = record_round(&w.upstream, &w.tool, &w.arguments, &w.answers)?;
+    rows.push(measure_with(
+        w,
+        "reference: direct, plain HTTP/1.1 client".into(),
+        &w.upstream,
+        None,
+        Some(&recorded),
+    )?);
     {
         let proxy = start_proxy(runtime, &w.upstream, &Gating::Off)?;
         rows.push(measure(
@@ -520,7 +571,7 @@ fn rss_run(w: &Workload, trail: &std::path::Path) -> Result<String, String> {
     let mut samples = Vec::new();
     let mut done = 0;
     while done < w.rss_rounds {
-        drive(w, &proxy.url, CLIENTS, step / CLIENTS)?;
+        drive(w, &proxy.url, CLIENTS, step / CLIENTS, None)?;
         done += step / CLIENTS * CLIENTS + CLIENTS * WARM_ROUNDS;
         samples.push((
             done,

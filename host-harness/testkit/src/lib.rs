@@ -16,6 +16,7 @@ pub mod bench_redis;
 pub mod corpus;
 pub mod fixture;
 pub mod race;
+pub mod reference;
 pub mod timed;
 
 pub use mrtr_gate_cli::error_chain;

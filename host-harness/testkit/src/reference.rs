@@ -1,0 +1,250 @@
+//! The reference a round-trip benchmark prints beside its own rows (issue 40): the same form
+//! round's two requests sent by a plain HTTP/1.1 client, a `TcpStream` with no MCP library
+//! and no gate, over one kept-alive connection to the same server, in the same run. A ratio
+//! of two slow rows can look fine (the gate's overhead read 1.007 while a test server stalled
+//! every request by 40 ms); the reference's own figure shows the transport's floor, so a
+//! regression there is seen as one.
+//!
+//! The two requests are the ones the MCP client sends: recorded from one round of
+//! `mrtr-gate-client` with the gate off, then sent again with fresh ids and each round's own
+//! `requestState`.
+
+// serde_json's `value["key"]` yields `null` for anything missing; it never panics.
+#![allow(clippy::indexing_slicing)]
+
+use crate::bench_client::GateOff;
+use crate::timed::Stopwatch;
+use mrtr_gate_client::transport::{Outgoing, Transport, TransportError, Waiting};
+use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
+use mrtr_gate_host::core::ServerIdentity;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// One request as the MCP client sent it: its headers' values and its text.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    method: String,
+    name: Option<String>,
+    protocol_version: String,
+    json: String,
+}
+
+/// A transport that keeps what it sends.
+struct Recording<T> {
+    inner: T,
+    sent: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl<T: Transport> Transport for Recording<T> {
+    fn server(&self) -> &ServerIdentity {
+        self.inner.server()
+    }
+    fn request(
+        &mut self,
+        request: Outgoing<'_>,
+        waiting: &mut dyn Waiting,
+    ) -> Result<String, TransportError> {
+        self.sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Recorded {
+                method: request.method.to_owned(),
+                name: request.name.map(str::to_owned),
+                protocol_version: request.protocol_version.to_owned(),
+                json: request.json.to_owned(),
+            });
+        self.inner.request(request, waiting)
+    }
+    fn notify(&mut self, method: &str, json: &str) -> Result<(), TransportError> {
+        self.inner.notify(method, json)
+    }
+}
+
+/// The two requests of one form round of `tool`, as the MCP client (gate off) sends them to
+/// `url`.
+pub fn record_round(
+    url: &str,
+    tool: &str,
+    arguments: &Value,
+    answers: &str,
+) -> Result<[Recorded; 2], String> {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let transport = Recording {
+        inner: HttpTransport::connect(url).map_err(|e| e.to_string())?,
+        sent: sent.clone(),
+    };
+    let answers = AnswersFile::parse(answers).map_err(|e| e.0)?;
+    let mut client = Client::new(
+        GateOff::default(),
+        Box::new(transport),
+        ClientConfig::new("alice", "acme"),
+        Box::new(answers),
+    );
+    let done = client
+        .call("tools/call", json!({"name": tool, "arguments": arguments}))
+        .map_err(|e| e.to_string())?;
+    if done.rounds != 1 {
+        return Err(format!("the call took {} rounds, not one", done.rounds));
+    }
+    drop(client);
+    let sent = sent.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match <[Recorded; 2]>::try_from(sent) {
+        Ok(both) => Ok(both),
+        Err(sent) => Err(format!("a form round sent {} requests, not 2", sent.len())),
+    }
+}
+
+/// A plain HTTP/1.1 client over one kept-alive connection, sending a recorded round again.
+pub struct RawClient {
+    host: String,
+    path: String,
+    stream: Option<BufReader<TcpStream>>,
+    round: [Recorded; 2],
+    next_id: u64,
+    watch: Stopwatch,
+}
+
+impl RawClient {
+    /// A client of `url` (`http://host:port/path`) that sends `round` again, each request
+    /// timed on `watch`.
+    pub fn new(url: &str, round: [Recorded; 2], watch: Stopwatch) -> Result<Self, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("the reference client speaks http:// only: {url}"))?;
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        Ok(Self {
+            host: host.to_owned(),
+            path: format!("/{path}"),
+            stream: None,
+            round,
+            next_id: 1_000_000,
+            watch,
+        })
+    }
+
+    /// One form round: the call, then its retry with the round's `requestState`.
+    pub fn round(&mut self) -> Result<(), String> {
+        let [call, retry] = self.round.clone();
+        let answer = self.send(&call, |_| {})?;
+        let result = &answer["result"];
+        if result["resultType"] != "input_required" {
+            return Err(format!("the call did not ask for input: {answer}"));
+        }
+        let state = result.get("requestState").cloned();
+        let done = self.send(&retry, |m| {
+            if let Some(state) = state {
+                m["params"]["requestState"] = state;
+            }
+        })?;
+        if done.get("result").is_none() || done["result"]["resultType"] == "input_required" {
+            return Err(format!("the retry did not complete: {done}"));
+        }
+        Ok(())
+    }
+
+    /// Sends `request` (a fresh id, then `edit`) and returns the response with its id.
+    fn send(&mut self, request: &Recorded, edit: impl FnOnce(&mut Value)) -> Result<Value, String> {
+        let mut message: Value = serde_json::from_str(&request.json).map_err(|e| e.to_string())?;
+        self.next_id += 1;
+        let id = self.next_id;
+        message["id"] = json!(id);
+        edit(&mut message);
+        let body = message.to_string();
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\nMcp-Method: {}\r\n",
+            self.path, self.host, request.protocol_version, request.method
+        );
+        if let Some(name) = &request.name {
+            head.push_str(&format!("Mcp-Name: {name}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        let watch = self.watch.clone();
+        let (text, sse) = watch.time(|| self.exchange(&(head + &body)))?;
+        let found = if sse {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m["id"] == json!(id))
+        } else {
+            serde_json::from_str::<Value>(&text)
+                .ok()
+                .filter(|m| m["id"] == json!(id))
+        };
+        found.ok_or_else(|| format!("no response with id {id} in: {text}"))
+    }
+
+    /// Writes `request` in one write and reads the whole response: its body, and whether it
+    /// is an event stream.
+    fn exchange(&mut self, request: &str) -> Result<(String, bool), String> {
+        let io = |e: std::io::Error| e.to_string();
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.host).map_err(io)?;
+            s.set_nodelay(true).map_err(io)?;
+            self.stream = Some(BufReader::new(s));
+        }
+        let stream = self.stream.as_mut().ok_or("no connection")?;
+        stream.get_mut().write_all(request.as_bytes()).map_err(io)?;
+        let mut line = String::new();
+        stream.read_line(&mut line).map_err(io)?;
+        if !line.starts_with("HTTP/1.1 2") {
+            return Err(format!("the server answered {}", line.trim()));
+        }
+        let (mut length, mut chunked, mut sse, mut close) = (None, false, false, false);
+        loop {
+            line.clear();
+            stream.read_line(&mut line).map_err(io)?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            let (name, value) = header.split_once(':').unwrap_or((header, ""));
+            let value = value.trim().to_ascii_lowercase();
+            match name.to_ascii_lowercase().as_str() {
+                "content-length" => length = value.parse::<usize>().ok(),
+                "transfer-encoding" => chunked = value.contains("chunked"),
+                "content-type" => sse = value.starts_with("text/event-stream"),
+                "connection" => close = value.contains("close"),
+                _ => {}
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                stream.read_line(&mut line).map_err(io)?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|_| format!("a bad chunk size: {line:?}"))?;
+                if size == 0 {
+                    // The trailer, up to its empty line.
+                    loop {
+                        line.clear();
+                        stream.read_line(&mut line).map_err(io)?;
+                        if line.trim_end().is_empty() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+                let at = body.len();
+                body.resize(at + size, 0);
+                stream.read_exact(&mut body[at..]).map_err(io)?;
+                line.clear();
+                stream.read_line(&mut line).map_err(io)?;
+            }
+        } else if let Some(n) = length {
+            body.resize(n, 0);
+            stream.read_exact(&mut body).map_err(io)?;
+        } else {
+            stream.read_to_end(&mut body).map_err(io)?;
+            close = true;
+        }
+        if close {
+            self.stream = None;
+        }
+        String::from_utf8(body)
+            .map(|b| (b, sse))
+            .map_err(|e| e.to_string())
+    }
+}
