@@ -627,6 +627,49 @@ impl OwnCluster {
         assert!(status.success());
     }
 
+    /// Moves the slot of the keys matching `pattern` from master `from` to master `to`, as
+    /// `redis-cli --cluster reshard` moves a slot: importing and migrating marks, the keys
+    /// `MIGRATE`d a few at a time, then the slot assigned to `to` on every master.
+    fn migrate_slot_of(&self, pattern: &str, from: u16, to: u16) {
+        let key = Self::cli(from, &["--scan", "--pattern", pattern]);
+        let key = key.lines().next().unwrap().trim().to_owned();
+        let slot = Self::cli(from, &["cluster", "keyslot", &key])
+            .trim()
+            .to_owned();
+        let id = |p: u16| Self::cli(p, &["cluster", "myid"]).trim().to_owned();
+        let (from_id, to_id) = (id(from), id(to));
+        assert_eq!(
+            Self::cli(to, &["cluster", "setslot", &slot, "importing", &from_id]).trim(),
+            "OK"
+        );
+        assert_eq!(
+            Self::cli(from, &["cluster", "setslot", &slot, "migrating", &to_id]).trim(),
+            "OK"
+        );
+        loop {
+            let keys = Self::cli(from, &["cluster", "getkeysinslot", &slot, "5"]);
+            let keys: Vec<&str> = keys
+                .lines()
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .collect();
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec!["migrate", "127.0.0.1"];
+            let port = to.to_string();
+            args.extend([port.as_str(), "", "0", "5000", "keys"]);
+            args.extend(keys);
+            let out = Self::cli(from, &args);
+            assert!(out.trim() == "OK" || out.trim() == "NOKEY", "{out}");
+        }
+        for p in self.ports() {
+            if Self::role(p) == "master" {
+                Self::cli(p, &["cluster", "setslot", &slot, "node", &to_id]);
+            }
+        }
+    }
+
     fn restart(&self, port: u16) {
         let status = Command::new(root().join("scripts/redis"))
             .args(["cluster", "restart", &port.to_string()])
@@ -791,7 +834,7 @@ impl Load {
 /// in the trail, and `reconcile` finds the trail clean. The rounds denied during each fault
 /// and the time to resume are printed (docs/redis.md has a run's).
 #[test]
-fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master() {
+fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_migrated_slot() {
     // It runs a Cluster of its own, where the test command has started one (so Debian's
     // redis-server is there).
     if std::env::var_os("MRTR_GATE_REDIS_CLUSTER_URL").is_none() {
@@ -858,6 +901,19 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master() {
     wait_until("the paused master follows", || {
         OwnCluster::role(master) == "slave"
     });
+
+    // 4. The rounds' slot migrated to another master while rounds run, key by key (`ASK`
+    // while it moves, `MOVED` once it has).
+    let from = own.master_holding(&rounds_at);
+    let to = own
+        .ports()
+        .into_iter()
+        .find(|p| *p != from && OwnCluster::role(*p) == "master")
+        .unwrap();
+    let since = Instant::now();
+    own.migrate_slot_of(&rounds_at, from, to);
+    report.push(("migrated", load.resumed_after(since)));
+    assert_eq!(own.master_holding(&rounds_at), to);
     // Rounds after the last fault, on the cluster as it now is.
     let (_, _) = load.resumed_after(Instant::now());
     let ran = load.stop();
