@@ -20,17 +20,24 @@ use mrtr_gate_core::host::HostError;
 use redis::Value;
 use std::time::Duration;
 
+/// A Cluster call's default timeout: a write's round trip includes a replica's
+/// acknowledgement, and a replica the machine's load keeps off a core for a moment must not
+/// turn a good round into a denial.
+pub const CLUSTER_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How a service talks to Redis: each call's timeout, and how many replicas must hold a write
 /// before it is confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Options {
     /// How long one call may take before it fails (the gate then denies, `storage_failed` or
-    /// `audit_failed`). Default [`storage::TIMEOUT`].
+    /// `audit_write_failed`). Default [`storage::TIMEOUT`] on one server, [`CLUSTER_TIMEOUT`]
+    /// on a Cluster, whose writes also wait for a replica. Waiting on Redis is not the
+    /// guest's CPU time, so it never uses up the gate's call deadline.
     pub timeout: Duration,
     /// How many replicas must acknowledge a write (`WAIT`, in the write's own round trip)
-    /// before the service confirms it; fewer within half the timeout is an error, so the gate
-    /// denies. Redis replicates asynchronously: a master that confirmed a write and died
+    /// before the service confirms it; fewer within three quarters of the timeout is an error,
+    /// so the gate denies. Redis replicates asynchronously: a master that confirmed a write and died
     /// before a replica copied it comes back as a promoted replica without it, and a round
     /// whose use it recorded would be live again. Default 1 on a Cluster (set it to the
     /// replicas each master has: a failover may promote any of them), 0 on one server.
@@ -40,9 +47,14 @@ pub struct Options {
 impl Options {
     /// The defaults for `url`: a Cluster's writes wait for one replica, one server's for none.
     pub fn for_url(url: &str) -> Self {
+        let cluster = url.starts_with(CLUSTER_SCHEME);
         Self {
-            timeout: storage::TIMEOUT,
-            replicas: u32::from(url.starts_with(CLUSTER_SCHEME)),
+            timeout: if cluster {
+                CLUSTER_TIMEOUT
+            } else {
+                storage::TIMEOUT
+            },
+            replicas: u32::from(cluster),
         }
     }
 
@@ -61,8 +73,8 @@ impl Options {
     /// Ends `pipe` with the `WAIT` that confirms its writes, when writes wait for replicas.
     pub(crate) fn wait(&self, pipe: &mut redis::Pipeline) {
         if self.replicas > 0 {
-            let half = u64::try_from((self.timeout / 2).as_millis()).unwrap_or(u64::MAX);
-            pipe.cmd("WAIT").arg(self.replicas).arg(half.max(1));
+            let wait = u64::try_from((self.timeout * 3 / 4).as_millis()).unwrap_or(u64::MAX);
+            pipe.cmd("WAIT").arg(self.replicas).arg(wait.max(1));
         }
     }
 
