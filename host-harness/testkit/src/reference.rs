@@ -182,6 +182,9 @@ impl RawClient {
         if self.stream.is_none() {
             let s = TcpStream::connect(&self.host).map_err(io)?;
             s.set_nodelay(true).map_err(io)?;
+            // A server that stops answering fails the benchmark instead of hanging it.
+            s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                .map_err(io)?;
             self.stream = Some(BufReader::new(s));
         }
         let stream = self.stream.as_mut().ok_or("no connection")?;
@@ -246,5 +249,125 @@ impl RawClient {
         String::from_utf8(body)
             .map(|b| (b, sse))
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn recorded(json: &str) -> Recorded {
+        Recorded {
+            method: "tools/call".into(),
+            name: Some("book".into()),
+            protocol_version: "2026-07-28".into(),
+            json: json.into(),
+        }
+    }
+
+    /// A server that answers each request read on one connection with the next of `answers`
+    /// (`{id}` replaced by the request's id), then closes.
+    fn serve(answers: Vec<String>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            for answer in answers {
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap() == 0 {
+                        return;
+                    }
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let request: Value = serde_json::from_slice(&body).unwrap();
+                let answer = frame(&answer.replace("{id}", &request["id"].to_string()));
+                reader.get_mut().write_all(answer.as_bytes()).unwrap();
+            }
+        });
+        url
+    }
+
+    /// `JSON <body>` and `SSE <body>` framed as a whole HTTP answer (once the id is in the
+    /// body, so the lengths are right); anything else sent as it is.
+    fn frame(answer: &str) -> String {
+        if let Some(body) = answer.strip_prefix("JSON ") {
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        } else if let Some(body) = answer.strip_prefix("SSE ") {
+            let event = format!("event: message\r\ndata: {body}\r\n\r\n");
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n0\r\n\r\n",
+                event.len()
+            )
+        } else {
+            answer.to_owned()
+        }
+    }
+
+    fn json_answer(body: &str) -> String {
+        format!("JSON {body}")
+    }
+
+    fn sse_answer(body: &str) -> String {
+        format!("SSE {body}")
+    }
+
+    fn client(url: &str) -> RawClient {
+        let round = [
+            recorded(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#),
+            recorded(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}"#),
+        ];
+        RawClient::new(url, round, Stopwatch::default()).unwrap()
+    }
+
+    const ROUND: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"resultType":"input_required","requestState":"s"}}"#;
+    const DONE: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"content":[]}}"#;
+
+    #[test]
+    fn a_round_over_json_and_over_a_chunked_event_stream_completes() {
+        let url = serve(vec![json_answer(ROUND), sse_answer(DONE)]);
+        let mut c = client(&url);
+        c.round().unwrap();
+        assert_eq!(c.watch.laps_us().len(), 2);
+    }
+
+    #[test]
+    fn hostile_answers_are_errors_never_panics() {
+        for answers in [
+            vec!["HTTP/1.1 500 Oops\r\ncontent-length: 0\r\n\r\n".to_owned()],
+            vec!["HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_owned()],
+            vec![json_answer(r#"{"jsonrpc":"2.0","id":999,"result":{}}"#)],
+            vec![json_answer("not json")],
+            vec![json_answer(DONE)],
+            vec![json_answer(ROUND), json_answer(ROUND)],
+            vec![sse_answer("{broken")],
+            vec!["HTTP/1.1 200 OK\r\ncontent-length: 99\r\n\r\n{}".to_owned()],
+            vec![],
+        ] {
+            let url = serve(answers.clone());
+            assert!(client(&url).round().is_err(), "{answers:?}");
+        }
+        assert!(
+            RawClient::new(
+                "https://x/",
+                client("http://x/").round.clone(),
+                Stopwatch::default()
+            )
+            .is_err()
+        );
     }
 }
