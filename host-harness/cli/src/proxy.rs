@@ -92,6 +92,11 @@ pub struct ProxyFlags {
     /// At most this many input_required rounds per call (1 to 64).
     #[arg(long)]
     pub max_rounds: Option<u32>,
+    /// With --listen: gate on this many engines, each its own gate instance over the one store
+    /// and trail, so a slow round holds up only the clients its engine has in hand (1 to 64;
+    /// default: one per core).
+    #[arg(long, value_name = "N", requires = "listen", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub engines: Option<u16>,
     /// How long a call may take, all its rounds included, in seconds (default: the gate's
     /// policy, five minutes); a round not retried by then ends `expired`.
     #[arg(long, value_name = "SECONDS")]
@@ -149,6 +154,8 @@ pub struct Checked {
     pub user: String,
     /// The tenant, as given.
     pub tenant: String,
+    /// How many engines gate (one over stdio).
+    pub engines: usize,
 }
 
 /// Where the server is, and how clients reach the proxy.
@@ -177,6 +184,31 @@ pub enum Mode {
 }
 
 impl ProxyFlags {
+    /// One engine over stdio; over HTTP one per core unless --engines says otherwise. A person
+    /// or a hook is asked off the engine's thread only by the engine that delivered the round
+    /// (it keeps the view); another engine would ask inline and hold up its clients, so slow
+    /// consent runs on one engine.
+    fn engines(&self, mode: &Mode, consent: &ConsentMode) -> Result<usize, String> {
+        let slow_consent = matches!(
+            consent,
+            ConsentMode::Tty { .. } | ConsentMode::Command { .. }
+        );
+        Ok(match (mode, self.engines, slow_consent) {
+            (Mode::Stdio { .. }, _, _) | (Mode::Http { .. }, None, true) => 1,
+            (Mode::Http { .. }, Some(n), true) if n > 1 => {
+                return Err(format!(
+                    "--engines {n} with --consent tty or command: a retry taken by another \
+                     engine than the one that delivered its round would be asked inline, \
+                     holding up that engine's clients; run one engine (or replicas)"
+                ));
+            }
+            (Mode::Http { .. }, Some(n), _) => usize::from(n),
+            (Mode::Http { .. }, None, false) => {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            }
+        })
+    }
+
     /// Check every flag; a usage error names what is wrong.
     pub fn check(&self) -> Result<Checked, String> {
         let mode = self.mode()?;
@@ -200,8 +232,11 @@ impl ProxyFlags {
                 .validate()
                 .map_err(|e| format!("--round-trip-lifetime: {e}"))?;
         }
+        let consent = self.consent_mode()?;
+        let engines = self.engines(&mode, &consent)?;
         Ok(Checked {
             mode,
+            engines,
             services: ServiceOptions {
                 audit: self.audit.clone(),
                 redis: self.redis.as_ref().map(|url| RedisChoice {
@@ -212,7 +247,7 @@ impl ProxyFlags {
                 }),
                 keys: self.keys.options(self.audit_anchor.as_ref()),
             },
-            consent: self.consent_mode()?,
+            consent,
             policy,
             user: default_user(self.user.as_deref()),
             tenant: self.tenant.clone(),
@@ -339,13 +374,12 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         Ok(r) => r,
         Err(e) => return usage(format!("loading the gate: {}", crate::error_chain(&e))),
     };
-    let ids = match IdMinter::random() {
-        Ok(ids) => ids,
-        Err(e) => return usage(e),
-    };
+    // Each engine gets its own connection to the store (Redis serialises a connection's
+    // calls; the store in memory is the same store).
+    let engines = checked.engines;
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
     let principal = wired.principal(&checked.user, &checked.tenant);
-    // Over HTTP many clients share one engine: a person or a hook deciding on one retry is
+    // Over HTTP many clients share an engine: a person or a hook deciding on one retry is
     // asked off its thread, so it holds up that retry only.
     let slow_consent = matches!(
         checked.consent,
@@ -358,25 +392,44 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         None => consent_for(&checked.consent),
     };
     let services = wired.services(consent);
+    // Engine 0 runs over `services`, every other over its own connection to the same store;
+    // all mint ids from the process's one minter.
+    let ids = match IdMinter::random() {
+        Ok(ids) => ids,
+        Err(e) => return usage(e),
+    };
+    let mut others = Vec::with_capacity(engines.saturating_sub(1));
+    for _ in 1..engines {
+        let storage = match wired.storage_for_another_gate() {
+            Ok(s) => s,
+            Err(e) => return usage(e),
+        };
+        others.push(mrtr_gate_host::HostServices {
+            storage,
+            ..services.clone()
+        });
+    }
     let policy = checked.policy.clone();
     let allow_legacy_server_requests = flags.allow_legacy_server_requests;
     let allow_ungated_input = flags.allow_ungated_input_channels;
-    let engine_for = move |server: ServerIdentity| {
+    let engine_for = move |server: ServerIdentity, i: usize| {
+        // Engine i > 0 runs over others[i - 1]; engine 0 (where i - 1 wraps) over `services`.
+        let services = others.get(i.wrapping_sub(1)).unwrap_or(&services).clone();
         let config = EngineConfig {
             server,
-            principal,
+            principal: principal.clone(),
             // Over the gate's own store: replicas on one Redis find each other's rounds. An
             // entry outlives the longest a round can (its lifetime and the gate's grace).
             rounds: RoundIndex::new(
                 services.storage.clone(),
                 policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS,
             ),
-            policy,
+            policy: policy.clone(),
             allow_legacy_server_requests,
             allow_ungated_input,
             deferred_consent: deferred_consent.clone(),
         };
-        Engine::new(ComponentGate::new(&runtime, services), config, ids)
+        Engine::new(ComponentGate::new(&runtime, services), config, ids.shared())
     };
     if flags.allow_ungated_input_channels {
         eprintln!(
@@ -431,7 +484,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 shown_text(&server.display())
             );
             stdio_outcome(mrtr_gate_proxy::run_stdio(
-                move || engine_for(server),
+                move || engine_for(server, 0),
                 &argv,
                 stderr,
                 prepare,
@@ -462,7 +515,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                     shown_text(&upstream)
                 );
             };
-            match mrtr_gate_proxy::run_http(options, listen, engine_for, ready) {
+            match mrtr_gate_proxy::run_http(options, engines, listen, engine_for, ready) {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("mrtr-gate proxy: {}", shown_text(&e));

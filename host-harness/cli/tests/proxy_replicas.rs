@@ -75,7 +75,8 @@ fn recording_upstream(dir: &Path) -> (Running, String) {
     listening(server)
 }
 
-/// One replica: `mrtr-gate proxy` on Redis in front of `upstream`; the URL it listens on.
+/// One replica: `mrtr-gate proxy` on Redis in front of `upstream`, gating on three engines;
+/// the URL it listens on.
 fn replica(dir: &Path, redis: &[&str], upstream: &str) -> (Running, String) {
     let mut command = Command::new(bin());
     command
@@ -85,7 +86,10 @@ fn replica(dir: &Path, redis: &[&str], upstream: &str) -> (Running, String) {
         // and the principal is pseudonymised alike.
         .arg("--host-keys")
         .arg(dir.join("host-keys.json"))
-        .args(["--user", "alice", "--tenant", "acme"]);
+        .args(["--user", "alice", "--tenant", "acme"])
+        // More engines than this machine's cores: a round opened through one engine is
+        // retried, replayed and raced through the others of its replica and the other's.
+        .args(["--engines", "3"]);
     proxy_listening(command, upstream)
 }
 
@@ -783,14 +787,14 @@ impl Load {
 
     /// Waits until a round started after `since` is booked; returns how long after `since`
     /// it started, and the rounds started since then that were denied before it.
-    fn resumed_after(&self, since: Instant) -> (Duration, Vec<String>) {
+    fn resumed_after(&self, fault: &str, since: Instant) -> (Duration, Vec<String>) {
         let mut out = None;
         let began = Instant::now();
         wait_until("honest rounds resume after the fault", || {
             let ran = self.ran.lock().unwrap();
             assert!(
                 began.elapsed() < HANG_GUARD - Duration::from_secs(1),
-                "no round booked since the fault; the last ends: {:?}",
+                "{fault}: no round booked since; the last ends: {:?}",
                 ran.iter().rev().take(8).map(|r| &r.end).collect::<Vec<_>>()
             );
             let first = ran
@@ -853,7 +857,7 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_m
     let rounds_at = format!("{ns}:{{*}}#epoch");
     let trail_at = format!("{ns}:{{audit-*");
     // Some rounds before any fault, so the rounds' and the trail's keys exist.
-    let (first, _) = load.resumed_after(Instant::now());
+    let (first, _) = load.resumed_after("before any fault", Instant::now());
     assert!(first < HANG_GUARD);
 
     eprintln!(
@@ -871,7 +875,7 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_m
         OwnCluster::role(replica) == "master"
     });
     own.restart(master);
-    report.push(("killed", load.resumed_after(since)));
+    report.push(("killed", load.resumed_after("killed", since)));
 
     // 2. The trail's master moved by `CLUSTER FAILOVER` at its replica (no write is lost: the
     // replica catches up first).
@@ -885,7 +889,7 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_m
     wait_until("the failover completes", || {
         OwnCluster::role(replica) == "master"
     });
-    report.push(("moved", load.resumed_after(since)));
+    report.push(("moved", load.resumed_after("moved", since)));
 
     // 3. The rounds' master paused past the node timeout: its replica is promoted; resumed,
     // the old master finds itself demoted and follows the new one.
@@ -897,7 +901,7 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_m
         OwnCluster::role(replica) == "master"
     });
     own.signal(master, "CONT");
-    report.push(("paused", load.resumed_after(since)));
+    report.push(("paused", load.resumed_after("paused", since)));
     wait_until("the paused master follows", || {
         OwnCluster::role(master) == "slave"
     });
@@ -912,10 +916,10 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_m
         .unwrap();
     let since = Instant::now();
     own.migrate_slot_of(&rounds_at, from, to);
-    report.push(("migrated", load.resumed_after(since)));
+    report.push(("migrated", load.resumed_after("migrated", since)));
     assert_eq!(own.master_holding(&rounds_at), to);
     // Rounds after the last fault, on the cluster as it now is.
-    let (_, _) = load.resumed_after(Instant::now());
+    let (_, _) = load.resumed_after("after the faults", Instant::now());
     let ran = load.stop();
 
     for (fault, (resume, denied)) in &report {

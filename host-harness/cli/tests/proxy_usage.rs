@@ -63,6 +63,39 @@ fn wrong_flags_are_usage_errors_on_stderr_and_nothing_on_stdout() {
             ],
             "two different header names",
         ),
+        (
+            &[
+                "--audit",
+                "t.jsonl",
+                "--listen",
+                "127.0.0.1:9",
+                "--upstream",
+                "http://127.0.0.1:1/mcp",
+                "--consent",
+                "command",
+                "true",
+                "--engines",
+                "2",
+            ],
+            "--engines 2 with --consent tty or command",
+        ),
+        (
+            &["--audit", "t.jsonl", "--engines", "2", "--", "true"],
+            "--listen",
+        ),
+        (
+            &[
+                "--audit",
+                "t.jsonl",
+                "--listen",
+                "127.0.0.1:9",
+                "--upstream",
+                "http://127.0.0.1:1/mcp",
+                "--engines",
+                "0",
+            ],
+            "--engines",
+        ),
     ] {
         let (code, stdout, stderr) = run(&proxy(args), "");
         assert_eq!(code, Some(2), "{args:?}: {stderr}");

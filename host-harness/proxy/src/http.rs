@@ -19,5 +19,6 @@ pub mod upstream;
 
 pub use caps::Caps;
 pub use server::{
-    BindPrincipal, HEADER_MISMATCH, HttpOptions, UPSTREAM_TIMEOUT, serve, serve_until,
+    BindPrincipal, HEADER_MISMATCH, HttpOptions, UPSTREAM_TIMEOUT, serve, serve_pool_until,
+    serve_until,
 };

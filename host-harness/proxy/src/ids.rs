@@ -8,6 +8,7 @@
 //! written where the minted one was, every other byte as the gate judged it.
 
 use mrtr_gate_host::core::{JsonError, RequestId, parse_members};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The prefix of every minted id. A client's own id that starts with it is refused, so a
@@ -18,11 +19,13 @@ pub const MINTED_PREFIX: &str = "mg:";
 /// bound).
 pub use mrtr_gate_host::wire::MAX_MESSAGE_BYTES;
 
-/// Mints ids unique to this replica: `mg:<nonce, 16 hex>:<counter>`.
+/// Mints ids unique to this replica: `mg:<nonce, 16 hex>:<counter>`. The engines of one
+/// process share its minter ([`IdMinter::shared`]): one nonce names the process in the trail,
+/// one counter keeps their ids apart.
 #[derive(Debug)]
 pub struct IdMinter {
     nonce: String,
-    next: AtomicU64,
+    next: Arc<AtomicU64>,
 }
 
 impl IdMinter {
@@ -30,7 +33,17 @@ impl IdMinter {
     pub fn with_nonce(nonce: u64) -> Self {
         Self {
             nonce: format!("{nonce:016x}"),
-            next: AtomicU64::new(1),
+            next: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// A minter of the same ids as this one (the same nonce, the same counter), for another
+    /// engine of the process.
+    #[must_use]
+    pub fn shared(&self) -> Self {
+        Self {
+            nonce: self.nonce.clone(),
+            next: Arc::clone(&self.next),
         }
     }
 

@@ -62,18 +62,20 @@ where
     outcome
 }
 
-/// The HTTP proxy: serve the MCP endpoint on `listen` in front of `options.upstream` until
-/// the process is told to stop (SIGINT, SIGTERM). `ready` is told the address bound (a port
+/// The HTTP proxy: serve the MCP endpoint on `listen` in front of `options.upstream`, gating
+/// on `engines` engines (`make_engine` builds each for its index: [`http::serve_pool_until`]),
+/// until the process is told to stop (SIGINT, SIGTERM). `ready` is told the address bound (a port
 /// 0 becomes the one the system picked) before the first request is taken.
 pub fn run_http<G, F>(
     options: http::HttpOptions,
+    engines: usize,
     listen: std::net::SocketAddr,
     make_engine: F,
     ready: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), String>
 where
     G: GateApi + 'static,
-    F: FnOnce(mrtr_gate_host::core::ServerIdentity) -> Engine<G> + Send + 'static,
+    F: Fn(mrtr_gate_host::core::ServerIdentity, usize) -> Engine<G> + Send + Sync + 'static,
 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -88,7 +90,7 @@ where
             .local_addr()
             .map_err(|e| format!("--listen {listen}: {e}"))?;
         ready(bound);
-        http::serve_until(options, listener, make_engine, stop_signal()).await
+        http::serve_pool_until(options, listener, engines, make_engine, stop_signal()).await
     });
     runtime.shutdown_background();
     outcome

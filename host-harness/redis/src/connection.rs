@@ -48,11 +48,17 @@ impl Target {
             .map(|h| format!("redis://{auth}{h}/"))
             .collect();
         // Few retries: each is a redirection followed, a slot map refreshed or a reconnect,
-        // and the call's timeout bounds every attempt, not their sum.
+        // and the call's timeout bounds every attempt, not their sum. The crate waits before
+        // retrying a node that said the cluster is down or to try again (1.28 s at least, by
+        // default); here at most a quarter of the timeout, so a call fails within a few
+        // timeouts and the gate denies rather than sits on its thread.
+        let quarter = u64::try_from((timeout / 4).as_millis()).unwrap_or(u64::MAX);
         ClusterClient::builder(nodes)
             .connection_timeout(timeout)
             .response_timeout(timeout)
             .retries(4)
+            .min_retry_wait(1)
+            .max_retry_wait(quarter.max(2))
             .build()
             .map(Self::Cluster)
             .map_err(|e| failed(what, "open", &e))

@@ -14,7 +14,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use crate::bench_client::GateOff;
-use crate::reference::{RawClient, Recorded, record_round};
+use crate::reference::{FastUpstream, RawClient, Recorded, record_round};
 use crate::timed::{Stopwatch, TimedGate, TimedTransport};
 use mrtr_gate_cli::keys::KeyOptions;
 use mrtr_gate_cli::services::{RedisChoice, ServiceOptions, Wired};
@@ -23,7 +23,7 @@ use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{Policy, ServerIdentity};
 use mrtr_gate_host::reference_hosts::{MemoryStorage, SystemClock};
 use mrtr_gate_proxy::consent::{ConsentMode, consent_for};
-use mrtr_gate_proxy::http::{HttpOptions, serve_until};
+use mrtr_gate_proxy::http::{HttpOptions, serve_pool_until};
 use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter, Principal};
 use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
@@ -93,6 +93,16 @@ enum Gating {
 }
 
 fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result<Proxy, String> {
+    start_proxy_on(runtime, upstream, gating, 1)
+}
+
+/// [`start_proxy`] gating on `engines` engines (as `mrtr-gate proxy --engines`).
+fn start_proxy_on(
+    runtime: &GateRuntime,
+    upstream: &str,
+    gating: &Gating,
+    engines: usize,
+) -> Result<Proxy, String> {
     let policy = Policy::default();
     let ttl = policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS;
     let principal = Principal {
@@ -102,46 +112,56 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
     let ids = IdMinter::random()?;
     let gate_time = Stopwatch::default();
     let watch = gate_time.clone();
-    let make: Box<dyn FnOnce(ServerIdentity) -> Engine<Box<dyn GateApi>> + Send> = match gating {
+    type Make = dyn Fn(ServerIdentity, usize) -> Engine<Box<dyn GateApi>> + Send + Sync;
+    let make: Arc<Make> = match gating {
         Gating::Off => {
             let storage = Arc::new(MemoryStorage::new(Arc::new(SystemClock)));
-            Box::new(move |server| {
+            Arc::new(move |server, _| {
                 let config = EngineConfig {
                     server,
-                    principal,
-                    rounds: RoundIndex::new(storage, ttl),
-                    policy,
+                    principal: principal.clone(),
+                    rounds: RoundIndex::new(storage.clone(), ttl),
+                    policy: policy.clone(),
                     allow_legacy_server_requests: false,
                     allow_ungated_input: false,
                     deferred_consent: None,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: GateOff::default(),
-                    watch,
+                    watch: watch.clone(),
                 });
-                Engine::new(gate, config, ids)
+                Engine::new(gate, config, ids.shared())
             })
         }
         Gating::On(options) => {
             let wired = Wired::open(options, Arc::new(SystemClock))?;
             let services = wired.services(consent_for(&ConsentMode::Client));
+            // As the CLI: engine 0 over `services`, every other over its own connection.
+            let mut per_engine = vec![services.clone()];
+            for _ in 1..engines {
+                per_engine.push(mrtr_gate_host::HostServices {
+                    storage: wired.storage_for_another_gate()?,
+                    ..services.clone()
+                });
+            }
             let bound = wired.principal(&principal.user, &principal.tenant);
             let runtime = runtime.clone();
-            Box::new(move |server| {
+            Arc::new(move |server, i| {
+                let services = per_engine.get(i).unwrap_or(&services).clone();
                 let config = EngineConfig {
                     server,
-                    principal: bound,
+                    principal: bound.clone(),
                     rounds: RoundIndex::new(services.storage.clone(), ttl),
-                    policy,
+                    policy: policy.clone(),
                     allow_legacy_server_requests: false,
                     allow_ungated_input: false,
                     deferred_consent: None,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: ComponentGate::new(&runtime, services),
-                    watch,
+                    watch: watch.clone(),
                 });
-                Engine::new(gate, config, ids)
+                Engine::new(gate, config, ids.shared())
             })
         }
     };
@@ -160,9 +180,15 @@ fn start_proxy(runtime: &GateRuntime, upstream: &str, gating: &Gating) -> Result
         rt.block_on(async move {
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-            serve_until(options, listener, make, async move {
-                let _ = stopped.await;
-            })
+            serve_pool_until(
+                options,
+                listener,
+                engines,
+                move |server, i| make(server, i),
+                async move {
+                    let _ = stopped.await;
+                },
+            )
             .await
         })
     });
@@ -327,7 +353,8 @@ fn measure_with(
     if let Some(watch) = gate_time {
         watch.reset();
     }
-    let mut one = drive(w, url, 1, w.rounds, reference)?;
+    let at = |e: String| format!("{name}: {e}");
+    let mut one = drive(w, url, 1, w.rounds, reference).map_err(at)?;
     let gate_us_per_request = gate_time.map(|watch| {
         // Warm rounds included: (warm + timed) rounds of two requests each.
         #[allow(clippy::cast_precision_loss)]
@@ -336,7 +363,7 @@ fn measure_with(
     });
     let mut per_second = Vec::new();
     for &clients in &w.clients {
-        let m = drive(w, url, clients, w.rounds, reference)?;
+        let m = drive(w, url, clients, w.rounds, reference).map_err(at)?;
         #[allow(clippy::cast_precision_loss)]
         per_second.push(m.requests.len() as f64 / m.wall_s);
     }
@@ -422,6 +449,35 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             &proxy.url,
             Some(&proxy.gate_time),
         )?);
+    }
+    // One engine against a pool of one per core, in front of an upstream at no cost (the
+    // real server's answers replayed), so the proxy is what is measured; gate on, the trail on
+    // the first folder given.
+    if let Some(dir) = w.audit_dirs.first() {
+        let fast = FastUpstream::start(&w.upstream, &w.tool, &w.arguments, &w.answers)?;
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        for engines in [1, cores.max(2)] {
+            let trail = dir.join(format!(
+                "mrtr-gate-bench-proxy-engines-{engines}-{}.jsonl",
+                std::process::id()
+            ));
+            let proxy = start_proxy_on(
+                runtime,
+                &fast.url,
+                &gate_on(Some(trail.clone()), None),
+                engines,
+            )?;
+            rows.push(measure(
+                w,
+                format!(
+                    "fast upstream: proxy, gate on, trail in {}, {engines} engine(s)",
+                    dir.display()
+                ),
+                &proxy.url,
+                Some(&proxy.gate_time),
+            )?);
+            trails.push(trail);
+        }
     }
     let mut out = report(w, &rows);
     if w.rss_rounds > 0 {

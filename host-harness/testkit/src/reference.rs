@@ -252,6 +252,93 @@ impl RawClient {
     }
 }
 
+/// An upstream at no cost: answers a recorded round's two requests with the real server's
+/// own two answers (recorded once, each sent back under the request's id), as JSON, on a
+/// thread per connection. In front of it a proxy's throughput is the proxy's own, which is
+/// what comparing one engine with a pool needs: against the Python server the server is the
+/// bottleneck.
+pub struct FastUpstream {
+    /// Its endpoint.
+    pub url: String,
+}
+
+impl FastUpstream {
+    /// Records a form round of `tool` at `real` (the two answers the real server gives), then
+    /// serves them from a loopback port for as long as the process runs.
+    pub fn start(real: &str, tool: &str, arguments: &Value, answers: &str) -> Result<Self, String> {
+        let round = record_round(real, tool, arguments, answers)?;
+        let mut raw = RawClient::new(real, round.clone(), Stopwatch::default())?;
+        let [call, retry] = &round;
+        let first = raw.send(call, |_| {})?;
+        let state = first["result"].get("requestState").cloned();
+        let second = raw.send(retry, |m| {
+            if let Some(state) = state {
+                m["params"]["requestState"] = state;
+            }
+        })?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let url = format!(
+            "http://{}/mcp",
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        let answers = Arc::new((first, second));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let answers = Arc::clone(&answers);
+                std::thread::spawn(move || serve_replayed(stream, &answers));
+            }
+        });
+        Ok(Self { url })
+    }
+}
+
+/// One connection of [`FastUpstream`]: a request that carries `inputResponses` gets the
+/// second answer, any other the first, each under the request's id; until the client goes.
+fn serve_replayed(stream: TcpStream, (first, second): &(Value, Value)) {
+    let _ = stream.set_nodelay(true);
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut length = 0;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+            return;
+        };
+        let mut answer = if request["params"].get("inputResponses").is_some() {
+            second.clone()
+        } else {
+            first.clone()
+        };
+        answer["id"] = request["id"].clone();
+        let text = answer.to_string();
+        let out = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        if reader.get_mut().write_all(out.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {

@@ -1,7 +1,15 @@
-//! The engine on a thread of its own, and the handle every connection task talks to it
-//! through. Gate calls are synchronous (the component's deadline reads the calling thread's
-//! CPU clock) and the engine is not `Send`: one thread owns it, and the async tasks send it
-//! jobs and await its answers, so a gate call never holds up the runtime's threads.
+//! The engines, each on a thread of its own, and the handle every connection task talks to
+//! them through. Gate calls are synchronous (the component's deadline reads the calling
+//! thread's CPU clock) and an engine is not `Send`: one thread owns each, and the async tasks
+//! send it jobs and await its answers, so a gate call never holds up the runtime's threads.
+//!
+//! A pool of engines ([`Bridge::start_pool`]), each its own gate instance over the one store
+//! and trail, serves many clients as replicas on one Redis do: a round opened through one
+//! engine is found by another through the store. A client's message goes to the next engine
+//! in turn, and everything that follows from it (the upstream's answer, a failure, a cancel,
+//! the server's requests on its stream, a consent asked for it) to that same engine
+//! ([`Bridge::pick`]); a client's answer to a server request goes to the engine that showed
+//! the request (each is asked in turn: only that one knows it); a session's end to every one.
 //!
 //! The thread also keeps which open rounds came under which 2025-era protocol session, so a
 //! DELETE of the session ends them, and runs the engine's sweep (expired bindings ended).
@@ -13,6 +21,7 @@ use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::RequestId;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -60,12 +69,21 @@ pub fn engine_gone() -> Refusal {
 /// a retry tries at most four rounds filed under its key, each asked at most once.
 const CONSENT_PASSES: usize = 5;
 
-/// A handle on the engine's thread.
+/// One engine's thread: where its jobs go, and its deferred consent (asked off its thread).
+#[derive(Debug)]
+struct Handle {
+    jobs: std::sync::mpsc::Sender<Job>,
+    consent: Option<Arc<DeferredConsent>>,
+}
+
+/// A handle on the engines' threads: the whole pool, or one engine of it ([`Bridge::pick`]).
 #[derive(Clone, Debug)]
 pub struct Bridge {
-    jobs: std::sync::mpsc::Sender<Job>,
-    /// The engine's deferred consent: asked here, off its thread.
-    consent: Option<Arc<DeferredConsent>>,
+    engines: Arc<[Handle]>,
+    /// The engine this handle sends to; `None`: the pool.
+    pinned: Option<usize>,
+    /// The engine the pool's next client message goes to.
+    next: Arc<AtomicUsize>,
 }
 
 impl Bridge {
@@ -75,30 +93,103 @@ impl Bridge {
         G: GateApi + 'static,
         F: FnOnce() -> Engine<G> + Send + 'static,
     {
-        let (jobs, inbox) = std::sync::mpsc::channel();
-        let (started, consent) = std::sync::mpsc::sync_channel(1);
-        std::thread::Builder::new()
-            .name("mrtr-gate-engine".into())
-            .spawn(move || {
-                let engine = make_engine().shared_by_many_clients();
-                let _ = started.send(engine.deferred_consent());
-                run(engine, &inbox);
-            })
-            .map_err(|e| format!("could not start the gate's thread: {e}"))?;
-        let consent = consent
-            .recv()
-            .map_err(|_| "the gate's thread did not start".to_owned())?;
-        Ok(Self { jobs, consent })
+        Ok(Self::from_handles(vec![spawn(0, make_engine)?]))
     }
 
+    /// Start `engines` threads (at least one), each owning the engine `make_engine` builds
+    /// for its index.
+    pub fn start_pool<G, F>(engines: usize, make_engine: F) -> Result<Self, String>
+    where
+        G: GateApi + 'static,
+        F: Fn(usize) -> Engine<G> + Send + Sync + 'static,
+    {
+        let make_engine = Arc::new(make_engine);
+        let handles = (0..engines.max(1))
+            .map(|i| {
+                let make_engine = Arc::clone(&make_engine);
+                spawn(i, move || make_engine(i))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::from_handles(handles))
+    }
+
+    fn from_handles(handles: Vec<Handle>) -> Self {
+        Self {
+            engines: handles.into(),
+            pinned: None,
+            next: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// This handle held to one engine: a pinned handle's own; else the next in turn.
+    #[must_use]
+    pub fn pick(&self) -> Self {
+        let at = self.pinned.unwrap_or_else(|| {
+            self.next.fetch_add(1, Ordering::Relaxed) % self.engines.len().max(1)
+        });
+        Self {
+            pinned: Some(at),
+            ..self.clone()
+        }
+    }
+
+    /// The engines a job may go to: the pinned one, or every one.
+    fn targets(&self) -> impl Iterator<Item = &Handle> {
+        let (skip, take) = match self.pinned {
+            Some(at) => (at, 1),
+            None => (0, self.engines.len()),
+        };
+        self.engines.iter().skip(skip).take(take)
+    }
+
+    /// The job to one engine: the pinned one, or the pool's next.
     async fn ask(&self, job: impl FnOnce(oneshot::Sender<Action>) -> Job) -> Action {
+        let picked = self.pick();
+        let Some(handle) = picked.targets().next() else {
+            return Action::Drop("the gate's thread is gone");
+        };
+        Self::ask_one(handle, job).await
+    }
+
+    async fn ask_one(handle: &Handle, job: impl FnOnce(oneshot::Sender<Action>) -> Job) -> Action {
         let (reply, answer) = oneshot::channel();
-        if self.jobs.send(job(reply)).is_err() {
+        if handle.jobs.send(job(reply)).is_err() {
             return Action::Drop("the gate's thread is gone");
         }
         answer
             .await
             .unwrap_or(Action::Drop("the gate's thread is gone"))
+    }
+
+    /// The deferred consent of the engine this handle sends to (every engine of a pool is
+    /// built with the same one).
+    fn consent(&self) -> Option<&Arc<DeferredConsent>> {
+        self.targets().next().and_then(|h| h.consent.as_ref())
+    }
+
+    /// The client's answer to a server request: to each engine this handle reaches in turn,
+    /// until one knows the request (only the one that showed it does; the others let it go
+    /// untouched).
+    pub async fn client_answer(
+        &self,
+        principal: Option<Principal>,
+        session: Option<String>,
+        text: String,
+    ) -> Action {
+        let mut last = Action::Drop("the gate's thread is gone");
+        for handle in self.targets() {
+            last = Self::ask_one(handle, |reply| Job::Client {
+                principal: principal.clone(),
+                session: session.clone(),
+                text: text.clone(),
+                reply,
+            })
+            .await;
+            if !matches!(last, Action::Drop(_)) {
+                break;
+            }
+        }
+        last
     }
 
     /// A client's message, bound to `principal` (`None`: the configured one), under the
@@ -111,9 +202,11 @@ impl Bridge {
         session: Option<String>,
         text: String,
     ) -> Action {
+        // Every pass to one engine: a decision made for its prompt is asked for there.
+        let pinned = self.pick();
         let mut passes = 0;
         loop {
-            let action = self
+            let action = pinned
                 .ask(|reply| Job::Client {
                     principal: principal.clone(),
                     session: session.clone(),
@@ -123,7 +216,7 @@ impl Bridge {
                 .await;
             // Past the passes a retry can need, what is left undecided is refused as such.
             let (Action::AskConsent(prompt), Some(consent), true) =
-                (&action, &self.consent, passes < CONSENT_PASSES)
+                (&action, pinned.consent(), passes < CONSENT_PASSES)
             else {
                 return action;
             };
@@ -183,15 +276,43 @@ impl Bridge {
         .await
     }
 
-    /// The client abandoned the gated call `upstream_id`.
+    /// The client abandoned the gated call `upstream_id` (sent through the engine this handle
+    /// is pinned to: the one that sent it).
     pub fn cancel(&self, upstream_id: RequestId) {
-        let _ = self.jobs.send(Job::Cancel(upstream_id));
+        if let Some(handle) = self.pick().targets().next() {
+            let _ = handle.jobs.send(Job::Cancel(upstream_id));
+        }
     }
 
-    /// The upstream ended the protocol session `session`: its open rounds end `cancelled`.
+    /// The upstream ended the protocol session `session`: its open rounds end `cancelled`, on
+    /// every engine that opened one.
     pub fn end_session(&self, session: String) {
-        let _ = self.jobs.send(Job::EndSession(session));
+        for handle in self.engines.iter() {
+            let _ = handle.jobs.send(Job::EndSession(session.clone()));
+        }
     }
+}
+
+/// The thread that owns engine `index`, built by `make_engine` on it.
+fn spawn<G, F>(index: usize, make_engine: F) -> Result<Handle, String>
+where
+    G: GateApi + 'static,
+    F: FnOnce() -> Engine<G> + Send + 'static,
+{
+    let (jobs, inbox) = std::sync::mpsc::channel();
+    let (started, consent) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name(format!("mrtr-gate-engine-{index}"))
+        .spawn(move || {
+            let engine = make_engine().shared_by_many_clients();
+            let _ = started.send(engine.deferred_consent());
+            run(engine, &inbox);
+        })
+        .map_err(|e| format!("could not start the gate's thread: {e}"))?;
+    let consent = consent
+        .recv()
+        .map_err(|_| "the gate's thread did not start".to_owned())?;
+    Ok(Handle { jobs, consent })
 }
 
 /// The engine's thread: one job at a time, in the order they came, and the engine's sweep

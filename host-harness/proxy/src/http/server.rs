@@ -136,14 +136,51 @@ where
     G: GateApi + 'static,
     F: FnOnce(ServerIdentity) -> Engine<G> + Send + 'static,
 {
+    let (identity, url) = upstream_identity(&options)?;
+    let bridge = Bridge::start(move || make_engine(identity))?;
+    serve_bridge(options, listener, &url, bridge, shutdown).await
+}
+
+/// [`serve_until`] over a pool of `engines` engines (at least one), each a gate instance of
+/// its own that `make_engine` builds for its index, so a slow round holds up only the clients
+/// whose messages its engine has in hand ([`Bridge::start_pool`]). Their gates must share one
+/// store and one trail, as replicas do.
+pub async fn serve_pool_until<G, F>(
+    options: HttpOptions,
+    listener: TcpListener,
+    engines: usize,
+    make_engine: F,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String>
+where
+    G: GateApi + 'static,
+    F: Fn(ServerIdentity, usize) -> Engine<G> + Send + Sync + 'static,
+{
+    let (identity, url) = upstream_identity(&options)?;
+    let bridge = Bridge::start_pool(engines, move |i| make_engine(identity.clone(), i))?;
+    serve_bridge(options, listener, &url, bridge, shutdown).await
+}
+
+/// The identity every call is bound to, and the URL requests go to: the configured upstream,
+/// normalised.
+fn upstream_identity(options: &HttpOptions) -> Result<(ServerIdentity, String), String> {
     let identity = ServerIdentity::origin(&options.upstream)
         .map_err(|e| format!("the upstream url is refused: {e:?}"))?;
     let url = match &identity {
         ServerIdentity::Origin(url) => url.clone(),
         ServerIdentity::Endpoint(_) => return Err("the upstream is not a url".into()),
     };
-    let upstream = Upstream::new(&url, options.upstream_timeout, &options.upstream_roots)?;
-    let bridge = Bridge::start(move || make_engine(identity))?;
+    Ok((identity, url))
+}
+
+async fn serve_bridge(
+    options: HttpOptions,
+    listener: TcpListener,
+    url: &str,
+    bridge: Bridge,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), String> {
+    let upstream = Upstream::new(url, options.upstream_timeout, &options.upstream_roots)?;
     let state = Arc::new(State {
         bridge,
         upstream,
@@ -413,10 +450,17 @@ async fn post(
         .get(SESSION)
         .and_then(|s| s.to_str().ok())
         .map(str::to_owned);
-    let action = state
-        .bridge
-        .client(principal.clone(), in_session, text)
-        .await;
+    // This message's engine: everything that follows from it goes there too. A client's
+    // answer to a server request goes to the engine that showed the request.
+    let bridge = state.bridge.pick();
+    let action = if text_kind == Kind::Response {
+        state
+            .bridge
+            .client_answer(principal.clone(), in_session, text)
+            .await
+    } else {
+        bridge.client(principal.clone(), in_session, text).await
+    };
     let session = parts.headers.get(SESSION).cloned();
     let version = parts.headers.get(PROTOCOL_VERSION).cloned();
     let up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));
@@ -449,7 +493,7 @@ async fn post(
             return refuse(StatusCode::OK, id, &r);
         }
         Action::Gated { text, upstream_id } => {
-            let guard = CancelGuard::new(state.bridge.clone(), upstream_id.clone());
+            let guard = CancelGuard::new(bridge.clone(), upstream_id.clone());
             (Call::Gated { upstream_id, guard }, text)
         }
         Action::ToServer(text) => (Call::Relayed, text),
@@ -471,7 +515,7 @@ async fn post(
         state.options.caps.queued_bytes,
     );
     let exchange = Exchange {
-        bridge: state.bridge.clone(),
+        bridge,
         upstream: state.upstream.clone(),
         call,
         client_id,
@@ -541,7 +585,8 @@ async fn get(
         state.options.caps.queued_bytes,
     );
     let listener = Listener {
-        bridge: state.bridge.clone(),
+        // One engine per stream, as per call.
+        bridge: state.bridge.pick(),
         upstream: state.upstream.clone(),
         session: request.headers().get(SESSION).cloned(),
         version: request.headers().get(PROTOCOL_VERSION).cloned(),
