@@ -2,6 +2,7 @@
 //! server sends carries a `requestState` of its own (`S1`, `S2`, ...), so a state submitted
 //! twice is a round used twice.
 
+use crate::replica::{Confirm, Replication, Service};
 use crate::scenario::{Config, Msg, Op, User};
 use crate::world::{Fault, VersionsAfterLoss};
 
@@ -39,6 +40,7 @@ pub fn retry_with_a_lost_line() -> Config {
     Config {
         name: "retry_with_a_lost_line",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![vec![retry(1, 101)], vec![Op::Respond(101, Msg::Complete)]],
@@ -62,6 +64,7 @@ pub fn race_three_gates() -> Config {
     Config {
         name: "race_three_gates",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![
@@ -83,6 +86,7 @@ pub fn retry_cancel() -> Config {
     Config {
         name: "retry_cancel",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![vec![retry(1, 101)], vec![Op::Finish(1)]],
@@ -96,6 +100,7 @@ pub fn retry_and_early_answer() -> Config {
     Config {
         name: "retry_and_early_answer",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![
@@ -113,6 +118,7 @@ pub fn answers_from_elsewhere_and_late() -> Config {
     Config {
         name: "answers_from_elsewhere_and_late",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![
@@ -133,6 +139,7 @@ pub fn retry_expire() -> Config {
     Config {
         name: "retry_expire",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![vec![retry(1, 101)], vec![Op::Expire]],
@@ -146,6 +153,7 @@ pub fn retry_replay_cancel() -> Config {
     Config {
         name: "retry_replay_cancel",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![
@@ -171,6 +179,7 @@ pub fn restart_after_use(mode: VersionsAfterLoss) -> Config {
             VersionsAfterLoss::RestartAtOne => "restart_after_use_counter_from_one",
         },
         mode,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![retry(1, 101), Op::Respond(101, Msg::Complete)],
         gates: vec![
@@ -188,10 +197,128 @@ pub fn kill_mid_retry() -> Config {
     Config {
         name: "kill_mid_retry",
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![vec![retry(1, 101), retry(1, 104)]],
         faults: vec![Fault::Kill(0)],
+    }
+}
+
+/// The faults of a failover of `service`: a WAIT times out (the next one that finds its write
+/// not on the replica yet), the replica takes up to `steps` writes, then it is promoted; each
+/// placed anywhere, in this order (a step after the promotion would change nothing a gate can
+/// see). Under [`Confirm::WaitForReplica`] a WAIT that ends in time leaves the replica holding
+/// every write up to its own, so the writes pending at once are at most one per gate under
+/// WAIT and one per WAIT timed out: as many steps reach every prefix the replica may hold when
+/// it is promoted (with one gate, two: none, the older, both). Under [`Confirm::Unconfirmed`]
+/// the replica lags by every write no step took.
+pub fn failover(service: Service, steps: usize) -> Vec<Fault> {
+    let promote = match service {
+        Service::Store => Fault::PromoteStore,
+        Service::Sink => Fault::PromoteSink,
+    };
+    let mut faults = vec![Fault::WaitTimesOut];
+    faults.extend(std::iter::repeat_n(Fault::Replicate(service), steps));
+    faults.push(promote);
+    faults
+}
+
+/// Gate 0 retries round `S1`, then again under a new id (its client sends the answers again,
+/// as one that never got the first retry does), while the store's master fails over to its
+/// replica anywhere, the replica lagging ([`failover`]; the sink is one server). With writes
+/// confirmed before the replica holds them ([`Confirm::Unconfirmed`]) the round's use is lost
+/// with the promotion and the round used again; with [`Confirm::WaitForReplica`], never
+/// (issue 40, Redis Cluster).
+pub fn store_failover_mid_retry(confirm: Confirm) -> Config {
+    Config {
+        name: match confirm {
+            Confirm::Unconfirmed => "store_failover_mid_retry_unconfirmed",
+            Confirm::WaitForReplica => "store_failover_mid_retry",
+        },
+        mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication {
+            store: true,
+            sink: false,
+            confirm,
+        },
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![vec![retry(1, 101), retry(1, 104)]],
+        faults: failover(Service::Store, 2),
+    }
+}
+
+/// Gate 0 retries round `S1`, then the caller cancels the call, while the sink's master fails
+/// over to its replica anywhere, the replica lagging ([`failover`]; the store is one server).
+/// With appends confirmed before the replica holds them, a line confirmed to the gate is gone
+/// from the trail after the promotion; with [`Confirm::WaitForReplica`], only a line whose
+/// append the gate was told failed can go, and the gate writes on from the head the
+/// promotion left.
+pub fn sink_failover_mid_retry(confirm: Confirm) -> Config {
+    Config {
+        name: match confirm {
+            Confirm::Unconfirmed => "sink_failover_mid_retry_unconfirmed",
+            Confirm::WaitForReplica => "sink_failover_mid_retry",
+        },
+        mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication {
+            store: false,
+            sink: true,
+            confirm,
+        },
+        warm: round_one_at_gate_zero(),
+        earlier: vec![],
+        gates: vec![vec![retry(1, 101), Op::Finish(1)]],
+        faults: failover(Service::Sink, 2),
+    }
+}
+
+/// [`store_failover_mid_retry`] with the sink replicated too, and each failing over anywhere,
+/// writes confirmed once the replica holds them: too many schedules for the test command.
+/// Both timeouts may hit appends before the sink's promotion (three pending, two steps): the
+/// replica holding all three is the WAIT under way ending in time just before the promotion.
+pub fn failovers_mid_retry() -> Config {
+    let mut faults = failover(Service::Store, 2);
+    faults.extend(failover(Service::Sink, 2));
+    Config {
+        name: "failovers_mid_retry",
+        replication: Replication::both(Confirm::WaitForReplica),
+        faults,
+        ..store_failover_mid_retry(Confirm::WaitForReplica)
+    }
+}
+
+/// Two gates race to use round `S1` ([`race_two_gates`]) while the store and the sink each
+/// fail over anywhere, replicas lagging, under `confirm`: sampled.
+pub fn race_with_failovers(confirm: Confirm) -> Config {
+    // Two gates under WAIT and two WAITs timed out (one per failover) at most.
+    let mut faults = failover(Service::Store, 4);
+    faults.extend(failover(Service::Sink, 4));
+    Config {
+        name: match confirm {
+            Confirm::Unconfirmed => "race_with_failovers_unconfirmed",
+            Confirm::WaitForReplica => "race_with_failovers",
+        },
+        replication: Replication::both(confirm),
+        faults,
+        ..race_two_gates()
+    }
+}
+
+/// [`three_gates_two_rounds`] over a replicated store and sink, each failing over anywhere,
+/// under `confirm`: sampled.
+pub fn deep_failovers(confirm: Confirm) -> Config {
+    // Three gates under WAIT and two WAITs timed out at most.
+    let mut faults = failover(Service::Store, 5);
+    faults.extend(failover(Service::Sink, 5));
+    let name = match confirm {
+        Confirm::Unconfirmed => "deep_failovers_unconfirmed",
+        Confirm::WaitForReplica => "deep_failovers",
+    };
+    Config {
+        replication: Replication::both(confirm),
+        ..three_gates_two_rounds(name, faults)
     }
 }
 
@@ -203,6 +330,7 @@ pub fn three_gates_two_rounds(name: &'static str, faults: Vec<Fault>) -> Config 
     Config {
         name,
         mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
         warm: round_one_at_gate_zero(),
         earlier: vec![],
         gates: vec![
@@ -306,6 +434,15 @@ pub fn named(name: &str) -> Option<Config> {
         "restart_after_use" => restart_after_use(VersionsAfterLoss::NewEpoch),
         "restart_after_use_counter_from_one" => restart_after_use(VersionsAfterLoss::RestartAtOne),
         "kill_mid_retry" => kill_mid_retry(),
+        "store_failover_mid_retry" => store_failover_mid_retry(Confirm::WaitForReplica),
+        "store_failover_mid_retry_unconfirmed" => store_failover_mid_retry(Confirm::Unconfirmed),
+        "sink_failover_mid_retry" => sink_failover_mid_retry(Confirm::WaitForReplica),
+        "sink_failover_mid_retry_unconfirmed" => sink_failover_mid_retry(Confirm::Unconfirmed),
+        "failovers_mid_retry" => failovers_mid_retry(),
+        "race_with_failovers" => race_with_failovers(Confirm::WaitForReplica),
+        "race_with_failovers_unconfirmed" => race_with_failovers(Confirm::Unconfirmed),
+        "deep_failovers" => deep_failovers(Confirm::WaitForReplica),
+        "deep_failovers_unconfirmed" => deep_failovers(Confirm::Unconfirmed),
         other => {
             let (set, faults) = fault_sets().into_iter().find(|(set, _)| *set == other)?;
             three_gates_two_rounds(set, faults)

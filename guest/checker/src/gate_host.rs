@@ -2,6 +2,7 @@
 //! first (so shuttle may run any other gate's call, or a fault, in between), is refused when
 //! the process died, and is logged with its result.
 
+use crate::replica::Service;
 use crate::world::World;
 use mrtr_gate_core::host::{
     AppendOutcome, Audit, AuditEntry, Clock, Consent, ConsentPrompt, ConsentReceipt, DuePage, Host,
@@ -50,6 +51,29 @@ impl GateHost {
             return Err(HostError::new("the gate's process died"));
         }
         Ok(())
+    }
+
+    /// The WAIT that ends a write call to `service` whose write got `number` on a replicated
+    /// service, when the host waits for the replica: a scheduling point (other clients'
+    /// commands run on the master meanwhile, a promotion may come), then the replica's answer.
+    fn wait(&self, service: Service, number: Option<u64>) -> Result<(), HostError> {
+        let Some(number) = number.filter(|_| self.world.waits(service)) else {
+            return Ok(());
+        };
+        shuttle::thread::yield_now();
+        if self.world.is_dead(self.gate) {
+            // It never hears the answer: its write stays on the master, in doubt.
+            self.note(format!("WAIT {service:?} write {number}: process dead"));
+            return Err(HostError::new("the gate's process died"));
+        }
+        let answer = self.world.wait(service, number);
+        match &answer {
+            Ok(()) => self.note(format!(
+                "WAIT {service:?} write {number} -> held by the replica"
+            )),
+            Err(e) => self.note(format!("WAIT {service:?} write {number} -> {e}")),
+        }
+        answer
     }
 
     fn note(&self, what: String) {
@@ -104,8 +128,7 @@ impl Storage for GateHost {
 
     fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
         self.step(true, "storage.write")?;
-        let applied = self.world.write(writes);
-        self.world.record_puts(self.gate, writes, &applied);
+        let (applied, number) = self.world.write(writes);
         let asked: Vec<String> = writes
             .iter()
             .map(|w| {
@@ -115,6 +138,10 @@ impl Storage for GateHost {
             .collect();
         let got: Vec<String> = applied.iter().map(|v| format!("v{v:#x}")).collect();
         self.note(format!("storage.write {asked:?} -> applied {got:?}"));
+        // A write the host reports failed is in doubt (applied on the master, maybe lost, maybe
+        // not): the gate cannot know what it put, so only a confirmed write's puts are its own.
+        self.wait(Service::Store, number)?;
+        self.world.record_puts(self.gate, writes, &applied);
         Ok(applied)
     }
 
@@ -160,7 +187,7 @@ impl Consent for GateHost {
 impl Audit for GateHost {
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         self.step(true, "audit.append")?;
-        let outcome = self.world.append(entry);
+        let (outcome, number) = self.world.append(entry);
         let event: serde_json::Value = serde_json::from_str(&entry.line).unwrap_or_default();
         let state = event
             .get("state_sha256")
@@ -184,6 +211,8 @@ impl Audit for GateHost {
         ));
         if matches!(&outcome, Ok(o) if o.written) {
             self.world.check_trail();
+            self.wait(Service::Sink, number)?;
+            self.world.confirm_line(&entry.line);
         }
         outcome
     }

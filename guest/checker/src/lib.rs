@@ -6,13 +6,16 @@
 //! is a scheduling point of [shuttle](https://docs.rs/shuttle) ([`gate_host`]), so shuttle's
 //! schedulers interleave any gate's calls with any other's and place the faults
 //! ([`world::Fault`]) anywhere: its DFS scheduler explores every schedule of a small
-//! configuration, its PCT scheduler samples deep ones. The invariants ([`trail`]) are read
-//! off the audit trail after every line and at the end of every run; a broken one fails the
-//! run with the host calls that led to it, and shuttle prints the schedule that replays it.
+//! configuration, its PCT scheduler samples deep ones. The store and the sink may each run as
+//! a master with a replica that lags ([`replica`]: Redis Cluster's asynchronous replication),
+//! writes confirmed before or only once the replica holds them. The invariants ([`trail`]) are
+//! read off the audit trail after every line and at the end of every run; a broken one fails
+//! the run with the host calls that led to it, and shuttle prints the schedule that replays it.
 //! The configurations are in [`configs`]; docs/testing.md says what was explored.
 
 pub mod configs;
 pub mod gate_host;
+pub mod replica;
 pub mod scenario;
 pub mod trail;
 pub mod world;

@@ -3,6 +3,7 @@
 //! the run's faults; the invariants checked after every audit line and at the end.
 
 use crate::gate_host::{GateHost, Points};
+use crate::replica::Replication;
 use crate::trail::{self, Violation};
 use crate::world::{Fault, VersionsAfterLoss, World};
 use mrtr_gate_core::{
@@ -106,6 +107,9 @@ pub struct Config {
     pub gates: Vec<Vec<Op>>,
     /// The faults, applied in this order by one thread, each where the scheduler places it.
     pub faults: Vec<Fault>,
+    /// Which services run as a master with an asynchronous replica, and when the host
+    /// confirms a write to one.
+    pub replication: Replication,
 }
 
 impl Config {
@@ -314,11 +318,12 @@ fn step(gate: &mut Gate<GateHost>, world: &World, g: usize, life: u32, op: Op) {
 
 /// One run of `config` under the current schedule: its host calls and faults in order, or
 /// the first invariant broken. Gate 0 runs on the run's own thread, every other gate and the
-/// faults each on a thread of their own, spawned once gate 0 is warm and the earlier process
-/// gone (each spawn, wait and exit of a thread is a scheduling point too, which DFS
-/// explores: the start is kept to as few as shuttle allows).
+/// faults (replication steps among them) each on a thread of their own, spawned once gate 0
+/// is warm, the earlier process gone and the replicas hold that state (each spawn, wait and
+/// exit of a thread is a scheduling point too, which DFS explores: the start is kept to as few
+/// as shuttle allows).
 pub fn run_once(config: &Config) -> Result<Outcome, Violation> {
-    let world = Arc::new(World::new(config.mode));
+    let world = Arc::new(World::new(config.mode, config.replication));
     let points = config.points();
     let mut gate0 = Gate::new(GateHost::new(Arc::clone(&world), 0, 0, points));
     for op in &config.warm {
@@ -331,6 +336,7 @@ pub fn run_once(config: &Config) -> Result<Outcome, Violation> {
             step(&mut gate, &world, earlier, 0, *op);
         }
     }
+    world.settle();
     let mut gates = config.gates.iter().cloned().enumerate();
     let (_, ops0) = gates.next().unwrap_or_default();
     let mut threads = Vec::new();

@@ -144,16 +144,19 @@ pub fn check(lines: &[String], world: &World) -> Result<(), String> {
     Ok(())
 }
 
-/// The invariants of a whole run, once every gate is done: the last line's, then the trail's
-/// chain and reconciliation (when no fault touched the sink), then every retry returned has
-/// its `submitted` event.
+/// The invariants of a whole run, once every gate is done: the last line's, then every line
+/// confirmed to a gate is in the trail, the trail's chain verifies, and it reconciles (when no
+/// fault touched the sink), then every retry returned has its `submitted` event.
 pub fn check_end(world: &World) -> Result<(), String> {
     let ledger = world.ledger();
     check(&ledger, world)?;
+    world.check_confirmed()?;
+    // Whatever the faults: a sink that loses lines loses its newest ones (a promotion, a
+    // truncation), and what is left is still one chain, which the gates extend.
+    let lines = world.lines();
+    mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str))
+        .map_err(|b| format!("the trail's chain does not verify: {b:?}"))?;
     if !world.sink_faulted() {
-        let lines = world.lines();
-        mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str))
-            .map_err(|b| format!("the trail's chain does not verify: {b:?}"))?;
         let report = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
         if !report.clean() {
             return Err(format!(

@@ -1,8 +1,10 @@
 //! The hosts every gate of a run shares, as one world: the store, the audit sink, the clock
 //! and the consent provider, with the faults a run may inject into them and the log of every
-//! host call made. Nothing here yields to the scheduler: the per-gate wrappers
+//! host call made. The store and the sink may each run as a master with an asynchronous
+//! replica ([`crate::replica`]). Nothing here yields to the scheduler: the per-gate wrappers
 //! ([`crate::gate_host`]) do, before each call, so every call is one atomic step.
 
+use crate::replica::{Confirm, Held, Replica, Replication, Service};
 use crate::trail::{self, Violation};
 use mrtr_gate_core::host::{
     AppendOutcome, Audit, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt,
@@ -41,7 +43,7 @@ struct Slot {
 }
 
 /// The shared store's state: keys, the counter of the current life and its epoch.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct StoreState {
     slots: BTreeMap<String, Slot>,
     epoch: u64,
@@ -106,6 +108,21 @@ pub enum Fault {
     ConsentRefuse,
     /// The next consent asked is granted for another view.
     ConsentOtherView,
+    /// The store's master dies and its replica is promoted: every write the replica did not
+    /// hold yet is lost, and versions go on in a new life (the promoted replica is another
+    /// server run, wit/gate.wit `storage`). Nothing when the store is not replicated.
+    PromoteStore,
+    /// The sink's master dies and its replica is promoted: every line the replica did not
+    /// hold yet is lost (the head goes back). Nothing when the sink is not replicated.
+    PromoteSink,
+    /// The next WAIT that finds its write not yet on the replica times out: the call is a host
+    /// error, its write applied on the master (the replica may take it later, or a promotion
+    /// lose it).
+    WaitTimesOut,
+    /// Not a fault: one step of the service's replication, placed anywhere like one. Its
+    /// replica takes the oldest write it does not hold yet (nothing when it holds them all).
+    /// Every write no step took lags, however long, until a WAIT that ends in time.
+    Replicate(Service),
 }
 
 /// The consent faults armed, each for the next prompt.
@@ -121,8 +138,23 @@ struct ConsentState {
 /// Everything the gates of one run share.
 pub struct World {
     mode: VersionsAfterLoss,
+    replication: Replication,
+    /// The store's master.
     store: Mutex<StoreState>,
-    sink: MemoryAudit,
+    /// The store's replica, when replicated.
+    store_replica: Option<Mutex<Replica<StoreState, StoreState>>>,
+    /// The sink's master (replaced by its replica's lines on a promotion).
+    sink: Mutex<MemoryAudit>,
+    /// The sink's replica, when replicated.
+    sink_replica: Option<Mutex<Replica<Vec<AuditEntry>, AuditEntry>>>,
+    /// Whether the replicas lag yet: not before the run starts, whose state they hold
+    /// already ([`World::settle`]).
+    replicating: Mutex<bool>,
+    wait_times_out: Mutex<bool>,
+    /// Every line an append confirmed to its gate, in order.
+    confirmed: Mutex<Vec<String>>,
+    /// Whether a fault that loses a confirmed line by design (`SinkLoseNewest`) was injected.
+    sink_loses_confirmed: Mutex<bool>,
     /// Every line the sink ever wrote, in the order written, whatever it lost since: the
     /// invariants are held over this (a line lost cannot hide a round used twice).
     ledger: Mutex<Vec<String>>,
@@ -144,12 +176,24 @@ pub struct World {
 }
 
 impl World {
-    /// A world whose store follows `mode` after a loss.
-    pub fn new(mode: VersionsAfterLoss) -> Self {
+    /// A world whose store follows `mode` after a loss, its services replicated as
+    /// `replication` says.
+    pub fn new(mode: VersionsAfterLoss, replication: Replication) -> Self {
         Self {
             mode,
+            replication,
             store: Mutex::new(StoreState::new()),
-            sink: MemoryAudit::new(),
+            store_replica: replication
+                .store
+                .then(|| Mutex::new(Replica::new(StoreState::new()))),
+            sink: Mutex::new(MemoryAudit::new()),
+            sink_replica: replication
+                .sink
+                .then(|| Mutex::new(Replica::new(Vec::new()))),
+            replicating: Mutex::new(false),
+            wait_times_out: Mutex::new(false),
+            confirmed: Mutex::new(Vec::new()),
+            sink_loses_confirmed: Mutex::new(false),
             ledger: Mutex::new(Vec::new()),
             sink_refuse_next: Mutex::new(false),
             sink_lose_next: Mutex::new(false),
@@ -202,9 +246,130 @@ impl World {
         *lock(&self.faults_in_store)
     }
 
-    /// Every line the sink holds.
+    /// Every line the sink holds (its master).
     pub fn lines(&self) -> Vec<String> {
-        self.sink.entries().into_iter().map(|e| e.line).collect()
+        self.sink().entries().into_iter().map(|e| e.line).collect()
+    }
+
+    /// The sink's master (a handle on it: a promotion replaces it).
+    fn sink(&self) -> MemoryAudit {
+        lock(&self.sink).clone()
+    }
+
+    /// Every line an append confirmed to its gate, in order.
+    pub fn confirmed(&self) -> Vec<String> {
+        lock(&self.confirmed).clone()
+    }
+
+    /// Whether the sink lost a confirmed line by design (`SinkLoseNewest`): then only the
+    /// ledger's invariants hold, not that every confirmed line stays.
+    pub fn sink_loses_confirmed(&self) -> bool {
+        *lock(&self.sink_loses_confirmed)
+    }
+
+    /// The run starts: the replicas hold what the masters hold (the state the configuration
+    /// starts from has long been copied), and from now on lag.
+    pub fn settle(&self) {
+        if let Some(r) = &self.store_replica {
+            lock(r).settle(lock(&self.store).clone());
+        }
+        if let Some(r) = &self.sink_replica {
+            lock(r).settle(self.sink().entries());
+        }
+        *lock(&self.replicating) = true;
+    }
+
+    /// One step of `service`'s replication: its replica takes the oldest write it lacks.
+    fn replicate_one(&self, service: Service) {
+        let taken = match service {
+            Service::Store => self
+                .store_replica
+                .as_ref()
+                .and_then(|r| lock(r).take_one(replace)),
+            Service::Sink => self
+                .sink_replica
+                .as_ref()
+                .and_then(|r| lock(r).take_one(push)),
+        };
+        match taken {
+            Some(n) => self.note(format!("  the replica holds write {n}")),
+            None => self.note("  nothing to take".into()),
+        }
+    }
+
+    /// Whether a write call to `service` waits for the replica (and a WAIT is a step).
+    pub fn waits(&self, service: Service) -> bool {
+        self.replication.confirm == Confirm::WaitForReplica
+            && match service {
+                Service::Store => self.replication.store,
+                Service::Sink => self.replication.sink,
+            }
+    }
+
+    /// The WAIT on write `number` of `service`, once the scheduler let anything else happen
+    /// after the master applied it: confirmed once the replica holds it (taking every write up
+    /// to it now, if it had not yet: the replica acknowledged in time), else the host's error
+    /// (host-harness/redis, `Options::confirmed`), the write applied on the master all the same.
+    pub fn wait(&self, service: Service, number: u64) -> Result<(), HostError> {
+        let held = match service {
+            Service::Store => self.store_replica.as_ref().map(|r| lock(r).held(number)),
+            Service::Sink => self.sink_replica.as_ref().map(|r| lock(r).held(number)),
+        };
+        let what = match service {
+            Service::Store => "storage",
+            Service::Sink => "audit",
+        };
+        match held {
+            None | Some(Held::Held) => Ok(()),
+            Some(Held::Lost) => Err(HostError::new(format!(
+                "{what} write lost: the master failed over before a replica held it"
+            ))),
+            Some(Held::Pending) => {
+                if std::mem::take(&mut *lock(&self.wait_times_out)) {
+                    return Err(HostError::new(format!(
+                        "{what} write held by 0 of the 1 replicas it waits for"
+                    )));
+                }
+                match service {
+                    Service::Store => {
+                        if let Some(r) = &self.store_replica {
+                            lock(r).take_through(number, replace);
+                        }
+                    }
+                    Service::Sink => {
+                        if let Some(r) = &self.sink_replica {
+                            lock(r).take_through(number, push);
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// An append was confirmed to its gate.
+    pub fn confirm_line(&self, line: &str) {
+        lock(&self.confirmed).push(line.to_owned());
+    }
+
+    /// Every line confirmed to a gate is still in the sink (unless a fault loses confirmed
+    /// lines by design): the promise a confirmation makes, which a promotion must not break.
+    pub fn check_confirmed(&self) -> Result<(), String> {
+        if self.sink_loses_confirmed() {
+            return Ok(());
+        }
+        let held = self.lines();
+        match self.confirmed().into_iter().find(|l| !held.contains(l)) {
+            None => Ok(()),
+            Some(line) => {
+                let event: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                Err(format!(
+                    "a line confirmed to its gate is not in the trail: seq {} {}",
+                    event.get("seq").unwrap_or(&serde_json::Value::Null),
+                    event.get("event").unwrap_or(&serde_json::Value::Null),
+                ))
+            }
+        }
     }
 
     /// Every line the sink ever wrote, in order, those it lost since among them.
@@ -242,19 +407,19 @@ impl World {
         self.note(format!("FAULT {fault:?}"));
         match fault {
             Fault::StoreRestart => {
-                let mut s = lock(&self.store);
-                s.slots.clear();
-                s.lose_counter(self.mode);
-                *lock(&self.faults_in_store) = true;
+                let mode = self.mode;
+                self.every_store_copy(|s| {
+                    s.slots.clear();
+                    s.lose_counter(mode);
+                });
             }
             Fault::LoseCounter => {
-                lock(&self.store).lose_counter(self.mode);
-                *lock(&self.faults_in_store) = true;
+                let mode = self.mode;
+                self.every_store_copy(|s| s.lose_counter(mode));
             }
             Fault::Evict(id) => {
                 let suffix = format!("/{id}");
-                lock(&self.store).slots.retain(|k, _| !k.ends_with(&suffix));
-                *lock(&self.faults_in_store) = true;
+                self.every_store_copy(|s| s.slots.retain(|k, _| !k.ends_with(&suffix)));
             }
             Fault::Kill(gate) => {
                 lock(&self.killed).insert(gate);
@@ -276,14 +441,76 @@ impl World {
                 *lock(&self.faults_in_sink) = true;
             }
             Fault::SinkLoseNewest => {
-                if let Some(lost) = self.sink.lose_newest() {
+                if let Some(lost) = self.sink().lose_newest() {
                     self.note(format!("  lost seq {}", lost.seq));
+                    // Lost from every copy: the replica had it, or it was still on its way.
+                    if let Some(r) = &self.sink_replica {
+                        let mut r = lock(r);
+                        if !r.drop_newest_pending() {
+                            r.held_mut().pop();
+                        }
+                    }
                 }
                 *lock(&self.faults_in_sink) = true;
+                *lock(&self.sink_loses_confirmed) = true;
             }
             Fault::ConsentRefuse => lock(&self.consent).refuse_next = true,
             Fault::ConsentOtherView => lock(&self.consent).other_view_next = true,
+            Fault::PromoteStore => {
+                if let Some(r) = &self.store_replica {
+                    let mut r = lock(r);
+                    let (mut master, lost) = r.promote();
+                    master.lose_counter(self.mode);
+                    r.settle(master.clone());
+                    *lock(&self.store) = master;
+                    self.note(format!("  {lost} writes lost"));
+                    if lost > 0 {
+                        *lock(&self.faults_in_store) = true;
+                    }
+                }
+            }
+            Fault::PromoteSink => {
+                if let Some(r) = &self.sink_replica {
+                    let mut r = lock(r);
+                    let (entries, lost) = r.promote();
+                    let promoted = MemoryAudit::new();
+                    for entry in &entries {
+                        // The replica's lines are a prefix of the master's chain: each extends
+                        // the one before, so each is written.
+                        if !promoted.append(entry).is_ok_and(|o| o.written) {
+                            self.violated(format!(
+                                "the checker itself failed: the replica's line seq {} does not \
+                                 extend the one before",
+                                entry.seq
+                            ));
+                        }
+                    }
+                    r.settle(entries);
+                    *lock(&self.sink) = promoted;
+                    self.note(format!("  {lost} lines lost"));
+                    if lost > 0 {
+                        *lock(&self.faults_in_sink) = true;
+                    }
+                }
+                if let Err(what) = self.check_confirmed() {
+                    self.violated(what);
+                }
+            }
+            Fault::WaitTimesOut => *lock(&self.wait_times_out) = true,
+            Fault::Replicate(service) => self.replicate_one(service),
         }
+    }
+
+    /// A fault that changes the store's data (a restart, a counter lost, an eviction) changes
+    /// every copy alike: replication plays no part in it.
+    fn every_store_copy(&self, change: impl Fn(&mut StoreState)) {
+        change(&mut lock(&self.store));
+        if let Some(r) = &self.store_replica {
+            let mut r = lock(r);
+            change(r.held_mut());
+            r.pending_mut().for_each(&change);
+        }
+        *lock(&self.faults_in_store) = true;
     }
 
     /// The clock.
@@ -310,8 +537,9 @@ impl World {
             .collect()
     }
 
-    /// `Storage::write`: compare-and-swaps in order, stopping at the first that loses.
-    pub fn write(&self, writes: &[Write<'_>]) -> Vec<u64> {
+    /// `Storage::write`: compare-and-swaps in order, stopping at the first that loses. On a
+    /// replicated store, the number of the write for a WAIT when it changed anything.
+    pub fn write(&self, writes: &[Write<'_>]) -> (Vec<u64>, Option<u64>) {
         let now = self.now_ms();
         let mut s = lock(&self.store);
         let mut applied = Vec::with_capacity(writes.len());
@@ -339,7 +567,13 @@ impl World {
                 }
             }
         }
-        applied
+        let number = match &self.store_replica {
+            Some(r) if !applied.is_empty() && *lock(&self.replicating) => {
+                Some(lock(r).applied(s.clone()))
+            }
+            _ => None,
+        };
+        (applied, number)
     }
 
     /// The clock moves forward by `ms` (a late message's delay).
@@ -462,23 +696,34 @@ impl World {
         receipt
     }
 
-    /// `Audit::append`.
-    pub fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+    /// `Audit::append` on the sink's master. On a replicated sink, the number of the write for
+    /// a WAIT when the line was written.
+    pub fn append(&self, entry: &AuditEntry) -> (Result<AppendOutcome, HostError>, Option<u64>) {
         if std::mem::take(&mut *lock(&self.sink_refuse_next)) {
-            return Err(HostError::new("audit sink refused the write (injected)"));
+            return (
+                Err(HostError::new("audit sink refused the write (injected)")),
+                None,
+            );
         }
+        let sink = self.sink();
         let lose = std::mem::take(&mut *lock(&self.sink_lose_next));
         if lose {
-            self.sink.set_fault(AuditFault::LoseWrites);
+            sink.set_fault(AuditFault::LoseWrites);
         }
-        let outcome = self.sink.append(entry);
+        let outcome = sink.append(entry);
         if lose {
-            self.sink.set_fault(AuditFault::None);
+            sink.set_fault(AuditFault::None);
         }
+        let mut number = None;
         if outcome.as_ref().is_ok_and(|o| o.written) {
             lock(&self.ledger).push(entry.line.clone());
+            if let Some(r) = &self.sink_replica
+                && *lock(&self.replicating)
+            {
+                number = Some(lock(r).applied(entry.clone()));
+            }
         }
-        outcome
+        (outcome, number)
     }
 
     /// The trail's invariants over every line the sink wrote (after each line written).
@@ -487,6 +732,16 @@ impl World {
             self.violated(what);
         }
     }
+}
+
+/// A replica of the store takes a write: the master's state after it.
+fn replace(held: &mut StoreState, after: StoreState) {
+    *held = after;
+}
+
+/// A replica of the sink takes a line.
+fn push(held: &mut Vec<AuditEntry>, entry: AuditEntry) {
+    held.push(entry);
 }
 
 /// The version a reader holds of a key (0: none).

@@ -3,6 +3,7 @@
 //! (`cargo test -p mrtr-gate-checker --test exhaustive -- --nocapture`).
 
 use mrtr_gate_checker::configs;
+use mrtr_gate_checker::replica::Confirm;
 use mrtr_gate_checker::scenario::Config;
 use mrtr_gate_checker::world::VersionsAfterLoss;
 use mrtr_gate_checker::{Search, explore};
@@ -76,4 +77,39 @@ fn answers_from_another_server_or_too_late_change_nothing() {
 #[test]
 fn a_retry_racing_an_expiry_sweep_is_never_built_after_the_binding_ended() {
     every_schedule(configs::retry_expire());
+}
+
+/// Issue 40 (Redis Cluster, asynchronous replication): the store's master fails over to a
+/// replica that lags, anywhere while gate 0 uses round `S1` and then tries it again, a WAIT
+/// timing out anywhere. Writes confirmed only once the replica holds them (the Redis host's
+/// `WAIT`): the round is used at most once, whatever the promotion lost.
+#[test]
+fn a_store_failover_never_brings_a_used_round_back_when_writes_wait_for_the_replica() {
+    every_schedule(configs::store_failover_mid_retry(Confirm::WaitForReplica));
+}
+
+/// The checker's own test: with the same store confirming a write as soon as its master applied
+/// it (one server's rule, on a Cluster), the round's use is lost with the promotion and the
+/// round used again (docs/testing.md, "Replication").
+#[test]
+#[should_panic(expected = "submitted twice")]
+fn the_checker_finds_a_used_round_brought_back_by_a_failover_when_writes_do_not_wait() {
+    every_schedule(configs::store_failover_mid_retry(Confirm::Unconfirmed));
+}
+
+/// The sink's master fails over to a replica that lags, anywhere while gate 0 uses round `S1`
+/// and the caller then cancels, a WAIT timing out anywhere. Appends confirmed only once the
+/// replica holds them: every line confirmed to the gate is in the trail after the promotion,
+/// the chain verifies, and the gate writes on from the head the promotion left.
+#[test]
+fn a_sink_failover_never_loses_a_confirmed_line_when_appends_wait_for_the_replica() {
+    every_schedule(configs::sink_failover_mid_retry(Confirm::WaitForReplica));
+}
+
+/// The checker's own test: with appends confirmed as soon as the master wrote them, a line
+/// confirmed to the gate is gone from the trail after the promotion.
+#[test]
+#[should_panic(expected = "a line confirmed to its gate is not in the trail")]
+fn the_checker_finds_a_confirmed_line_lost_by_a_failover_when_appends_do_not_wait() {
+    every_schedule(configs::sink_failover_mid_retry(Confirm::Unconfirmed));
 }
