@@ -242,17 +242,7 @@ fn drive(
                             return Err(e);
                         }
                     };
-                    let mut one = || -> Result<f64, String> {
-                        let started = Instant::now();
-                        raw.round()?;
-                        Ok(started.elapsed().as_secs_f64() * 1e6)
-                    };
-                    let warm = (0..WARM_ROUNDS).try_for_each(|_| one().map(|_| ()));
-                    start.wait();
-                    warm?;
-                    watch.reset();
-                    let per_round = (0..rounds).map(|_| one()).collect::<Result<Vec<_>, _>>()?;
-                    return Ok((watch.laps_us(), per_round));
+                    return timed_rounds(&start, &watch, rounds, || raw.round());
                 }
                 let inner = match HttpTransport::connect(&url) {
                     Ok(inner) => inner,
@@ -272,23 +262,15 @@ fn drive(
                     ClientConfig::new("alice", "acme"),
                     Box::new(answers),
                 );
-                let mut one = || -> Result<f64, String> {
-                    let started = Instant::now();
+                timed_rounds(&start, &watch, rounds, || {
                     let done = client
                         .call("tools/call", params.clone())
                         .map_err(|e| e.to_string())?;
                     if done.rounds != 1 {
                         return Err(format!("the call took {} rounds, not one", done.rounds));
                     }
-                    Ok(started.elapsed().as_secs_f64() * 1e6)
-                };
-                let warm = (0..WARM_ROUNDS).try_for_each(|_| one().map(|_| ()));
-                start.wait();
-                warm?;
-                watch.reset();
-                let per_round = (0..rounds).map(|_| one()).collect::<Result<Vec<_>, _>>()?;
-                let per_request = watch.laps_us();
-                Ok((per_request, per_round))
+                    Ok(())
+                })
             },
         ));
     }
@@ -308,6 +290,27 @@ fn drive(
     }
     measured.wall_s = started.elapsed().as_secs_f64();
     Ok(measured)
+}
+
+/// One client's run: its warm rounds, then (once every client is warm) `rounds` timed ones;
+/// each request's time from `watch`, each round's (microseconds).
+fn timed_rounds(
+    start: &Barrier,
+    watch: &Stopwatch,
+    rounds: usize,
+    mut round: impl FnMut() -> Result<(), String>,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let mut one = || -> Result<f64, String> {
+        let started = Instant::now();
+        round()?;
+        Ok(started.elapsed().as_secs_f64() * 1e6)
+    };
+    let warm = (0..WARM_ROUNDS).try_for_each(|_| one().map(|_| ()));
+    start.wait();
+    warm?;
+    watch.reset();
+    let per_round = (0..rounds).map(|_| one()).collect::<Result<Vec<_>, _>>()?;
+    Ok((watch.laps_us(), per_round))
 }
 
 fn percentile(xs: &mut [f64], p: f64) -> f64 {
