@@ -111,6 +111,26 @@ pub fn retry_and_early_answer() -> Config {
     }
 }
 
+/// Round `S1` retried and handed out; then gate 0 takes the server's next round on the retry
+/// id while gate 1 cancels the call (finding F3): no `received` after the `terminal`, and a
+/// `terminal` that names round 1 after round 2's `received` only with round 2's store refused.
+pub fn next_round_cancel() -> Config {
+    let mut warm = round_one_at_gate_zero();
+    warm.push(retry(1, 101));
+    Config {
+        name: "next_round_cancel",
+        mode: VersionsAfterLoss::NewEpoch,
+        replication: Replication::NONE,
+        warm,
+        earlier: vec![],
+        gates: vec![
+            vec![Op::Respond(101, Msg::StateOnly("S2"))],
+            vec![Op::Finish(1)],
+        ],
+        faults: vec![],
+    }
+}
+
 /// Round `S1` retried at gate 0 while gate 1 receives, from another server, a result on the
 /// retry id and a round on the original id (ids are per server: neither may touch the
 /// binding), and then the bound server's round again, late (past the lifetime).
@@ -429,6 +449,7 @@ pub fn named(name: &str) -> Option<Config> {
         "retry_cancel" => retry_cancel(),
         "answers_from_elsewhere_and_late" => answers_from_elsewhere_and_late(),
         "retry_and_early_answer" => retry_and_early_answer(),
+        "next_round_cancel" => next_round_cancel(),
         "retry_expire" => retry_expire(),
         "retry_replay_cancel" => retry_replay_cancel(),
         "restart_after_use" => restart_after_use(VersionsAfterLoss::NewEpoch),

@@ -163,6 +163,8 @@ pub struct World {
     clock: Mutex<u64>,
     consent: Mutex<ConsentState>,
     killed: Mutex<BTreeSet<usize>>,
+    /// Whether any process was killed in the run.
+    a_process_died: Mutex<bool>,
     faults_in_sink: Mutex<bool>,
     faults_in_store: Mutex<bool>,
     /// Every host call made, in the order made.
@@ -200,6 +202,7 @@ impl World {
             clock: Mutex::new(T0),
             consent: Mutex::new(ConsentState::default()),
             killed: Mutex::new(BTreeSet::new()),
+            a_process_died: Mutex::new(false),
             faults_in_sink: Mutex::new(false),
             faults_in_store: Mutex::new(false),
             log: Mutex::new(Vec::new()),
@@ -241,8 +244,17 @@ impl World {
         *lock(&self.faults_in_sink)
     }
 
-    /// Whether the store lost data or its counter.
-    pub fn store_faulted(&self) -> bool {
+    /// Whether a process was killed: one killed between its `received` event and its store
+    /// of that round leaves a `received` nothing follows, which `reconcile` reports (it cannot
+    /// tell a process that died from one that stored the round and lost it).
+    pub fn a_process_died(&self) -> bool {
+        *lock(&self.a_process_died)
+    }
+
+    /// Whether the store lost records (a restart, an eviction, a promotion that lost
+    /// writes), not only its counter: the trail may then hold a binding nothing ended, and the
+    /// id's next binding received again on top of it.
+    pub fn store_lost_records(&self) -> bool {
         *lock(&self.faults_in_store)
     }
 
@@ -412,6 +424,7 @@ impl World {
                     s.slots.clear();
                     s.lose_counter(mode);
                 });
+                *lock(&self.faults_in_store) = true;
             }
             Fault::LoseCounter => {
                 let mode = self.mode;
@@ -420,9 +433,11 @@ impl World {
             Fault::Evict(id) => {
                 let suffix = format!("/{id}");
                 self.every_store_copy(|s| s.slots.retain(|k, _| !k.ends_with(&suffix)));
+                *lock(&self.faults_in_store) = true;
             }
             Fault::Kill(gate) => {
                 lock(&self.killed).insert(gate);
+                *lock(&self.a_process_died) = true;
             }
             Fault::ClockForward(ms) => {
                 let mut c = lock(&self.clock);
@@ -510,7 +525,6 @@ impl World {
             change(r.held_mut());
             r.pending_mut().for_each(&change);
         }
-        *lock(&self.faults_in_store) = true;
     }
 
     /// The clock.

@@ -65,6 +65,16 @@ fn no_response_is_taken_for_a_retry_before_it_is_handed_out() {
     every_schedule(configs::retry_and_early_answer());
 }
 
+/// Finding F3 (docs/checker-counterexamples.md): the server's next round taken at one
+/// process while another cancels the call put its `received` after the `terminal`, or a
+/// `terminal` naming round 1 after round 2's `received`. Fixed: the `received` append reads
+/// the record again when another writer's event gets in first, and `reconcile` takes a
+/// refusal of round 2's store, before or after the end, as what explains such a `terminal`.
+#[test]
+fn a_next_round_racing_a_cancel_reconciles() {
+    every_schedule(configs::next_round_cancel());
+}
+
 /// Responses from another server on the binding's ids, and a late one from its own,
 /// interleaved with a retry: none touches the binding but the late one (which ends it,
 /// expired), and no denied call leaves anything in force.

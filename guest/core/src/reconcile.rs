@@ -139,11 +139,23 @@ struct Group {
     extra_received: BTreeMap<u64, Value>,
     /// `submitted` events per round.
     submitted: BTreeMap<u64, u64>,
+    /// The `state_sha256` of the last round received (as its text, `null` for none).
+    last_state: String,
     /// (round, retry id, view, receipt) of each `consented` event.
     consented: Vec<(u64, String, String, String)>,
 }
 
 impl Group {
+    /// Each `received` more than the refused stores seen so far explain (the first extra
+    /// `received` of its round stands for it).
+    fn unexplained(&self) -> impl Iterator<Item = (u64, &Value)> {
+        self.tries.iter().flat_map(|(round, (received, refused))| {
+            let extra = received.saturating_sub(refused.saturating_add(1));
+            let e = self.extra_received.get(round);
+            (0..extra).filter_map(move |_| e.map(|e| (*round, e)))
+        })
+    }
+
     fn submitted_up_to(&self) -> u64 {
         self.submitted.keys().next_back().copied().unwrap_or(0)
     }
@@ -169,6 +181,9 @@ fn text(v: &Value, field: &str) -> String {
 
 type Key = (String, String);
 
+/// An event that waits for a refusal: its finding should none come, the event's kind, the event.
+type Waiting = (Finding, &'static str, Value);
+
 /// The walk over one trail.
 #[derive(Default)]
 struct Walk {
@@ -177,6 +192,14 @@ struct Walk {
     /// The last ended group of each key: a late `consented` event of a racing instance (one
     /// that read the round before another consumed it) may follow the binding's end.
     ended: BTreeMap<Key, Group>,
+    /// Events of ended bindings that a refused store of one of their rounds explains, that
+    /// refusal not yet seen: an instance that audited `received` and then found the record
+    /// gone (another instance removed the binding and audited `terminal` in between) audits
+    /// its refusal after the end. A `terminal` naming the round before the last one received,
+    /// and each `received` more than the refusals so far explain. Keyed by the binding, the
+    /// round and its state digest, each waits for one `rejected` event of that round and
+    /// state; what still waits at the end of the trail is a finding.
+    awaiting_refusal: BTreeMap<(Key, u64, String), Vec<Waiting>>,
 }
 
 impl Walk {
@@ -209,6 +232,7 @@ impl Walk {
                     received: 1,
                     views: BTreeMap::from([(1, BTreeSet::from([view]))]),
                     tries: BTreeMap::from([(1, (1, 0))]),
+                    last_state: text(e, "state_sha256"),
                     ..Group::default()
                 };
                 self.live.insert(key, g);
@@ -229,6 +253,7 @@ impl Walk {
             g.received = round;
             g.views.entry(round).or_default().insert(view);
             g.tries.insert(round, (1, 0));
+            g.last_state = text(e, "state_sha256");
         } else {
             self.find(Finding::OutOfOrder, e, "received", round);
         }
@@ -325,11 +350,25 @@ impl Walk {
         // that one's store was refused (then a `rejected` event names it); never before the
         // last submitted.
         let refused_last = g.tries.get(&g.received).is_some_and(|t| t.1 > 0);
-        let stored = round == g.received || (refused_last && round.saturating_add(1) == g.received);
-        if !stored || round < g.submitted_up_to() {
+        let before_last = round.saturating_add(1) == g.received;
+        let stored = round == g.received || (refused_last && before_last);
+        if round < g.submitted_up_to() {
+            self.find(Finding::OutOfOrder, e, "terminal", round);
+        } else if !stored && before_last && g.submitted_up_to() < g.received {
+            let state = g.last_state.clone();
+            self.awaiting_refusal
+                .entry((key.clone(), g.received, state))
+                .or_default()
+                .push((Finding::OutOfOrder, "terminal", e.clone()));
+        } else if !stored {
             self.find(Finding::OutOfOrder, e, "terminal", round);
         }
-        self.close(&g);
+        for (round, extra) in g.unexplained() {
+            self.awaiting_refusal
+                .entry((key.clone(), round, text(extra, "state_sha256")))
+                .or_default()
+                .push((Finding::Duplicate, "received", extra.clone()));
+        }
         // The group ends here: the id may be registered again.
         self.ended.insert(key, g);
     }
@@ -341,19 +380,15 @@ impl Walk {
             .entry(kind_of(reason).to_owned())
             .or_default()
             .push(json!({"reason": reason, "request_id": e.get("request_id"), "retry_id": e.get("retry_id"), "seq": e.get("seq")}));
-        if let Some(n) = self.live.get_mut(key).and_then(|g| g.tries.get_mut(&round)) {
-            n.1 = n.1.saturating_add(1);
-        }
-    }
-
-    /// A group's rounds received more often than refused stores explain.
-    fn close(&mut self, g: &Group) {
-        for (round, (received, refused)) in &g.tries {
-            if *received > refused.saturating_add(1)
-                && let Some(e) = g.extra_received.get(round)
-            {
-                self.find(Finding::Duplicate, e, "received", *round);
+        // A refusal that an ended binding waits for is its; otherwise the live binding's.
+        let waiting = (key.clone(), round, text(e, "state_sha256"));
+        if let Some(events) = self.awaiting_refusal.get_mut(&waiting) {
+            events.pop();
+            if events.is_empty() {
+                self.awaiting_refusal.remove(&waiting);
             }
+        } else if let Some(n) = self.live.get_mut(key).and_then(|g| g.tries.get_mut(&round)) {
+            n.1 = n.1.saturating_add(1);
         }
     }
 }
@@ -385,8 +420,19 @@ pub fn reconcile<'a>(lines: impl IntoIterator<Item = &'a str> + Clone) -> Reconc
         }
     }
     let live = std::mem::take(&mut walk.live);
+    // One finding per round and kind, however many events stand unexplained.
     for g in live.values() {
-        walk.close(g);
+        let rounds: BTreeMap<u64, &Value> = g.unexplained().collect();
+        for (round, e) in rounds {
+            walk.find(Finding::Duplicate, e, "received", round);
+        }
+    }
+    for ((_, round, _), mut waiting) in std::mem::take(&mut walk.awaiting_refusal) {
+        waiting.dedup_by_key(|(finding, event, _)| (*finding, *event));
+        for (finding, event, e) in waiting {
+            let named = e.get("round").and_then(Value::as_u64).unwrap_or(round);
+            walk.find(finding, &e, event, named);
+        }
     }
     let mut out = walk.out;
     let mut open: Vec<Value> = live
@@ -573,6 +619,116 @@ mod tests {
         let r = reconcile(lines.iter().map(String::as_str));
         assert!(r.clean(), "{}", r.to_json());
         assert_eq!(r.bindings, 2);
+    }
+
+    /// F3 (docs/checker-counterexamples.md): an instance audits round 2's `received`, another
+    /// removes the binding (still at round 1) and audits `terminal` naming round 1, then the
+    /// first one's store finds the record gone and audits `rejected` for round 2. Only that
+    /// refusal, of that round and state, explains the `terminal`.
+    #[test]
+    fn a_round_received_as_its_binding_ends_needs_its_refused_store() {
+        let received = |r: u64, state: &str| {
+            ev(
+                "received",
+                1,
+                json!({"round": r, "view_sha256": format!("v{r}"), "state_sha256": state}),
+            )
+        };
+        let refused = |r: u64, state: &str| {
+            ev(
+                "rejected",
+                1,
+                json!({"round": r, "reason": "state_already_used", "state_sha256": state}),
+            )
+        };
+        let before = vec![
+            received(1, "s1"),
+            ev(
+                "submitted",
+                1,
+                json!({"retry_id": 11, "view_sha256": "v1", "consent_receipt_id": null, "input_kinds": {}, "state_sha256": "s1"}),
+            ),
+            received(2, "s2"),
+            ev("terminal", 1, json!({"round": 1, "outcome": "cancelled"})),
+        ];
+        let run = |tail: Vec<Value>| {
+            let mut events = before.clone();
+            events.extend(tail);
+            let lines = chain(&events);
+            reconcile(lines.iter().map(String::as_str))
+        };
+        // Explained, also with the id registered again before the refusal lands.
+        for tail in [
+            vec![refused(2, "s2")],
+            vec![received(1, "s3"), refused(2, "s2")],
+        ] {
+            let r = run(tail);
+            assert!(r.clean(), "{}", r.to_json());
+        }
+        // Not explained: no refusal, one of another state, one of another round.
+        for tail in [vec![], vec![refused(2, "s9")], vec![refused(1, "s1")]] {
+            let r = run(tail);
+            assert_eq!(
+                findings(&r),
+                vec![("out_of_order", "terminal", 1)],
+                "{}",
+                r.to_json()
+            );
+        }
+    }
+
+    /// Two instances judged one response; the binding ended before the losing one audited
+    /// its refused store: the refusal after the end still explains the second `received`.
+    #[test]
+    fn a_round_received_twice_needs_a_refusal_before_or_after_the_end() {
+        let received = ev(
+            "received",
+            1,
+            json!({"view_sha256": "v1", "state_sha256": "s1"}),
+        );
+        let end = ev("terminal", 1, json!({"outcome": "cancelled"}));
+        let refused = |state: &str| {
+            ev(
+                "rejected",
+                1,
+                json!({"reason": "state_already_used", "state_sha256": state}),
+            )
+        };
+        let run = |events: Vec<Value>| {
+            let lines = chain(&events);
+            reconcile(lines.iter().map(String::as_str))
+        };
+        let r = run(vec![
+            received.clone(),
+            received.clone(),
+            end.clone(),
+            refused("s1"),
+        ]);
+        assert!(r.clean(), "{}", r.to_json());
+        for events in [
+            vec![received.clone(), received.clone(), end.clone()],
+            vec![
+                received.clone(),
+                received.clone(),
+                end.clone(),
+                refused("s2"),
+            ],
+            vec![
+                received.clone(),
+                received.clone(),
+                received.clone(),
+                end.clone(),
+                refused("s1"),
+            ],
+        ] {
+            let r = run(events);
+            assert_eq!(
+                findings(&r),
+                vec![("duplicate", "received", 1)],
+                "{}",
+                r.to_json()
+            );
+        }
     }
 
     #[test]

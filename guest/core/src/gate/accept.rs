@@ -6,10 +6,11 @@ use super::consent_view::RoundView;
 use super::memo::SchemaCache;
 use super::record::{Binding, OpenRound};
 use super::round::{self, Round};
+use super::store::BindingStore;
 use super::{AcceptedRound, Gate, ResponseVerdict, TerminalOutcome};
 use crate::audit::{Event, EventKind, Field};
 use crate::digest;
-use crate::error::{Denial, GateError, PeerMisbehaved};
+use crate::error::{CallerMisuse, Denial, GateError, HostFault, PeerMisbehaved};
 use crate::host::Host;
 use crate::ids::{RequestId, ServerIdentity};
 use crate::json::{self, JsonError, quoted};
@@ -206,12 +207,33 @@ impl<H: Host> Gate<H> {
             rendered: super::memo::Derived::new(),
         };
         // Audited first, stored second: a round that storage holds always rests on a
-        // `received` event the sink confirmed, whatever fails afterwards.
+        // `received` event the sink confirmed, whatever fails afterwards. Each time another
+        // writer's event gets in first, the record is read again (as for the retry's
+        // `submitted`): a binding ended meanwhile gets no `received` after its `terminal`.
         let received = binding
             .event_with(EventKind::Received, Some(&open))
             .set_str(Field::Outcome, "accepted");
-        open.received_seq = match self.audit(received) {
+        let now = self.now();
+        let storage = self.host.storage();
+        let written = self
+            .chain
+            .write_while(self.host.audit(), received, now, || {
+                BindingStore::still_at(storage, &binding, version)
+            });
+        open.received_seq = match written {
             Ok(seq) => seq,
+            Err(GateError::Caller(CallerMisuse::InactiveRound)) => {
+                // Ended by another (its `terminal` is in the trail): the response came after
+                // the end, as one for an id no binding holds (nothing to end here).
+                let e = GateError::from(PeerMisbehaved::ServerSentUnsolicitedResponse);
+                let event = binding.event(EventKind::Rejected);
+                return Err(self.deny(e, event));
+            }
+            Err(e @ GateError::Host(HostFault::StateAlreadyUsed)) => {
+                // Written by another since the read: theirs is the last word.
+                let event = binding.event(EventKind::Rejected);
+                return Err(self.deny(e, event));
+            }
             Err(e) => {
                 // Nothing may rest on a round the audit trail does not hold: end the binding.
                 let _ = self.store.remove(self.host.storage(), &binding, version);

@@ -203,28 +203,52 @@ fn a_round_retried_by_two_instances_at_once_yields_exactly_one_retry() {
 
 /// An audit sink that lets a rival process act just before the first `submitted` event is
 /// offered: the rival's event then moves the head the retry's append was built on.
-struct RivalBeforeSubmitted {
+/// A sink that runs `rival` (once) around the first line of `event` it is offered: before
+/// the line is offered to the real sink, or right after the real sink took it.
+struct RivalBefore {
+    event: std::cell::Cell<&'static str>,
+    after: std::cell::Cell<bool>,
     rival: std::cell::RefCell<Option<Box<dyn FnOnce()>>>,
     inner: mrtr_gate_core::memory::MemoryAudit,
 }
 
-impl mrtr_gate_core::host::Audit for RivalBeforeSubmitted {
+impl RivalBefore {
+    fn arm(&self, event: &'static str, after: bool, rival: impl FnOnce() + 'static) {
+        self.event.set(event);
+        self.after.set(after);
+        *self.rival.borrow_mut() = Some(Box::new(rival));
+    }
+}
+
+impl mrtr_gate_core::host::Audit for RivalBefore {
     fn append(
         &self,
         entry: &mrtr_gate_core::host::AuditEntry,
     ) -> Result<mrtr_gate_core::host::AppendOutcome, mrtr_gate_core::host::HostError> {
-        if entry.line.contains("\"event\":\"submitted\"") {
-            let rival = self.rival.borrow_mut().take();
-            if let Some(rival) = rival {
-                rival();
-            }
+        let ours = entry
+            .line
+            .contains(&format!("\"event\":\"{}\"", self.event.get()));
+        let rival = if ours {
+            self.rival.borrow_mut().take()
+        } else {
+            None
+        };
+        let Some(rival) = rival else {
+            return self.inner.append(entry);
+        };
+        if self.after.get() {
+            let appended = self.inner.append(entry);
+            rival();
+            appended
+        } else {
+            rival();
+            self.inner.append(entry)
         }
-        self.inner.append(entry)
     }
 }
 
-/// Instance A of `fx`, whose sink runs its `rival` (set later) just before A's first
-/// `submitted` event, with request 1 registered and its form round open.
+/// Instance A of `fx`, whose sink runs a rival (armed later: `RivalBefore::arm`) around one
+/// of A's events, with request 1 registered and its form round open.
 fn gate_with_a_round_before_a_rival(
     fx: &Fx,
 ) -> mrtr_gate_core::Gate<
@@ -232,7 +256,7 @@ fn gate_with_a_round_before_a_rival(
         std::sync::Arc<mrtr_gate_core::memory::ManualClock>,
         mrtr_gate_core::memory::MemoryStorage,
         mrtr_gate_core::memory::ScriptedConsent,
-        RivalBeforeSubmitted,
+        RivalBefore,
     >,
 > {
     use mrtr_gate_core::Gate;
@@ -241,7 +265,9 @@ fn gate_with_a_round_before_a_rival(
         clock: fx.clock.clone(),
         storage: fx.storage.clone(),
         consent: fx.consent.clone(),
-        audit: RivalBeforeSubmitted {
+        audit: RivalBefore {
+            event: std::cell::Cell::new("submitted"),
+            after: std::cell::Cell::new(false),
             rival: std::cell::RefCell::new(None),
             inner: fx.audit.clone(),
         },
@@ -270,7 +296,9 @@ fn a_retry_ended_while_auditing(
     let mut a = gate_with_a_round_before_a_rival(&fx);
     let b = fx.second_gate();
     let clock = fx.clock.clone();
-    *a.host().audit.rival.borrow_mut() = Some(Box::new(move || end(&clock, b)));
+    a.host()
+        .audit
+        .arm("submitted", false, move || end(&clock, b));
     let answers = json!({"a": accept_with(form_content())});
     let got = a.build_retry(retry_request(n(1), n(2), &answers));
     assert_code(got, "inactive_mrtr_round");
@@ -312,6 +340,78 @@ fn a_retry_whose_binding_expires_before_its_submitted_event_sends_nothing() {
     assert_ended_without_submitted(&fx, &events, "expired");
 }
 
+/// Finding F3 (docs/checker-counterexamples.md) without the checker: instance A has handed
+/// out the retry for round 1 and takes the server's next round; instance B cancels the call
+/// around A's `received` event (`after`: once the sink took it, else just before). Returns
+/// A's verdict and the trail.
+fn a_round_received_while_cancelled(
+    after: bool,
+) -> (Fx, Result<ResponseVerdict, mrtr_gate_core::Denial>) {
+    let fx = Fx::new();
+    let mut a = gate_with_a_round_before_a_rival(&fx);
+    let answers = json!({"a": accept_with(form_content())});
+    a.build_retry(retry_request(n(1), n(2), &answers)).unwrap();
+    let mut b = fx.second_gate();
+    a.host().audit.arm("received", after, move || {
+        let ended = b.finish(finish_request(n(1), CallerOutcome::Cancelled));
+        assert_eq!(ended.unwrap(), TerminalOutcome::Cancelled);
+    });
+    let got = a.accept_response(&server(), &response(2, state_only("s2")));
+    (fx, got)
+}
+
+fn assert_reconciles(fx: &Fx) {
+    fx.assert_chain();
+    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
+    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
+    assert!(r.clean(), "{}", r.to_json());
+}
+
+/// Ended before A's `received` lands: A reads its record again when the sink refuses the
+/// line on the old head, finds it gone, and audits no round after the `terminal`.
+#[test]
+fn a_round_whose_binding_is_cancelled_before_its_received_event_is_not_audited_after_the_end() {
+    let (fx, got) = a_round_received_while_cancelled(false);
+    assert_code(got, "no_live_request");
+    assert_eq!(
+        kinds(&fx.events()),
+        ["received", "consented", "submitted", "terminal", "rejected"]
+    );
+    assert_reconciles(&fx);
+    assert!(fx.storage.is_empty());
+}
+
+/// Ended after A's `received` landed and before A stores the round: A's store finds the
+/// record gone and audits the refusal; the `terminal` names round 1, the round B removed,
+/// and the refusal of round 2 is what explains it to `reconcile`.
+#[test]
+fn a_round_whose_binding_is_cancelled_after_its_received_event_is_refused_and_reconciles() {
+    let (fx, got) = a_round_received_while_cancelled(true);
+    assert_code(got, "state_already_used");
+    let events = fx.events();
+    assert_eq!(
+        kinds(&events),
+        [
+            "received",
+            "consented",
+            "submitted",
+            "received",
+            "terminal",
+            "rejected"
+        ]
+    );
+    assert_eq!(
+        (
+            &events[3]["round"],
+            &events[4]["round"],
+            &events[5]["round"]
+        ),
+        (&json!(2), &json!(1), &json!(2))
+    );
+    assert_reconciles(&fx);
+    assert!(fx.storage.is_empty());
+}
+
 /// Finding F2 (docs/checker-counterexamples.md): between the consume and the `submitted`
 /// event, the retry id is the binding's live id but nobody has sent it. A response for it
 /// then, at another instance, answers a request not sent: refused, so the next round's
@@ -323,10 +423,10 @@ fn a_response_for_a_retry_not_yet_handed_out_is_refused_at_every_instance() {
     let early = std::rc::Rc::new(std::cell::RefCell::new(None));
     let seen = std::rc::Rc::clone(&early);
     let mut b = fx.second_gate();
-    *a.host().audit.rival.borrow_mut() = Some(Box::new(move || {
+    a.host().audit.arm("submitted", false, move || {
         let got = b.accept_response(&server(), &response(2, state_only("s2")));
         *seen.borrow_mut() = Some(got);
-    }));
+    });
     let answers = json!({"a": accept_with(form_content())});
     let retry = a.build_retry(retry_request(n(1), n(2), &answers)).unwrap();
     assert_eq!(parse(&retry.request_json)["id"], 2);
