@@ -59,9 +59,9 @@ fn arm(
     match budget {
         CallBudget::Fuel(fuel) => store.set_fuel(fuel),
         CallBudget::Deadline(d) => {
-            store.data_mut().deadline = Some(GuestDeadline::start(d, backstop));
-            // The guest's CPU time cannot outrun the wall clock: no budget runs out sooner.
-            store.set_epoch_deadline(CallBudget::deadline_ticks(d.min(backstop)));
+            let deadline = GuestDeadline::start(d, backstop);
+            store.set_epoch_deadline(CallBudget::deadline_ticks(deadline.first_look()));
+            store.data_mut().deadline = Some(deadline);
             Ok(())
         }
     }

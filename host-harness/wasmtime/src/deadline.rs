@@ -11,6 +11,14 @@
 //! The epoch ticker only decides when to look: every time the engine's epoch reaches the
 //! store's deadline, [`on_epoch_deadline`] reads the clocks on the guest's own thread and
 //! either interrupts or sets the next look at what is left.
+//!
+//! The CPU clock is read from the first look on, not as each call starts: reading a thread's
+//! CPU clock is a system call (no vDSO serves it), and a good call ends long before its first
+//! look (a form round takes about a tenth of a millisecond; the first look comes after a
+//! quarter of the budget of wall time), so a good call never reads it. What a call used before
+//! its first look is at most that quarter (CPU time never outruns the wall clock) and goes
+//! uncounted; from the look on, the whole budget is measured. A guest that loops is therefore
+//! stopped after at least its budget of CPU time and at most a quarter more.
 
 use std::time::{Duration, Instant};
 
@@ -60,9 +68,10 @@ fn wall_since_first_look() -> Duration {
 pub(crate) struct GuestDeadline {
     cpu_budget: Duration,
     wall_budget: Duration,
-    cpu_started: Duration,
     wall_started: Instant,
-    /// CPU time spent in the timed host services.
+    /// The thread's CPU clock at the first look; `None` before it (nothing is measured yet).
+    cpu_mark: Option<Duration>,
+    /// CPU time spent in the timed host services since the mark.
     host_cpu: Duration,
     /// Wall time spent waiting on a person.
     waited: Duration,
@@ -70,41 +79,58 @@ pub(crate) struct GuestDeadline {
 
 impl GuestDeadline {
     /// A call starts now on this thread, with `cpu_budget` of guest CPU time and at most
-    /// `wall_budget` of wall time (time waiting on a person excepted).
+    /// `wall_budget` of wall time (time waiting on a person excepted). Reads no CPU clock.
     pub(crate) fn start(cpu_budget: Duration, wall_budget: Duration) -> Self {
         Self {
             cpu_budget,
             wall_budget,
-            cpu_started: thread_cpu(),
             wall_started: Instant::now(),
+            cpu_mark: None,
             host_cpu: Duration::ZERO,
             waited: Duration::ZERO,
         }
     }
 
+    /// When the first look is due: a quarter of the CPU budget (of wall time, which the
+    /// guest's CPU time cannot outrun), or the backstop if that comes first.
+    pub(crate) fn first_look(&self) -> Duration {
+        (self.cpu_budget / 4).min(self.wall_budget)
+    }
+
     /// How long until either budget could run out (the next time to look), or `None` once
-    /// one of them has. Read on the thread that runs the call.
-    pub(crate) fn left(&self) -> Option<Duration> {
-        let cpu = thread_cpu()
-            .saturating_sub(self.cpu_started)
-            .saturating_sub(self.host_cpu);
+    /// one of them has. Read on the thread that runs the call; the first call sets the mark
+    /// the CPU budget is measured from.
+    pub(crate) fn left(&mut self) -> Option<Duration> {
         let wall = self.wall_started.elapsed().saturating_sub(self.waited);
-        let cpu_left = self.cpu_budget.checked_sub(cpu).filter(|d| !d.is_zero())?;
         let wall_left = self
             .wall_budget
             .checked_sub(wall)
             .filter(|d| !d.is_zero())?;
+        let cpu = match self.cpu_mark {
+            Some(mark) => thread_cpu()
+                .saturating_sub(mark)
+                .saturating_sub(self.host_cpu),
+            None => {
+                self.cpu_mark = Some(thread_cpu());
+                Duration::ZERO
+            }
+        };
+        let cpu_left = self.cpu_budget.checked_sub(cpu).filter(|d| !d.is_zero())?;
         Some(cpu_left.min(wall_left))
     }
 
-    /// Run host work `f`, keeping its CPU time off the guest's budget; with `person`, its wall
-    /// time off the backstop as well (it waited on a user).
+    /// Run host work `f`, keeping its CPU time off the guest's budget (once the budget is
+    /// measured: before the mark nothing is counted); with `person`, its wall time off the
+    /// backstop as well (it waited on a user).
     pub(crate) fn off_budget<R>(&mut self, person: bool, f: impl FnOnce() -> R) -> R {
-        let (cpu, wall) = (thread_cpu(), Instant::now());
+        let wall = Instant::now();
+        let cpu = self.cpu_mark.map(|_| thread_cpu());
         let out = f();
-        self.host_cpu = self
-            .host_cpu
-            .saturating_add(thread_cpu().saturating_sub(cpu));
+        if let Some(cpu) = cpu {
+            self.host_cpu = self
+                .host_cpu
+                .saturating_add(thread_cpu().saturating_sub(cpu));
+        }
         if person {
             self.waited = self.waited.saturating_add(wall.elapsed());
         }
@@ -115,7 +141,7 @@ impl GuestDeadline {
 /// What to do when the epoch reaches the store's deadline: interrupt once a budget is used
 /// up, otherwise look again when the rest could be (CPU time never runs faster than the
 /// wall clock, so no later look is too late by more than a tick).
-pub(crate) fn decide(deadline: Option<&GuestDeadline>) -> wasmtime::UpdateDeadline {
+pub(crate) fn decide(deadline: Option<&mut GuestDeadline>) -> wasmtime::UpdateDeadline {
     match deadline.and_then(GuestDeadline::left) {
         Some(left) => wasmtime::UpdateDeadline::Continue(
             crate::runtime::CallBudget::deadline_ticks(left).max(1),
@@ -126,9 +152,9 @@ pub(crate) fn decide(deadline: Option<&GuestDeadline>) -> wasmtime::UpdateDeadli
 
 /// The store's epoch deadline callback (runs on the guest's thread, inside the call).
 pub(crate) fn on_epoch_deadline(
-    ctx: wasmtime::StoreContextMut<'_, crate::imports::HostState>,
+    mut ctx: wasmtime::StoreContextMut<'_, crate::imports::HostState>,
 ) -> wasmtime::Result<wasmtime::UpdateDeadline> {
-    Ok(decide(ctx.data().deadline.as_ref()))
+    Ok(decide(ctx.data_mut().deadline.as_mut()))
 }
 
 #[cfg(test)]
@@ -155,13 +181,14 @@ mod tests {
         let _ticker = EpochTicker::start(&engine).unwrap();
         let module = Module::new(&engine, SPIN).unwrap();
         let mut store = Store::new(&engine, None::<GuestDeadline>);
-        store.epoch_deadline_callback(|ctx| Ok(decide(ctx.data().as_ref())));
+        store.epoch_deadline_callback(|mut ctx| Ok(decide(ctx.data_mut().as_mut())));
         let instance = Instance::new(&mut store, &module, &[]).unwrap();
         let f = instance
             .get_typed_func::<(), ()>(&mut store, "spin")
             .unwrap();
-        *store.data_mut() = Some(GuestDeadline::start(cpu, wall));
-        store.set_epoch_deadline(CallBudget::deadline_ticks(cpu.min(wall)));
+        let deadline = GuestDeadline::start(cpu, wall);
+        store.set_epoch_deadline(CallBudget::deadline_ticks(deadline.first_look()));
+        *store.data_mut() = Some(deadline);
         let (cpu0, wall0) = (thread_cpu(), Instant::now());
         let err = f.call(&mut store, ()).expect_err("the loop never returns");
         assert_eq!(
@@ -212,8 +239,10 @@ mod tests {
             cpu >= budget,
             "stopped after {cpu:?} of CPU, {wall:?} of wall"
         );
+        // At most a quarter unmeasured before the first look, then the budget, then a tick
+        // or two (and the scheduler's slack) until the look that stops it.
         assert!(
-            cpu < budget + Duration::from_secs(2),
+            cpu < budget + budget / 4 + Duration::from_secs(2),
             "ran {cpu:?} of CPU past a {budget:?} budget"
         );
     }
@@ -229,6 +258,7 @@ mod tests {
     #[test]
     fn cpu_work_in_a_timed_host_service_is_kept_off_the_cpu_budget() {
         let mut d = GuestDeadline::start(Duration::from_millis(50), Duration::from_secs(3600));
+        assert!(d.left().is_some(), "the first look: {d:?}");
         d.off_budget(false, || {
             let t = thread_cpu();
             while thread_cpu().saturating_sub(t) < Duration::from_millis(250) {

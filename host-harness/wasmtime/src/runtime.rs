@@ -25,7 +25,9 @@ pub enum CallBudget {
     /// clock and enforced by epoch interruption: a background thread advances the engine's
     /// epoch every [`EPOCH_TICK`], the guest checks it at function entries and loop heads, and
     /// at the deadline the callback reads the CPU clock and stops the call only once the
-    /// guest has used its budget. Time the thread is not running (descheduled by a loaded
+    /// guest has used its budget. The CPU clock is first read a quarter of the budget (of wall
+    /// time) into the call and the budget measured from there: a good call never pays for it,
+    /// a loop runs one to one and a quarter budgets. Time the thread is not running (descheduled by a loaded
     /// machine, waiting on a socket, a lock or a page fault) does not count, nor does the
     /// consent prompt; [`SandboxLimits::wall_backstop`] bounds the wall time as well. The
     /// cheaper of the two checks (docs/performance.md has the figures).
