@@ -754,7 +754,9 @@ impl Load {
                         let (round, end) = match post(here, &request) {
                             Err(e) => (None, Err(format!("transport: {e}"))),
                             Ok(a) if a["result"]["resultType"] == "input_required" => {
-                                let seat = format!("{c}-{n}");
+                                // The form takes at most 4 characters: the client, then
+                                // the round (a seat of 5 is refused by the gate, rightly).
+                                let seat = format!("{c}{:03}", n % 1000);
                                 match post(there, &retry(&request, &a, next(), &seat)) {
                                     Err(e) => (Some(a), Err(format!("transport: {e}"))),
                                     Ok(done) if done.get("result").is_some() => {
