@@ -162,6 +162,34 @@ impl RoundIndex {
         Ok(taken.map(RequestId::Text))
     }
 
+    /// Whether `live_id` is still filed under `key` (one read, nothing written): a round
+    /// another engine or replica has retried is not.
+    pub fn holds(&self, key: &str, live_id: &RequestId) -> Result<bool, IndexError> {
+        let RequestId::Text(live) = live_id else {
+            return Ok(false);
+        };
+        let (ids, _) = self.read(key)?;
+        Ok(ids.iter().any(|id| id == live))
+    }
+
+    /// The ids under `key` and the entry's version (0: none).
+    fn read(&self, key: &str) -> Result<(Vec<String>, u64), IndexError> {
+        let read = self
+            .storage
+            .read(&[ReadKey::from(key)])
+            .map_err(|e| IndexError(e.message))?;
+        let Some(entry) = read.into_iter().next() else {
+            return Err(IndexError("the store answered no entry".into()));
+        };
+        let ids = if entry.is_present() {
+            serde_json::from_str(&entry.value)
+                .map_err(|_| IndexError("an index entry is not a list of ids".into()))?
+        } else {
+            Vec::new()
+        };
+        Ok((ids, entry.version))
+    }
+
     /// Take `live_id` out of the entry under `key`: its round ended another way.
     pub fn remove(&self, key: &str, live_id: &RequestId) -> Result<(), IndexError> {
         let RequestId::Text(live) = live_id else {
@@ -184,26 +212,14 @@ impl RoundIndex {
         mut change: impl FnMut(&mut Vec<String>) -> Option<T>,
     ) -> Result<Option<T>, IndexError> {
         for _ in 0..ATTEMPTS {
-            let read = self
-                .storage
-                .read(&[ReadKey::from(key)])
-                .map_err(|e| IndexError(e.message))?;
-            let Some(entry) = read.into_iter().next() else {
-                return Err(IndexError("the store answered no entry".into()));
-            };
-            let mut ids: Vec<String> = if entry.is_present() {
-                serde_json::from_str(&entry.value)
-                    .map_err(|_| IndexError("an index entry is not a list of ids".into()))?
-            } else {
-                Vec::new()
-            };
+            let (mut ids, version) = self.read(key)?;
             let Some(out) = change(&mut ids) else {
                 return Ok(None);
             };
             let text = serde_json::to_string(&ids).map_err(|e| IndexError(e.to_string()))?;
             let write = Write {
                 key,
-                expected: entry.version,
+                expected: version,
                 value: (!ids.is_empty()).then_some(text.as_str()),
                 ttl_ms: self.ttl_ms,
             };

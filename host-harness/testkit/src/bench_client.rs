@@ -86,12 +86,18 @@ impl GateApi for GateOff {
                 "method": "tools/call", "name": "", "original_id": id.to_json(),
                 "params_sha256": "", "tenant_sha256": "", "user_sha256": ""},
         });
+        // The state's digest, as the gate gives it: the proxy files the round under it, and
+        // finds it (and closes it) by the retry's state. Without it every round stayed open
+        // in the proxy's index, and past 1,024 a principal's next one was refused.
+        let request_state_sha256 = result["requestState"]
+            .as_str()
+            .map(mrtr_gate_host::core::digest::digest_str);
         Ok(ResponseVerdict::InputRequired(AcceptedRound {
             view_json: view.to_string(),
             view_sha256: String::new(),
             round: 1,
             input_keys: keys,
-            request_state_sha256: None,
+            request_state_sha256,
         }))
     }
 

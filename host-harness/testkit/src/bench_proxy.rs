@@ -267,7 +267,12 @@ fn drive(
                         .call("tools/call", params.clone())
                         .map_err(|e| e.to_string())?;
                     if done.rounds != 1 {
-                        return Err(format!("the call took {} rounds, not one", done.rounds));
+                        // What came back instead (an error answer is final to the stand-in).
+                        let answer: String = done.response_json.chars().take(400).collect();
+                        return Err(format!(
+                            "the call took {} rounds, not one; the answer: {answer}",
+                            done.rounds
+                        ));
                     }
                     Ok(())
                 })

@@ -536,7 +536,11 @@ impl<G: GateApi> Engine<G> {
                 Ok(judged) => {
                     if let ResponseVerdict::InputRequired(round) = verdict {
                         // A principal's rounds it never retries stay until they expire: past
-                        // the cap, its next one is given up rather than kept.
+                        // the cap, its next one is given up rather than kept. Rounds retried
+                        // through another engine or replica are not counted.
+                        if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
+                            self.forget_retried_elsewhere(&call.principal);
+                        }
                         if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
                             self.end(
                                 &id,
@@ -789,6 +793,22 @@ impl<G: GateApi> Engine<G> {
     }
 
     /// How many rounds of `principal`'s are open.
+    /// Drop `principal`'s open rounds that the shared index no longer holds: another engine of
+    /// the pool, or another replica, took them for a retry (the engine that delivered a round
+    /// hears nothing of that; its entry would stay until the sweep, and count against the
+    /// cap). One index read per open round of the principal, only when it is at the cap. A
+    /// round the index cannot be asked about stays counted.
+    fn forget_retried_elsewhere(&mut self, principal: &Principal) {
+        let rounds = &self.config.rounds;
+        self.open_rounds.retain(|live, call| {
+            call.principal != *principal
+                || call
+                    .filed
+                    .as_deref()
+                    .is_none_or(|key| rounds.holds(key, live).unwrap_or(true))
+        });
+    }
+
     fn open_rounds_of(&self, principal: &Principal) -> usize {
         self.open_rounds
             .values()

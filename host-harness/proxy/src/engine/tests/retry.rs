@@ -217,6 +217,50 @@ fn a_retry_finds_a_round_another_replica_delivered_and_is_refused_after_it_was_u
     assert_eq!(events(&audit, "submitted").len(), 1);
 }
 
+/// Engines of one pool (or replicas) share the index: a round one delivered and another
+/// retried is not the first one's open round any more, so a principal whose every round is
+/// retried elsewhere never reaches its cap of open rounds (it did, after 1,024 rounds within a
+/// lifetime, in `bench-proxy` with two engines).
+#[test]
+fn rounds_retried_through_another_engine_do_not_count_against_the_cap() {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let storage = Arc::new(MemoryStorage::new(clock.clone()));
+    let audit = MemoryAudit::new();
+    let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
+    a.engine = a.engine.shared_by_many_clients();
+    let mut b = replica(clock, storage, audit.clone(), 2);
+    b.engine = b.engine.shared_by_many_clients();
+    for n in 0..MAX_OPEN_ROUNDS + 1 {
+        delivered(&mut a, &(2 * n).to_string(), form_round);
+        let text = retry(
+            &(2 * n + 1).to_string(),
+            LIS,
+            Some(SEAT),
+            Some(r#""opaque""#),
+        );
+        sent_id(&b.engine.on_client(&text));
+    }
+    // The next round is delivered: at the cap, what was retried elsewhere was forgotten (the
+    // last one retried since stays until the cap is reached again).
+    let minted = sent_id(&a.engine.on_client(&call(r#""x""#)));
+    let shown = to_client(a.engine.on_server(&form_round(&minted)));
+    assert!(shown.contains("input_required"), "{shown}");
+    assert_eq!(a.engine.open_rounds(), 2);
+    // Rounds nobody retried still count: the cap holds.
+    for n in 1..MAX_OPEN_ROUNDS {
+        let minted = sent_id(&a.engine.on_client(&call(&format!("\"y{n}\""))));
+        let shown = to_client(a.engine.on_server(&form_round(&minted)));
+        assert!(shown.contains("input_required"), "{n}: {shown}");
+    }
+    assert_eq!(a.engine.open_rounds(), MAX_OPEN_ROUNDS);
+    let minted = sent_id(&a.engine.on_client(&call(r#""z""#)));
+    let (code, gate_code) = refused(a.engine.on_server(&form_round(&minted)));
+    assert_eq!(
+        (code, gate_code.as_str()),
+        (MESSAGE_REFUSED, "too_many_open_rounds")
+    );
+}
+
 #[test]
 fn a_cancelled_call_is_cancelled_upstream_under_its_minted_id_and_its_binding_ends() {
     let mut r = rig();
