@@ -156,6 +156,19 @@ impl Fx {
             .collect()
     }
 
+    /// What `reconcile` makes of the trail.
+    pub fn reconciled(&self) -> mrtr_gate_core::reconcile::Reconciliation {
+        let lines: Vec<String> = self.audit.entries().into_iter().map(|e| e.line).collect();
+        mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str))
+    }
+
+    /// The chain verifies and the trail reconciles.
+    pub fn assert_reconciles(&self) {
+        self.assert_chain();
+        let r = self.reconciled();
+        assert!(r.clean(), "{}", r.to_json());
+    }
+
     pub fn last_event(&self) -> Value {
         self.events().last().cloned().expect("an audit event")
     }

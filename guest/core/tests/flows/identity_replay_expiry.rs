@@ -264,10 +264,7 @@ fn finish_with_an_error_before_any_round_is_audited_and_a_cancel_is_not() {
     assert_eq!(events[0]["reason"], "duplicate_response");
     assert_eq!(events[0]["request_id"], 2);
     assert_eq!(events[0]["round"], 0);
-    fx.assert_chain();
-    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
-    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
-    assert!(r.clean(), "{r:?}");
+    fx.assert_reconciles();
 }
 
 #[test]

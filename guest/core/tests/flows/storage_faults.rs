@@ -314,10 +314,7 @@ fn assert_ended_without_submitted(fx: &Fx, events: &[Value], outcome: &str) {
     );
     assert_eq!(events[2]["outcome"], outcome);
     assert_eq!(events[3]["reason"], "inactive_mrtr_round");
-    fx.assert_chain();
-    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
-    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
-    assert!(r.clean(), "{r:?}");
+    fx.assert_reconciles();
     // Nothing is left: the retry id's pointer went with the binding.
     assert!(fx.storage.is_empty());
 }
@@ -360,13 +357,6 @@ fn a_round_received_while_cancelled(
     (fx, got)
 }
 
-fn assert_reconciles(fx: &Fx) {
-    fx.assert_chain();
-    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
-    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
-    assert!(r.clean(), "{}", r.to_json());
-}
-
 /// Ended before A's `received` lands: A reads its record again when the sink refuses the
 /// line on the old head, finds it gone, and audits no round after the `terminal`.
 #[test]
@@ -377,7 +367,7 @@ fn a_round_whose_binding_is_cancelled_before_its_received_event_is_not_audited_a
         kinds(&fx.events()),
         ["received", "consented", "submitted", "terminal", "rejected"]
     );
-    assert_reconciles(&fx);
+    fx.assert_reconciles();
     assert!(fx.storage.is_empty());
 }
 
@@ -408,7 +398,7 @@ fn a_round_whose_binding_is_cancelled_after_its_received_event_is_refused_and_re
         ),
         (&json!(2), &json!(1), &json!(2))
     );
-    assert_reconciles(&fx);
+    fx.assert_reconciles();
     assert!(fx.storage.is_empty());
 }
 
@@ -442,10 +432,7 @@ fn a_response_for_a_retry_not_yet_handed_out_is_refused_at_every_instance() {
         kinds(&fx.events()),
         ["received", "consented", "rejected", "submitted", "received"]
     );
-    fx.assert_chain();
-    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
-    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
-    assert!(r.clean(), "{r:?}");
+    fx.assert_reconciles();
 }
 
 #[test]

@@ -37,8 +37,7 @@ fn each_legacy_request_is_refused_and_audited_with_its_method() {
     for field in ["server", "user_sha256", "tenant_sha256"] {
         assert_eq!(refused[field], received[field], "{field}");
     }
-    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
-    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
+    let r = fx.reconciled();
     assert_eq!(r.refused["legacy_server_request"].len(), 3);
     fx.assert_chain();
 }
@@ -136,8 +135,7 @@ fn each_input_channel_outside_a_round_is_refused_and_audited_under_its_own_code(
         assert_eq!(e["method"], Value::Null);
         assert_eq!(e["request_id"], Value::Null);
     }
-    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
-    let r = mrtr_gate_core::reconcile::reconcile(lines.iter().map(String::as_str));
+    let r = fx.reconciled();
     for (_, code, _) in cases {
         assert_eq!(r.refused[code].len(), 1, "{code}");
     }

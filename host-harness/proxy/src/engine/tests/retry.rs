@@ -194,16 +194,22 @@ fn a_state_only_retry_without_input_responses_is_the_empty_answer() {
     assert_eq!(v["params"]["requestState"], "s1");
 }
 
-#[test]
-fn a_retry_finds_a_round_another_replica_delivered_and_is_refused_after_it_was_used() {
+/// HTTP replicas of one endpoint (or engines of one pool) over one store and one trail: every
+/// one may take a round. Also the trail.
+fn two_http_replicas() -> (Rig, Rig, MemoryAudit) {
     let clock = Arc::new(ManualClock::new(1_000_000));
     let storage = Arc::new(MemoryStorage::new(clock.clone()));
     let audit = MemoryAudit::new();
-    // HTTP replicas of one endpoint: every replica may take a round.
     let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
     a.engine = a.engine.shared_by_many_clients();
     let mut b = replica(clock, storage, audit.clone(), 2);
     b.engine = b.engine.shared_by_many_clients();
+    (a, b, audit)
+}
+
+#[test]
+fn a_retry_finds_a_round_another_replica_delivered_and_is_refused_after_it_was_used() {
+    let (mut a, mut b, audit) = two_http_replicas();
     delivered(&mut a, "1", form_round);
     let text = retry("2", LIS, Some(SEAT), Some(r#""opaque""#));
     let up = sent_id(&b.engine.on_client(&text));
@@ -223,13 +229,7 @@ fn a_retry_finds_a_round_another_replica_delivered_and_is_refused_after_it_was_u
 /// lifetime, in `bench-proxy` with two engines).
 #[test]
 fn rounds_retried_through_another_engine_do_not_count_against_the_cap() {
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let storage = Arc::new(MemoryStorage::new(clock.clone()));
-    let audit = MemoryAudit::new();
-    let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
-    a.engine = a.engine.shared_by_many_clients();
-    let mut b = replica(clock, storage, audit.clone(), 2);
-    b.engine = b.engine.shared_by_many_clients();
+    let (mut a, mut b, _) = two_http_replicas();
     for n in 0..MAX_OPEN_ROUNDS + 1 {
         delivered(&mut a, &(2 * n).to_string(), form_round);
         let text = retry(
@@ -426,13 +426,7 @@ fn parallel_identical_calls_each_get_the_retry_that_fits_their_round() {
 
 #[test]
 fn a_round_whose_client_left_is_taken_out_of_the_index() {
-    let clock = Arc::new(ManualClock::new(1_000_000));
-    let storage = Arc::new(MemoryStorage::new(clock.clone()));
-    let audit = MemoryAudit::new();
-    let mut a = replica(clock.clone(), storage.clone(), audit.clone(), 1);
-    a.engine = a.engine.shared_by_many_clients();
-    let mut b = replica(clock, storage, audit.clone(), 2);
-    b.engine = b.engine.shared_by_many_clients();
+    let (mut a, mut b, audit) = two_http_replicas();
     let minted = delivered(&mut a, "1", stateless_round);
     // That client hangs up: its round ends cancelled and leaves the index.
     a.engine
