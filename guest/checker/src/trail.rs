@@ -34,9 +34,11 @@ fn kind(e: &Value) -> &str {
     field(e, "event").as_str().unwrap_or("")
 }
 
-/// The same binding (server and original id).
+/// The same binding (server, original id, and which registration of that id).
 fn same_binding(a: &Value, b: &Value) -> bool {
-    field(a, "server") == field(b, "server") && field(a, "request_id") == field(b, "request_id")
+    ["server", "request_id", "binding"]
+        .iter()
+        .all(|f| field(a, f) == field(b, f))
 }
 
 /// The same round of the same binding, as the events name it.

@@ -11,7 +11,7 @@ use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
 use serde_json::Value;
 
 /// The version of the event format.
-pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v2";
+pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v3";
 
 /// How many times in all one event is offered to the sink. Every `written: false` answer
 /// that moves the head past the one tried means another writer's event went in first: the
@@ -90,7 +90,7 @@ macro_rules! event_fields {
     ($($variant:ident => $name:literal,)*) => {
         /// The fields every event carries (null when they do not apply), in canonical order.
         /// The writer adds `prev_sha256`, `schema` and `seq` (see [`LINE_KEYS`]).
-        pub const FIELDS: [&str; 22] = [$($name),*];
+        pub const FIELDS: [&str; 23] = [$($name),*];
 
         /// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +105,7 @@ macro_rules! event_fields {
 
 event_fields! {
     AtMs => "at_ms",
+    Binding => "binding",
     Cause => "cause",
     ConsentMethod => "consent_method",
     ConsentReceiptId => "consent_receipt_id",
@@ -137,8 +138,9 @@ impl Field {
 }
 
 /// Every key of an audit line, in canonical (JCS) order.
-pub const LINE_KEYS: [&str; 25] = [
+pub const LINE_KEYS: [&str; 26] = [
     "at_ms",
+    "binding",
     "cause",
     "consent_method",
     "consent_receipt_id",
@@ -178,6 +180,7 @@ enum Part {
 // Sized by `LINE_KEYS`: a key added there without its part here does not compile.
 const LINE_PARTS: [Part; LINE_KEYS.len()] = [
     Part::Slot(Field::AtMs),
+    Part::Slot(Field::Binding),
     Part::Slot(Field::Cause),
     Part::Slot(Field::ConsentMethod),
     Part::Slot(Field::ConsentReceiptId),

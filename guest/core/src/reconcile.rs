@@ -1,7 +1,8 @@
 //! Reconciliation (G002): read a trail back and report what it proves and what it does not.
 //! The rules are docs/audit.md, "Reconciliation": events are walked in `seq` order and
-//! grouped by binding (server and original id; a group ends at its `terminal` event, since an
-//! id may be registered again afterwards), and each group's life is checked as a state
+//! grouped by binding (server, original id and `binding`, the record version the binding was
+//! registered at: an id may be registered again once its record is gone, and a late event of
+//! the ended binding stays in its own group), and each group's life is checked as a state
 //! machine: `received` (round 1) -> [`consented`] -> `submitted` -> (`received` (next round)
 //! -> [`consented`] -> `submitted`)* -> `terminal`, nothing of the binding after `terminal`.
 
@@ -52,6 +53,8 @@ pub struct LifecycleFinding {
     pub server: Value,
     /// The binding's original id.
     pub request_id: Value,
+    /// Which binding of the id (`binding` in the trail: its record's version at registration).
+    pub binding: Value,
     /// The round the event names.
     pub round: u64,
     /// The event's `seq`.
@@ -62,7 +65,8 @@ impl LifecycleFinding {
     /// The finding as JSON.
     pub fn to_json(&self) -> Value {
         json!({"finding": self.finding.as_str(), "event": self.event, "server": self.server,
-            "request_id": self.request_id, "round": self.round, "seq": self.seq})
+            "request_id": self.request_id, "binding": self.binding, "round": self.round,
+            "seq": self.seq})
     }
 }
 
@@ -76,9 +80,9 @@ pub struct Reconciliation {
     /// Bindings that received a round.
     pub bindings: u64,
     /// Bindings with a `received` event and no `terminal` event yet: live, or lost by one of
-    /// the causes docs/audit.md lists. `{server, request_id, rounds, submitted}`.
+    /// the causes docs/audit.md lists. `{server, request_id, binding, rounds, submitted}`.
     pub open: Vec<Value>,
-    /// Bindings that ended `expired` (`{server, request_id}`).
+    /// Bindings that ended `expired` (`{server, request_id, binding}`).
     pub expired: Vec<Value>,
     /// Rounds with more than one `submitted` event: a round used twice. Must be empty.
     pub double_use: Vec<Value>,
@@ -179,7 +183,8 @@ fn text(v: &Value, field: &str) -> String {
     v.get(field).map(Value::to_string).unwrap_or_default()
 }
 
-type Key = (String, String);
+/// A binding: its server, original id and `binding` (each as its JSON text).
+type Key = (String, String, String);
 
 /// An event that waits for a refusal: its finding should none come, the event's kind, the event.
 type Waiting = (Finding, &'static str, Value);
@@ -209,6 +214,7 @@ impl Walk {
             event: event.to_owned(),
             server: e.get("server").cloned().unwrap_or(Value::Null),
             request_id: e.get("request_id").cloned().unwrap_or(Value::Null),
+            binding: e.get("binding").cloned().unwrap_or(Value::Null),
             round,
             seq: e.get("seq").cloned().unwrap_or(Value::Null),
         });
@@ -291,7 +297,8 @@ impl Walk {
     }
 
     fn submitted(&mut self, key: Key, e: &Value, round: u64) {
-        let at = json!({"server": e.get("server"), "request_id": e.get("request_id"), "round": round, "seq": e.get("seq")});
+        let at = json!({"server": e.get("server"), "request_id": e.get("request_id"),
+            "binding": e.get("binding"), "round": round, "seq": e.get("seq")});
         let Some(g) = self.live.get_mut(&key) else {
             return self.without_group(&key, e, "submitted", round);
         };
@@ -334,9 +341,10 @@ impl Walk {
 
     fn terminal(&mut self, key: Key, e: &Value, round: u64) {
         if e.get("outcome").and_then(Value::as_str) == Some("expired") {
-            self.out
-                .expired
-                .push(json!({"server": e.get("server"), "request_id": e.get("request_id")}));
+            self.out.expired.push(
+                json!({"server": e.get("server"), "request_id": e.get("request_id"),
+                    "binding": e.get("binding")}),
+            );
         }
         let Some(g) = self.live.remove(&key) else {
             // A binding ended before any round (a denial of its first response) names
@@ -408,7 +416,11 @@ pub fn reconcile<'a>(lines: impl IntoIterator<Item = &'a str> + Clone) -> Reconc
             continue;
         };
         let event = e.get("event").and_then(Value::as_str).unwrap_or_default();
-        let key = (text(&e, "server"), text(&e, "request_id"));
+        let key = (
+            text(&e, "server"),
+            text(&e, "request_id"),
+            text(&e, "binding"),
+        );
         let round = e.get("round").and_then(Value::as_u64).unwrap_or(0);
         match event {
             "received" => walk.received(key, &e, round),
@@ -437,9 +449,9 @@ pub fn reconcile<'a>(lines: impl IntoIterator<Item = &'a str> + Clone) -> Reconc
     let mut out = walk.out;
     let mut open: Vec<Value> = live
         .into_iter()
-        .map(|((server, id), g)| {
-            json!({"server": serde_json::from_str::<Value>(&server).unwrap_or(Value::Null),
-                "request_id": serde_json::from_str::<Value>(&id).unwrap_or(Value::Null),
+        .map(|((server, id, binding), g)| {
+            let parsed = |t: &str| serde_json::from_str::<Value>(t).unwrap_or(Value::Null);
+            json!({"server": parsed(&server), "request_id": parsed(&id), "binding": parsed(&binding),
                 "rounds": g.received, "submitted": g.submitted.values().sum::<u64>()})
         })
         .collect();
@@ -619,6 +631,72 @@ mod tests {
         let r = reconcile(lines.iter().map(String::as_str));
         assert!(r.clean(), "{}", r.to_json());
         assert_eq!(r.bindings, 2);
+    }
+
+    /// F4 (docs/checker-counterexamples.md): the id is registered again (binding 9) while a
+    /// late `consented` and a long-contended `terminal` of its ended binding (3) are still to
+    /// land. Each event names its binding, so each lands in its own group; without the names
+    /// the two bindings' events would be one group's, out of order.
+    #[test]
+    fn an_ended_bindings_late_events_stay_out_of_the_next_binding_of_its_id() {
+        let of = |binding: u64, event: &str, extra: Value| {
+            let mut e = ev(event, 1, extra);
+            if let Some(o) = e.as_object_mut() {
+                o.insert("binding".into(), json!(binding));
+            }
+            e
+        };
+        let trail = [
+            of(
+                3,
+                "received",
+                json!({"view_sha256": "old", "input_kinds": {"k": "form"}}),
+            ),
+            of(
+                9,
+                "received",
+                json!({"view_sha256": "new", "input_kinds": {"k": "form"}}),
+            ),
+            of(
+                3,
+                "consented",
+                json!({"retry_id": 2, "view_sha256": "old", "consent_receipt_id": "a"}),
+            ),
+            of(3, "terminal", json!({"outcome": "expired"})),
+            of(
+                9,
+                "consented",
+                json!({"retry_id": 4, "view_sha256": "new", "consent_receipt_id": "b"}),
+            ),
+            of(
+                9,
+                "submitted",
+                json!({"retry_id": 4, "view_sha256": "new", "consent_receipt_id": "b", "input_kinds": {"k": "form"}}),
+            ),
+        ];
+        let lines = chain(&trail);
+        let r = reconcile(lines.iter().map(String::as_str));
+        assert!(r.clean(), "{}", r.to_json());
+        assert_eq!(r.bindings, 2);
+        assert_eq!(r.open.len(), 1);
+        assert_eq!(r.open[0]["binding"], 9);
+        assert_eq!(
+            r.expired,
+            vec![json!({"server": "https://s#sha256:x", "request_id": 1, "binding": 3})]
+        );
+        // The same trail without the names: the two bindings cannot be told apart.
+        let unnamed: Vec<Value> = trail
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if let Some(o) = e.as_object_mut() {
+                    o.remove("binding");
+                }
+                e
+            })
+            .collect();
+        let lines = chain(&unnamed);
+        assert!(!reconcile(lines.iter().map(String::as_str)).clean());
     }
 
     /// F3 (docs/checker-counterexamples.md): an instance audits round 2's `received`, another

@@ -321,10 +321,13 @@ pub(crate) struct Binding {
     /// (`BindingStore::consume`): learned when the pointer is next read, else read first.
     pub(crate) alias_versions: Vec<u64>,
     pub(crate) rounds: u32,
-    /// The storage version the record had when the binding's first round arrived: what
-    /// makes every consent view of this binding its own, since a store never reuses a key's
-    /// version (the `storage` contract), not even after the key was deleted. None until the
-    /// first round.
+    /// The storage version the record was registered at (the version it still has when the
+    /// binding's first round arrives: nothing writes it before): what makes every consent
+    /// view of this binding its own and names the binding in its audit events, since a store
+    /// never reuses a key's version (the `storage` contract), not even after the key was
+    /// deleted. Stored from the first round on (the registration's write cannot know its own
+    /// version); filled in from the version read or written until then
+    /// (`BindingStore::load`, `BindingStore::store`).
     pub(crate) binding_version: Option<u64>,
     pub(crate) open: Option<OpenRound>,
     pub(crate) audited: bool,
@@ -454,6 +457,11 @@ impl Binding {
             .set_raw(Field::PolicyVersion, Rc::clone(&f.policy_version))
             .set_raw(Field::ParamsSha256, Rc::clone(&f.params_sha256))
             .set(Field::Round, self.rounds);
+        // Which binding of the id: an id may be registered again once its record is gone,
+        // and a late event of the ended binding must not be read as the new one's (F4).
+        if let Some(v) = self.binding_version {
+            e = e.set(Field::Binding, v);
+        }
         if let Some(open) = open {
             let r = open.rendered();
             e = e

@@ -154,7 +154,8 @@ impl BindingStore {
         let binding = match self.cache.withheld(server_key, &original, &stored) {
             Some(b) => b,
             None => {
-                let b = Binding::decode(&stored.value)?;
+                let mut b = Binding::decode(&stored.value)?;
+                b.binding_version.get_or_insert(stored.version);
                 // A record under another server's key, or another id's: not written by a
                 // gate (and never cached, so it cannot stand in for the record it names).
                 if b.fixed.original_id != original || b.fixed.server != *server {
@@ -220,6 +221,8 @@ impl BindingStore {
         };
         match one_write(storage, write) {
             Ok(Some(v)) => {
+                let mut binding = binding;
+                binding.binding_version.get_or_insert(v);
                 let binding = Rc::new(binding);
                 self.cache.remember(v, Rc::clone(&binding));
                 Ok((binding, v))

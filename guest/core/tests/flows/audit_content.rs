@@ -8,7 +8,9 @@ use mrtr_gate_core::host::{HostError, Services};
 use mrtr_gate_core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
-use mrtr_gate_core::{DeprecatedMethod, Gate, Policy, Registration, ResponseVerdict};
+use mrtr_gate_core::{
+    CallerOutcome, DeprecatedMethod, Gate, Policy, Registration, ResponseVerdict,
+};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -347,4 +349,71 @@ fn a_user_who_decides_in_time_gets_the_retry_and_the_consent_is_stamped_when_giv
     assert_eq!(kinds(&events), ["received", "consented", "submitted"]);
     assert_eq!(events[1]["at_ms"].as_u64(), Some(T0 + 30_000));
     assert_eq!(events[2]["at_ms"].as_u64(), Some(T0 + 30_000));
+}
+
+/// F4 (docs/checker-counterexamples.md): an id may be registered again once its binding
+/// ended, so every event names which binding of the id it is about (`binding`: the record's
+/// version at registration, which its consent views carry too); an event of a binding that
+/// ended before any round names it as well.
+#[test]
+fn every_event_names_its_binding_and_an_id_registered_again_is_another_binding() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    let first = fx.round(1, input_required_state(json!({"f": form("F")}), "S"));
+    fx.retry_ok(n(1), n(2), &json!({"f": {"action": "cancel"}}));
+    fx.accept(2, complete()).unwrap();
+    // Again, ended by the caller before any round: nothing to audit.
+    fx.register_tool(1);
+    fx.gate
+        .finish(finish_request(n(1), CallerOutcome::Cancelled))
+        .unwrap();
+    // Again, its first response refused: the refusal and the end name the binding.
+    fx.register_tool(1);
+    let bogus = input_required(json!({"x": {"method": "bogus/method", "params": {}}}));
+    assert!(fx.accept(1, bogus).is_err());
+    // And a third time, through another instance of the gate: still open.
+    fx.register_tool(1);
+    let mut other = fx.second_gate();
+    let third = match other.accept_response(&server(), &response(1, state_only("T"))) {
+        Ok(ResponseVerdict::InputRequired(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    let events = fx.events_of(1);
+    assert_eq!(
+        kinds(&events),
+        [
+            "received",
+            "consented",
+            "submitted",
+            "terminal",
+            "rejected",
+            "terminal",
+            "received"
+        ]
+    );
+    let named: Vec<u64> = events
+        .iter()
+        .map(|e| {
+            e["binding"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no binding in {e}"))
+        })
+        .collect();
+    let view_of = |v: &mrtr_gate_core::AcceptedRound| {
+        parse(&v.view_json)["request"]["binding_version"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(&named[..4], [view_of(&first); 4]);
+    assert_eq!(named[4], named[5]);
+    assert_eq!(named[6], view_of(&third));
+    let mut distinct = vec![named[0], named[4], named[6]];
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "three bindings of one id: {named:?}");
+    fx.assert_reconciles();
+    assert_eq!(
+        fx.reconciled().bindings,
+        2,
+        "two of the three received a round"
+    );
 }
