@@ -226,3 +226,63 @@ fn trails_keyed_by_the_python_and_node_packages_are_intact_for_the_rust_verifier
         assert_eq!(rekey(&text, host), (linked, anchored), "{host}");
     }
 }
+
+/// Threads appending to one keyed file trail at once (a proxy's pool of engines), each as a
+/// gate does: offer the line on the head it knows, learn the head from a refusal, offer again.
+/// Their links and lines are made durable by shared `fsync`s outside the sink's locks; the
+/// trail is still one chain, every line keyed, the anchor at its head.
+#[test]
+fn threads_appending_at_once_leave_one_keyed_chain_anchored_at_its_head() {
+    let dir = temp_dir("anchored-threads");
+    let (trail, links, anchor) = (
+        dir.join("t.jsonl"),
+        dir.join("t.links"),
+        dir.join("t.anchor"),
+    );
+    let audit = AnchoredAudit::new(FileAudit::open(&trail).unwrap(), keys(), &anchor, &links);
+    let (threads, each) = (4, 25);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let audit = &audit;
+            s.spawn(move || {
+                let mut head = ChainHead::genesis();
+                for i in 0..each {
+                    loop {
+                        let line = format!(
+                            "{{\"body\":\"{t}-{i}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
+                            head.event_sha256,
+                            head.seq + 1
+                        );
+                        let entry = AuditEntry {
+                            seq: head.seq + 1,
+                            prev_sha256: head.event_sha256.clone(),
+                            event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
+                            line,
+                        };
+                        let outcome = audit.append(&entry).unwrap();
+                        if outcome.written {
+                            assert_eq!(outcome.stored.as_deref(), Some(entry.line.as_str()));
+                            head = ChainHead {
+                                seq: entry.seq,
+                                event_sha256: entry.event_sha256,
+                            };
+                            break;
+                        }
+                        head = ChainHead {
+                            seq: outcome.head_seq,
+                            event_sha256: outcome.head_sha256,
+                        };
+                    }
+                }
+            });
+        }
+    });
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert_eq!(
+        verify_anchor(&read(&trail), &read(&links), &read(&anchor), &keys()),
+        AnchorCheck::Intact {
+            events: threads * each
+        }
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -336,6 +336,14 @@ impl AppendOutcome {
 pub trait Audit {
     /// Append if and only if `entry` extends the head, then read it back.
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError>;
+
+    /// The head as this sink knows it without a round trip (a line not yet durable
+    /// included), for a wrapper that does costly work before each append (a keyed trail's
+    /// synced link) and can spare it for an entry the head has passed. None when it cannot
+    /// be known cheaply. Never asked by the gate: `append` alone is the contract.
+    fn head_hint(&self) -> Option<ChainHead> {
+        None
+    }
 }
 
 macro_rules! forward {
@@ -357,6 +365,7 @@ macro_rules! forward {
         }
         impl<T: Audit + ?Sized> Audit for $ptr<T> {
             fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> { (**self).append(entry) }
+            fn head_hint(&self) -> Option<ChainHead> { (**self).head_hint() }
         }
     )*};
 }

@@ -5,6 +5,7 @@
 
 mod decided_consent;
 mod file_audit;
+pub(crate) mod group_sync;
 #[cfg(unix)]
 mod pseudo_terminal;
 mod receipt_ids;

@@ -25,6 +25,10 @@ use std::time::Duration;
 /// turn a good round into a denial.
 pub const CLUSTER_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How much later than asked a blocked `WAIT` may be answered: Redis's event loop wakes every
+/// 100 ms when idle (`hz 10`, its default), plus a margin for a loaded machine.
+pub const WAIT_LATE: Duration = Duration::from_millis(150);
+
 /// How a service talks to Redis: each call's timeout, and how many replicas must hold a write
 /// before it is confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +40,8 @@ pub struct Options {
     /// guest's CPU time, so it never uses up the gate's call deadline.
     pub timeout: Duration,
     /// How many replicas must acknowledge a write (`WAIT`, in the write's own round trip)
-    /// before the service confirms it; fewer within three quarters of the timeout is an error,
+    /// before the service confirms it; fewer within the `WAIT`'s part of the timeout (three
+    /// quarters of it, at most the timeout less [`WAIT_LATE`]) is an error,
     /// so the gate denies. Redis replicates asynchronously: a master that confirmed a write and died
     /// before a replica copied it comes back as a promoted replica without it, and a round
     /// whose use it recorded would be live again. Default 1 on a Cluster (set it to the
@@ -73,9 +78,19 @@ impl Options {
     /// Ends `pipe` with the `WAIT` that confirms its writes, when writes wait for replicas.
     pub(crate) fn wait(&self, pipe: &mut redis::Pipeline) {
         if self.replicas > 0 {
-            let wait = u64::try_from((self.timeout * 3 / 4).as_millis()).unwrap_or(u64::MAX);
+            let wait = u64::try_from(self.wait_timeout().as_millis()).unwrap_or(u64::MAX);
             pipe.cmd("WAIT").arg(self.replicas).arg(wait.max(1));
         }
+    }
+
+    /// How long a `WAIT` may block: three quarters of the call's timeout, and at least
+    /// [`WAIT_LATE`] less than it. Redis ends a blocked `WAIT` from its event loop, which an
+    /// idle server wakes only every 100 ms (`hz 10`): a `WAIT` whose end came too close to the
+    /// call's timeout was answered after the client had stopped reading, and the call failed
+    /// as a dropped connection instead of naming the replicas missing (seen on one server,
+    /// 250 ms timeout: the `WAIT` of 187 ms answered late).
+    pub(crate) fn wait_timeout(&self) -> Duration {
+        (self.timeout * 3 / 4).min(self.timeout.saturating_sub(WAIT_LATE))
     }
 
     /// Checks the replies [`Self::wait`] added: none when writes do not wait, else the count
@@ -93,6 +108,30 @@ impl Options {
                 self.replicas
             ))),
             _ => Err(HostError::new(format!("{what} returned no WAIT reply"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_ends_early_enough_for_its_late_answer_to_be_read() {
+        let with = |ms| {
+            Options::for_url("redis-cluster://127.0.0.1:1")
+                .timeout(Duration::from_millis(ms))
+                .wait_timeout()
+        };
+        assert_eq!(with(1_000), Duration::from_millis(750));
+        assert_eq!(with(250), Duration::from_millis(100));
+        assert_eq!(
+            with(100),
+            Duration::ZERO,
+            "then WAIT is sent with 1 ms, never 0 (forever)"
+        );
+        for ms in [150, 250, 400, 1_000, 5_000] {
+            assert!(with(ms) + WAIT_LATE <= Duration::from_millis(ms));
         }
     }
 }

@@ -460,10 +460,20 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     }
     // One engine against a pool of one per core, in front of an upstream at no cost (the
     // real server's answers replayed), so the proxy is what is measured; gate on, the trail on
-    // the first folder given.
-    if let Some(dir) = w.audit_dirs.first() {
-        let fast = FastUpstream::start(&w.upstream, &w.tool, &w.arguments, &w.answers)?;
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    // the first folder given, then (with --redis) rounds and trail on Redis, where an engine
+    // waits on a round trip at each store call and append, and a pool overlaps the waits.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let fast = if w.audit_dirs.is_empty() && w.redis.is_none() {
+        None
+    } else {
+        Some(FastUpstream::start(
+            &w.upstream,
+            &w.tool,
+            &w.arguments,
+            &w.answers,
+        )?)
+    };
+    if let (Some(dir), Some(fast)) = (w.audit_dirs.first(), &fast) {
         for engines in [1, cores.max(2)] {
             let trail = dir.join(format!(
                 "mrtr-gate-bench-proxy-engines-{engines}-{}.jsonl",
@@ -485,6 +495,23 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
                 Some(&proxy.gate_time),
             )?);
             trails.push(trail);
+        }
+    }
+    if let (Some(url), Some(fast)) = (&w.redis, &fast) {
+        for engines in [1, cores.max(2)] {
+            let redis = RedisChoice {
+                url: url.clone(),
+                replicas: None,
+                namespace: format!("bench-proxy-{}-engines-{engines}", std::process::id()),
+                trail: "bench-proxy".into(),
+            };
+            let proxy = start_proxy_on(runtime, &fast.url, &gate_on(None, Some(redis)), engines)?;
+            rows.push(measure(
+                w,
+                format!("fast upstream: proxy, gate on, Redis, {engines} engine(s)"),
+                &proxy.url,
+                Some(&proxy.gate_time),
+            )?);
         }
     }
     let mut out = report(w, &rows);

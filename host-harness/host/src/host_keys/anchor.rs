@@ -18,11 +18,13 @@
 //! the bytes; N is 8 bytes big-endian, H its 64 lowercase hex digits as ASCII.
 
 use super::{HostKeys, hex, unhex};
-use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, HostError};
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
 use serde_json::Value;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::reference_hosts::group_sync::GroupSync;
 
 const ANCHOR_CONTEXT: &[u8] = b"mrtr-gate/audit-anchor/v1";
 const LINK_CONTEXT: &[u8] = b"mrtr-gate/audit-link/v1";
@@ -36,8 +38,21 @@ pub struct AnchoredAudit<A> {
     keys: HostKeys,
     checkpoint: PathBuf,
     links: PathBuf,
-    /// Held across link, append and anchor: within a process the anchor only moves forward.
-    order: Mutex<()>,
+    /// The links file, opened at the first append and kept: links are written under this
+    /// lock and made durable outside it ([`GroupSync`]), so the appends of several threads
+    /// (a proxy's engines) share their `fsync`s.
+    links_file: Mutex<Option<Arc<std::fs::File>>>,
+    links_sync: GroupSync,
+    /// The `seq` last anchored by this sink: the anchor only moves forward, whichever thread's
+    /// append is confirmed first.
+    anchored: Mutex<u64>,
+    /// The newest head `inner` named to this sink (in a write or a refusal), or its
+    /// `head_hint` when newer. An entry at or below its `seq` cannot extend the head any more
+    /// (a chain only grows), so it is refused here without a link: with several gate
+    /// instances in a process, each one's guess of the head is often one behind (another's
+    /// line went in while its `fsync` ran), and its link would be written and synced for
+    /// nothing.
+    newest: Mutex<ChainHead>,
 }
 
 impl<A> AnchoredAudit<A> {
@@ -55,7 +70,10 @@ impl<A> AnchoredAudit<A> {
             keys,
             checkpoint: checkpoint.as_ref().to_owned(),
             links: links.as_ref().to_owned(),
-            order: Mutex::new(()),
+            links_file: Mutex::new(None),
+            links_sync: GroupSync::default(),
+            anchored: Mutex::new(0),
+            newest: Mutex::new(ChainHead::genesis()),
         }
     }
 }
@@ -90,14 +108,36 @@ impl<A: Audit> AnchoredAudit<A> {
     fn link(&self, entry: &AuditEntry) -> Result<(), HostError> {
         let mut line = keyed_head(&self.keys, LINK_CONTEXT, entry.seq, &entry.event_sha256)?;
         line.push('\n');
-        // One write of one line, synced: the line it covers is never in the trail without it.
-        owner_only(std::fs::OpenOptions::new().create(true).append(true))
-            .open(&self.links)
-            .and_then(|mut f| f.write_all(line.as_bytes()).and_then(|()| f.sync_data()))
-            .map_err(|_| HostError::new("the audit link could not be written"))
+        // One write of one line, durable before the append is tried: the line it covers is
+        // never in the trail without it.
+        let failed = |_| HostError::new("the audit link could not be written");
+        let (file, number) = {
+            let mut open = self
+                .links_file
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let file = match &*open {
+                Some(f) => Arc::clone(f),
+                None => {
+                    let f = owner_only(std::fs::OpenOptions::new().create(true).append(true))
+                        .open(&self.links)
+                        .map_err(failed)?;
+                    Arc::clone(open.insert(Arc::new(f)))
+                }
+            };
+            (&*file).write_all(line.as_bytes()).map_err(failed)?;
+            let number = self.links_sync.wrote();
+            (file, number)
+        };
+        self.links_sync.sync_through(number, &file).map_err(failed)
     }
 
     fn anchor(&self, entry: &AuditEntry) -> Result<(), HostError> {
+        let mut anchored = self.anchored.lock().unwrap_or_else(PoisonError::into_inner);
+        if entry.seq <= *anchored {
+            // Another thread confirmed and anchored a later line already.
+            return Ok(());
+        }
         let mut text = keyed_head(&self.keys, ANCHOR_CONTEXT, entry.seq, &entry.event_sha256)?;
         text.push('\n');
         // Replaced in place: one write of one short line at offset 0. A rename over the old
@@ -120,17 +160,46 @@ impl<A: Audit> AnchoredAudit<A> {
             }
             Ok(())
         })
-        .map_err(|_| HostError::new("the audit anchor could not be written"))
+        .map_err(|_| HostError::new("the audit anchor could not be written"))?;
+        *anchored = entry.seq;
+        Ok(())
     }
 }
 
 impl<A: Audit> Audit for AnchoredAudit<A> {
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
-        let _order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut newest = self
+            .newest
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(hint) = self.inner.head_hint().filter(|h| h.seq > newest.seq) {
+            newest = hint;
+        }
+        if entry.seq <= newest.seq {
+            return Ok(AppendOutcome::head_moved(newest));
+        }
         // The link first: an append the sink then refuses (its head moved) leaves a link to
         // a line that is nowhere in the trail, which matches nothing and is ignored.
         self.link(entry)?;
         let outcome = self.inner.append(entry)?;
+        let named = if outcome.written {
+            ChainHead {
+                seq: entry.seq,
+                event_sha256: entry.event_sha256.clone(),
+            }
+        } else {
+            ChainHead {
+                seq: outcome.head_seq,
+                event_sha256: outcome.head_sha256.clone(),
+            }
+        };
+        {
+            let mut newest = self.newest.lock().unwrap_or_else(PoisonError::into_inner);
+            if named.seq > newest.seq {
+                *newest = named;
+            }
+        }
         if outcome.written && outcome.stored.is_some() {
             // An anchor that cannot be written is a failed append (the gate then denies).
             self.anchor(entry)?;

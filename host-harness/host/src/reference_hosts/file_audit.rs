@@ -1,4 +1,5 @@
-//! The durable audit sink: an append-only JSON-lines file, fsynced on every append.
+//! The durable audit sink: an append-only JSON-lines file; an append is confirmed once an
+//! `fsync` covers it (one `fsync` may cover the appends of several threads: group commit).
 
 use mrtr_gate_core::audit::{ChainBreak, verify_chain};
 use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
@@ -6,6 +7,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+
+use super::group_sync::GroupSync;
 
 /// Why [`FileAudit::open`] refused a log.
 #[derive(Debug)]
@@ -76,9 +79,12 @@ impl From<std::io::Error> for FileAuditError {
 
 struct FileInner {
     file: File,
-    /// (seq, byte offset, byte length) of every line, in order.
+    /// The last line written (durable or about to be: see [`FileAudit::append`]).
     head: ChainHead,
     end: u64,
+    /// Set when a write failed part way: the file may end in a torn line, and nothing more
+    /// is appended to it.
+    broken: bool,
 }
 
 /// An append-only JSON-lines audit file. Every append is fsynced, then read back from the
@@ -87,6 +93,9 @@ struct FileInner {
 pub struct FileAudit {
     path: PathBuf,
     inner: Mutex<FileInner>,
+    /// A handle for `fsync`, outside the lock appends are written under.
+    sync_handle: File,
+    sync: GroupSync,
 }
 
 impl std::fmt::Debug for FileAudit {
@@ -153,11 +162,14 @@ impl FileAudit {
         }
         Ok(Self {
             path,
+            sync_handle: file.try_clone()?,
             inner: Mutex::new(FileInner {
                 file,
                 head,
                 end: offset,
+                broken: false,
             }),
+            sync: GroupSync::default(),
         })
     }
 
@@ -259,13 +271,12 @@ fn lock_holder(file: &File) -> Option<u32> {
 }
 
 impl Audit for FileAudit {
+    /// The line is written and the head moved under the lock; the `fsync` that makes it
+    /// durable is waited for outside it, so appends of other threads go on meanwhile and
+    /// share it. Another writer may extend a line not yet durable: its own confirmation
+    /// waits for an `fsync` that covers both, and when one fails, every append fails from
+    /// then on (nothing written after an unknown state of the disk is confirmed).
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        if inner.head.seq.checked_add(1) != Some(entry.seq)
-            || inner.head.event_sha256 != entry.prev_sha256
-        {
-            return Ok(AppendOutcome::head_moved(inner.head.clone()));
-        }
         if entry.line.contains('\n')
             || mrtr_gate_core::digest::sha256_hex(entry.line.as_bytes()) != entry.event_sha256
         {
@@ -273,19 +284,42 @@ impl Audit for FileAudit {
                 "audit file: the entry's digest does not match its line",
             ));
         }
-        let mut bytes = entry.line.clone().into_bytes();
-        bytes.push(b'\n');
-        inner.file.write_all(&bytes).map_err(io)?;
-        inner.file.sync_data().map_err(io)?;
-        let offset = inner.end;
-        inner.end = offset.saturating_add(bytes.len() as u64);
-        inner.head = ChainHead {
-            seq: entry.seq,
-            event_sha256: entry.event_sha256.clone(),
+        let (offset, number) = {
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            if inner.broken || self.sync.failed() {
+                return Err(HostError::new(
+                    "audit file: an earlier write or fsync failed; nothing more is appended",
+                ));
+            }
+            if inner.head.seq.checked_add(1) != Some(entry.seq)
+                || inner.head.event_sha256 != entry.prev_sha256
+            {
+                return Ok(AppendOutcome::head_moved(inner.head.clone()));
+            }
+            let mut bytes = entry.line.clone().into_bytes();
+            bytes.push(b'\n');
+            if let Err(e) = inner.file.write_all(&bytes) {
+                inner.broken = true;
+                return Err(io(e));
+            }
+            let offset = inner.end;
+            inner.end = offset.saturating_add(bytes.len() as u64);
+            inner.head = ChainHead {
+                seq: entry.seq,
+                event_sha256: entry.event_sha256.clone(),
+            };
+            (offset, self.sync.wrote())
         };
-        // The write is done and the head has moved; a read-back that fails is reported as
-        // nothing found, which the gate treats as an unconfirmed write (deny).
+        self.sync
+            .sync_through(number, &self.sync_handle)
+            .map_err(io)?;
+        // Durable; a read-back that fails is reported as nothing found, which the gate
+        // treats as an unconfirmed write (deny).
         let stored = self.read_line(offset, entry.line.len()).ok();
         Ok(AppendOutcome::written(entry, stored))
+    }
+
+    fn head_hint(&self) -> Option<ChainHead> {
+        Some(self.head())
     }
 }

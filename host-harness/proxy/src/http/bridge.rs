@@ -121,6 +121,26 @@ impl Bridge {
         }
     }
 
+    /// This handle held to the engine of the protocol session `session`: a pinned handle's
+    /// own; else always the same engine of the pool for a session (its id's hash), so a
+    /// client's rounds are opened and retried on one engine, which holds them decoded and
+    /// knows the trail's head (a round retried on another reads its record again and checks
+    /// it, and that engine's first append learns the head: docs/performance.md, "The proxy").
+    #[must_use]
+    pub fn for_session(&self, session: &str) -> Self {
+        if self.pinned.is_some() {
+            return self.clone();
+        }
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one(session);
+        let n = self.engines.len().max(1) as u64;
+        Self {
+            pinned: usize::try_from(hash % n).ok(),
+            ..self.clone()
+        }
+    }
+
     /// This handle held to one engine: a pinned handle's own; else the next in turn.
     #[must_use]
     pub fn pick(&self) -> Self {
@@ -457,5 +477,31 @@ mod tests {
         assert_eq!(sessions, HashMap::from([("live".to_owned(), vec![id(4)])]));
         prune_sessions(&mut sessions, |_| false);
         assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn a_session_always_goes_to_one_engine_and_sessions_spread_over_the_pool() {
+        let handles = (0..4)
+            .map(|_| Handle {
+                jobs: std::sync::mpsc::channel().0,
+                consent: None,
+            })
+            .collect();
+        let pool = Bridge::from_handles(handles);
+        let engine = |b: &Bridge| b.pinned;
+        for session in ["a", "b", "0123456789abcdef"] {
+            let first = engine(&pool.for_session(session));
+            assert!(first.is_some());
+            assert_eq!(engine(&pool.for_session(session)), first);
+        }
+        let used: std::collections::BTreeSet<_> = (0..64)
+            .filter_map(|i| engine(&pool.for_session(&format!("session-{i}"))))
+            .collect();
+        assert_eq!(used.len(), 4, "64 sessions over 4 engines: {used:?}");
+        // Without a session (a connection's engine), in turn; a pinned handle keeps its pin.
+        let turns: Vec<_> = (0..4).filter_map(|_| engine(&pool.pick())).collect();
+        assert_eq!(turns, [0, 1, 2, 3]);
+        let pinned = pool.pick();
+        assert_eq!(engine(&pinned.for_session("a")), engine(&pinned));
     }
 }

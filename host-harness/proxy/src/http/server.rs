@@ -206,10 +206,13 @@ async fn serve_bridge(
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
+        // The connection's engine, in turn: a client's messages without a protocol session
+        // (a stateless server) go to one engine as long as it keeps its connection.
+        let engine = state.bridge.pick();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, request).await) }
+                let (state, engine) = (state.clone(), engine.clone());
+                async move { Ok::<_, Infallible>(route(&state, &engine, request).await) }
             });
             // A client that hangs up mid-request ends the connection; nothing to report.
             let _ = http1::Builder::new()
@@ -225,7 +228,8 @@ fn refuse(status: StatusCode, id: &str, refusal: &Refusal) -> Response<ProxyBody
     json(status, HeaderMap::new(), refusal.response(id))
 }
 
-async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody> {
+/// `engine`: the connection's engine (a message of a protocol session goes to the session's).
+async fn route(state: &State, engine: &Bridge, request: Request<Incoming>) -> Response<ProxyBody> {
     // A page whose domain was rebound to the proxy's address is same-origin to itself: its
     // GET carries no `Origin`, but its `Host` is its own name.
     let mut hosts = request.headers().get_all(header::HOST).iter();
@@ -274,7 +278,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
                 Ok(counted) => counted,
                 Err(r) => return refuse(StatusCode::TOO_MANY_REQUESTS, "null", &r),
             };
-            let response = post(state, request, principal.clone()).await;
+            let response = post(state, engine, request, principal.clone()).await;
             if let (Some(who), None) = (&principal, &session)
                 && let Some(opened) = response
                     .headers()
@@ -290,7 +294,7 @@ async fn route(state: &State, request: Request<Incoming>) -> Response<ProxyBody>
             response.map(|body| in_flight.holding(body))
         }
         Method::GET => {
-            let response = get(state, request, principal.clone()).await;
+            let response = get(state, engine, request, principal.clone()).await;
             forget_if_gone(state, &principal, session.as_deref(), &response);
             response
         }
@@ -402,6 +406,7 @@ fn request_id(text: &str) -> Option<String> {
 
 async fn post(
     state: &State,
+    engine: &Bridge,
     request: Request<Incoming>,
     principal: Option<Principal>,
 ) -> Response<ProxyBody> {
@@ -452,7 +457,9 @@ async fn post(
         .map(str::to_owned);
     // This message's engine: everything that follows from it goes there too. A client's
     // answer to a server request goes to the engine that showed the request.
-    let bridge = state.bridge.pick();
+    let bridge = in_session
+        .as_deref()
+        .map_or_else(|| engine.clone(), |s| state.bridge.for_session(s));
     let action = if text_kind == Kind::Response {
         state
             .bridge
@@ -548,6 +555,7 @@ fn header_mismatch(id: &str, why: &str) -> Response<ProxyBody> {
 
 async fn get(
     state: &State,
+    engine: &Bridge,
     request: Request<Incoming>,
     principal: Option<Principal>,
 ) -> Response<ProxyBody> {
@@ -585,8 +593,12 @@ async fn get(
         state.options.caps.queued_bytes,
     );
     let listener = Listener {
-        // One engine per stream, as per call.
-        bridge: state.bridge.pick(),
+        // One engine per stream, as per call: the session's.
+        bridge: request
+            .headers()
+            .get(SESSION)
+            .and_then(|s| s.to_str().ok())
+            .map_or_else(|| engine.clone(), |s| state.bridge.for_session(s)),
         upstream: state.upstream.clone(),
         session: request.headers().get(SESSION).cloned(),
         version: request.headers().get(PROTOCOL_VERSION).cloned(),
