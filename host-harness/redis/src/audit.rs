@@ -91,6 +91,13 @@ impl RedisAudit {
         })
     }
 
+    /// Calls made to Redis so far (each one round trip, as [`RedisStorage::round_trips`]).
+    ///
+    /// [`RedisStorage::round_trips`]: crate::RedisStorage::round_trips
+    pub fn round_trips(&self) -> u64 {
+        self.conn.calls()
+    }
+
     /// The whole trail, oldest first (for `verify_chain` and reconciliation).
     pub fn lines(&self) -> Result<Vec<String>, HostError> {
         let entries: Vec<(String, Vec<(String, String)>)> = self.conn.with(|c| {

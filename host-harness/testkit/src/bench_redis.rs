@@ -1,9 +1,12 @@
 //! `mrtr-gate-testkit bench-redis`: form rounds from several processes at once against one
 //! Redis (each process its own component instance and connection), against the in-memory store
 //! for comparison: aggregate rounds per second, p50 and p99 per round, and Redis calls per
-//! round. Each process runs `mrtr-gate-testkit bench-redis --worker`, and the parent adds them
-//! up.
+//! round; then with the audit trail on Redis too (one trail, one chain head, which every
+//! process appends to). Each process runs `mrtr-gate-testkit bench-redis --worker`, and the
+//! parent adds them up. Each process spreads its rounds over `servers` servers (one hash tag,
+//! so one Cluster slot, each).
 
+use mrtr_gate_host::core::host::Audit;
 use mrtr_gate_host::core::host::Storage;
 use mrtr_gate_host::core::{
     Policy, Registration, RequestId, ResponseVerdict, RetryRequest, ServerIdentity,
@@ -12,7 +15,7 @@ use mrtr_gate_host::reference_hosts::{
     MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent, SystemClock,
 };
 use mrtr_gate_host::{GateApi, HostServices};
-use mrtr_gate_redis::RedisStorage;
+use mrtr_gate_redis::{RedisAudit, RedisStorage};
 use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -67,14 +70,30 @@ fn round(g: &mut ComponentGate, server: &ServerIdentity, id: i64) -> Result<(), 
     }
 }
 
-/// One process's share: `rounds` form rounds (ids from `first`) over Redis (`redis`) or, when
-/// it is `None`, over the in-memory store. Returns `{rounds, seconds, latencies_us, calls}`.
+/// Where a worker keeps its rounds and its trail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Keeping {
+    /// Store and trail in memory (one per process, not shared).
+    Memory,
+    /// The store on Redis (shared), the trail in memory.
+    RedisStore,
+    /// Store and trail on Redis (shared: one trail for every process).
+    RedisStoreAndTrail,
+}
+
+/// One process's share: `rounds` form rounds (ids from `first`, spread over `servers` servers)
+/// kept as `keeping` says, on Redis at `redis` (URL and namespace). Returns
+/// `{rounds, seconds, latencies_us, calls}`.
 pub fn worker(
     runtime: &GateRuntime,
-    redis: Option<(&str, &str)>,
+    keeping: Keeping,
+    (url, ns): (&str, &str),
+    servers: usize,
     first: i64,
     rounds: i64,
 ) -> Result<Value, String> {
+    let redis = (keeping != Keeping::Memory).then_some((url, ns));
     let clock = Arc::new(SystemClock);
     let (storage, redis_store): (Arc<dyn Storage + Send + Sync>, Option<Arc<RedisStorage>>) =
         match redis {
@@ -86,30 +105,54 @@ pub fn worker(
             }
             None => (Arc::new(MemoryStorage::new(clock.clone())), None),
         };
+    let redis_trail = match keeping {
+        Keeping::RedisStoreAndTrail => Some(Arc::new(
+            RedisAudit::connect(url, ns, "bench").map_err(|e| e.to_string())?,
+        )),
+        _ => None,
+    };
+    let audit: Arc<dyn Audit + Send + Sync> = match &redis_trail {
+        Some(t) => t.clone(),
+        None => Arc::new(MemoryAudit::windowed(1024)),
+    };
     let mut g = ComponentGate::new(
         runtime,
         HostServices {
             clock,
             storage,
             consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Grant)),
-            audit: Arc::new(MemoryAudit::windowed(1024)),
+            audit,
         },
     );
-    let server =
-        ServerIdentity::origin("https://bench.example.com/mcp").map_err(|e| e.to_string())?;
+    let servers = (0..servers.max(1))
+        .map(|i| ServerIdentity::origin(&format!("https://bench-{i}.example.com/mcp")))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{e:?}"))?;
+    let server_of = |id: i64| {
+        let n = i64::try_from(servers.len()).unwrap_or(1);
+        usize::try_from(id.rem_euclid(n))
+            .ok()
+            .and_then(|i| servers.get(i))
+            .ok_or_else(|| "no server".to_owned())
+    };
     for i in 0..20 {
-        round(&mut g, &server, first - 1_000 + i)?;
+        let id = first - 1_000 + i;
+        round(&mut g, server_of(id)?, id)?;
     }
-    let before = redis_store.as_ref().map_or(0, |r| r.round_trips());
+    let calls_so_far = || {
+        redis_store.as_ref().map_or(0, |r| r.round_trips())
+            + redis_trail.as_ref().map_or(0, |t| t.round_trips())
+    };
+    let before = calls_so_far();
     let mut latencies = Vec::with_capacity(usize::try_from(rounds).unwrap_or(0));
     let started = Instant::now();
     for id in first..first + rounds {
         let t = Instant::now();
-        round(&mut g, &server, id)?;
+        round(&mut g, server_of(id)?, id)?;
         latencies.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let seconds = started.elapsed().as_secs_f64();
-    let calls = redis_store.as_ref().map_or(0, |r| r.round_trips()) - before;
+    let calls = calls_so_far() - before;
     Ok(json!({"rounds": rounds, "seconds": seconds, "latencies_us": latencies, "calls": calls}))
 }
 

@@ -10,8 +10,9 @@
 //! mrtr-gate-testkit bench-proxy --http URL [--rounds N] [--clients N,N,...] [--audit-dir DIR]...
 //!                                 [--redis URL] [--rss-rounds N]
 //!                                 what `mrtr-gate proxy` adds: direct, gate off, gate on
-//! mrtr-gate-testkit bench-redis --redis URL [--processes N] [--rounds N]
+//! mrtr-gate-testkit bench-redis --redis URL [--processes N] [--rounds N] [--servers N]
 //!                                 form rounds from several processes against one Redis
+//!                                 (store, then store and trail)
 //! mrtr-gate-testkit bench-expire [--redis URL] [--sizes N,N,...]
 //!                                 one expire-stale sweep over many live bindings
 //! mrtr-gate-testkit rounds ENGINE KIND N
@@ -95,9 +96,14 @@ enum Command {
         /// Run as one of the processes (internal).
         #[arg(long, hide = true)]
         worker: bool,
-        /// The worker's store: the in-memory one instead of Redis (internal).
-        #[arg(long, hide = true)]
-        memory: bool,
+        /// Servers each process spreads its rounds over (each its own hash tag: one Cluster
+        /// slot).
+        #[arg(long, default_value_t = 1)]
+        servers: usize,
+        /// The worker's store and trail: `memory`, `redis-store` or `redis-store-and-trail`
+        /// (internal).
+        #[arg(long, hide = true, default_value = "memory")]
+        keeping: String,
         /// The worker's first id (internal).
         #[arg(long, hide = true, default_value_t = 1_000_000)]
         first: i64,
@@ -266,10 +272,19 @@ fn main() -> ExitCode {
             processes,
             rounds,
             worker,
-            memory,
+            servers,
+            keeping,
             first,
             namespace,
-        } => bench_redis(&redis, processes, rounds, worker, memory, first, &namespace),
+        } => bench_redis(
+            &redis,
+            processes,
+            rounds,
+            worker.then_some(keeping.as_str()),
+            servers,
+            first,
+            &namespace,
+        ),
         Command::BenchProxy {
             http,
             rounds,
@@ -392,41 +407,63 @@ fn bench_redis(
     redis: &str,
     processes: usize,
     rounds: i64,
-    worker: bool,
-    memory: bool,
+    worker: Option<&str>,
+    servers: usize,
     first: i64,
     namespace: &str,
 ) -> Result<(), String> {
-    use mrtr_gate_testkit::bench_redis as b;
-    if worker {
+    use mrtr_gate_testkit::bench_redis::{self as b, Keeping};
+    const KEEPINGS: [(&str, Keeping, &str); 3] = [
+        (
+            "memory",
+            Keeping::Memory,
+            "in-memory (one per process, not shared)",
+        ),
+        (
+            "redis-store",
+            Keeping::RedisStore,
+            "Redis store (shared), trail in memory",
+        ),
+        (
+            "redis-store-and-trail",
+            Keeping::RedisStoreAndTrail,
+            "Redis store and trail (shared: one chain head)",
+        ),
+    ];
+    if let Some(keeping) = worker {
         let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-        let store = (!memory).then_some((redis, namespace));
-        println!("{}", b::worker(&runtime, store, first, rounds)?);
+        let (_, keeping, _) = KEEPINGS
+            .iter()
+            .find(|(name, _, _)| *name == keeping)
+            .ok_or_else(|| format!("--keeping {keeping}: unknown"))?;
+        let report = b::worker(
+            &runtime,
+            *keeping,
+            (redis, namespace),
+            servers,
+            first,
+            rounds,
+        )?;
+        println!("{report}");
         return Ok(());
     }
     // Load (and cache) the component once, so the processes start from the cache.
     GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let namespace = format!("bench-{}", std::process::id());
     let mut out = String::from(b::HEAD);
-    for memory in [true, false] {
+    for (name, _, label) in KEEPINGS {
+        // A namespace per row: each row's trail starts empty.
+        let namespace = format!("bench-{}-{name}", std::process::id());
         let children: Vec<_> = (0..processes)
             .map(|p| {
-                let mut c = std::process::Command::new(&exe);
-                c.args([
-                    "bench-redis",
-                    "--worker",
-                    "--redis",
-                    redis,
-                    "--namespace",
-                    &namespace,
-                ])
-                .args(["--rounds", &rounds.to_string()])
-                .args(["--first", &(1_000_000 * (p as i64 + 1)).to_string()]);
-                if memory {
-                    c.arg("--memory");
-                }
-                c.stdout(std::process::Stdio::piped()).spawn()
+                std::process::Command::new(&exe)
+                    .args(["bench-redis", "--worker", "--redis", redis])
+                    .args(["--namespace", &namespace, "--keeping", name])
+                    .args(["--servers", &servers.to_string()])
+                    .args(["--rounds", &rounds.to_string()])
+                    .args(["--first", &(1_000_000 * (p as i64 + 1)).to_string()])
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
             })
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?;
@@ -441,11 +478,6 @@ fn bench_redis(
                     .map_err(|e| e.to_string())?,
             );
         }
-        let label = if memory {
-            "in-memory (one per process, not shared)"
-        } else {
-            "Redis (shared)"
-        };
         out.push_str(&b::row(label, &reports));
     }
     print!("{out}");
