@@ -286,3 +286,52 @@ fn threads_appending_at_once_leave_one_keyed_chain_anchored_at_its_head() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A keyed trail over a sink that loses its newest line (a failover, a truncation): the head
+/// the keyed sink remembers is then past the inner sink's, and an entry on the inner head must
+/// still reach it (or the gate could never see the loss, nor write on), not be refused on the
+/// remembered head for ever.
+#[test]
+fn over_a_sink_that_lost_lines_an_entry_on_its_real_head_is_written() {
+    let dir = temp_dir("anchored-lost");
+    let inner = Arc::new(MemoryAudit::new());
+    let audit = AnchoredAudit::new(
+        inner.clone(),
+        keys(),
+        dir.join("t.anchor"),
+        dir.join("t.links"),
+    );
+    let entry_on = |head: &ChainHead, body: &str| {
+        let line = format!(
+            "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
+            head.event_sha256,
+            head.seq + 1
+        );
+        AuditEntry {
+            seq: head.seq + 1,
+            prev_sha256: head.event_sha256.clone(),
+            event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
+            line,
+        }
+    };
+    let mut head = ChainHead::genesis();
+    for i in 0..3 {
+        let e = entry_on(&head, &format!("a{i}"));
+        assert!(audit.append(&e).unwrap().written);
+        head = ChainHead {
+            seq: e.seq,
+            event_sha256: e.event_sha256,
+        };
+    }
+    assert!(inner.lose_newest().is_some());
+    // On the head it had: refused, naming the real one (2), not the one remembered (3).
+    let refused = audit.append(&entry_on(&head, "b")).unwrap();
+    assert!(!refused.written);
+    assert_eq!(refused.head_seq, 2);
+    let real = ChainHead {
+        seq: refused.head_seq,
+        event_sha256: refused.head_sha256,
+    };
+    assert!(audit.append(&entry_on(&real, "c")).unwrap().written);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -208,6 +208,35 @@ struct Walk {
 }
 
 impl Walk {
+    /// The group an event belongs to. A trail written across an upgrade mixes lines without
+    /// `binding` (`audit/v2`) and lines with it, and one binding's events may be of both: a
+    /// line without it joins the one live group of its id, and a line with it takes over the
+    /// live group its id's lines without it started.
+    fn group_of(&mut self, e: &Value) -> Key {
+        let (server, id, binding) = (text(e, "server"), text(e, "request_id"), text(e, "binding"));
+        let of_id = |live: &BTreeMap<Key, Group>| -> Vec<Key> {
+            live.range((server.clone(), id.clone(), String::new())..)
+                .take_while(|((s, i, _), _)| *s == server && *i == id)
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        if binding.is_empty() {
+            if let [only] = of_id(&self.live).as_slice() {
+                return only.clone();
+            }
+        } else if binding != "null" {
+            let key = (server.clone(), id.clone(), binding.clone());
+            let unnamed = (server.clone(), id.clone(), String::new());
+            if !self.live.contains_key(&key)
+                && let Some(g) = self.live.remove(&unnamed)
+            {
+                self.live.insert(key.clone(), g);
+            }
+            return key;
+        }
+        (server, id, binding)
+    }
+
     fn find(&mut self, finding: Finding, e: &Value, event: &str, round: u64) {
         self.out.lifecycle.push(LifecycleFinding {
             finding,
@@ -416,11 +445,7 @@ pub fn reconcile<'a>(lines: impl IntoIterator<Item = &'a str> + Clone) -> Reconc
             continue;
         };
         let event = e.get("event").and_then(Value::as_str).unwrap_or_default();
-        let key = (
-            text(&e, "server"),
-            text(&e, "request_id"),
-            text(&e, "binding"),
-        );
+        let key = walk.group_of(&e);
         let round = e.get("round").and_then(Value::as_u64).unwrap_or(0);
         match event {
             "received" => walk.received(key, &e, round),
@@ -697,6 +722,53 @@ mod tests {
             .collect();
         let lines = chain(&unnamed);
         assert!(!reconcile(lines.iter().map(String::as_str)).clean());
+    }
+
+    /// A trail written across an upgrade: a binding whose first events are `audit/v2` lines
+    /// (no `binding`) and whose later ones are `v3` lines, and the other way round.
+    #[test]
+    fn a_binding_audited_partly_before_an_upgrade_is_one_group() {
+        let named = |mut e: Value, b: u64| {
+            if let Some(o) = e.as_object_mut() {
+                o.insert("binding".into(), json!(b));
+            }
+            e
+        };
+        let received = |id| {
+            ev(
+                "received",
+                id,
+                json!({"view_sha256": "v", "input_kinds": {"k": "form"}}),
+            )
+        };
+        let consented = |id| {
+            ev(
+                "consented",
+                id,
+                json!({"retry_id": 9, "view_sha256": "v", "consent_receipt_id": "r"}),
+            )
+        };
+        let submitted = |id| {
+            ev(
+                "submitted",
+                id,
+                json!({"retry_id": 9, "view_sha256": "v", "consent_receipt_id": "r", "input_kinds": {"k": "form"}}),
+            )
+        };
+        let terminal = |id| ev("terminal", id, json!({"outcome": "complete"}));
+        let lines = chain(&[
+            received(1),
+            named(consented(1), 4),
+            named(submitted(1), 4),
+            named(terminal(1), 4),
+            named(received(2), 6),
+            consented(2),
+            submitted(2),
+            terminal(2),
+        ]);
+        let r = reconcile(lines.iter().map(String::as_str));
+        assert!(r.clean(), "{}", r.to_json());
+        assert_eq!((r.bindings, r.open.len()), (2, 0));
     }
 
     /// F3 (docs/checker-counterexamples.md): an instance audits round 2's `received`, another

@@ -63,7 +63,9 @@ impl Options {
         }
     }
 
-    /// These options with each call allowed `timeout`.
+    /// These options with each call allowed `timeout`. With writes waiting for replicas, give
+    /// it well over [`WAIT_LATE`]: the `WAIT` gets what is left (at most three quarters), 1 ms
+    /// at the least.
     #[must_use]
     pub fn timeout(self, timeout: Duration) -> Self {
         Self { timeout, ..self }

@@ -38,20 +38,22 @@ pub struct AnchoredAudit<A> {
     keys: HostKeys,
     checkpoint: PathBuf,
     links: PathBuf,
-    /// The links file, opened at the first append and kept: links are written under this
-    /// lock and made durable outside it ([`GroupSync`]), so the appends of several threads
-    /// (a proxy's engines) share their `fsync`s.
+    /// Held across an append, from the early refusal to the anchor.
+    order: Mutex<()>,
+    /// The links file, opened at the first append and kept; its `fsync`s through
+    /// [`GroupSync`] (one that failed fails every later link).
     links_file: Mutex<Option<Arc<std::fs::File>>>,
     links_sync: GroupSync,
+    /// Set when a link write failed: see [`AnchoredAudit::link`].
+    links_broken: std::sync::atomic::AtomicBool,
     /// The `seq` last anchored by this sink: the anchor only moves forward, whichever thread's
     /// append is confirmed first.
     anchored: Mutex<u64>,
-    /// The newest head `inner` named to this sink (in a write or a refusal), or its
-    /// `head_hint` when newer. An entry at or below its `seq` cannot extend the head any more
-    /// (a chain only grows), so it is refused here without a link: with several gate
-    /// instances in a process, each one's guess of the head is often one behind (another's
-    /// line went in while its `fsync` ran), and its link would be written and synced for
-    /// nothing.
+    /// The head `inner` named last to this sink (in a write or a refusal), used when it
+    /// gives no `head_hint`. An entry at or below the head's `seq` cannot extend it (a chain
+    /// only grows), so it is refused here without a link: with several gate instances in a
+    /// process, each one's guess of the head is often one behind (another's line went in
+    /// while its `fsync` ran), and its link would be written and synced for nothing.
     newest: Mutex<ChainHead>,
 }
 
@@ -70,8 +72,10 @@ impl<A> AnchoredAudit<A> {
             keys,
             checkpoint: checkpoint.as_ref().to_owned(),
             links: links.as_ref().to_owned(),
+            order: Mutex::new(()),
             links_file: Mutex::new(None),
             links_sync: GroupSync::default(),
+            links_broken: std::sync::atomic::AtomicBool::new(false),
             anchored: Mutex::new(0),
             newest: Mutex::new(ChainHead::genesis()),
         }
@@ -125,7 +129,18 @@ impl<A: Audit> AnchoredAudit<A> {
                     Arc::clone(open.insert(Arc::new(f)))
                 }
             };
-            (&*file).write_all(line.as_bytes()).map_err(failed)?;
+            // A write that failed part way may have left a torn line, onto which the next
+            // link would be glued (and its line read as unkeyed): no link is written after it.
+            if self.links_broken.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(HostError::new(
+                    "an earlier audit link write failed; nothing more is appended",
+                ));
+            }
+            if let Err(e) = (&*file).write_all(line.as_bytes()) {
+                self.links_broken
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(failed(e));
+            }
             let number = self.links_sync.wrote();
             (file, number)
         };
@@ -168,14 +183,19 @@ impl<A: Audit> AnchoredAudit<A> {
 
 impl<A: Audit> Audit for AnchoredAudit<A> {
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
-        let mut newest = self
-            .newest
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(hint) = self.inner.head_hint().filter(|h| h.seq > newest.seq) {
-            newest = hint;
-        }
+        // One append at a time from link to anchor: a link is synced before its line is
+        // written, so a writer that linked a `seq` another writer of this process then took
+        // would have synced a link for nothing (docs/performance.md, "The proxy").
+        let _order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        // The inner sink's own word when it gives one cheaply; else the head it last named.
+        let newest = match self.inner.head_hint() {
+            Some(hint) => hint,
+            None => self
+                .newest
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        };
         if entry.seq <= newest.seq {
             return Ok(AppendOutcome::head_moved(newest));
         }
@@ -194,12 +214,10 @@ impl<A: Audit> Audit for AnchoredAudit<A> {
                 event_sha256: outcome.head_sha256.clone(),
             }
         };
-        {
-            let mut newest = self.newest.lock().unwrap_or_else(PoisonError::into_inner);
-            if named.seq > newest.seq {
-                *newest = named;
-            }
-        }
+        // Whatever the inner sink named last, lower too: a sink that lost lines names a head
+        // below the one remembered, and an entry on that head must reach it (so that the
+        // gate sees the loss, or writes on), not be refused here for ever.
+        *self.newest.lock().unwrap_or_else(PoisonError::into_inner) = named;
         if outcome.written && outcome.stored.is_some() {
             // An anchor that cannot be written is a failed append (the gate then denies).
             self.anchor(entry)?;

@@ -5,7 +5,7 @@
 //! its waits on the disk (docs/performance.md, "The proxy").
 
 use std::fs::File;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 /// The writes made to one file and how far `fsync` has made them durable.
@@ -13,8 +13,12 @@ use std::sync::{Mutex, PoisonError};
 pub(crate) struct GroupSync {
     /// Writes made so far (each writer's number is its write's place in this count).
     written: AtomicU64,
-    /// How many writes the last `fsync` covered; `None` once one failed.
+    /// How many writes the last `fsync` covered; `None` once one failed. Held across the
+    /// `fsync`: the writers waiting for the next one queue here.
     synced: Mutex<Option<u64>>,
+    /// Whether an `fsync` failed: read without waiting for one in progress (a writer asks it
+    /// under its own lock, which must not wait for the disk).
+    failed: AtomicBool,
 }
 
 impl Default for GroupSync {
@@ -22,6 +26,7 @@ impl Default for GroupSync {
         Self {
             written: AtomicU64::new(0),
             synced: Mutex::new(Some(0)),
+            failed: AtomicBool::new(false),
         }
     }
 }
@@ -38,10 +43,7 @@ impl GroupSync {
     /// Whether an `fsync` of this file ever failed: the file's state on the disk is then
     /// unknown, and nothing written to it may be confirmed again.
     pub(crate) fn failed(&self) -> bool {
-        self.synced
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        self.failed.load(Ordering::SeqCst)
     }
 
     /// Return once write `number` is durable: at once when an `fsync` that started after it
@@ -67,6 +69,7 @@ impl GroupSync {
             }
             Err(e) => {
                 *synced = None;
+                self.failed.store(true, Ordering::SeqCst);
                 Err(e)
             }
         }
@@ -96,11 +99,18 @@ mod tests {
         assert!(!sync.failed());
         // An fsync error cannot be caused on demand here: the state one leaves.
         *sync.synced.lock().unwrap() = None;
+        sync.failed.store(true, Ordering::SeqCst);
         assert!(sync.failed());
         assert!(
             sync.sync_through(1, &f).is_err(),
             "no write is confirmed after a failed fsync"
         );
+        // Asked under a writer's lock, `failed` never waits for an fsync in progress (the
+        // lock `sync_through` holds across it): else no line is written while one runs.
+        let fresh = GroupSync::default();
+        let _in_progress = fresh.synced.lock().unwrap();
+        assert!(!fresh.failed());
+        drop(_in_progress);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -5,10 +5,11 @@
 //!
 //! A pool of engines ([`Bridge::start_pool`]), each its own gate instance over the one store
 //! and trail, serves many clients as replicas on one Redis do: a round opened through one
-//! engine is found by another through the store. A client's message goes to the next engine
-//! in turn, and everything that follows from it (the upstream's answer, a failure, a cancel,
-//! the server's requests on its stream, a consent asked for it) to that same engine
-//! ([`Bridge::pick`]); a client's answer to a server request goes to the engine that showed
+//! engine is found by another through the store. A client's messages go to one engine (a
+//! protocol session's to the engine its id hashes to, [`Bridge::for_session`]; others to
+//! their connection's, engines given to connections in turn, [`Bridge::pick`]), and everything
+//! that follows from one (the upstream's answer, a failure, a cancel, the server's requests on
+//! its stream, a consent asked for it) to that same engine; a client's answer to a server request goes to the engine that showed
 //! the request (each is asked in turn: only that one knows it); a session's end to every one.
 //!
 //! The thread also keeps which open rounds came under which 2025-era protocol session, so a
