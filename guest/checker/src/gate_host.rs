@@ -211,7 +211,10 @@ impl Audit for GateHost {
         ));
         if matches!(&outcome, Ok(o) if o.written) {
             self.world.check_trail();
-            self.wait(Service::Sink, number)?;
+            if let Err(e) = self.wait(Service::Sink, number) {
+                self.world.doubt_line(&entry.line);
+                return Err(e);
+            }
             self.world.confirm_line(&entry.line);
         }
         outcome

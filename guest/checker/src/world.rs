@@ -166,6 +166,8 @@ pub struct World {
     /// Whether any process was killed in the run.
     a_process_died: Mutex<bool>,
     faults_in_sink: Mutex<bool>,
+    /// Lines written whose WAIT failed ([`World::doubt_line`]).
+    doubtful: Mutex<Vec<String>>,
     faults_in_store: Mutex<bool>,
     /// Every host call made, in the order made.
     log: Mutex<Vec<String>>,
@@ -204,6 +206,7 @@ impl World {
             killed: Mutex::new(BTreeSet::new()),
             a_process_died: Mutex::new(false),
             faults_in_sink: Mutex::new(false),
+            doubtful: Mutex::new(Vec::new()),
             faults_in_store: Mutex::new(false),
             log: Mutex::new(Vec::new()),
             violation: Mutex::new(None),
@@ -239,9 +242,21 @@ impl World {
         lock(&self.violation).clone()
     }
 
-    /// Whether a fault was injected in the sink, or one of its WAITs timed out.
+    /// Whether a fault was injected in the sink.
     pub fn sink_faulted(&self) -> bool {
         *lock(&self.faults_in_sink)
+    }
+
+    /// Note a line the sink wrote whose WAIT failed: its writer was told the append failed
+    /// and denied as if it were unwritten (a `received` whose round is then never stored,
+    /// nor refused), yet the line stays unless a promotion loses it.
+    pub fn doubt_line(&self, line: &str) {
+        lock(&self.doubtful).push(line.to_owned());
+    }
+
+    /// The lines [`Self::doubt_line`] noted.
+    pub fn doubtful_lines(&self) -> Vec<String> {
+        lock(&self.doubtful).clone()
     }
 
     /// Whether a process was killed: one killed between its `received` event and its store
@@ -338,12 +353,6 @@ impl World {
             ))),
             Some(Held::Pending) => {
                 if std::mem::take(&mut *lock(&self.wait_times_out)) {
-                    // A line the sink holds that its writer was told failed (and denied as
-                    // unwritten: a `received` whose round is never stored, nor refused):
-                    // the trail then need not reconcile, as after any fault of the sink.
-                    if service == Service::Sink {
-                        *lock(&self.faults_in_sink) = true;
-                    }
                     return Err(HostError::new(format!(
                         "{what} write held by 0 of the 1 replicas it waits for"
                     )));
