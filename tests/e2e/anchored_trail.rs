@@ -248,17 +248,7 @@ fn threads_appending_at_once_leave_one_keyed_chain_anchored_at_its_head() {
                 let mut head = ChainHead::genesis();
                 for i in 0..each {
                     loop {
-                        let line = format!(
-                            "{{\"body\":\"{t}-{i}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
-                            head.event_sha256,
-                            head.seq + 1
-                        );
-                        let entry = AuditEntry {
-                            seq: head.seq + 1,
-                            prev_sha256: head.event_sha256.clone(),
-                            event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
-                            line,
-                        };
+                        let entry = support::entry_on(&head, &format!("{t}-{i}"));
                         let outcome = audit.append(&entry).unwrap();
                         if outcome.written {
                             assert_eq!(outcome.stored.as_deref(), Some(entry.line.as_str()));
@@ -301,22 +291,9 @@ fn over_a_sink_that_lost_lines_an_entry_on_its_real_head_is_written() {
         dir.join("t.anchor"),
         dir.join("t.links"),
     );
-    let entry_on = |head: &ChainHead, body: &str| {
-        let line = format!(
-            "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
-            head.event_sha256,
-            head.seq + 1
-        );
-        AuditEntry {
-            seq: head.seq + 1,
-            prev_sha256: head.event_sha256.clone(),
-            event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
-            line,
-        }
-    };
     let mut head = ChainHead::genesis();
     for i in 0..3 {
-        let e = entry_on(&head, &format!("a{i}"));
+        let e = support::entry_on(&head, &format!("a{i}"));
         assert!(audit.append(&e).unwrap().written);
         head = ChainHead {
             seq: e.seq,
@@ -325,13 +302,18 @@ fn over_a_sink_that_lost_lines_an_entry_on_its_real_head_is_written() {
     }
     assert!(inner.lose_newest().is_some());
     // On the head it had: refused, naming the real one (2), not the one remembered (3).
-    let refused = audit.append(&entry_on(&head, "b")).unwrap();
+    let refused = audit.append(&support::entry_on(&head, "b")).unwrap();
     assert!(!refused.written);
     assert_eq!(refused.head_seq, 2);
     let real = ChainHead {
         seq: refused.head_seq,
         event_sha256: refused.head_sha256,
     };
-    assert!(audit.append(&entry_on(&real, "c")).unwrap().written);
+    assert!(
+        audit
+            .append(&support::entry_on(&real, "c"))
+            .unwrap()
+            .written
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
+use mrtr_gate_host::core::host::{AppendOutcome, Audit};
 use mrtr_gate_host::core::{Policy, Registration, RequestId, RetryRequest, ServerIdentity};
 use mrtr_gate_host::reference_hosts::FileAudit;
 use mrtr_gate_host::{GateApi, HostServices};
@@ -18,26 +18,12 @@ fn temp(name: &str) -> std::path::PathBuf {
     p
 }
 
-fn entry(head: &ChainHead, body: &str) -> AuditEntry {
-    let line = format!(
-        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
-        head.event_sha256,
-        head.seq + 1
-    );
-    AuditEntry {
-        seq: head.seq + 1,
-        prev_sha256: head.event_sha256.clone(),
-        event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
-        line,
-    }
-}
-
 #[test]
 fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
     let path = temp("reopen");
     let sink = FileAudit::open(&path).unwrap();
     let h0 = sink.head();
-    let e1 = entry(&h0, "one");
+    let e1 = support::entry_on(&h0, "one");
     // The append reads its line back from the file.
     assert_eq!(
         sink.append(&e1).unwrap(),
@@ -52,14 +38,14 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
             ..
         }
     ));
-    let e2 = entry(&sink.head(), "two");
+    let e2 = support::entry_on(&sink.head(), "two");
     sink.append(&e2).unwrap();
     drop(sink);
     let again = FileAudit::open(&path).unwrap();
     assert_eq!(again.head().seq, 2);
     assert_eq!(again.lines().unwrap(), vec![e1.line, e2.line.clone()]);
     // Reopened, it extends the chain it verified.
-    let e3 = entry(&again.head(), "three");
+    let e3 = support::entry_on(&again.head(), "three");
     assert!(
         matches!(again.append(&e3).unwrap(), AppendOutcome { written: true, stored: Some(l), .. } if l == e3.line)
     );
@@ -70,8 +56,10 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
 fn a_tampered_or_torn_file_refuses_to_open() {
     let path = temp("tamper");
     let sink = FileAudit::open(&path).unwrap();
-    sink.append(&entry(&sink.head(), "one")).unwrap();
-    sink.append(&entry(&sink.head(), "two")).unwrap();
+    sink.append(&support::entry_on(&sink.head(), "one"))
+        .unwrap();
+    sink.append(&support::entry_on(&sink.head(), "two"))
+        .unwrap();
     drop(sink);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("one", "0ne")).unwrap();
@@ -85,7 +73,7 @@ fn a_tampered_or_torn_file_refuses_to_open() {
 fn an_entry_whose_digest_does_not_match_its_line_is_refused() {
     let path = temp("digest");
     let sink = FileAudit::open(&path).unwrap();
-    let mut e = entry(&sink.head(), "one");
+    let mut e = support::entry_on(&sink.head(), "one");
     e.event_sha256 = "0".repeat(64);
     assert!(sink.append(&e).is_err());
     let _ = std::fs::remove_file(&path);

@@ -1,5 +1,6 @@
 //! Shared by the end-to-end tests: one compiled runtime for the whole test binary.
 
+use mrtr_gate_host::core::host::{AuditEntry, ChainHead};
 use mrtr_gate_wasmtime::{GateRuntime, SandboxLimits};
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -16,4 +17,19 @@ pub fn runtime() -> &'static GateRuntime {
         GateRuntime::load_embedded(Some(&cache_dir()), SandboxLimits::default())
             .unwrap_or_else(|e| panic!("{e}"))
     })
+}
+
+/// An audit entry that extends `head`: a small chained line carrying `body`.
+pub fn entry_on(head: &ChainHead, body: &str) -> AuditEntry {
+    let line = format!(
+        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
+        head.event_sha256,
+        head.seq + 1
+    );
+    AuditEntry {
+        seq: head.seq + 1,
+        prev_sha256: head.event_sha256.clone(),
+        event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
+        line,
+    }
 }

@@ -517,6 +517,14 @@ mod tests {
         e
     }
 
+    /// `e` as an event of binding `b` (an `audit/v3` line).
+    fn of_binding(mut e: Value, b: u64) -> Value {
+        if let Some(o) = e.as_object_mut() {
+            o.insert("binding".into(), json!(b));
+        }
+        e
+    }
+
     #[test]
     fn a_clean_trail_reports_its_open_and_ended_bindings() {
         let lines = chain(&[
@@ -664,13 +672,7 @@ mod tests {
     /// the two bindings' events would be one group's, out of order.
     #[test]
     fn an_ended_bindings_late_events_stay_out_of_the_next_binding_of_its_id() {
-        let of = |binding: u64, event: &str, extra: Value| {
-            let mut e = ev(event, 1, extra);
-            if let Some(o) = e.as_object_mut() {
-                o.insert("binding".into(), json!(binding));
-            }
-            e
-        };
+        let of = |b: u64, event: &str, extra: Value| of_binding(ev(event, 1, extra), b);
         let trail = [
             of(
                 3,
@@ -728,12 +730,6 @@ mod tests {
     /// (no `binding`) and whose later ones are `v3` lines, and the other way round.
     #[test]
     fn a_binding_audited_partly_before_an_upgrade_is_one_group() {
-        let named = |mut e: Value, b: u64| {
-            if let Some(o) = e.as_object_mut() {
-                o.insert("binding".into(), json!(b));
-            }
-            e
-        };
         let received = |id| {
             ev(
                 "received",
@@ -758,10 +754,10 @@ mod tests {
         let terminal = |id| ev("terminal", id, json!({"outcome": "complete"}));
         let lines = chain(&[
             received(1),
-            named(consented(1), 4),
-            named(submitted(1), 4),
-            named(terminal(1), 4),
-            named(received(2), 6),
+            of_binding(consented(1), 4),
+            of_binding(submitted(1), 4),
+            of_binding(terminal(1), 4),
+            of_binding(received(2), 6),
             consented(2),
             submitted(2),
             terminal(2),

@@ -182,12 +182,9 @@ impl<H: Host> Gate<H> {
             return Ok(false);
         }
         // Only what `load` would accept: this format, under its own original id's key.
-        let Ok(mut binding) = Binding::decode(&found.value) else {
+        let Ok(binding) = Binding::decode_at(&found.value, found.version) else {
             return Ok(false);
         };
-        // As `BindingStore::load` does: a record not written since its registration is at
-        // the version it was registered at.
-        binding.binding_version.get_or_insert(found.version);
         if binding.key() != key || !self.expired(&binding) {
             return Ok(false);
         }

@@ -327,7 +327,7 @@ pub(crate) struct Binding {
     /// never reuses a key's version (the `storage` contract), not even after the key was
     /// deleted. Stored from the first round on (the registration's write cannot know its own
     /// version); filled in from the version read or written until then
-    /// (`BindingStore::load`, `BindingStore::store`).
+    /// (`Binding::decode_at`, `BindingStore::store`).
     pub(crate) binding_version: Option<u64>,
     pub(crate) open: Option<OpenRound>,
     pub(crate) audited: bool,
@@ -412,6 +412,15 @@ impl Binding {
         out.push_str(if self.sent { "true" } else { "false" });
         out.push('}');
         Ok(out)
+    }
+
+    /// A record read from storage at `version`: [`Self::decode`], with `binding_version`
+    /// filled in from `version` when the record does not carry it yet (a record not written
+    /// since its registration is still at the version it was registered at).
+    pub(crate) fn decode_at(text: &str, version: u64) -> Result<Self, GateError> {
+        let mut binding = Self::decode(text)?;
+        binding.binding_version.get_or_insert(version);
+        Ok(binding)
     }
 
     /// A record read back: refused unless it is this format and parses whole.

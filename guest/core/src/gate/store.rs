@@ -154,8 +154,7 @@ impl BindingStore {
         let binding = match self.cache.withheld(server_key, &original, &stored) {
             Some(b) => b,
             None => {
-                let mut b = Binding::decode(&stored.value)?;
-                b.binding_version.get_or_insert(stored.version);
+                let b = Binding::decode_at(&stored.value, stored.version)?;
                 // A record under another server's key, or another id's: not written by a
                 // gate (and never cached, so it cannot stand in for the record it names).
                 if b.fixed.original_id != original || b.fixed.server != *server {
