@@ -66,6 +66,7 @@ pub fn check(lines: &[String], world: &World) -> Result<(), String> {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
         .collect();
+    let (held, confirmed) = (world.lines(), world.confirmed());
     // Each `submitted` consumes the `received` event of its round: at most one per round
     // received (a requestState the server sends again, to a new binding, is a new round).
     let mut consumed: BTreeMap<usize, &Value> = BTreeMap::new();
@@ -92,11 +93,22 @@ pub fn check(lines: &[String], world: &World) -> Result<(), String> {
             ));
         }
         let since = before.get(at..).unwrap_or(&[]);
-        // Nothing built after the binding's terminal event.
-        if let Some(t) = since
-            .iter()
-            .find(|t| kind(t) == "terminal" && same_binding(t, s))
-        {
+        // Nothing built after the binding's terminal event: one the trail still holds, or one
+        // confirmed to its writer. A `terminal` a failover lost before its WAIT ended ends
+        // nothing: its writer was told the append failed and denied (its cancel failed), so
+        // a retry built after it is one built before a cancel that did not happen, and its
+        // answer meets the store, which refuses it if the record is gone (F5,
+        // docs/checker-counterexamples.md).
+        let ended = (at..i).find(|&j| {
+            events.get(j).is_some_and(|t| {
+                kind(t) == "terminal"
+                    && same_binding(t, s)
+                    && lines
+                        .get(j)
+                        .is_some_and(|l| held.contains(l) || confirmed.contains(l))
+            })
+        });
+        if let Some(t) = ended.and_then(|j| events.get(j)) {
             return Err(format!(
                 "submitted after its binding ended: {} after {}",
                 brief(s),
@@ -206,4 +218,90 @@ pub fn check_end(world: &World) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replica::{Confirm, Replication};
+    use crate::world::{Fault, VersionsAfterLoss};
+    use mrtr_gate_core::digest::sha256_hex;
+    use mrtr_gate_core::host::AuditEntry;
+    use serde_json::json;
+
+    /// The sink's next entry after `head` (seq 0: none) for an event of round 1 of id 7.
+    fn entry(head: Option<&AuditEntry>, event: &str) -> AuditEntry {
+        let (seq, prev) = head.map_or((1, "0".repeat(64)), |h| (h.seq + 1, h.event_sha256.clone()));
+        let line = json!({
+            "seq": seq, "prev_sha256": prev, "event": event, "server": "s", "request_id": 7,
+            "binding": 1, "round": 1, "view_sha256": "v", "state_sha256": "st",
+            "input_kinds": [], "retry_id": 8,
+        })
+        .to_string();
+        AuditEntry {
+            seq,
+            prev_sha256: prev,
+            event_sha256: sha256_hex(line.as_bytes()),
+            line,
+        }
+    }
+
+    fn write(world: &World, e: &AuditEntry) {
+        assert!(world.append(e).0.is_ok_and(|o| o.written), "{}", e.line);
+    }
+
+    /// A replicated sink holding round 1's `received` on both copies and a `terminal` on the
+    /// master only, `confirmed` or not; then the master dies (or, `lose`: not), and a
+    /// `submitted` of the round goes on the head that is left.
+    fn submitted_after_a_terminal(confirmed: bool, lose: bool) -> Result<(), String> {
+        let world = World::new(
+            VersionsAfterLoss::NewEpoch,
+            Replication {
+                store: false,
+                sink: true,
+                confirm: Confirm::WaitForReplica,
+            },
+        );
+        world.settle();
+        let received = entry(None, "received");
+        write(&world, &received);
+        world.inject(Fault::Replicate(crate::replica::Service::Sink));
+        world.confirm_line(&received.line);
+        let terminal = entry(Some(&received), "terminal");
+        write(&world, &terminal);
+        if confirmed {
+            world.confirm_line(&terminal.line);
+        }
+        let head = if lose {
+            world.inject(Fault::PromoteSink);
+            assert_eq!(
+                world.lines(),
+                std::slice::from_ref(&received.line),
+                "the terminal is lost"
+            );
+            &received
+        } else {
+            &terminal
+        };
+        write(&world, &entry(Some(head), "submitted"));
+        check(&world.ledger(), &world)
+    }
+
+    #[test]
+    fn a_terminal_the_trail_holds_or_its_writer_was_told_of_ends_the_binding() {
+        for (confirmed, lose) in [(false, false), (true, false), (true, true)] {
+            let found = submitted_after_a_terminal(confirmed, lose).unwrap_err();
+            assert!(
+                found.starts_with("submitted after its binding ended"),
+                "{found}"
+            );
+        }
+    }
+
+    /// F5: a `terminal` a failover lost before its WAIT ended ends nothing (its cancel was
+    /// denied).
+    #[test]
+    fn a_terminal_lost_before_it_was_confirmed_ends_nothing() {
+        assert_eq!(submitted_after_a_terminal(false, true), Ok(()));
+    }
 }
