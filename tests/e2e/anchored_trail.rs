@@ -17,7 +17,7 @@ use mrtr_gate_host::reference_hosts::{
 };
 use mrtr_gate_host::{GateApi, HostServices};
 use mrtr_gate_wasmtime::ComponentGate;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -94,18 +94,17 @@ fn rekey(trail: &str, name: &str) -> (String, String) {
     let dir = temp_dir(&format!("rekey-{name}"));
     let (links, anchor) = (dir.join("links"), dir.join("anchor"));
     let audit = AnchoredAudit::new(MemoryAudit::new(), keys(), &anchor, &links);
-    let mut prev = ChainHead::genesis().event_sha256;
-    for (seq, line) in (1u64..).zip(trail.lines()) {
-        let event_sha256 = mrtr_gate_host::core::digest::sha256_hex(line.as_bytes());
+    for line in trail.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
         audit
             .append(&AuditEntry {
-                seq,
-                prev_sha256: prev,
-                event_sha256: event_sha256.clone(),
+                shard: v["shard"].as_str().unwrap().to_owned(),
+                seq: v["seq"].as_u64().unwrap(),
+                prev_sha256: v["prev_sha256"].as_str().unwrap().to_owned(),
+                event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
                 line: line.to_owned(),
             })
             .unwrap();
-        prev = event_sha256;
     }
     let out = (
         std::fs::read_to_string(&links).unwrap(),
@@ -146,28 +145,42 @@ fn the_recorded_keyed_trail_is_intact_and_its_links_and_anchor_are_the_rust_host
     assert_eq!(rekey(&text, "rust"), (linked, anchored));
 }
 
+/// A trail keyed before shards (audit `v3` lines, `v1` links and anchor, recorded by 0.6.0's
+/// development builds as `trail.*`): its lines are the shard `""`, and it still verifies.
+#[test]
+fn a_trail_keyed_before_shards_still_verifies() {
+    let read = |name: &str| std::fs::read_to_string(fixture(name)).unwrap();
+    let text = read("legacy_trail.jsonl");
+    assert!(!text.contains("\"shard\""));
+    assert_eq!(
+        verify_anchor(
+            &text,
+            &read("legacy_trail.jsonl.links"),
+            &read("legacy_trail.anchor"),
+            &keys()
+        ),
+        AnchorCheck::Intact {
+            events: text.lines().count() as u64
+        }
+    );
+}
+
 #[test]
 fn the_anchor_is_replaced_whole_even_over_a_longer_one() {
     // Rewritten in place: what was there before (an anchor under a longer key id, or debris)
     // must not outlive the new line.
     let dir = temp_dir("anchor-in-place");
-    let line = r#"{"event":"one"}"#;
     let append = |anchor: &Path| {
         let audit = AnchoredAudit::new(MemoryAudit::new(), keys(), anchor, dir.join("links"));
         audit
-            .append(&AuditEntry {
-                seq: 1,
-                prev_sha256: ChainHead::genesis().event_sha256,
-                event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),
-                line: line.to_owned(),
-            })
+            .append(&support::entry_on(&ChainHead::genesis(), "one"))
             .unwrap();
         std::fs::read_to_string(anchor).unwrap()
     };
     let over = dir.join("over");
     std::fs::write(&over, "x".repeat(4096)).unwrap();
     let fresh = append(&dir.join("fresh"));
-    assert!(fresh.ends_with("\"seq\":1}\n"), "{fresh}");
+    assert!(fresh.ends_with("\"seq\":1,\"shard\":\"t0\"}\n"), "{fresh}");
     assert_eq!(append(&over), fresh);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -202,7 +215,13 @@ fn a_link_or_anchor_spelt_otherwise_than_a_host_writes_it_is_not_accepted() {
         .collect();
     assert_eq!(
         verify_anchor(&text, &links, &anchored, &keys()),
-        AnchorCheck::Unkeyed { seq: 1 }
+        AnchorCheck::Unkeyed {
+            shard: serde_json::from_str::<Value>(text.lines().next().unwrap()).unwrap()["shard"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            seq: 1
+        }
     );
 }
 

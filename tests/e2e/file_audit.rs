@@ -22,7 +22,7 @@ fn temp(name: &str) -> std::path::PathBuf {
 fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
     let path = temp("reopen");
     let sink = FileAudit::open(&path).unwrap();
-    let h0 = sink.head();
+    let h0 = sink.head(support::SHARD);
     let e1 = support::entry_on(&h0, "one");
     // The append reads its line back from the file.
     assert_eq!(
@@ -38,14 +38,14 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
             ..
         }
     ));
-    let e2 = support::entry_on(&sink.head(), "two");
+    let e2 = support::entry_on(&sink.head(support::SHARD), "two");
     sink.append(&e2).unwrap();
     drop(sink);
     let again = FileAudit::open(&path).unwrap();
-    assert_eq!(again.head().seq, 2);
+    assert_eq!(again.head(support::SHARD).seq, 2);
     assert_eq!(again.lines().unwrap(), vec![e1.line, e2.line.clone()]);
     // Reopened, it extends the chain it verified.
-    let e3 = support::entry_on(&again.head(), "three");
+    let e3 = support::entry_on(&again.head(support::SHARD), "three");
     assert!(
         matches!(again.append(&e3).unwrap(), AppendOutcome { written: true, stored: Some(l), .. } if l == e3.line)
     );
@@ -56,9 +56,9 @@ fn appends_read_back_from_disk_and_reopen_with_the_chain_intact() {
 fn a_tampered_or_torn_file_refuses_to_open() {
     let path = temp("tamper");
     let sink = FileAudit::open(&path).unwrap();
-    sink.append(&support::entry_on(&sink.head(), "one"))
+    sink.append(&support::entry_on(&sink.head(support::SHARD), "one"))
         .unwrap();
-    sink.append(&support::entry_on(&sink.head(), "two"))
+    sink.append(&support::entry_on(&sink.head(support::SHARD), "two"))
         .unwrap();
     drop(sink);
     let text = std::fs::read_to_string(&path).unwrap();
@@ -73,7 +73,7 @@ fn a_tampered_or_torn_file_refuses_to_open() {
 fn an_entry_whose_digest_does_not_match_its_line_is_refused() {
     let path = temp("digest");
     let sink = FileAudit::open(&path).unwrap();
-    let mut e = support::entry_on(&sink.head(), "one");
+    let mut e = support::entry_on(&sink.head(support::SHARD), "one");
     e.event_sha256 = "0".repeat(64);
     assert!(sink.append(&e).is_err());
     let _ = std::fs::remove_file(&path);

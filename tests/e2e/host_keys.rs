@@ -357,6 +357,7 @@ fn a_trail_cut_short_is_caught_by_its_anchor() {
     assert_eq!(
         verify_anchor(&cut, &linked, &anchored, &k),
         AnchorCheck::Truncated {
+            shard: shard_of(&text),
             events: n - 1,
             anchored: n
         }
@@ -382,7 +383,10 @@ fn a_trail_cut_short_is_caught_by_its_anchor() {
     // Without its links, no line is shown to be the key holder's.
     assert_eq!(
         verify_anchor(&text, "", &anchored, &k),
-        AnchorCheck::Unkeyed { seq: 1 }
+        AnchorCheck::Unkeyed {
+            shard: shard_of(&text),
+            seq: 1
+        }
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -409,6 +413,7 @@ fn lines_past_the_anchor_are_extended_and_lines_without_the_key_are_unkeyed() {
     assert_eq!(
         verify_anchor(&read(&trail), &read(&links), &read(&first), &k),
         AnchorCheck::Extended {
+            shard: shard_of(&read(&trail)),
             events: m,
             anchored: n
         },
@@ -434,8 +439,17 @@ fn lines_past_the_anchor_are_extended_and_lines_without_the_key_are_unkeyed() {
     for anchor in [&first, &second] {
         assert_eq!(
             verify_anchor(&extended, &read(&links), &read(anchor), &k),
-            AnchorCheck::Unkeyed { seq: m + 1 }
+            AnchorCheck::Unkeyed {
+                shard: shard_of(&text),
+                seq: m + 1
+            }
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shard of a trail's first line (these trails have one server, so one shard).
+fn shard_of(trail: &str) -> String {
+    let first: serde_json::Value = serde_json::from_str(trail.lines().next().unwrap()).unwrap();
+    first["shard"].as_str().unwrap().to_owned()
 }

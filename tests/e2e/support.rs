@@ -19,14 +19,23 @@ pub fn runtime() -> &'static GateRuntime {
     })
 }
 
-/// An audit entry that extends `head`: a small chained line carrying `body`.
+/// The shard of [`entry_on`]'s lines.
+pub const SHARD: &str = "t0";
+
+/// An audit entry that extends `head` of [`SHARD`]: a small chained line carrying `body`.
 pub fn entry_on(head: &ChainHead, body: &str) -> AuditEntry {
+    entry_in(SHARD, head, body)
+}
+
+/// An audit entry that extends `head` of `shard`: a small chained line carrying `body`.
+pub fn entry_in(shard: &str, head: &ChainHead, body: &str) -> AuditEntry {
     let line = format!(
-        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{}}}",
+        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{},\"shard\":\"{shard}\"}}",
         head.event_sha256,
         head.seq + 1
     );
     AuditEntry {
+        shard: shard.to_owned(),
         seq: head.seq + 1,
         prev_sha256: head.event_sha256.clone(),
         event_sha256: mrtr_gate_host::core::digest::sha256_hex(line.as_bytes()),

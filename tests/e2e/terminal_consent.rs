@@ -104,7 +104,7 @@ fn the_trail_names_how_the_terminal_decision_was_made() {
         let consented: Vec<_> = trail.iter().filter(|e| e["event"] == "consented").collect();
         assert_eq!(consented.len(), 1, "{trail:?}");
         assert_eq!(consented[0]["consent_method"], name);
-        assert_eq!(consented[0]["schema"], "mrtr-gate/audit/v3");
+        assert_eq!(consented[0]["schema"], "mrtr-gate/audit/v4");
     }
 }
 

@@ -233,12 +233,14 @@ mod tests {
     fn entry(head: Option<&AuditEntry>, event: &str) -> AuditEntry {
         let (seq, prev) = head.map_or((1, "0".repeat(64)), |h| (h.seq + 1, h.event_sha256.clone()));
         let line = json!({
-            "seq": seq, "prev_sha256": prev, "event": event, "server": "s", "request_id": 7,
+            "seq": seq, "prev_sha256": prev, "event": event, "server": "s", "shard": "s",
+            "request_id": 7,
             "binding": 1, "round": 1, "view_sha256": "v", "state_sha256": "st",
             "input_kinds": [], "retry_id": 8,
         })
         .to_string();
         AuditEntry {
+            shard: "s".into(),
             seq,
             prev_sha256: prev,
             event_sha256: sha256_hex(line.as_bytes()),

@@ -97,6 +97,7 @@ impl From<consent::ConsentReceipt> for ConsentReceipt {
 impl<'a> From<&'a AuditEntry> for audit::AuditEntry<'a> {
     fn from(e: &'a AuditEntry) -> Self {
         Self {
+            shard: &e.shard,
             seq: e.seq,
             prev_sha256: &e.prev_sha256,
             event_sha256: &e.event_sha256,

@@ -7,11 +7,12 @@
 use crate::canonical;
 use crate::digest;
 use crate::error::{GateError, HostFault};
-use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
+use crate::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, ShardHeads};
 use serde_json::Value;
+use std::rc::Rc;
 
 /// The version of the event format.
-pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v3";
+pub const AUDIT_SCHEMA: &str = "mrtr-gate/audit/v4";
 
 /// How many times in all one event is offered to the sink. Every `written: false` answer
 /// that moves the head past the one tried means another writer's event went in first: the
@@ -28,6 +29,12 @@ const MAX_APPEND_ATTEMPTS: usize = 1024;
 /// learned the head) is not taken for a refusal. (A head going back before a line the
 /// writer confirmed is no refusal but a loss: [`ChainWriter`] denies it at once.)
 const MAX_REFUSALS: usize = 3;
+
+/// How many shards' heads one writer keeps. A gate instance serves a few servers; past this
+/// bound it forgets one shard's head (the next append there learns it again, one refused call)
+/// and with it what it confirmed there (a loss in that shard is then found by the shard's
+/// anchors, not by this writer).
+const MAX_SHARDS_HELD: usize = 64;
 
 /// The denial's message once the sink lost lines this writer had confirmed.
 const LOST_LINES: &str = "the audit sink lost lines it had confirmed (its head went back before \
@@ -66,6 +73,9 @@ impl EventKind {
 /// event has the same shape.
 #[derive(Clone, Debug)]
 pub(crate) struct Event {
+    /// The chain the event goes to: its server's key part ([`crate::ids::ServerIdentity::key_part`]).
+    /// Every binding's events go to one shard, so a binding never crosses chains.
+    shard: Rc<str>,
     /// One slot per entry of [`FIELDS`], in that order.
     slots: [Slot; FIELDS.len()],
 }
@@ -81,7 +91,7 @@ enum Slot {
     Str(&'static str),
     /// Canonical JSON text, rendered once by the crate and shared: a binding's fixed fields
     /// repeat in every event it writes.
-    Raw(std::rc::Rc<str>),
+    Raw(Rc<str>),
 }
 
 /// Declares the event fields once: the enum (whose value is the field's slot) and the names
@@ -89,7 +99,7 @@ enum Slot {
 macro_rules! event_fields {
     ($($variant:ident => $name:literal,)*) => {
         /// The fields every event carries (null when they do not apply), in canonical order.
-        /// The writer adds `prev_sha256`, `schema` and `seq` (see [`LINE_KEYS`]).
+        /// The writer adds `prev_sha256`, `schema`, `seq` and `shard` (see [`LINE_KEYS`]).
         pub const FIELDS: [&str; 23] = [$($name),*];
 
         /// The fields of an event, in [`FIELDS`] order (the enum's value is the field's slot).
@@ -138,7 +148,7 @@ impl Field {
 }
 
 /// Every key of an audit line, in canonical (JCS) order.
-pub const LINE_KEYS: [&str; 26] = [
+pub const LINE_KEYS: [&str; 27] = [
     "at_ms",
     "binding",
     "cause",
@@ -161,6 +171,7 @@ pub const LINE_KEYS: [&str; 26] = [
     "schema_sha256",
     "seq",
     "server",
+    "shard",
     "state_sha256",
     "tenant_sha256",
     "user_sha256",
@@ -175,6 +186,7 @@ enum Part {
     PrevSha256,
     Schema,
     Seq,
+    Shard,
 }
 
 // Sized by `LINE_KEYS`: a key added there without its part here does not compile.
@@ -201,6 +213,7 @@ const LINE_PARTS: [Part; LINE_KEYS.len()] = [
     Part::Slot(Field::SchemaSha256),
     Part::Seq,
     Part::Slot(Field::Server),
+    Part::Shard,
     Part::Slot(Field::StateSha256),
     Part::Slot(Field::TenantSha256),
     Part::Slot(Field::UserSha256),
@@ -208,9 +221,10 @@ const LINE_PARTS: [Part; LINE_KEYS.len()] = [
 ];
 
 impl Event {
-    /// A new event of `kind`.
-    pub fn new(kind: EventKind) -> Self {
+    /// A new event of `kind`, for the chain of `shard` (its server's key part).
+    pub fn new(kind: EventKind, shard: Rc<str>) -> Self {
         let mut e = Self {
+            shard,
             slots: Default::default(),
         };
         e.put(Field::Event, Slot::Str(kind.as_str()));
@@ -237,7 +251,7 @@ impl Event {
 
     /// Set a field to canonical JSON text rendered earlier (by [`canonical`]'s writers: the
     /// line is hashed as written, so only canonical text may go here).
-    pub(crate) fn set_raw(mut self, field: Field, canonical_json: std::rc::Rc<str>) -> Self {
+    pub(crate) fn set_raw(mut self, field: Field, canonical_json: Rc<str>) -> Self {
         self.put(field, Slot::Raw(canonical_json));
         self
     }
@@ -266,6 +280,7 @@ impl Event {
                 Part::PrevSha256 => canonical::write_string(&mut out, prev_sha256),
                 Part::Schema => canonical::write_string(&mut out, AUDIT_SCHEMA),
                 Part::Seq => canonical::write_u64(&mut out, seq),
+                Part::Shard => canonical::write_string(&mut out, &self.shard),
                 Part::Slot(Field::AtMs) => canonical::write_u64(&mut out, now_ms),
                 Part::Slot(field) => match self.slots.get(field as usize) {
                     Some(Slot::Value(value)) => canonical::write_value(&mut out, value),
@@ -280,21 +295,29 @@ impl Event {
     }
 }
 
-/// Appends events to the host's sink, extending the chain; each append reads its write back.
+/// Appends events to the host's sink, extending each event's shard's chain; each append
+/// reads its write back.
 #[derive(Debug, Default)]
 pub(crate) struct ChainWriter {
+    /// What this writer knows of each shard it wrote to (at most [`MAX_SHARDS_HELD`]).
+    shards: std::collections::BTreeMap<Rc<str>, ShardChain>,
+    /// Set once a loss was seen in any shard: the sink's word is worth nothing after it, so
+    /// this writer writes no more (every later append denies) until the process starts again.
+    lost: bool,
+}
+
+/// One shard's chain as a writer knows it.
+#[derive(Debug, Default)]
+struct ShardChain {
     /// The head after this writer's last append. Unknown at first: the first append is
     /// tried on the genesis head and learns the real one from the sink (one call on an
-    /// empty sink, two otherwise; there is no separate `head` call to pay for).
+    /// empty shard, two otherwise; there is no separate `head` call to pay for).
     head: Option<ChainHead>,
     /// The last line this writer had confirmed (read back from the sink). A chain only
     /// grows, so a sink naming a head before it, or another line at its `seq`, has lost
     /// lines it confirmed (a store restarted without them, a truncated file, a failover to
     /// a replica that never had them).
     confirmed: Option<ChainHead>,
-    /// Set once such a loss was seen: the sink's word is worth nothing after it, so this
-    /// writer writes no more (every later append denies) until the process starts again.
-    lost: bool,
 }
 
 impl ChainWriter {
@@ -321,7 +344,11 @@ impl ChainWriter {
         if self.lost {
             return Err(lost());
         }
-        let mut head = self.head.take().unwrap_or_else(ChainHead::genesis);
+        if !self.shards.contains_key(&event.shard) && self.shards.len() >= MAX_SHARDS_HELD {
+            self.shards.pop_first();
+        }
+        let chain = self.shards.entry(Rc::clone(&event.shard)).or_default();
+        let mut head = chain.head.take().unwrap_or_else(ChainHead::genesis);
         // The first answer may name any head (ours is a guess: genesis or our own last
         // append); after that, only a head beyond the one tried is another writer's progress.
         let mut learned = false;
@@ -333,6 +360,7 @@ impl ChainWriter {
                 .ok_or_else(|| fail("the chain is full".into()))?;
             let line = event.line(now_ms, seq, &head.event_sha256);
             let entry = AuditEntry {
+                shard: event.shard.to_string(),
                 seq,
                 prev_sha256: head.event_sha256.clone(),
                 event_sha256: digest::sha256_hex(line.as_bytes()),
@@ -350,7 +378,7 @@ impl ChainWriter {
                         seq: head_seq,
                         event_sha256: head_sha256,
                     };
-                    if let Some(confirmed) = &self.confirmed
+                    if let Some(confirmed) = &chain.confirmed
                         && (moved.seq < confirmed.seq
                             || (moved.seq == confirmed.seq && moved != *confirmed))
                     {
@@ -389,8 +417,8 @@ impl ChainWriter {
                 seq,
                 event_sha256: entry.event_sha256,
             };
-            self.confirmed = Some(written.clone());
-            self.head = Some(written);
+            chain.confirmed = Some(written.clone());
+            chain.head = Some(written);
             return Ok(seq);
         }
         Err(GateError::Host(HostFault::AuditContention))
@@ -399,6 +427,7 @@ impl ChainWriter {
 
 /// Problems a chain check finds.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ChainBreak {
     /// The line at this position does not parse, or lacks `seq`/`prev_sha256`.
     Malformed(usize),
@@ -406,6 +435,12 @@ pub enum ChainBreak {
     Gap(usize),
     /// `prev_sha256` is not the digest of the line before.
     Broken(usize),
+    /// The root line at this position anchors a shard's head the shard's chain never reaches:
+    /// the shard's newest lines were cut away (or the whole shard).
+    Cut(usize),
+    /// The root line at this position anchors a line the shard holds with another digest: the
+    /// shard was rewritten from there, and its chain rebuilt.
+    Rewritten(usize),
 }
 
 impl core::fmt::Display for ChainBreak {
@@ -427,15 +462,167 @@ impl core::fmt::Display for ChainBreak {
                 "audit line {} does not link to the line before it (prev_sha256)",
                 i.saturating_add(1)
             ),
+            Self::Cut(i) => write!(
+                f,
+                "root line {} anchors a shard head its shard no longer reaches (lines cut away)",
+                i.saturating_add(1)
+            ),
+            Self::Rewritten(i) => write!(
+                f,
+                "root line {} anchors a line its shard holds with another digest (rewritten)",
+                i.saturating_add(1)
+            ),
         }
     }
 }
 
 impl std::error::Error for ChainBreak {}
 
-/// Verify a whole chain of lines (oldest first) from the start of the sink.
+/// The shard of the root: the chain whose `anchor` lines record every other shard's head
+/// (written by the host, on a schedule and at shutdown; never a server's key part, which is hex).
+pub const ROOT_SHARD: &str = "root";
+
+/// The root's next entry, after `prev` on the root's chain: an `anchor` event recording each
+/// shard's head in `heads` (the shards whose heads moved since the last anchor, or all).
+pub fn root_entry(
+    prev: &ChainHead,
+    heads: &std::collections::BTreeMap<String, ChainHead>,
+    now_ms: u64,
+) -> AuditEntry {
+    let seq = prev.seq.saturating_add(1);
+    let anchored: serde_json::Map<String, Value> = heads
+        .iter()
+        .map(|(shard, h)| {
+            (
+                shard.clone(),
+                serde_json::json!({"seq": h.seq, "sha256": h.event_sha256}),
+            )
+        })
+        .collect();
+    let line = canonical::to_canonical(&serde_json::json!({
+        "at_ms": now_ms,
+        "event": "anchor",
+        "heads": anchored,
+        "prev_sha256": prev.event_sha256,
+        "schema": AUDIT_SCHEMA,
+        "seq": seq,
+        "shard": ROOT_SHARD,
+    }));
+    AuditEntry {
+        shard: ROOT_SHARD.to_owned(),
+        seq,
+        prev_sha256: prev.event_sha256.clone(),
+        event_sha256: digest::sha256_hex(line.as_bytes()),
+        line,
+    }
+}
+
+/// How many times [`anchor_root`] offers a root line: each refusal is another writer's root
+/// line (another process anchoring), after which the heads are read again.
+const MAX_ROOT_ATTEMPTS: usize = 16;
+
+/// Append to `sink`'s root a line anchoring every shard whose head moved since `last` (the
+/// heads this writer anchored before; updated), at `now_ms`. `Ok(None)` when no head moved.
+/// The heads are read again after every refusal, root first ([`ShardHeads::heads`]), so a root
+/// line never anchors a head older than another writer's line before it did. Denied like any
+/// append: an error, or a line the sink did not read back as written.
+pub fn anchor_root<S: Audit + ShardHeads + ?Sized>(
+    sink: &S,
+    last: &mut std::collections::BTreeMap<String, ChainHead>,
+    now_ms: u64,
+) -> Result<Option<u64>, HostError> {
+    for _ in 0..MAX_ROOT_ATTEMPTS {
+        let mut heads = sink.heads()?;
+        let root = heads.remove(ROOT_SHARD).unwrap_or_else(ChainHead::genesis);
+        // Lines from before shards have no place in a root (their chain is closed).
+        heads.remove("");
+        let moved: std::collections::BTreeMap<String, ChainHead> = heads
+            .into_iter()
+            .filter(|(shard, head)| last.get(shard) != Some(head))
+            .collect();
+        if let Some((shard, head)) = moved
+            .iter()
+            .find(|(shard, head)| last.get(*shard).is_some_and(|l| head.seq < l.seq))
+        {
+            return Err(HostError::new(format!(
+                "the audit sink lost lines the root anchored: shard {shard} is at seq {}, \
+                 anchored at {}",
+                head.seq,
+                last.get(shard).map_or(0, |l| l.seq)
+            )));
+        }
+        if moved.is_empty() {
+            return Ok(None);
+        }
+        let entry = root_entry(&root, &moved, now_ms);
+        let outcome = sink.append(&entry)?;
+        if !outcome.written {
+            continue;
+        }
+        if outcome.stored.as_deref() != Some(entry.line.as_str()) {
+            return Err(HostError::new(
+                "the audit sink did not read the root line back as written",
+            ));
+        }
+        last.extend(moved);
+        return Ok(Some(entry.seq));
+    }
+    Err(HostError::new(
+        "the audit root is contended: other writers' root lines kept moving its head",
+    ))
+}
+
+/// Whether a sink may take `entry` on its shard: the shard is a name a sink can key on (1 to
+/// 64 lowercase letters and digits: a server's key part, or [`ROOT_SHARD`]), and the line names
+/// that shard (in canonical JSON, `"shard":"` can only be the key: a quote inside a string is
+/// escaped). A sink that filed a line under another shard than the line names would hold a
+/// trail that no longer verifies.
+pub fn shard_ok(entry: &AuditEntry) -> bool {
+    let name = &entry.shard;
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+        && entry.line.match_indices("\"shard\":\"").any(|(at, key)| {
+            entry
+                .line
+                .get(at.saturating_add(key.len())..)
+                .and_then(|rest| rest.strip_prefix(name.as_str()))
+                .is_some_and(|rest| rest.starts_with('"'))
+        })
+}
+
+/// What [`verify_trail`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verified {
+    /// How many lines.
+    pub lines: u64,
+    /// Each shard's head (lines before the sharded format under `""`).
+    pub heads: std::collections::BTreeMap<String, ChainHead>,
+}
+
+/// [`verify_trail`], counting the lines.
 pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64, ChainBreak> {
-    let mut prev = ChainHead::genesis();
+    verify_trail(lines).map(|v| v.lines)
+}
+
+/// Verify a whole trail (oldest first) from the start of the sink: the lines of each shard
+/// form one chain from genesis, in the order they come (the shards' lines may interleave in
+/// any way); lines before the sharded format (`v2`, `v3`: no `shard`) form one chain of their
+/// own; and every head a root line anchors ([`ROOT_SHARD`]) is in its shard's chain, with the
+/// digest anchored, wherever the root line stands among the others. Returns how many lines
+/// were verified and each shard's head. A shard's newest lines cut away are found once a root
+/// line anchored them (`Cut`); lines cut after the last anchor leave a shorter chain that
+/// still verifies.
+pub fn verify_trail<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Verified, ChainBreak> {
+    use std::collections::BTreeMap;
+    // Each shard's line digests by seq (index seq - 1): the anchors are checked at the end.
+    let mut shards: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // (root line position, shard, seq, digest), and each shard's last anchored seq.
+    let mut anchors: Vec<(usize, String, u64, String)> = Vec::new();
+    let mut anchored: BTreeMap<String, u64> = BTreeMap::new();
+    let mut count = 0_u64;
     for (i, line) in lines.into_iter().enumerate() {
         let v: Value = serde_json::from_str(line).map_err(|_| ChainBreak::Malformed(i))?;
         let seq = v
@@ -446,18 +633,74 @@ pub fn verify_chain<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<u64,
             .get("prev_sha256")
             .and_then(Value::as_str)
             .ok_or(ChainBreak::Malformed(i))?;
-        if Some(seq) != prev.seq.checked_add(1) {
+        let shard = match v.get("shard") {
+            None => "",
+            Some(Value::String(s)) if !s.is_empty() => s.as_str(),
+            Some(_) => return Err(ChainBreak::Malformed(i)),
+        };
+        let chain = shards.entry(shard.to_owned()).or_default();
+        let prev = chain
+            .last()
+            .map_or(ChainHead::genesis().event_sha256, Clone::clone);
+        if usize::try_from(seq).ok() != chain.len().checked_add(1) {
             return Err(ChainBreak::Gap(i));
         }
-        if back != prev.event_sha256 {
+        if back != prev {
             return Err(ChainBreak::Broken(i));
         }
-        prev = ChainHead {
-            seq,
-            event_sha256: digest::sha256_hex(line.as_bytes()),
-        };
+        chain.push(digest::sha256_hex(line.as_bytes()));
+        if shard == ROOT_SHARD {
+            let heads = v
+                .get("heads")
+                .and_then(Value::as_object)
+                .ok_or(ChainBreak::Malformed(i))?;
+            for (s, head) in heads {
+                let at = head.get("seq").and_then(Value::as_u64);
+                let sha = head.get("sha256").and_then(Value::as_str);
+                let (Some(at), Some(sha)) = (at, sha) else {
+                    return Err(ChainBreak::Malformed(i));
+                };
+                // An anchor never goes back: a root that does was not written by one host's
+                // schedule from one sink's heads.
+                let last = anchored.entry(s.clone()).or_insert(0);
+                if at < *last || s == ROOT_SHARD || at == 0 {
+                    return Err(ChainBreak::Malformed(i));
+                }
+                *last = at;
+                anchors.push((i, s.clone(), at, sha.to_owned()));
+            }
+        }
+        count = count.saturating_add(1);
     }
-    Ok(prev.seq)
+    for (i, shard, seq, sha) in anchors {
+        let held = shards
+            .get(&shard)
+            .and_then(|c| c.get(usize::try_from(seq.saturating_sub(1)).unwrap_or(usize::MAX)));
+        match held {
+            None => return Err(ChainBreak::Cut(i)),
+            Some(d) if *d != sha => return Err(ChainBreak::Rewritten(i)),
+            Some(_) => {}
+        }
+    }
+    let heads = shards
+        .into_iter()
+        .filter_map(|(shard, chain)| {
+            let seq = u64::try_from(chain.len()).ok()?;
+            chain.last().map(|d| {
+                (
+                    shard,
+                    ChainHead {
+                        seq,
+                        event_sha256: d.clone(),
+                    },
+                )
+            })
+        })
+        .collect();
+    Ok(Verified {
+        lines: count,
+        heads,
+    })
 }
 
 #[cfg(test)]
@@ -468,7 +711,7 @@ mod tests {
     #[test]
     fn line_keys_are_the_fields_plus_the_writers_in_canonical_order() {
         let mut expected: Vec<&str> = FIELDS.to_vec();
-        expected.extend(["prev_sha256", "schema", "seq"]);
+        expected.extend(["prev_sha256", "schema", "seq", "shard"]);
         expected.sort_unstable();
         assert_eq!(expected, LINE_KEYS.to_vec());
     }
@@ -481,6 +724,7 @@ mod tests {
                 Part::PrevSha256 => "prev_sha256",
                 Part::Schema => "schema",
                 Part::Seq => "seq",
+                Part::Shard => "shard",
             };
             assert_eq!(*key, name);
         }
@@ -488,7 +732,7 @@ mod tests {
 
     #[test]
     fn the_line_is_the_canonical_json_of_the_event() {
-        let e = Event::new(EventKind::Received)
+        let e = Event::new(EventKind::Received, Rc::from("0123abcd"))
             .set(Field::Round, 3)
             .set(Field::Name, "t\"o\nol")
             .set(Field::InputKinds, json!({"b": "url", "a": "form"}))
@@ -497,7 +741,160 @@ mod tests {
         let parsed: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
         assert_eq!(canonical::to_canonical(&parsed), line);
         assert_eq!(parsed["seq"], json!(5));
+        assert_eq!(parsed["shard"], json!("0123abcd"));
         assert_eq!(parsed["schema"], json!(AUDIT_SCHEMA));
         assert_eq!(parsed.as_object().map(|m| m.len()), Some(LINE_KEYS.len()));
+    }
+
+    /// A line of `shard` after `head` (genesis: `None`), built as the writer builds one.
+    fn next(shard: &str, head: Option<&AuditEntry>, n: u64) -> AuditEntry {
+        let prev = head.map_or_else(ChainHead::genesis, |h| ChainHead {
+            seq: h.seq,
+            event_sha256: h.event_sha256.clone(),
+        });
+        let line = Event::new(EventKind::Rejected, Rc::from(shard))
+            .set(Field::Round, n)
+            .line(n, prev.seq + 1, &prev.event_sha256);
+        AuditEntry {
+            shard: shard.to_owned(),
+            seq: prev.seq + 1,
+            prev_sha256: prev.event_sha256,
+            event_sha256: digest::sha256_hex(line.as_bytes()),
+            line,
+        }
+    }
+
+    fn head_of(e: &AuditEntry) -> ChainHead {
+        ChainHead {
+            seq: e.seq,
+            event_sha256: e.event_sha256.clone(),
+        }
+    }
+
+    /// Two shards interleaved (a1 b1 a2 b2 a3) and a root anchoring both heads.
+    fn two_shards() -> Vec<AuditEntry> {
+        let a1 = next("aa", None, 1);
+        let b1 = next("bb", None, 2);
+        let a2 = next("aa", Some(&a1), 3);
+        let b2 = next("bb", Some(&b1), 4);
+        let a3 = next("aa", Some(&a2), 5);
+        let heads = [
+            ("aa".to_owned(), head_of(&a3)),
+            ("bb".to_owned(), head_of(&b2)),
+        ]
+        .into_iter()
+        .collect();
+        let root = root_entry(&ChainHead::genesis(), &heads, 6);
+        vec![a1, b1, a2, b2, a3, root]
+    }
+
+    fn verify(entries: &[AuditEntry]) -> Result<u64, ChainBreak> {
+        verify_chain(entries.iter().map(|e| e.line.as_str()))
+    }
+
+    #[test]
+    fn each_shard_is_its_own_chain_and_the_root_anchors_their_heads() {
+        let trail = two_shards();
+        assert_eq!(verify(&trail), Ok(6));
+        // Shards may come one after the other (a sharded store read shard by shard).
+        let mut by_shard = trail.clone();
+        by_shard.sort_by(|a, b| a.shard.cmp(&b.shard));
+        assert_eq!(verify(&by_shard), Ok(6));
+        let root: Value = serde_json::from_str(&trail[5].line).unwrap_or(Value::Null);
+        assert_eq!(canonical::to_canonical(&root), trail[5].line);
+        assert_eq!(root["heads"]["aa"]["seq"], json!(3));
+    }
+
+    #[test]
+    fn a_shard_cut_below_its_anchor_is_found() {
+        let mut trail = two_shards();
+        trail.remove(4); // a3, the head of `aa` the root anchors
+        assert_eq!(verify(&trail), Err(ChainBreak::Cut(4)));
+        // The whole shard gone.
+        let trail: Vec<_> = two_shards()
+            .into_iter()
+            .filter(|e| e.shard != "bb")
+            .collect();
+        assert_eq!(verify(&trail), Err(ChainBreak::Cut(3)));
+    }
+
+    #[test]
+    fn a_shard_rewritten_and_rechained_is_found() {
+        let mut trail = two_shards();
+        // `aa`'s last line replaced by another that links properly.
+        trail[4] = next("aa", Some(&trail[2].clone()), 99);
+        assert_eq!(verify(&trail), Err(ChainBreak::Rewritten(5)));
+    }
+
+    #[test]
+    fn a_shard_reordered_or_a_line_moved_to_another_shard_breaks_its_chain() {
+        let mut trail = two_shards();
+        trail.swap(0, 2); // a2 before a1
+        assert_eq!(verify(&trail), Err(ChainBreak::Gap(0)));
+        let mut trail = two_shards();
+        let mut moved: Value = serde_json::from_str(&trail[3].line).unwrap_or(Value::Null);
+        moved["shard"] = json!("aa");
+        trail[3].line = canonical::to_canonical(&moved);
+        assert_eq!(verify(&trail), Err(ChainBreak::Gap(3)));
+    }
+
+    #[test]
+    fn a_root_that_goes_back_or_anchors_nothing_real_is_malformed() {
+        let trail = two_shards();
+        let back = [("aa".to_owned(), head_of(&trail[2]))]
+            .into_iter()
+            .collect();
+        let root2 = root_entry(&head_of(&trail[5]), &back, 7);
+        let mut t = trail.clone();
+        t.push(root2);
+        assert_eq!(verify(&t), Err(ChainBreak::Malformed(6)));
+        let zero = [("aa".to_owned(), ChainHead::genesis())]
+            .into_iter()
+            .collect();
+        let mut t = trail[..5].to_vec();
+        t.push(root_entry(&ChainHead::genesis(), &zero, 7));
+        assert_eq!(verify(&t), Err(ChainBreak::Malformed(5)));
+    }
+
+    #[test]
+    fn lines_before_the_sharded_format_are_one_chain_of_their_own() {
+        let mut old = Vec::new();
+        let mut prev = ChainHead::genesis();
+        for n in 1..=2_u64 {
+            let line = json!({"event": "received", "prev_sha256": prev.event_sha256,
+                "schema": "mrtr-gate/audit/v3", "seq": n})
+            .to_string();
+            prev = ChainHead {
+                seq: n,
+                event_sha256: digest::sha256_hex(line.as_bytes()),
+            };
+            old.push(line);
+        }
+        let trail = two_shards();
+        let lines: Vec<&str> = old
+            .iter()
+            .map(String::as_str)
+            .chain(trail.iter().map(|e| e.line.as_str()))
+            .collect();
+        assert_eq!(verify_chain(lines), Ok(8));
+    }
+
+    #[test]
+    fn a_sink_takes_only_a_shard_it_can_key_on_and_the_line_names() {
+        let e = next("0123abcd", None, 1);
+        assert!(shard_ok(&e));
+        for bad in ["", "AB", "a}b", "a:b", &"a".repeat(65), "0123abc"] {
+            let mut other = e.clone();
+            other.shard = bad.to_owned();
+            assert!(!shard_ok(&other), "{bad:?}");
+        }
+        // The name inside another field's string does not count.
+        let mut e = next("aa", None, 1);
+        e.shard = "bb".into();
+        e.line = e
+            .line
+            .replace("\"reason\":null", "\"reason\":\"\\\"shard\\\":\\\"bb\\\"\"");
+        assert!(e.line.contains("shard\\\":\\\"bb"), "{}", e.line);
+        assert!(!shard_ok(&e));
     }
 }

@@ -272,6 +272,9 @@ impl ChainHead {
 /// One audit event as appended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditEntry {
+    /// The chain the entry extends: the sink keeps one chain per shard, and `seq`,
+    /// `prev_sha256` and an outcome's head are that shard's (wit/gate.wit, `audit-entry`).
+    pub shard: String,
     /// Position in the chain, from 1.
     pub seq: u64,
     /// `event_sha256` of the event before.
@@ -337,12 +340,28 @@ pub trait Audit {
     /// Append if and only if `entry` extends the head, then read it back.
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError>;
 
-    /// The head as this sink knows it without a round trip (a line not yet durable
-    /// included), for a wrapper that does costly work before each append (a keyed trail's
-    /// synced link) and can spare it for an entry the head has passed. None when it cannot
-    /// be known cheaply. Never asked by the gate: `append` alone is the contract.
-    fn head_hint(&self) -> Option<ChainHead> {
+    /// The head of `shard` as this sink knows it without a round trip (a line not yet
+    /// durable included), for a wrapper that does costly work before each append (a keyed
+    /// trail's synced link) and can spare it for an entry the head has passed. None when it
+    /// cannot be known cheaply. Never asked by the gate: `append` alone is the contract.
+    fn head_hint(&self, shard: &str) -> Option<ChainHead> {
+        let _ = shard;
         None
+    }
+}
+
+/// A sink that can list every shard's head, for the root's anchors
+/// ([`crate::audit::anchor_root`]). Host-side only (no WIT import): the gate never asks.
+pub trait ShardHeads {
+    /// Every shard's head, the root's ([`crate::audit::ROOT_SHARD`]) read before any other
+    /// shard's (or all in one snapshot): a root line then never anchors a head older than one
+    /// the root's head already anchored.
+    fn heads(&self) -> Result<std::collections::BTreeMap<String, ChainHead>, HostError>;
+}
+
+impl<T: ShardHeads + ?Sized> ShardHeads for Arc<T> {
+    fn heads(&self) -> Result<std::collections::BTreeMap<String, ChainHead>, HostError> {
+        (**self).heads()
     }
 }
 
@@ -365,7 +384,7 @@ macro_rules! forward {
         }
         impl<T: Audit + ?Sized> Audit for $ptr<T> {
             fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> { (**self).append(entry) }
-            fn head_hint(&self) -> Option<ChainHead> { (**self).head_hint() }
+            fn head_hint(&self, shard: &str) -> Option<ChainHead> { (**self).head_hint(shard) }
         }
     )*};
 }

@@ -471,13 +471,29 @@ pub enum AuditFault {
     FailReadback,
 }
 
-/// An audit sink in memory that checks the chain on append. Cloning shares it.
+/// An audit sink in memory that checks each shard's chain on append. Cloning shares it.
 #[derive(Clone, Debug)]
 pub struct MemoryAudit {
-    entries: Arc<Mutex<std::collections::VecDeque<AuditEntry>>>,
+    entries: Arc<Mutex<Held>>,
     fault: Arc<Mutex<AuditFault>>,
     /// How many of the newest entries are kept (the rest count as shipped elsewhere).
     window: usize,
+}
+
+/// The entries in the order written (every shard), and each shard's head.
+#[derive(Debug, Default)]
+struct Held {
+    entries: std::collections::VecDeque<AuditEntry>,
+    heads: BTreeMap<String, ChainHead>,
+}
+
+impl Held {
+    fn head(&self, shard: &str) -> ChainHead {
+        self.heads
+            .get(shard)
+            .cloned()
+            .unwrap_or_else(ChainHead::genesis)
+    }
 }
 
 impl Default for MemoryAudit {
@@ -506,29 +522,47 @@ impl MemoryAudit {
     }
     /// Lose the newest line, after its write was confirmed (a store restarted without it, a
     /// truncated file): the head goes back to the line before.
+    /// (Its shard's head goes back to the shard's line before it among those kept.)
     pub fn lose_newest(&self) -> Option<AuditEntry> {
-        lock(&self.entries).pop_back()
+        let mut held = lock(&self.entries);
+        let lost = held.entries.pop_back()?;
+        let before = held
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.shard == lost.shard)
+            .map(|e| ChainHead {
+                seq: e.seq,
+                event_sha256: e.event_sha256.clone(),
+            });
+        match before {
+            Some(head) => held.heads.insert(lost.shard.clone(), head),
+            None => held.heads.remove(&lost.shard),
+        };
+        Some(lost)
     }
-    /// Every entry written.
+    /// Every entry written, in the order written.
     pub fn entries(&self) -> Vec<AuditEntry> {
-        lock(&self.entries).iter().cloned().collect()
+        lock(&self.entries).entries.iter().cloned().collect()
+    }
+    /// Every shard's head.
+    pub fn heads(&self) -> BTreeMap<String, ChainHead> {
+        lock(&self.entries).heads.clone()
     }
     /// Every line written, parsed.
     pub fn events(&self) -> Vec<serde_json::Value> {
         lock(&self.entries)
+            .entries
             .iter()
             .filter_map(|e| serde_json::from_str(&e.line).ok())
             .collect()
     }
 }
 
-fn head_of(entries: &std::collections::VecDeque<AuditEntry>) -> ChainHead {
-    entries
-        .back()
-        .map_or_else(ChainHead::genesis, |e| ChainHead {
-            seq: e.seq,
-            event_sha256: e.event_sha256.clone(),
-        })
+impl crate::host::ShardHeads for MemoryAudit {
+    fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
+        Ok(MemoryAudit::heads(self))
+    }
 }
 
 impl Audit for MemoryAudit {
@@ -537,21 +571,28 @@ impl Audit for MemoryAudit {
         if fault == AuditFault::FailAppend {
             return Err(HostError::new("audit sink unavailable (injected)"));
         }
-        let mut entries = lock(&self.entries);
+        let mut held = lock(&self.entries);
         // Compared in place: the head is copied out only when it moved.
-        let extends = match entries.back() {
+        let extends = match held.heads.get(&entry.shard) {
             Some(last) => {
                 last.seq.checked_add(1) == Some(entry.seq) && last.event_sha256 == entry.prev_sha256
             }
-            None => {
-                let genesis = ChainHead::genesis();
-                genesis.seq.checked_add(1) == Some(entry.seq)
-                    && genesis.event_sha256 == entry.prev_sha256
-            }
+            None => entry.seq == 1 && entry.prev_sha256 == ChainHead::genesis().event_sha256,
         };
         if !extends {
-            return Ok(AppendOutcome::head_moved(head_of(&entries)));
+            return Ok(AppendOutcome::head_moved(held.head(&entry.shard)));
         }
+        let head = ChainHead {
+            seq: entry.seq,
+            event_sha256: entry.event_sha256.clone(),
+        };
+        match held.heads.get_mut(&entry.shard) {
+            Some(h) => *h = head,
+            None => {
+                held.heads.insert(entry.shard.clone(), head);
+            }
+        }
+        let entries = &mut held.entries;
         entries.push_back(entry.clone());
         if entries.len() > self.window {
             entries.pop_front();

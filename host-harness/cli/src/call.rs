@@ -15,6 +15,7 @@ use mrtr_gate_host::core::host::{
 use mrtr_gate_host::core::{MRTR_METHODS, Policy};
 use mrtr_gate_host::reference_hosts::{ReceiptIds, SystemClock};
 use mrtr_gate_host::shown::{json_text_for_terminal, shown_lines, shown_text};
+use mrtr_gate_host::trail_root::RootSchedule;
 use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -205,11 +206,13 @@ fn announce_server_stderr(stderr: &ServerStderr, log: Option<&std::path::Path>) 
     }
 }
 
-/// A client with the services the options ask for, connected to the target.
+/// A client with the services the options ask for, connected to the target, and its trail's
+/// root (docs/audit.md, "Shards and the root"): keep it while the client runs; dropping it
+/// anchors the root where the trail ended.
 pub fn connect(
     options: &CallOptions,
     runtime: &GateRuntime,
-) -> Result<Client<ComponentGate>, ClientError> {
+) -> Result<(Client<ComponentGate>, Option<RootSchedule>), ClientError> {
     let terminal = Terminal::stdio();
     // The view the client reads for a round is the one its consent screen renders.
     let views = LastView::default();
@@ -294,14 +297,21 @@ pub fn connect(
         shown_at: None,
         tty: std::io::stderr().is_terminal(),
     };
-    Ok(Client::new(
+    let root = wired.root_schedule(ROOT_EVERY, |e| {
+        eprintln!("mrtr-gate: the trail's root could not be anchored: {e}");
+    });
+    let client = Client::new(
         ComponentGate::new(runtime, services),
         transport,
         config,
         answers,
     )
-    .with_observer(Box::new(observer)))
+    .with_observer(Box::new(observer));
+    Ok((client, root))
 }
+
+/// How often a call's trail root is anchored while it runs (and once more when it ends).
+const ROOT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The params of `method` for `name` (a tool or prompt name, or a resource URI) and the
 /// JSON `arguments`. The methods a call may use are the core's one allow-list of gated

@@ -391,7 +391,7 @@ pub fn run(runtime: &GateRuntime, audit_path: &std::path::Path) -> Result<String
     }
     match mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str)) {
         Ok(n) => d.say(format!(
-            "  chain verified: {n} events, each linked to the one before"
+            "  chain verified: {n} events, each linked to the one before it about the same server"
         )),
         Err(b) => d.say(format!("  CHAIN BROKEN: {b:?}")),
     }

@@ -169,6 +169,15 @@ pub fn links_path(trail: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// " in shard S" (nothing for the lines from before shards).
+fn in_shard(shard: &str) -> String {
+    if shard.is_empty() {
+        String::new()
+    } else {
+        format!(" in shard {shard}")
+    }
+}
+
 /// Check the trail at `path`: its chain, then its links and anchor with the key file
 /// (nothing is created), all read as one state even while a proxy writes it
 /// ([`crate::trail`]). The line to print, or what is wrong.
@@ -199,18 +208,33 @@ pub fn verify_keyed(
             anchor.display()
         )),
         AnchorCheck::BrokenChain => Err("the chain is broken".into()),
-        AnchorCheck::Unkeyed { seq } => Err(format!(
-            "line {seq} has no link made with the host key ({}): it was written without the key",
+        AnchorCheck::Unkeyed { shard, seq } => Err(format!(
+            "line {seq}{} has no link made with the host key ({}): it was written without the key",
+            in_shard(&shard),
             links.display()
         )),
-        AnchorCheck::Truncated { events, anchored } => Err(format!(
-            "the trail is cut short: {events} events, its anchor covers {anchored}"
+        AnchorCheck::Truncated {
+            shard,
+            events,
+            anchored,
+        } => Err(format!(
+            "the trail is cut short{}: {events} events, its anchor covers {anchored}",
+            in_shard(&shard)
         )),
-        AnchorCheck::Diverged => {
-            Err("the trail's event at its anchored position is not the anchored one".into())
-        }
-        AnchorCheck::Extended { events, anchored } => Err(format!(
-            "the trail goes on past its anchor: {events} events, the anchor covers {anchored} (keyed lines its anchor does not cover: another writer, or an older anchor put back)"
+        AnchorCheck::Diverged { shard } => Err(format!(
+            "the trail's event at its anchored position{} is not the anchored one",
+            in_shard(&shard)
+        )),
+        AnchorCheck::Extended {
+            shard,
+            events,
+            anchored,
+        } => Err(format!(
+            "the trail goes on past its anchor{}: {events} events, the anchor covers {anchored} (keyed lines its anchor does not cover: another writer, or an older anchor put back)",
+            in_shard(&shard)
+        )),
+        other => Err(format!(
+            "the trail does not verify against its anchor: {other:?}"
         )),
     }
 }

@@ -110,6 +110,10 @@ pub struct ProxyFlags {
     /// before the answer is no (default 120).
     #[arg(long, value_name = "SECONDS")]
     pub consent_timeout: Option<u64>,
+    /// How often the trail's root anchors every shard's head (docs/audit.md, "Shards and the
+    /// root"), in seconds (default 60); it anchors once more when the proxy stops.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub root_every: u64,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
     /// the temporary folder, named on stderr). It never reaches the client's stream.
     #[arg(long, value_name = "FILE", conflicts_with = "listen")]
@@ -454,6 +458,10 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         );
     }
     let consent = consent_name(&checked.consent);
+    // Held until the run ends: dropping it anchors the root where the trail ended.
+    let _root = wired.root_schedule(std::time::Duration::from_secs(flags.root_every), |e| {
+        eprintln!("mrtr-gate proxy: the trail's root could not be anchored: {e}")
+    });
     match checked.mode {
         Mode::Stdio { argv, server } => {
             let terminal_consent = matches!(checked.consent, ConsentMode::Tty { .. });

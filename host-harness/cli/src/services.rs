@@ -10,6 +10,7 @@ use mrtr_gate_client::transport::isolation::{self, Isolation, RunAs};
 use mrtr_gate_host::host_keys::{AnchoredAudit, AuthenticatedStorage, Pseudonyms};
 use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
+use mrtr_gate_host::trail_root::{RootAnchor, RootSchedule, SharedRootSink};
 use mrtr_gate_host::{BindPrincipal, HostServices, Principal, core::host::HostError};
 use mrtr_gate_redis::{CLUSTER_SCHEME, Options, RedisAudit, RedisStorage};
 use std::path::PathBuf;
@@ -55,6 +56,8 @@ pub struct Wired {
     clock: SharedClock,
     storage: SharedStorage,
     audit: SharedAudit,
+    /// The same sink, for its root ([`Wired::root_schedule`]); none for a trail in memory.
+    root: Option<SharedRootSink>,
     redis: Option<RedisChoice>,
 }
 
@@ -80,32 +83,34 @@ impl Wired {
         }
         let keyed = crate::keys::load(&options.keys)?;
         let mut trail_files = None;
-        let (storage, audit) = match (&options.redis, &options.audit) {
-            (Some(redis), _) => {
-                if redis.options().replicas == 0 && redis.url.starts_with(CLUSTER_SCHEME) {
-                    eprintln!("{UNREPLICATED_WARNING}");
+        let (storage, root): (SharedStorage, Option<SharedRootSink>) =
+            match (&options.redis, &options.audit) {
+                (Some(redis), _) => {
+                    if redis.options().replicas == 0 && redis.url.starts_with(CLUSTER_SCHEME) {
+                        eprintln!("{UNREPLICATED_WARNING}");
+                    }
+                    let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
+                    let audit = RedisAudit::connect_with(
+                        &redis.url,
+                        &redis.namespace,
+                        &redis.trail,
+                        redis.options(),
+                    )
+                    .map_err(|e| redis_error(&e))?;
+                    (storage, Some(Arc::new(audit)))
                 }
-                let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
-                let audit = RedisAudit::connect_with(
-                    &redis.url,
-                    &redis.namespace,
-                    &redis.trail,
-                    redis.options(),
-                )
-                .map_err(|e| redis_error(&e))?;
-                let audit: SharedAudit = Arc::new(audit);
-                (storage, audit)
-            }
-            (None, None) => {
-                let audit: SharedAudit = Arc::new(MemoryAudit::new());
-                (memory_storage(keyed.as_ref(), &clock), audit)
-            }
-            (None, Some(path)) => {
-                let (storage, audit, anchor) =
-                    file_services(path, keyed.as_ref(), &options.keys, &clock)?;
-                trail_files = Some((path.clone(), anchor));
-                (storage, audit)
-            }
+                (None, None) => (memory_storage(keyed.as_ref(), &clock), None),
+                (None, Some(path)) => {
+                    let (storage, audit, anchor) =
+                        file_services(path, keyed.as_ref(), &options.keys, &clock)?;
+                    trail_files = Some((path.clone(), anchor));
+                    (storage, Some(audit))
+                }
+            };
+        // A trail kept in memory dies with the process: it has no root worth writing.
+        let audit: SharedAudit = match &root {
+            Some(sink) => sink.clone(),
+            None => Arc::new(MemoryAudit::new()),
         };
         Ok(Self {
             keyed,
@@ -113,8 +118,21 @@ impl Wired {
             clock,
             storage,
             audit,
+            root,
             redis: options.redis.clone(),
         })
+    }
+
+    /// The trail's root (docs/audit.md, "Shards and the root"), anchored every `period` and
+    /// once more when the returned schedule is dropped; none for a trail kept in memory. A
+    /// failed anchor goes to `failed` (the next one tries again).
+    pub fn root_schedule(
+        &self,
+        period: std::time::Duration,
+        failed: impl Fn(&HostError) + Send + Sync + 'static,
+    ) -> Option<RootSchedule> {
+        let sink = self.root.clone()?;
+        Some(Arc::new(RootAnchor::new(sink, self.clock.clone())).every(period, failed))
     }
 
     /// The four services with `consent`, over the one store and sink of the run.
@@ -252,7 +270,7 @@ fn file_services(
     keyed: Option<&Keyed>,
     keys: &KeyOptions,
     clock: &SharedClock,
-) -> Result<(SharedStorage, SharedAudit, Option<PathBuf>), String> {
+) -> Result<(SharedStorage, SharedRootSink, Option<PathBuf>), String> {
     let file = FileAudit::open(path)
         .map_err(|e| format!("--audit {}: {}", path.display(), crate::error_chain(&e)))?;
     let Some(k) = keyed else {

@@ -97,11 +97,14 @@ impl Dir {
         self.command(&args).output().unwrap()
     }
 
+    /// The gate's events: every line but the root's anchors (docs/audit.md, "Shards and the
+    /// root"), which `call` appends when it ends.
     fn events(&self) -> Vec<Value> {
         std::fs::read_to_string(self.trail())
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["shard"] != "root")
             .collect()
     }
 }
@@ -183,7 +186,8 @@ fn call_runs_under_host_keys_made_on_first_use_in_the_config_folder() {
     let anchor = std::fs::read_to_string(the_anchor(&config)).unwrap();
     assert_eq!(
         verify_anchor(&trail, &links, &anchor, &keys),
-        AnchorCheck::Intact { events: 4 }
+        // The gate's four lines and the root's anchor the call wrote as it ended.
+        AnchorCheck::Intact { events: 5 }
     );
     let verified = d.verify(&[]);
     ok(&verified);
@@ -207,8 +211,14 @@ fn a_line_appended_without_the_key_fails_verification() {
     // A forged `submitted` line, chained onto the head as the core would: the chain alone
     // verifies it.
     let text = std::fs::read_to_string(d.trail()).unwrap();
-    let last = text.lines().last().unwrap();
+    // The gate's last line (the root's anchor comes after it: `call` anchors as it ends).
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.contains("\"shard\":\"root\""))
+        .unwrap();
     let mut forged: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(forged["seq"], json!(4));
     forged["event"] = json!("submitted");
     forged["seq"] = json!(5);
     forged["prev_sha256"] = json!(mrtr_gate_host::core::digest::sha256_hex(last.as_bytes()));
@@ -217,12 +227,15 @@ fn a_line_appended_without_the_key_fails_verification() {
     let extended = std::fs::read_to_string(d.trail()).unwrap();
     assert_eq!(
         mrtr_gate_host::core::audit::verify_chain(extended.lines()),
-        Ok(5)
+        Ok(6)
     );
     let out = d.verify(&[]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("line 5 has no link made with the host key"),
+        stderr(&out).contains(&format!(
+            "line 5 in shard {} has no link made with the host key",
+            forged["shard"].as_str().unwrap()
+        )),
         "{}",
         stderr(&out)
     );
@@ -236,7 +249,10 @@ fn a_line_appended_without_the_key_fails_verification() {
     let anchor = std::fs::read_to_string(the_anchor(&d.home().join(".config/mrtr-gate"))).unwrap();
     assert_eq!(
         verify_anchor(&extended, &links, &anchor, &keys),
-        AnchorCheck::Unkeyed { seq: 5 }
+        AnchorCheck::Unkeyed {
+            shard: forged["shard"].as_str().unwrap().to_owned(),
+            seq: 5
+        }
     );
     assert_eq!(
         verify_anchor(&extended, &links, &anchor, &other),
@@ -245,11 +261,16 @@ fn a_line_appended_without_the_key_fails_verification() {
     // Cut back to what was anchored, it is intact again; cut further, short of its anchor.
     std::fs::write(d.trail(), &text).unwrap();
     ok(&d.verify(&[]));
+    // The gate's fourth line and the root's anchor after it cut away: the chain alone cannot
+    // tell, the keyed anchor can.
     let cut: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
     std::fs::write(d.trail(), cut).unwrap();
     let out = d.verify(&[]);
     assert!(
-        stderr(&out).contains("cut short: 3 events, its anchor covers 4"),
+        stderr(&out).contains(&format!(
+            "cut short in shard {}: 3 events, its anchor covers 4",
+            forged["shard"].as_str().unwrap()
+        )),
         "{}",
         stderr(&out)
     );

@@ -24,6 +24,7 @@ pub mod principal;
 pub mod reference_hosts;
 pub mod services;
 pub mod shown;
+pub mod trail_root;
 pub mod wire;
 
 pub use denial::{DenialCode, GateDenial};

@@ -45,23 +45,46 @@ export interface AuditService {
 }
 
 /**
- * `inner` under a host key: each line keyed by a link appended (and synced) to `links` before
- * it, the head anchored in `checkpoint` (replaced after each written append), as the Rust host.
+ * `inner` under a host key, as the Rust host: each line keyed by a link appended (and synced)
+ * to `links` before it, each shard's head anchored in `checkpoint` (one line per shard, the
+ * file replaced after each written append; the lines of an existing checkpoint that verify
+ * are kept for the shards not written yet). An entry whose shard is not a shard name its line
+ * carries (`shardOk` of mrtr-gate/hosts) is refused (throws `HostError`).
  */
 export declare class AnchoredAudit implements AuditService {
   constructor(inner: AuditService, keys: HostKeys, checkpoint: string, links: string);
   append(entry: AuditEntry): AppendOutcome;
 }
 
-/** What checking a trail against its links and anchor found (docs/host-keys.md). */
+/**
+ * What checking a trail against its links and anchor found (docs/host-keys.md). `shard` `""`:
+ * lines from before shards. A shard's `events` are its lines; `intact`'s, the trail's.
+ */
 export type AnchorCheck =
   | { kind: "intact"; events: bigint }
   | { kind: "badAnchor" }
   | { kind: "brokenChain" }
-  | { kind: "unkeyed"; seq: bigint }
-  | { kind: "truncated"; events: bigint; anchored: bigint }
-  | { kind: "diverged" }
-  | { kind: "extended"; events: bigint; anchored: bigint };
+  | { kind: "unkeyed"; shard: string; seq: bigint }
+  | { kind: "truncated"; shard: string; events: bigint; anchored: bigint }
+  | { kind: "diverged"; shard: string }
+  | { kind: "extended"; shard: string; events: bigint; anchored: bigint };
 
 /** Check `trail` (JSON lines) against its `links` and the anchor text `checkpoint` with `keys`. */
 export declare function verifyAnchor(trail: string, links: string, checkpoint: string, keys: HostKeys): AnchorCheck;
+
+/** A shard's head: its last line's `seq` and SHA-256. */
+export interface ShardHead {
+  seq: bigint;
+  sha256: string;
+}
+
+/**
+ * What checking a trail's chains without a key found: every shard's chain from genesis, and
+ * the heads its `root` lines anchor held; else the first break, `at` the line's index from 0.
+ */
+export type TrailCheck =
+  | { ok: true; lines: bigint; heads: Map<string, ShardHead> }
+  | { ok: false; kind: "malformed" | "gap" | "broken" | "cut" | "rewritten"; at: number };
+
+/** Check the chains of `trail` (JSON-lines text, or its lines) as the Rust host's `verify_trail`. */
+export declare function verifyTrail(trail: string | readonly string[]): TrailCheck;

@@ -8,7 +8,8 @@
 //   saw under its key (a rollback) is refused (HostError: the gate denies, `storage_failed`);
 // - Pseudonyms: `u1.<32 hex>` / `t1.<32 hex>` for the user and tenant passed to the gate;
 // - AnchoredAudit and verifyAnchor (anchor.js): every trail line keyed by a link beside the
-//   trail, the head anchored apart from it.
+//   trail, each shard's head anchored apart from it; verifyTrail checks the shards' chains
+//   without a key.
 //
 // Node only (node:crypto): the gate calls storage synchronously, and WebCrypto's HMAC is
 // asynchronous, so a browser cannot run these wrappers; the package's other modules do not
@@ -17,7 +18,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { HostError } from "./index.js";
 
-export { AnchoredAudit, verifyAnchor } from "./anchor.js";
+export { AnchoredAudit, verifyAnchor, verifyTrail } from "./anchor.js";
 
 const ID = /^[A-Za-z0-9_-]{1,32}$/;
 const LOWER_HEX = /^[0-9a-f]*$/;

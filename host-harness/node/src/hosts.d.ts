@@ -15,10 +15,19 @@ export declare class MemoryStorage {
   /** The live keys starting with `prefix` (for tests that look inside the store). */
   liveKeys(prefix?: string): string[];
 }
+/**
+ * Whether a durable sink may take `entry` on its shard: 1 to 64 of [0-9a-z], named by the
+ * line's `"shard"`. A durable sink refuses (throws `HostError`) an entry that fails it.
+ */
+export declare function shardOk(entry: AuditEntry): boolean;
+/** An audit sink in memory, one chain per shard. */
 export declare class MemoryAudit {
   constructor(window?: number | null);
   fault: "fail_append" | "corrupt_readback" | "lose_writes" | "fail_readback" | null;
+  /** Every shard's lines, in the order written. */
   readonly lines: string[];
+  /** The head of `shard` (`0n` and 64 zeros when it has none). */
+  head(shard: string): { seq: bigint; sha256: string };
   append(entry: AuditEntry): AppendOutcome;
 }
 export declare const CONSENT_METHODS: readonly ConsentMethod[];

@@ -1,9 +1,9 @@
 // Reference host services for the gate (the four WIT imports, in JavaScript): a wall clock and
 // a manual one, storage in memory (TTL, compare-and-swap, versions never reused), an audit sink
-// in memory, and consent from a decision the page or the user already made. Versions and audit
-// sequence numbers are bigints (WIT `u64`). A service reports a failure by throwing
-// `HostError`; the gate denies. The in-memory services inject the corpus's faults
-// (docs/corpus.md) through their `fault` fields.
+// in memory (one chain per shard), and consent from a decision the page or the user already
+// made. Versions and audit sequence numbers are bigints (WIT `u64`). A service reports a
+// failure by throwing `HostError`; the gate denies. The in-memory services inject the corpus's
+// faults (docs/corpus.md) through their `fault` fields.
 
 import { HostError } from "./index.js";
 import { responsesSha256 } from "./canonical.js";
@@ -155,9 +155,38 @@ export class MemoryStorage {
   }
 }
 
+const GENESIS_HEAD = Object.freeze({ seq: 0n, sha256: GENESIS_SHA256 });
+
+// A shard a sink can key on: a server's key part (32 lowercase hex digits) or `root`.
+const SHARD_NAME = /^[0-9a-z]{1,64}$/;
+const SHARD_KEY = '"shard":"';
+
+/**
+ * Whether a durable sink may take `entry` on its shard (the core's `shard_ok`): the shard is a
+ * name a sink can key on (1 to 64 lowercase letters and digits) and the line names that
+ * shard. In canonical JSON `"shard":"` can only be the key (a quote inside a string is
+ * escaped). A sink that filed a line under another shard than the line names would hold a
+ * trail that no longer verifies, so a durable sink refuses (throws) such an entry.
+ */
+export function shardOk(entry) {
+  const shard = entry?.shard;
+  const line = entry?.line;
+  if (typeof shard !== "string" || typeof line !== "string" || !SHARD_NAME.test(shard)) return false;
+  // Matches taken without overlap, as Rust's `match_indices` takes them.
+  for (let at = line.indexOf(SHARD_KEY); at !== -1; at = line.indexOf(SHARD_KEY, at + SHARD_KEY.length)) {
+    if (line.startsWith(`${shard}"`, at + SHARD_KEY.length)) return true;
+  }
+  return false;
+}
+
+/**
+ * An audit sink in memory with one chain per shard (the WIT's `audit`): an entry is written
+ * only on its shard's head, and an outcome names that shard's head. `lines` holds every
+ * shard's lines in the order written.
+ */
 export class MemoryAudit {
   #lines = [];
-  #head = { seq: 0n, sha256: GENESIS_SHA256 };
+  #heads = new Map();
   /** @param window keep only the newest `window` lines (benchmarks); null keeps all. */
   constructor(window = null) {
     this.window = window;
@@ -167,15 +196,20 @@ export class MemoryAudit {
   get lines() {
     return [...this.#lines];
   }
+  /** The head of `shard`: `{ seq, sha256 }` of its last line (`0n` and 64 zeros when it has none). */
+  head(shard) {
+    return { ...(this.#heads.get(shard) ?? GENESIS_HEAD) };
+  }
   append(entry) {
     if (this.fault === "fail_append") throw new HostError("audit sink unavailable (injected)");
-    const { seq, sha256 } = this.#head;
+    const { seq, sha256 } = this.#heads.get(entry.shard) ?? GENESIS_HEAD;
     if (entry.seq !== seq + 1n || entry.prevSha256 !== sha256) {
       return { written: false, stored: null, headSeq: seq, headSha256: sha256 };
     }
     this.#lines.push(entry.line);
+    // The window drops lines, never heads: a shard's chain goes on from its last line.
     if (this.window !== null && this.#lines.length > this.window) this.#lines.shift();
-    this.#head = { seq: entry.seq, sha256: entry.eventSha256 };
+    this.#heads.set(entry.shard, { seq: entry.seq, sha256: entry.eventSha256 });
     let stored = this.#lines[this.#lines.length - 1];
     if (this.fault === "lose_writes" || this.fault === "fail_readback") stored = null;
     else if (this.fault === "corrupt_readback") stored = entry.line.replace('"event"', '"evnt"');

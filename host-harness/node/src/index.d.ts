@@ -97,8 +97,16 @@ export interface ConsentReceipt {
   responsesSha256: string;
 }
 
+/**
+ * One audit event, on its shard's chain: `seq`, `prevSha256` and an outcome's head are those
+ * of `shard` (wit/gate.wit, `audit`).
+ */
 export interface AuditEntry {
+  /** The chain the entry extends: the server's key part (32 lowercase hex digits), or `root` for a host's anchors. */
+  shard: string;
+  /** From 1 in each shard. */
   seq: bigint;
+  /** The digest of the shard's line before (64 zeros for its first). */
   prevSha256: string;
   eventSha256: string;
   line: string;
@@ -107,6 +115,7 @@ export interface AuditEntry {
 export interface AppendOutcome {
   written: boolean;
   stored: string | null;
+  /** The head of the entry's shard after the call (`0` and 64 zeros when the shard is empty). */
   headSeq: bigint | number;
   headSha256: string;
 }

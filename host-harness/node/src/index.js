@@ -180,8 +180,10 @@ function imports(services) {
       }),
     },
     [`mrtr:gate/audit`]: {
-      append: guarded((entry) => {
-        const o = audit.append(entry);
+      append: guarded(({ shard, seq, prevSha256, eventSha256, line }) => {
+        // The entry as AuditEntry spells it, whatever else the glue's record carries: `seq`,
+        // `prevSha256` and the outcome's head are those of `shard` (one chain per shard).
+        const o = audit.append({ shard, seq, prevSha256, eventSha256, line });
         if (o === null || typeof o !== "object") throw "the audit sink returned no outcome";
         const { written, stored, headSeq, headSha256 } = o;
         const ok = typeof written === "boolean" && (stored === null || stored === undefined || typeof stored === "string")

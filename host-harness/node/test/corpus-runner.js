@@ -293,12 +293,15 @@ export async function runSteps(scenario, gate, h, transcript = null) {
 }
 
 export async function checkTrail(scenario, lines) {
-  let prev = "0".repeat(64);
+  // One chain per shard (the server's key part), shards interleaved in the order written.
+  const heads = new Map();
   for (const [i, line] of lines.entries()) {
     const e = JSON.parse(line);
-    if (e.seq !== i + 1 || e.prev_sha256 !== prev) throw new Error(`the audit chain is broken at line ${i + 1}`);
+    if (typeof e.shard !== "string" || !/^[0-9a-f]{32}$/.test(e.shard)) throw new Error(`audit line ${i + 1} names no server's shard: ${line}`);
+    const [seq, prev] = heads.get(e.shard) ?? [0, "0".repeat(64)];
+    if (e.seq !== seq + 1 || e.prev_sha256 !== prev) throw new Error(`the audit chain of shard ${e.shard} is broken at line ${i + 1}`);
     if (canonical(parse(line)) !== line) throw new Error(`an audit line is not canonical JSON: ${line}`);
-    prev = await sha256(line);
+    heads.set(e.shard, [e.seq, await sha256(line)]);
   }
   for (const secret of Array.isArray(scenario.secrets) ? scenario.secrets : []) {
     const leak = lines.find((l) => typeof secret === "string" && l.includes(secret));

@@ -1,8 +1,9 @@
 // Compiled by test/types.test.js with `tsc --noEmit --strict`: the package's TypeScript types
 // describe the API as a client uses it (a mistake here or in src/*.d.ts fails the test).
 import { Gate, GateError, LoadError, UnexpectedComponent, type Services, type Verdict } from "mrtr-gate";
-import { DecidedConsent, ManualClock, MemoryAudit, MemoryStorage, SystemClock } from "mrtr-gate/hosts";
-import { AuthenticatedStorage, HostKeys, Pseudonyms } from "mrtr-gate/host-keys";
+import { DecidedConsent, ManualClock, MemoryAudit, MemoryStorage, SystemClock, shardOk } from "mrtr-gate/hosts";
+import { AnchoredAudit, AuthenticatedStorage, HostKeys, Pseudonyms, verifyAnchor, verifyTrail } from "mrtr-gate/host-keys";
+import type { AuditEntry } from "mrtr-gate";
 
 export async function example(services: Services): Promise<string> {
   const gate = await Gate.create(services);
@@ -73,4 +74,20 @@ export async function pinned(services: Services, sha256: string, bytes: Uint8Arr
     if (e instanceof LoadError) return e.code;
     throw e;
   }
+}
+
+// The sharded trail: an entry names its shard; checks name the shard they found.
+export function sharded(keys: HostKeys, entry: AuditEntry, trail: string, links: string, anchor: string): string {
+  const inner = new MemoryAudit();
+  const audit = new AnchoredAudit(inner, keys, "audit.anchor", "audit.jsonl.links");
+  const written = shardOk(entry) ? audit.append(entry).written : false;
+  const head: { seq: bigint; sha256: string } = inner.head(entry.shard);
+  const check = verifyAnchor(trail, links, anchor, keys);
+  let found = "";
+  if (check.kind === "truncated" || check.kind === "extended") found = `${check.shard} ${check.events} ${check.anchored}`;
+  else if (check.kind === "unkeyed") found = `${check.shard} ${check.seq}`;
+  else if (check.kind === "diverged") found = check.shard;
+  const chains = verifyTrail(trail);
+  const heads = chains.ok ? [...chains.heads].map(([s, h]) => `${s}:${h.seq}:${h.sha256}`).join() : `${chains.kind}@${chains.at}`;
+  return `${written} ${head.seq} ${found} ${heads}`;
 }

@@ -519,15 +519,20 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Option
 
 
 def check_trail(scenario: dict, lines: list[str]) -> None:
-    """The chain verifies, no secret reached it, and the counts in `audit` match."""
-    prev = "0" * 64
+    """Every line names its shard and each shard's chain verifies (the shards' lines
+    interleaved), no secret reached the trail, and the counts in `audit` match."""
+    heads: dict[str, tuple[int, str]] = {}
     for n, line in enumerate(lines, start=1):
         event = json.loads(line)
-        if event.get("seq") != n or event.get("prev_sha256") != prev:
-            raise AssertionError(f"the audit chain is broken at line {n}")
+        shard = event.get("shard")
+        if not isinstance(shard, str) or not shard:
+            raise AssertionError(f"audit line {n} names no shard: {line}")
+        seq, prev = heads.get(shard, (0, "0" * 64))
+        if event.get("seq") != seq + 1 or event.get("prev_sha256") != prev:
+            raise AssertionError(f"the audit chain of shard {shard} is broken at line {n}")
         if _canonical(loads(line)) != line:
             raise AssertionError(f"an audit line is not canonical JSON: {line}")
-        prev = _sha(line)
+        heads[shard] = (seq + 1, _sha(line))
     for secret in scenario.get("secrets") or []:
         for line in lines:
             if isinstance(secret, str) and secret in line:

@@ -2,12 +2,15 @@
 byte for byte: the trail recorded from a Rust gate round under its AnchoredAudit
 (tests/host_keys/trail.*, by tests/e2e/anchored_trail.rs) verifies Intact here, and this
 package keys its lines to the very links and anchor Rust wrote (so the Rust verifier accepts
-what this package writes). Then a round through this package's gate, and the tampering the
-anchor answers: a cut tail, lines past the anchor, a line appended without the key."""
+what this package writes); a trail keyed before shards (legacy_trail.*) still verifies. Then a
+round through this package's gate, and the tampering the anchor answers: a cut tail, lines past
+the anchor, a line appended without the key; and each of them in one shard of several."""
 
 import hashlib
 import json
 from pathlib import Path
+
+import pytest
 
 import mrtr_gate as m
 from mrtr_gate import hosts
@@ -33,15 +36,26 @@ def sha(line):
     return hashlib.sha256(line.encode()).hexdigest()
 
 
+def entry_of(line):
+    """The entry the gate appended for `line` (which names its shard, seq and the line before)."""
+    v = json.loads(line)
+    return m.AuditEntry(v["shard"], v["seq"], v["prev_sha256"], sha(line), line)
+
+
 def rekey(lines, tmp_path):
     """The links and anchor this package's AnchoredAudit writes for `lines`, appended in order."""
     links, anchor = tmp_path / "rekey.links", tmp_path / "rekey.anchor"
+    # Fresh files: an AnchoredAudit keeps the anchors of a checkpoint it finds.
+    for stale in (links, anchor):
+        stale.unlink(missing_ok=True)
     audit = AnchoredAudit(hosts.MemoryAudit(), KEYS, anchor, links)
-    prev = m.GENESIS_SHA256
-    for seq, line in enumerate(lines, start=1):
-        assert audit.append(m.AuditEntry(seq, prev, sha(line), line)).written
-        prev = sha(line)
+    for line in lines:
+        assert audit.append(entry_of(line)).written
     return links.read_bytes(), anchor.read_bytes()
+
+
+def shard_of(text):
+    return json.loads(text.splitlines()[0])["shard"]
 
 
 def test_the_rust_keyed_trail_is_intact_and_keyed_here_to_the_same_bytes(tmp_path):
@@ -52,12 +66,31 @@ def test_the_rust_keyed_trail_is_intact_and_keyed_here_to_the_same_bytes(tmp_pat
     assert len(lines) >= 2
     assert verify_anchor(trail, links.decode(), anchor.decode(), KEYS) == Intact(len(lines))
     assert rekey(lines, tmp_path) == (links, anchor)
+    assert all('"shard":"' in text for text in (trail, links.decode(), anchor.decode()))
     # The MAC in uppercase hex says the same bytes; every host refuses it alike.
     mac = json.loads(anchor)["mac"]
     assert verify_anchor(trail, links.decode(), anchor.decode().replace(mac, mac.upper()), KEYS) == BadAnchor()
     first = links.decode().splitlines()[0]
     upper = links.decode().replace(json.loads(first)["mac"], json.loads(first)["mac"].upper())
-    assert verify_anchor(trail, upper, anchor.decode(), KEYS) == Unkeyed(1)
+    assert verify_anchor(trail, upper, anchor.decode(), KEYS) == Unkeyed(shard_of(trail), 1)
+
+
+def test_a_trail_keyed_before_shards_still_verifies():
+    """tests/host_keys/legacy_trail.*: audit `v3` lines, `v1` links and anchor (no `shard`),
+    recorded by the Rust host before shards. Its lines are the shard `""`."""
+    trail, links, anchor = (
+        (FIXTURES / name).read_text("utf-8") for name in ("legacy_trail.jsonl", "legacy_trail.jsonl.links", "legacy_trail.anchor")
+    )
+    assert '"shard"' not in trail + links + anchor
+    n = len(trail.splitlines())
+    assert n >= 2
+    assert verify_anchor(trail, links, anchor, KEYS) == Intact(n)
+    cut = "".join(line + "\n" for line in trail.splitlines()[:-1])
+    assert verify_anchor(cut, links, anchor, KEYS) == Truncated("", n - 1, n)
+    assert verify_anchor(trail, links.split("\n", 1)[1], anchor, KEYS) == Unkeyed("", 1)
+    # A `v1` MAC does not pass for the `v2` context: the same head named with a shard fails.
+    sharded = anchor.rstrip("\n")[:-1] + ',"shard":""}\n'
+    assert verify_anchor(trail, links, sharded, KEYS) == BadAnchor()
 
 
 def test_a_round_under_anchored_audit_is_intact_and_each_tampering_is_found(tmp_path):
@@ -89,16 +122,17 @@ def test_a_round_under_anchored_audit_is_intact_and_each_tampering_is_found(tmp_
     text = trail.read_text()
     n = len(text.splitlines())
     assert n >= 2
+    shard = shard_of(text)
     assert check() == Intact(n)
     # What this package writes is what the Rust host writes for the same lines.
     assert rekey(text.splitlines(), tmp_path) == (links.read_bytes(), first.read_bytes())
 
     # The newest line cut off: the chain of what is left verifies, not against the anchor.
-    assert check("".join(line + "\n" for line in text.splitlines()[:-1])) == Truncated(n - 1, n)
+    assert check("".join(line + "\n" for line in text.splitlines()[:-1])) == Truncated(shard, n - 1, n)
     assert check(keys=HostKeys("k1", bytes([8] * 32))) == BadAnchor()
     assert verify_anchor(text, links.read_text(), first.read_text().replace('"seq":', '"seq":1'), KEYS) == BadAnchor()
     assert verify_anchor(text, links.read_text(), "", KEYS) == BadAnchor()
-    assert verify_anchor(text, "", first.read_text(), KEYS) == Unkeyed(1)
+    assert verify_anchor(text, "", first.read_text(), KEYS) == Unkeyed(shard, 1)
     assert check(text.replace('"seq":1,', '"seq":7,', 1)) == BrokenChain()
 
     # Another key holder goes on (its own anchor): the first anchor does not cover its lines.
@@ -106,7 +140,7 @@ def test_a_round_under_anchored_audit_is_intact_and_each_tampering_is_found(tmp_
     grown = trail.read_text()
     total = len(grown.splitlines())
     assert total > n
-    assert check() == Extended(total, n)
+    assert check() == Extended(shard, total, n)
     assert check(anchor=second) == Intact(total)
 
     # A line appended by whoever can write the trail, chained as the core would: no link.
@@ -114,26 +148,116 @@ def test_a_round_under_anchored_audit_is_intact_and_each_tampering_is_found(tmp_
     forged = dict(json.loads(last), event="consented", seq=total + 1, prev_sha256=sha(last))
     appended = grown + json.dumps(forged, sort_keys=True, separators=(",", ":")) + "\n"
     for anchor in (first, second):
-        assert check(appended, anchor) == Unkeyed(total + 1)
+        assert check(appended, anchor) == Unkeyed(shard, total + 1)
 
-    # The line at the anchored position is another keyed one: the Rust trail's anchor (the
-    # same key) over this trail, every line of which is keyed.
-    rust = (FIXTURES / "trail.anchor").read_text()
-    assert json.loads(rust)["seq"] <= total
-    assert verify_anchor(grown, links.read_text(), rust, KEYS) == Diverged()
+    # The line at the anchored position is another keyed one: an anchor (the same key) of
+    # another first line of the shard, over this trail, every line of which is keyed.
+    other = json.loads(text.splitlines()[0])
+    other["at_ms"] += 1
+    other = json.dumps(other, sort_keys=True, separators=(",", ":"))
+    foreign = tmp_path / "foreign.anchor"
+    assert AnchoredAudit(hosts.MemoryAudit(), KEYS, foreign, tmp_path / "foreign.links").append(entry_of(other)).written
+    assert check(anchor=foreign) == Diverged(shard)
 
 
-def test_an_anchor_that_cannot_be_written_fails_the_append(tmp_path):
-    audit = AnchoredAudit(hosts.MemoryAudit(), KEYS, tmp_path / "missing" / "audit.anchor", tmp_path / "links")
-    line = '{"prev_sha256":"' + m.GENESIS_SHA256 + '","seq":1}'
-    try:
-        audit.append(m.AuditEntry(1, m.GENESIS_SHA256, sha(line), line))
-    except m.HostError as e:
-        assert "anchor" in str(e)
-    else:
-        raise AssertionError("an unwritten anchor must fail the append")
+def line_in(shard, prev, n):
+    """A small chained line of `shard` after `prev` (None: genesis), as support::entry_in."""
+    seq, back = (prev.seq, prev.event_sha256) if prev else (0, m.GENESIS_SHA256)
+    return entry_of(f'{{"body":"{n}","prev_sha256":"{back}","seq":{seq + 1},"shard":"{shard}"}}')
+
+
+def test_an_anchor_that_cannot_be_written_fails_the_append_and_anchors_nothing(tmp_path):
+    anchor, links = tmp_path / "audit.anchor", tmp_path / "links"
+    audit = AnchoredAudit(hosts.MemoryAudit(), KEYS, anchor, links)
+    a1 = line_in("aa", None, 1)
+    assert audit.append(a1).written
+    # The checkpoint's place taken by a folder: the next anchor cannot be written.
+    anchor.unlink()
+    anchor.mkdir()
+    b1 = line_in("bb", None, 2)
+    with pytest.raises(m.HostError, match="anchor"):
+        audit.append(b1)
     # The link went first, so the line it covers is keyed.
-    assert sha(line) in (tmp_path / "links").read_text()
+    assert sha(b1.line) in links.read_text()
+    # `bb` was not anchored: the next anchor written holds `aa` alone, at its new head.
+    anchor.rmdir()
+    a2 = line_in("aa", a1, 3)
+    assert audit.append(a2).written
+    assert [(v["shard"], v["seq"]) for v in map(json.loads, anchor.read_text().splitlines())] == [("aa", 2)]
+    trail = "".join(e.line + "\n" for e in (a1, b1, a2))
+    assert verify_anchor(trail, links.read_text(), anchor.read_text(), KEYS) == Extended("bb", 1, 0)
+
+
+def test_each_shard_is_anchored_apart_and_a_cut_or_a_growth_is_found_in_its_shard(tmp_path):
+    trail_path, links, anchor = tmp_path / "audit.jsonl", tmp_path / "audit.jsonl.links", tmp_path / "audit.anchor"
+    sink = hosts.FileAudit(trail_path)
+    audit = AnchoredAudit(sink, KEYS, anchor, links)
+    a1 = line_in("aa", None, 1)
+    b1 = line_in("bb", None, 2)
+    a2 = line_in("aa", a1, 3)
+    b2 = line_in("bb", b1, 4)
+    for e in (a1, b1, a2, b2):
+        assert audit.append(e).written
+    text = trail_path.read_text()
+
+    def check(trail=None, anchor_text=None):
+        return verify_anchor(text if trail is None else trail, links.read_text(),
+                             anchor.read_text() if anchor_text is None else anchor_text, KEYS)
+
+    # One anchor line per shard, in shard order, each at its shard's head.
+    assert [(v["shard"], v["seq"]) for v in map(json.loads, anchor.read_text().splitlines())] == [("aa", 2), ("bb", 2)]
+    assert check() == Intact(4)
+    # `aa`'s newest line cut from the middle of the file: the rest chains, `aa` is short.
+    assert check(text.replace(a2.line + "\n", "")) == Truncated("aa", 1, 2)
+    # `aa` gone whole.
+    assert check(b1.line + "\n" + b2.line + "\n") == Truncated("aa", 0, 2)
+    # `bb` goes on, keyed, past its anchor (another key holder's AnchoredAudit).
+    b3 = line_in("bb", b2, 5)
+    elsewhere = hosts.MemoryAudit()
+    for e in (b1, b2):
+        assert elsewhere.append(e).written
+    assert AnchoredAudit(elsewhere, KEYS, tmp_path / "other.anchor", links).append(b3).written
+    assert check(text + b3.line + "\n") == Extended("bb", 3, 2)
+    # An anchor that names a shard twice, or covers one shard only.
+    lines = anchor.read_text().splitlines()
+    assert check(anchor_text=lines[0] + "\n" + lines[0] + "\n") == BadAnchor()
+    assert check(anchor_text=lines[0] + "\n") == Extended("bb", 2, 0)
+    assert check(anchor_text=lines[1] + "\n") == Extended("aa", 2, 0)
+    sink.close()
+
+
+def test_a_sink_started_again_keeps_the_anchors_of_shards_it_has_not_written(tmp_path):
+    links, anchor = tmp_path / "links", tmp_path / "audit.anchor"
+    inner = hosts.MemoryAudit()
+    a1, b1 = line_in("aa", None, 1), line_in("bb", None, 2)
+    first = AnchoredAudit(inner, KEYS, anchor, links)
+    assert first.append(a1).written and first.append(b1).written
+    kept = anchor.read_text().splitlines()[0]
+    # A new process (the same sink behind it) writes to `bb` only: `aa`'s anchor stays, byte
+    # for byte, and a line of the checkpoint that does not verify is not kept.
+    anchor.write_text(anchor.read_text() + kept.replace('"aa"', '"cc"') + "\n")
+    again = AnchoredAudit(inner, KEYS, anchor, links)
+    b2 = line_in("bb", b1, 3)
+    assert again.append(b2).written
+    lines = anchor.read_text().splitlines()
+    assert lines[0] == kept
+    assert [(v["shard"], v["seq"]) for v in map(json.loads, lines)] == [("aa", 1), ("bb", 2)]
+    trail = "".join(e.line + "\n" for e in (a1, b1, b2))
+    assert verify_anchor(trail, links.read_text(), anchor.read_text(), KEYS) == Intact(3)
+
+
+def test_an_entry_behind_its_shards_head_is_refused_before_its_link(tmp_path):
+    links = tmp_path / "links"
+    audit = AnchoredAudit(hosts.MemoryAudit(), KEYS, tmp_path / "audit.anchor", links)
+    a1 = line_in("aa", None, 1)
+    assert audit.append(a1).written
+    linked = links.read_bytes()
+    # A guess of `aa`'s head that is behind: refused with the head, and no link synced for it.
+    o = audit.append(line_in("aa", None, 9))
+    assert (o.written, o.head_seq, o.head_sha256) == (False, 1, a1.event_sha256)
+    assert links.read_bytes() == linked
+    # Another shard's first line is no guess behind `aa`'s.
+    assert audit.append(line_in("bb", None, 2)).written
 
 
 def test_a_trail_this_package_keys_is_recorded_for_the_rust_verifier(tmp_path):

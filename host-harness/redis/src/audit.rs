@@ -1,15 +1,20 @@
-//! [`RedisAudit`]: one hash-chained audit trail for every process of a client, in Redis.
+//! [`RedisAudit`]: one hash-chained audit trail for every process of a client, in Redis, one
+//! chain per shard (wit/gate.wit `audit`: a server's events go to its shard).
 //!
-//! One chain, not one per process: an append is a Lua script that adds the entry to a stream
-//! only if it extends the head (its `seq` follows the head's, its `prev_sha256` is the head's
-//! digest), moves the head, and reads the line back from the stream, all as one step on the
-//! server. A process whose gate holds an old head gets the new head back (`HeadMoved`) and
-//! the gate writes its event again on top of it. So the trail is a single total order that
-//! `verify_chain` checks end to end, with nothing to merge and no gap a merge could hide.
-//! (Per-process chains merged afterwards would need a reconciler to prove that no process's
-//! tail was dropped; one chain proves it by construction.)
+//! One chain per shard, not one per process: an append is a Lua script that adds the entry to
+//! its shard's stream only if it extends that shard's head (its `seq` follows the head's, its
+//! `prev_sha256` is the head's digest), moves the head, and reads the line back from the
+//! stream, all as one step on the server. A process whose gate holds an old head gets the new
+//! head back (`HeadMoved`) and the gate writes its event again on top of it. So each shard is a
+//! single total order that `verify_chain` checks end to end, with nothing to merge and no gap
+//! a merge could hide; and writers on different shards never meet.
 //!
-//! Stream entry ids are `<seq>-1`, so an entry is found by its position alone.
+//! A shard's stream and head carry the shard as their hash tag (`{ns}:{S}#audit:{trail}`): the
+//! server's key part, the tag of the store's keys for that server, so on a Cluster a server's
+//! records and its trail share a slot. The shards of a trail are listed in a set
+//! (`{ns}:{audit-<trail>}:shards`), added to before a process's first append to a shard, so
+//! a reader never misses a shard that has lines. Stream entry ids are `<seq>-1`, so an entry
+//! is found by its position alone.
 //!
 //! An append is confirmed only once [`Options::replicas`] replicas hold it (`WAIT`, in the same
 //! round trip), and appending the entry the head already is returns it as written: a call the
@@ -18,9 +23,12 @@
 
 use crate::Options;
 use crate::connection::{Conn, write_script};
+use mrtr_gate_core::audit::{ROOT_SHARD, shard_ok};
 use mrtr_gate_core::digest::sha256_hex;
-use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, ShardHeads};
 use redis::Script;
+use std::collections::BTreeMap;
+use std::sync::PoisonError;
 
 // KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
 // Returns {1, stored line} when written (or already the head), {0, head seq, head sha256}
@@ -44,19 +52,29 @@ if back[1] == nil then return {1, false} end
 return {1, back[1][2][2]}
 ";
 
+// KEYS[1]: the trail's set of shards. ARGV[1]: a shard. A script (not a bare SADD) so that it
+// goes through `write_script`, confirmed by the same WAIT as every other write: a shard whose
+// listing a failover lost would hide its lines from every reader.
+const LIST: &str = "return redis.call('SADD', KEYS[1], ARGV[1])";
+
 /// The shared trail on Redis.
 pub struct RedisAudit {
     conn: Conn,
     options: Options,
-    stream: String,
-    head: String,
+    namespace: String,
+    trail: String,
+    /// The set of the trail's shards.
+    shards: String,
+    /// The shards this process has added to [`Self::shards`].
+    listed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     append: Script,
+    list: Script,
 }
 
 impl std::fmt::Debug for RedisAudit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisAudit")
-            .field("stream", &self.stream)
+            .field("shards", &self.shards)
             .finish_non_exhaustive()
     }
 }
@@ -81,14 +99,57 @@ impl RedisAudit {
                 "a redis namespace and trail name are non-empty, without `{}:*?[]`",
             ));
         }
-        // The stream and its head share a hash tag: one Cluster slot for the script.
         Ok(Self {
             conn: Conn::open(url, options.timeout, "redis audit")?,
             options,
-            stream: format!("{namespace}:{{audit-{trail}}}:stream"),
-            head: format!("{namespace}:{{audit-{trail}}}:head"),
+            namespace: namespace.to_owned(),
+            trail: trail.to_owned(),
+            shards: format!("{namespace}:{{audit-{trail}}}:shards"),
+            listed: std::sync::Mutex::default(),
             append: Script::new(APPEND),
+            list: Script::new(LIST),
         })
+    }
+
+    /// A shard's stream and head: one hash tag, the shard's, so one Cluster slot for the
+    /// script (the slot of the store's keys of the server the shard is).
+    fn keys_of(&self, shard: &str) -> [String; 2] {
+        let (ns, trail) = (&self.namespace, &self.trail);
+        [
+            format!("{ns}:{{{shard}}}#audit:{trail}"),
+            format!("{ns}:{{{shard}}}#audit-head:{trail}"),
+        ]
+    }
+
+    /// The trail's shards, in order ([`mrtr_gate_core::audit::ROOT_SHARD`] last: the root
+    /// anchors the others).
+    pub fn shard_names(&self) -> Result<Vec<String>, HostError> {
+        let mut names: Vec<String> = self
+            .conn
+            .with(|c| redis::cmd("SMEMBERS").arg(&self.shards).query(c))?;
+        names.sort_by_key(|s| (s == ROOT_SHARD, s.clone()));
+        Ok(names)
+    }
+
+    /// Every shard's head, the root's read first ([`ShardHeads::heads`]).
+    pub fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
+        let mut heads = BTreeMap::new();
+        let mut names = self.shard_names()?;
+        names.sort_by_key(|s| (s != ROOT_SHARD, s.clone()));
+        for shard in names {
+            let [_, head] = self.keys_of(&shard);
+            let (seq, sha): (Option<u64>, Option<String>) = self.conn.with(|c| {
+                redis::cmd("HMGET")
+                    .arg(&head)
+                    .arg("seq")
+                    .arg("sha")
+                    .query(c)
+            })?;
+            if let (Some(seq), Some(event_sha256)) = (seq, sha) {
+                heads.insert(shard, ChainHead { seq, event_sha256 });
+            }
+        }
+        Ok(heads)
     }
 
     /// Calls made to Redis so far (each one round trip, as [`RedisStorage::round_trips`]).
@@ -98,24 +159,47 @@ impl RedisAudit {
         self.conn.calls()
     }
 
-    /// The whole trail, oldest first (for `verify_chain` and reconciliation).
+    /// The whole trail, shard after shard (the root last), each oldest first (for
+    /// `verify_chain` and reconciliation).
     pub fn lines(&self) -> Result<Vec<String>, HostError> {
-        let entries: Vec<(String, Vec<(String, String)>)> = self.conn.with(|c| {
-            redis::cmd("XRANGE")
-                .arg(&self.stream)
-                .arg("-")
-                .arg("+")
-                .query(c)
-        })?;
-        Ok(entries
-            .into_iter()
-            .filter_map(|(_, fields)| {
+        let mut lines = Vec::new();
+        for shard in self.shard_names()? {
+            let [stream, _] = self.keys_of(&shard);
+            let entries: Vec<(String, Vec<(String, String)>)> = self
+                .conn
+                .with(|c| redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query(c))?;
+            lines.extend(entries.into_iter().filter_map(|(_, fields)| {
                 fields
                     .into_iter()
                     .find(|(k, _)| k == "line")
                     .map(|(_, v)| v)
-            })
-            .collect())
+            }));
+        }
+        Ok(lines)
+    }
+
+    /// Add `shard` to the trail's set before this process's first append to it.
+    fn list(&self, shard: &str) -> Result<(), HostError> {
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        if listed.contains(shard) {
+            return Ok(());
+        }
+        write_script(
+            &self.conn,
+            &self.options,
+            &|_| {},
+            (&self.list, LIST),
+            std::slice::from_ref(&self.shards),
+            &[shard.to_owned()],
+        )?;
+        listed.insert(shard.to_owned());
+        Ok(())
+    }
+}
+
+impl ShardHeads for RedisAudit {
+    fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
+        RedisAudit::heads(self)
     }
 }
 
@@ -125,12 +209,18 @@ impl Audit for RedisAudit {
         if sha256_hex(entry.line.as_bytes()) != entry.event_sha256 {
             return Err(HostError::new("the entry's digest is not its line's"));
         }
+        if !shard_ok(entry) {
+            return Err(HostError::new(
+                "the entry's shard is not a shard name its line carries",
+            ));
+        }
+        self.list(&entry.shard)?;
         let reply = write_script(
             &self.conn,
             &self.options,
             &|_| {},
             (&self.append, APPEND),
-            &[self.stream.clone(), self.head.clone()],
+            &self.keys_of(&entry.shard),
             &[
                 entry.seq.to_string(),
                 entry.prev_sha256.clone(),

@@ -14,12 +14,17 @@ use mrtr_gate_redis::{Options, RedisAudit};
 mod support;
 
 fn entry(head: &ChainHead, body: &str) -> AuditEntry {
+    entry_in("s1", head, body)
+}
+
+fn entry_in(shard: &str, head: &ChainHead, body: &str) -> AuditEntry {
     let seq = head.seq + 1;
     let line = format!(
-        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{seq}}}",
+        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{seq},\"shard\":\"{shard}\"}}",
         head.event_sha256
     );
     AuditEntry {
+        shard: shard.to_owned(),
         seq,
         prev_sha256: head.event_sha256.clone(),
         event_sha256: sha256_hex(line.as_bytes()),
@@ -90,6 +95,64 @@ fn an_entry_whose_digest_is_not_its_lines_is_refused_by_redis() {
         let mut e = entry(&ChainHead::genesis(), "x");
         e.event_sha256 = "0".repeat(64);
         assert!(sink.append(&e).is_err(), "{name}");
+    }
+}
+
+#[test]
+fn each_shard_is_its_own_chain_and_the_reader_sees_every_shard() {
+    for (name, sink, reader) in sinks() {
+        let mut heads = std::collections::BTreeMap::new();
+        for i in 0..6 {
+            let shard = ["aa", "bb", "cc"][i % 3];
+            let head = heads.get(shard).cloned().unwrap_or_else(ChainHead::genesis);
+            let e = entry_in(shard, &head, &format!("event {i}"));
+            assert!(sink.append(&e).unwrap().written, "{name} {i}");
+            heads.insert(
+                shard.to_owned(),
+                ChainHead {
+                    seq: e.seq,
+                    event_sha256: e.event_sha256,
+                },
+            );
+        }
+        // Each shard's head is its own: seq 2 everywhere, not 6.
+        assert!(heads.values().all(|h| h.seq == 2), "{name}");
+        let stale = entry_in("bb", &ChainHead::genesis(), "late");
+        assert_eq!(
+            sink.append(&stale).unwrap(),
+            AppendOutcome::head_moved(heads["bb"].clone()),
+            "{name}"
+        );
+        if let Some(reader) = reader {
+            assert_eq!(reader.heads().unwrap(), heads, "{name}");
+            let lines = reader.lines().unwrap();
+            assert_eq!(
+                verify_chain(lines.iter().map(String::as_str)),
+                Ok(6),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_entry_on_a_shard_its_line_does_not_name_or_no_key_can_carry_is_refused_by_redis() {
+    for (name, sink, _) in sinks() {
+        if name == "memory" {
+            continue;
+        }
+        let mut other = entry_in("aa", &ChainHead::genesis(), "x");
+        other.shard = "bb".into();
+        assert!(sink.append(&other).is_err(), "{name}");
+        for bad in ["a}b", "a{b", "A", ""] {
+            let mut e = entry_in("aa", &ChainHead::genesis(), "x");
+            e.line = e
+                .line
+                .replace("\"shard\":\"aa\"", &format!("\"shard\":\"{bad}\""));
+            e.event_sha256 = sha256_hex(e.line.as_bytes());
+            e.shard = bad.into();
+            assert!(sink.append(&e).is_err(), "{name} {bad}");
+        }
     }
 }
 

@@ -99,6 +99,7 @@ impl From<ConsentReceipt> for consent::ConsentReceipt {
 impl From<audit::AuditEntry> for AuditEntry {
     fn from(e: audit::AuditEntry) -> Self {
         Self {
+            shard: e.shard,
             seq: e.seq,
             prev_sha256: e.prev_sha256,
             event_sha256: e.event_sha256,

@@ -59,16 +59,29 @@ class Run:
     def report(self) -> dict:
         return json.loads(self.stdout)
 
-    def events(self) -> list[dict]:
+    def lines(self) -> list[dict]:
         if not self.audit.exists():
             return []
         return [json.loads(line) for line in self.audit.read_text().splitlines()]
+
+    def events(self) -> list[dict]:
+        """The gate's events: every line but the root's anchors (docs/audit.md, "Shards and the root")."""
+        return [e for e in self.lines() if e["shard"] != "root"]
 
     def check_trail(self) -> None:
         if self.audit.exists():
             verified = subprocess.run([BIN, "verify-audit", str(self.audit)], capture_output=True, text=True)
             assert verified.returncode == 0, verified.stdout + verified.stderr
         events = self.events()
+        # A call ends by anchoring every shard it wrote to: the root's last line names each
+        # shard's last line.
+        lines = self.lines()
+        if events:
+            root = lines[-1]
+            assert root["shard"] == "root" and root["event"] == "anchor", root
+            for shard in {e["shard"] for e in events}:
+                last = [e for e in events if e["shard"] == shard][-1]
+                assert root["heads"][shard]["seq"] == last["seq"], (shard, root)
         for original in {e["request_id"] for e in events if e["event"] == "received"}:
             terminal = [e for e in events if e["event"] == "terminal" and e["request_id"] == original]
             assert len(terminal) == 1, f"binding {original}: {len(terminal)} terminal events"

@@ -52,8 +52,10 @@ impl<H: Host> Gate<H> {
         response_json: &str,
     ) -> Result<ResponseVerdict, Denial> {
         let digests = self.principals.server(server);
-        let unbound =
-            || Event::new(EventKind::Rejected).set_raw(Field::Server, Rc::clone(&digests.audited));
+        let unbound = || {
+            Event::new(EventKind::Rejected, Rc::clone(&digests.key))
+                .set_raw(Field::Server, Rc::clone(&digests.audited))
+        };
         let body = match read_message(response_json) {
             Ok(body) => body,
             Err(e) => return Err(self.deny(e, unbound())),

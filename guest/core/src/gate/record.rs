@@ -155,7 +155,7 @@ pub(crate) struct RenderedFixed {
 
 impl Fixed {
     /// The server's part of this binding's keys.
-    pub(crate) fn server_key(&self) -> &str {
+    pub(crate) fn server_key(&self) -> &Rc<str> {
         self.server_key
             .get_or_init(|| Rc::from(self.server.key_part()))
     }
@@ -455,7 +455,7 @@ impl Binding {
     /// event is written before the round is stored in the binding).
     pub(crate) fn event_with(&self, kind: EventKind, open: Option<&OpenRound>) -> Event {
         let f = self.fixed.rendered();
-        let mut e = Event::new(kind)
+        let mut e = Event::new(kind, Rc::clone(self.fixed.server_key()))
             .set_raw(Field::RequestId, Rc::clone(&f.request_id))
             .set(Field::LiveId, self.live_id.to_json())
             .set_raw(Field::Server, Rc::clone(&f.server))

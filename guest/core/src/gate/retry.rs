@@ -240,8 +240,9 @@ impl<H: Host> Gate<H> {
         user: &str,
         tenant: &str,
     ) -> Event {
-        Event::new(EventKind::Rejected)
-            .set_raw(Field::Server, self.principals.server(server).audited)
+        let digests = self.principals.server(server);
+        Event::new(EventKind::Rejected, digests.key)
+            .set_raw(Field::Server, digests.audited)
             .set(Field::LiveId, request_id.map(RequestId::to_json))
             .set(Field::UserSha256, self.principals.user(user))
             .set(Field::TenantSha256, self.principals.tenant(tenant))

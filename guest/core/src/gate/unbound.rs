@@ -45,8 +45,9 @@ impl<H: Host> Gate<H> {
             return Denial::unaudited(e);
         }
         let error = refusal.error();
-        let mut event = Event::new(EventKind::Rejected)
-            .set_raw(Field::Server, self.principals.server(server).audited)
+        let digests = self.principals.server(server);
+        let mut event = Event::new(EventKind::Rejected, digests.key)
+            .set_raw(Field::Server, digests.audited)
             .set(Field::UserSha256, self.principals.user(user))
             .set(Field::TenantSha256, self.principals.tenant(tenant));
         if let Unbound::ServerRequest(method) = refusal

@@ -11,7 +11,7 @@ use mrtr_gate_core::memory::{
 use mrtr_gate_core::{
     CallerOutcome, DeprecatedMethod, Gate, Policy, Registration, ResponseVerdict,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 #[test]
@@ -41,10 +41,12 @@ fn audit_events_carry_the_bindings_and_nothing_else() {
         for f in FIELDS {
             assert!(obj.contains_key(f), "missing field {f} in {e}");
         }
-        for f in ["schema", "seq", "prev_sha256"] {
+        for f in ["schema", "seq", "prev_sha256", "shard"] {
             assert!(obj.contains_key(f), "missing {f}");
         }
-        assert_eq!(obj.len(), FIELDS.len() + 3, "unexpected fields in {e}");
+        assert_eq!(obj.len(), FIELDS.len() + 4, "unexpected fields in {e}");
+        // The server's chain: its key part, whatever the server's URL holds.
+        assert_eq!(e["shard"], server().key_part());
         assert_eq!(e["server"], redacted("https://mcp.example.com", SERVER));
         assert_eq!(e["method"], "tools/call");
         assert_eq!(e["name"], "get_weather");
@@ -65,6 +67,71 @@ fn audit_events_carry_the_bindings_and_nothing_else() {
     assert_eq!(events[2]["retry_id"], 2);
     assert_eq!(events[3]["live_id"], 2);
     fx.assert_chain();
+}
+
+/// Each server's events go to its own chain (its shard), and the host's root anchors every
+/// shard's head: a shard cut below its anchor is found though its chain alone still verifies.
+#[test]
+fn each_server_has_its_own_chain_and_the_root_anchors_every_head() {
+    use mrtr_gate_core::audit::{ChainBreak, ROOT_SHARD, anchor_root};
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    // Another server answering id 1: refused, and audited on that server's own chain.
+    assert!(
+        fx.accept_from(OTHER_SERVER, 1, input_required(json!({"a": form("A")})))
+            .is_err()
+    );
+    fx.retry_ok(n(1), n(2), &json!({"a": {"action": "cancel"}}));
+    let entries = fx.audit.entries();
+    let ours = server().key_part();
+    let theirs = mrtr_gate_core::ServerIdentity::origin(OTHER_SERVER)
+        .unwrap()
+        .key_part();
+    let seqs = |shard: &str| -> Vec<u64> {
+        entries
+            .iter()
+            .filter(|e| e.shard == shard)
+            .map(|e| e.seq)
+            .collect()
+    };
+    assert_eq!(seqs(&ours), [1, 2, 3]);
+    assert_eq!(seqs(&theirs), [1]);
+    let mut last = std::collections::BTreeMap::new();
+    assert_eq!(anchor_root(&fx.audit, &mut last, T0).unwrap(), Some(1));
+    // Nothing moved: nothing to anchor.
+    assert_eq!(anchor_root(&fx.audit, &mut last, T0).unwrap(), None);
+    let lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
+    assert_eq!(verify_chain(lines.iter().map(String::as_str)), Ok(5));
+    let root: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(root["shard"], ROOT_SHARD);
+    assert_eq!(root["heads"][&ours]["seq"], 3);
+    assert_eq!(root["heads"][&theirs]["seq"], 1);
+    // The server's last line cut away: its chain still verifies, its anchor does not.
+    let mut cut = lines.clone();
+    cut.remove(3);
+    assert_eq!(
+        verify_chain(cut.iter().map(String::as_str)),
+        Err(ChainBreak::Cut(3))
+    );
+    // A new round moves one head: the next anchor names only it.
+    fx.register_tool(5);
+    fx.round(5, input_required(json!({"a": form("A")})));
+    assert_eq!(anchor_root(&fx.audit, &mut last, T0).unwrap(), Some(2));
+    let root: Value = serde_json::from_str(&fx.audit.entries().last().unwrap().line).unwrap();
+    assert_eq!(
+        root["heads"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        [&ours]
+    );
+    // A sink that lost lines the root anchored: the next anchor says so, and writes nothing.
+    assert!(fx.audit.lose_newest().is_some()); // the root line
+    assert!(fx.audit.lose_newest().is_some()); // round 5's received
+    fx.register_tool(6);
+    assert!(anchor_root(&fx.audit, &mut last, T0).is_err());
 }
 
 #[test]

@@ -154,16 +154,11 @@ struct Contended {
 }
 
 impl Contended {
-    fn head(&self) -> mrtr_gate_core::host::ChainHead {
+    fn head(&self, shard: &str) -> mrtr_gate_core::host::ChainHead {
         self.inner
-            .entries()
-            .last()
-            .map_or_else(mrtr_gate_core::host::ChainHead::genesis, |e| {
-                mrtr_gate_core::host::ChainHead {
-                    seq: e.seq,
-                    event_sha256: e.event_sha256.clone(),
-                }
-            })
+            .heads()
+            .remove(shard)
+            .unwrap_or_else(mrtr_gate_core::host::ChainHead::genesis)
     }
 }
 
@@ -172,11 +167,13 @@ impl Audit for Contended {
         let mut others = self.others.lock().unwrap();
         if *others > 0 {
             *others -= 1;
-            let head = self.head();
-            let line = json!({"event": "other", "seq": head.seq + 1,
+            // On the same shard: another writer's event about the same server.
+            let head = self.head(&entry.shard);
+            let line = json!({"event": "other", "seq": head.seq + 1, "shard": entry.shard,
                 "prev_sha256": head.event_sha256, "n": *others})
             .to_string();
             let other = AuditEntry {
+                shard: entry.shard.clone(),
                 seq: head.seq + 1,
                 prev_sha256: head.event_sha256,
                 event_sha256: mrtr_gate_core::digest::sha256_hex(line.as_bytes()),

@@ -363,7 +363,7 @@ fn call(
                 stderr.insecure_no_server_isolation,
                 stderr.run_as()?,
             );
-            let mut client = c::connect(&options, &runtime)?;
+            let (mut client, _root) = c::connect(&options, &runtime)?;
             client.call(method, params)
         });
     if flags.json {
@@ -404,7 +404,7 @@ fn list(
                 server_user: stderr.run_as()?,
                 keys: keys.clone(),
             };
-            let mut client = c::connect(&options, &runtime)?;
+            let (mut client, _root) = c::connect(&options, &runtime)?;
             c::list(&mut client, what)
         });
     match outcome {
@@ -435,7 +435,7 @@ fn conformance(flags: &CallFlags, url: &str) -> ExitCode {
             mrtr_gate_client::ClientError::Usage(format!("loading the gate: {}", error_chain(&e)))
         })
         .and_then(|runtime| {
-            let mut client = c::connect(
+            let (mut client, _root) = c::connect(
                 &flags.options(
                     Target::Http(url.to_owned()),
                     ServerStderr::Discard,

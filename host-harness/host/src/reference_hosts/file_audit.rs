@@ -1,8 +1,9 @@
 //! The durable audit sink: an append-only JSON-lines file; an append is confirmed once an
 //! `fsync` covers it (one `fsync` may cover the appends of several threads: group commit).
 
-use mrtr_gate_core::audit::{ChainBreak, verify_chain};
-use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError};
+use mrtr_gate_core::audit::{ChainBreak, shard_ok, verify_trail};
+use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, ShardHeads};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -79,8 +80,8 @@ impl From<std::io::Error> for FileAuditError {
 
 struct FileInner {
     file: File,
-    /// The last line written (durable or about to be: see [`FileAudit::append`]).
-    head: ChainHead,
+    /// Each shard's last line written (durable or about to be: see [`FileAudit::append`]).
+    heads: BTreeMap<String, ChainHead>,
     end: u64,
     /// Set when a write failed part way: the file may end in a torn line, and nothing more
     /// is appended to it.
@@ -148,25 +149,14 @@ impl FileAudit {
         if !text.is_empty() && !text.ends_with('\n') {
             return Err(FileAuditError::TornLastLine);
         }
-        let lines: Vec<&str> = text.lines().collect();
-        verify_chain(lines.iter().copied()).map_err(FileAuditError::BrokenChain)?;
-        let mut offset = 0u64;
-        let mut head = ChainHead::genesis();
-        for line in &lines {
-            let seq = head.seq.saturating_add(1);
-            offset = offset.saturating_add(line.len() as u64 + 1);
-            head = ChainHead {
-                seq,
-                event_sha256: mrtr_gate_core::digest::sha256_hex(line.as_bytes()),
-            };
-        }
+        let verified = verify_trail(text.lines()).map_err(FileAuditError::BrokenChain)?;
         Ok(Self {
             path,
             sync_handle: file.try_clone()?,
             inner: Mutex::new(FileInner {
                 file,
-                head,
-                end: offset,
+                heads: verified.heads,
+                end: text.len() as u64,
                 broken: false,
             }),
             sync: GroupSync::default(),
@@ -185,12 +175,23 @@ impl FileAudit {
 }
 
 impl FileAudit {
-    /// The last event in the file (`0` and 64 zeros when it is empty).
-    pub fn head(&self) -> ChainHead {
+    /// The last event of `shard` in the file (`0` and 64 zeros when it has none).
+    pub fn head(&self, shard: &str) -> ChainHead {
         self.inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .head
+            .heads
+            .get(shard)
+            .cloned()
+            .unwrap_or_else(ChainHead::genesis)
+    }
+
+    /// Every shard's head (lines before the sharded format under `""`).
+    pub fn heads(&self) -> BTreeMap<String, ChainHead> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .heads
             .clone()
     }
 
@@ -270,6 +271,13 @@ fn lock_holder(file: &File) -> Option<u32> {
     }
 }
 
+impl ShardHeads for FileAudit {
+    /// One snapshot of every head, under the lock appends move them in.
+    fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
+        Ok(FileAudit::heads(self))
+    }
+}
+
 impl Audit for FileAudit {
     /// The line is written and the head moved under the lock; the `fsync` that makes it
     /// durable is waited for outside it, so appends of other threads go on meanwhile and
@@ -284,6 +292,11 @@ impl Audit for FileAudit {
                 "audit file: the entry's digest does not match its line",
             ));
         }
+        if !shard_ok(entry) {
+            return Err(HostError::new(
+                "audit file: the entry's shard is not a shard name its line carries",
+            ));
+        }
         let (offset, number) = {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             if inner.broken || self.sync.failed() {
@@ -291,10 +304,18 @@ impl Audit for FileAudit {
                     "audit file: an earlier write or fsync failed; nothing more is appended",
                 ));
             }
-            if inner.head.seq.checked_add(1) != Some(entry.seq)
-                || inner.head.event_sha256 != entry.prev_sha256
-            {
-                return Ok(AppendOutcome::head_moved(inner.head.clone()));
+            let extends = match inner.heads.get(&entry.shard) {
+                Some(head) => {
+                    head.seq.checked_add(1) == Some(entry.seq)
+                        && head.event_sha256 == entry.prev_sha256
+                }
+                None => entry.seq == 1 && entry.prev_sha256 == ChainHead::genesis().event_sha256,
+            };
+            if !extends {
+                let head = inner.heads.get(&entry.shard).cloned();
+                return Ok(AppendOutcome::head_moved(
+                    head.unwrap_or_else(ChainHead::genesis),
+                ));
             }
             let mut bytes = entry.line.clone().into_bytes();
             bytes.push(b'\n');
@@ -304,10 +325,16 @@ impl Audit for FileAudit {
             }
             let offset = inner.end;
             inner.end = offset.saturating_add(bytes.len() as u64);
-            inner.head = ChainHead {
+            let head = ChainHead {
                 seq: entry.seq,
                 event_sha256: entry.event_sha256.clone(),
             };
+            match inner.heads.get_mut(&entry.shard) {
+                Some(h) => *h = head,
+                None => {
+                    inner.heads.insert(entry.shard.clone(), head);
+                }
+            }
             (offset, self.sync.wrote())
         };
         self.sync
@@ -319,7 +346,7 @@ impl Audit for FileAudit {
         Ok(AppendOutcome::written(entry, stored))
     }
 
-    fn head_hint(&self) -> Option<ChainHead> {
-        Some(self.head())
+    fn head_hint(&self, shard: &str) -> Option<ChainHead> {
+        Some(self.head(shard))
     }
 }

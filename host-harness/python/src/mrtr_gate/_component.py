@@ -145,7 +145,7 @@ class Services:
 
     def append(self, _store: Any, e: Record) -> object:
         try:
-            entry = AuditEntry(e.seq, getattr(e, "prev-sha256"), getattr(e, "event-sha256"), e.line)
+            entry = AuditEntry(e.shard, e.seq, getattr(e, "prev-sha256"), getattr(e, "event-sha256"), e.line)
             o = self.audit.append(entry)
             ok = (
                 type(o.written) is bool

@@ -237,8 +237,13 @@ class ConsentReceipt:
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """One hash-chained audit event (`line` is canonical JSON carrying `seq` and `prev_sha256`)."""
+    """One hash-chained audit event, for the chain of `shard`: `line` is canonical JSON carrying
+    `shard`, `seq` and `prev_sha256` itself, `event_sha256` is the SHA-256 of `line`. A sink keeps
+    one chain per shard: `seq` counts from 1 in each, and a shard's first `prev_sha256` is
+    `GENESIS_SHA256`. `shard` is the server's storage key part (32 lowercase hex digits), or
+    `"root"` for a host's anchor lines."""
 
+    shard: str
     seq: int
     prev_sha256: str
     event_sha256: str
@@ -246,9 +251,18 @@ class AuditEntry:
 
 
 @dataclass(frozen=True)
+class ChainHead:
+    """The last event of one shard's chain: `seq` 0 and `GENESIS_SHA256` while it has none."""
+
+    seq: int
+    event_sha256: str
+
+
+@dataclass(frozen=True)
 class AppendOutcome:
     """What a sink did with an entry: written (and the line read back, `None` if that read
-    found nothing), or not written because its head is elsewhere; and its head after the call."""
+    found nothing), or not written because the head of the entry's shard is elsewhere; and that
+    shard's head after the call."""
 
     written: bool
     stored: Optional[str]
@@ -266,6 +280,7 @@ GENESIS_SHA256 = "0" * 64
 __all__ = [
     "AppendOutcome",
     "AuditEntry",
+    "ChainHead",
     "Complete",
     "ConsentDecision",
     "ConsentMethod",

@@ -8,7 +8,7 @@ in the others, and the same name gets the same pseudonym everywhere
   under its key (a rollback) is refused (`HostError`: the gate denies with `storage_failed`);
 - `Pseudonyms`: `u1.<32 hex>` / `t1.<32 hex>` for the user and tenant passed to the gate;
 - `AnchoredAudit` and `verify_anchor` (`mrtr_gate._anchor`): every trail line keyed by a link
-  beside the trail, the head anchored apart from it.
+  beside the trail, each shard's head anchored apart from it.
 
     keys = HostKeys("2026-12", secret)      # secret: bytes, at least 32
     storage = AuthenticatedStorage(hosts.MemoryStorage(), keys)

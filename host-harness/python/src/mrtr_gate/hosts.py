@@ -1,8 +1,9 @@
 """The four host services the gate imports (`clock`, `storage`, `consent`, `audit`), as
 Protocols, with reference implementations: a wall clock and a manual one, storage in memory
 (TTL, compare-and-swap, versions never reused), an audit sink in memory and one in a
-JSON-lines file (fsynced, read back from the file), and two consent providers: one that asks
-a callback, one that finds the decision the host recorded (`DecidedConsent.decide_for`).
+JSON-lines file (fsynced, read back from the file), each keeping one chain per shard, and two
+consent providers: one that asks a callback, one that finds the decision the host recorded
+(`DecidedConsent.decide_for`). `verify_trail` checks a trail without a key, as every host does.
 
 A service reports a failure by raising `HostError` (any other exception is treated the same
 way: the gate denies). The in-memory services can inject the faults the shared corpus uses
@@ -17,10 +18,22 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union
 
+# The trail's format is part of the sinks' interface: a host verifies a trail, or keys a sink
+# of its own on shards, with these.
+from ._trail import (  # noqa: F401
+    ROOT_SHARD,
+    ChainBreak,
+    Verified,
+    lines_of,
+    shard_ok,
+    verify_chain,
+    verify_trail,
+)
 from ._types import (
     GENESIS_SHA256,
     AppendOutcome,
     AuditEntry,
+    ChainHead,
     ConsentPrompt,
     ConsentReceipt,
     DuePage,
@@ -63,9 +76,17 @@ class Consent(Protocol):
 
 
 class Audit(Protocol):
+    """An append-only audit sink keeping one hash chain per shard (`AuditEntry.shard`): `seq`,
+    `prev_sha256` and the outcome's head are always those of the entry's shard, and writers on
+    different shards never contend. A durable sink refuses (raises `HostError`) an entry
+    `shard_ok` refuses: filed under a shard its line does not name, the trail would no longer
+    verify. A sink may also define `head_hint(shard) -> Optional[ChainHead]`, the shard's head as
+    it knows it without asking its medium: `host_keys.AnchoredAudit` then refuses an entry that
+    cannot extend it before syncing a link for it."""
+
     def append(self, entry: AuditEntry) -> AppendOutcome:
-        """Append if and only if `entry` extends the head, then read it back from the durable
-        medium."""
+        """Append if and only if `entry` extends the head of its shard, then read it back from
+        the durable medium."""
 
 
 class SystemClock:
@@ -275,34 +296,44 @@ class DecidedConsent:
         )
 
 
+_GENESIS = ChainHead(0, GENESIS_SHA256)
+
+
 class MemoryAudit:
-    """A hash-chained audit sink in memory. `window` keeps only the newest lines (benchmarks);
-    `fault` injects the corpus's audit faults: `"fail_append"`, `"corrupt_readback"`,
-    `"lose_writes"`, `"fail_readback"` or None."""
+    """A hash-chained audit sink in memory, one chain per shard (as the core's `MemoryAudit`: it
+    takes any shard, `shard_ok` is for durable sinks). `window` keeps only the newest lines
+    (benchmarks); `fault` injects the corpus's audit faults: `"fail_append"`,
+    `"corrupt_readback"`, `"lose_writes"`, `"fail_readback"` or None."""
 
     def __init__(self, window: Optional[int] = None) -> None:
         self._lines: list[str] = []
         self._window = window
-        self._head = (0, GENESIS_SHA256)
+        # Kept apart from the lines: a shard's head outlives its lines leaving the window.
+        self._heads: dict[str, ChainHead] = {}
         self._lock = threading.Lock()
         self.fault: Optional[str] = None
 
     @property
     def lines(self) -> list[str]:
-        """Every line held, in order."""
+        """Every line held, in the order written (every shard)."""
         return list(self._lines)
+
+    def heads(self) -> dict[str, ChainHead]:
+        """Every shard's head, by shard in order."""
+        with self._lock:
+            return dict(sorted(self._heads.items()))
 
     def append(self, entry: AuditEntry) -> AppendOutcome:
         if self.fault == "fail_append":
             raise HostError("audit sink unavailable (injected)")
         with self._lock:
-            seq, sha = self._head
-            if entry.seq != seq + 1 or entry.prev_sha256 != sha:
-                return AppendOutcome(False, None, seq, sha)
+            head = self._heads.get(entry.shard, _GENESIS)
+            if entry.seq != head.seq + 1 or entry.prev_sha256 != head.event_sha256:
+                return AppendOutcome(False, None, head.seq, head.event_sha256)
             self._lines.append(entry.line)
             if self._window is not None and len(self._lines) > self._window:
                 del self._lines[0]
-            self._head = (entry.seq, entry.event_sha256)
+            self._heads[entry.shard] = ChainHead(entry.seq, entry.event_sha256)
             stored: Optional[str] = self._lines[-1]
             if self.fault in ("lose_writes", "fail_readback"):
                 stored = None
@@ -312,49 +343,68 @@ class MemoryAudit:
 
 
 class FileAudit:
-    """An append-only JSON-lines audit file: every append is fsynced, then read back from the
-    file through a second handle. Opening verifies the existing chain and refuses a broken one
-    (a sink must never extend a tampered log)."""
+    """An append-only JSON-lines audit file, one chain per shard (their lines interleaved as
+    written): every append is fsynced, then read back from the file through a second handle.
+    Opening verifies the trail already there (`verify_trail`) and refuses one that breaks (a
+    sink must never extend a tampered log), recovering each shard's head from it. An entry
+    `shard_ok` refuses raises `HostError`."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = os.fspath(path)
         self._lock = threading.Lock()
-        head = (0, GENESIS_SHA256)
+        heads: dict[str, ChainHead] = {}
         offset = 0
         if os.path.exists(self._path):
             with open(self._path, "rb") as f:
                 data = f.read()
             if data and not data.endswith(b"\n"):
                 raise ValueError(f"{self._path}: the last line is torn")
-            import json
-
-            for n, raw in enumerate(data.splitlines(), start=1):
-                event = json.loads(raw)
-                if event.get("seq") != head[0] + 1 or event.get("prev_sha256") != head[1]:
-                    raise ValueError(f"{self._path}: the chain breaks at line {n}")
-                head = (head[0] + 1, hashlib.sha256(raw).hexdigest())
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{self._path}: the trail is not UTF-8") from None
+            try:
+                heads = verify_trail(lines_of(text)).heads
+            except ChainBreak as e:
+                raise ValueError(f"{self._path}: {e}") from e
             offset = len(data)
-        self._head = head
+        self._heads = heads
         self._end = offset
         self._file = open(self._path, "ab")
 
     def close(self) -> None:
         self._file.close()
 
-    def append(self, entry: AuditEntry) -> AppendOutcome:
+    def head(self, shard: str) -> ChainHead:
+        """The last event of `shard` in the file (`0` and 64 zeros when it has none)."""
         with self._lock:
-            seq, sha = self._head
-            if entry.seq != seq + 1 or entry.prev_sha256 != sha:
-                return AppendOutcome(False, None, seq, sha)
-            line = entry.line.encode("utf-8")
-            if b"\n" in line or hashlib.sha256(line).hexdigest() != entry.event_sha256:
-                raise HostError("audit file: the entry's digest does not match its line")
+            return self._heads.get(shard, _GENESIS)
+
+    def heads(self) -> dict[str, ChainHead]:
+        """Every shard's head (lines before the sharded format under `""`), by shard in order."""
+        with self._lock:
+            return dict(sorted(self._heads.items()))
+
+    def head_hint(self, shard: str) -> ChainHead:
+        # The head its own append compares with: exact, and it costs no read of the file.
+        return self.head(shard)
+
+    def append(self, entry: AuditEntry) -> AppendOutcome:
+        line = entry.line.encode("utf-8")
+        if b"\n" in line or hashlib.sha256(line).hexdigest() != entry.event_sha256:
+            raise HostError("audit file: the entry's digest does not match its line")
+        if not shard_ok(entry):
+            raise HostError("audit file: the entry's shard is not a shard name its line carries")
+        with self._lock:
+            head = self._heads.get(entry.shard, _GENESIS)
+            if entry.seq != head.seq + 1 or entry.prev_sha256 != head.event_sha256:
+                return AppendOutcome(False, None, head.seq, head.event_sha256)
             self._file.write(line + b"\n")
             self._file.flush()
             os.fsync(self._file.fileno())
             offset = self._end
             self._end += len(line) + 1
-            self._head = (entry.seq, entry.event_sha256)
+            self._heads[entry.shard] = ChainHead(entry.seq, entry.event_sha256)
             try:
                 with open(self._path, "rb") as f:
                     f.seek(offset)

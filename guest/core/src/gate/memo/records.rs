@@ -23,7 +23,7 @@ pub(crate) struct RecordCache {
 
 /// Whether `binding` is the one whose record lives under (`server_key`, `original`).
 fn stored_under(binding: &Binding, server_key: &str, original: &RequestId) -> bool {
-    binding.fixed.original_id == *original && binding.fixed.server_key() == server_key
+    binding.fixed.original_id == *original && &**binding.fixed.server_key() == server_key
 }
 
 impl RecordCache {
@@ -90,7 +90,7 @@ impl RecordCache {
         self.entries
             .iter()
             .rev()
-            .find(|(_, b)| b.fixed.server_key() == server_key && b.used_ids.contains(id))
+            .find(|(_, b)| &**b.fixed.server_key() == server_key && b.used_ids.contains(id))
             // The whole server, not only its key part (a truncated digest).
             .filter(|(_, b)| b.fixed.server == *server)
             .map(|(v, b)| (Rc::clone(b), *v))
@@ -110,7 +110,7 @@ impl RecordCache {
             .map(|(_, b)| b)
             .find(|b| {
                 b.fixed.original_id != *id
-                    && b.fixed.server_key() == server_key
+                    && &**b.fixed.server_key() == server_key
                     && b.used_ids.contains(id)
             })
             .map(|b| b.fixed.original_id.clone())

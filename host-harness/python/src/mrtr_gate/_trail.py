@@ -1,0 +1,218 @@
+"""The audit trail without a key, as the core's `guest/core/src/audit.rs` (`verify_trail`,
+`shard_ok`): one hash chain per shard, and the `root` shard's anchor lines holding every other
+shard's head. Import it from `mrtr_gate.hosts`.
+
+A trail verifies when the lines of each shard form one chain from genesis in the order they
+come (the shards' lines may interleave in any way), the lines written before the sharded format
+(`mrtr-gate/audit/v2`, `v3`: no `shard`) form one chain of their own (shard `""`), and every head
+a root line anchors is in its shard's chain with the digest anchored. The answer is the Rust
+core's for the same lines, break for break (tests/test_trail.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional
+
+from ._types import GENESIS_SHA256, ChainHead
+
+if TYPE_CHECKING:
+    from ._types import AuditEntry
+
+#: The shard of the root: the chain whose `anchor` lines record every other shard's head
+#: (written by a host; never a server's key part, which is hex).
+ROOT_SHARD = "root"
+
+_U64 = 1 << 64
+_SHARD_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
+_SHARD_KEY = '"shard":"'
+# A `\u` escape of a UTF-16 surrogate: only then can a parsed string hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class ChainBreak(ValueError):
+    """Where a trail stops verifying: `kind` is one of the constants below, `index` the line's
+    0-based position (the message counts from 1, for a person reading the file)."""
+
+    #: The line does not parse, or lacks `seq`/`prev_sha256`; or a root line anchors a head
+    #: that goes back, a `seq` 0, or the root itself.
+    MALFORMED = "malformed"
+    #: `seq` does not follow the shard's line before it.
+    GAP = "gap"
+    #: `prev_sha256` is not the digest of the shard's line before it.
+    BROKEN = "broken"
+    #: The root line anchors a shard head the shard's chain never reaches: its newest lines
+    #: were cut away (or the whole shard).
+    CUT = "cut"
+    #: The root line anchors a line the shard holds with another digest: the shard was
+    #: rewritten from there, and its chain rebuilt.
+    REWRITTEN = "rewritten"
+
+    _MESSAGES = {
+        MALFORMED: "audit line {} is not a chained audit entry",
+        GAP: "audit line {} does not follow the line before it (seq)",
+        BROKEN: "audit line {} does not link to the line before it (prev_sha256)",
+        CUT: "root line {} anchors a shard head its shard no longer reaches (lines cut away)",
+        REWRITTEN: "root line {} anchors a line its shard holds with another digest (rewritten)",
+    }
+
+    def __init__(self, kind: str, index: int) -> None:
+        super().__init__(self._MESSAGES[kind].format(index + 1))
+        self.kind = kind
+        self.index = index
+
+    def __reduce__(self) -> tuple:
+        # `args` holds the message, not what `__init__` takes: a copy or a pickle (another
+        # process's worker) is made from the break itself.
+        return (ChainBreak, (self.kind, self.index))
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What `verify_trail` found: how many lines, and each shard's head (the lines before the
+    sharded format under `""`), by shard in order."""
+
+    lines: int
+    heads: dict[str, ChainHead]
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of `text` as the Rust hosts split them (`str::lines`): on `\\n`, a `\\r` before
+    it dropped, no empty last line for a final newline."""
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return [p[:-1] if p.endswith("\r") else p for p in parts]
+
+
+def sha256_hex(line: str) -> str:
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()
+
+
+def u64(v: object) -> Optional[int]:
+    """`v` if it is a JSON integer in u64 range, never a bool or a float (serde_json's `as_u64`)."""
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _U64:
+        return v
+    return None
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("a number out of range")
+    return value
+
+
+def _int(text: str) -> object:
+    # serde_json reads a negative integer (and `-0`) as a signed or float value that is no
+    # u64: a float here keeps `-0` from passing as the `seq` 0.
+    return float(text) if text.startswith("-") else int(text)
+
+
+def _has_surrogate(v: object) -> bool:
+    if isinstance(v, str):
+        return any("\ud800" <= c <= "\udfff" for c in v)
+    if isinstance(v, dict):
+        return any(_has_surrogate(k) or _has_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(_has_surrogate(x) for x in v)
+    return False
+
+
+def parse_json(text: str) -> object:
+    """`text` parsed as serde_json parses it: what it refuses (`NaN`, `Infinity`, a number out
+    of range, a lone surrogate escape) raises `ValueError` here too, so that no line verifies in
+    one host and breaks in another."""
+    value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_int)
+    if _SURROGATE_ESCAPE.search(text) and _has_surrogate(value):
+        raise ValueError("a lone surrogate escape")
+    return value
+
+
+def shard_ok(entry: "AuditEntry") -> bool:
+    """Whether a durable sink may take `entry` on its shard: the shard is a name a sink can key
+    on (1 to 64 lowercase ASCII letters and digits: a server's key part, or `ROOT_SHARD`), and the
+    line names that shard (in canonical JSON `"shard":"` can only be the key: a quote inside a
+    string is escaped). A sink that filed a line under another shard than the line names would
+    hold a trail that no longer verifies."""
+    name, line = entry.shard, entry.line
+    if not isinstance(name, str) or not isinstance(line, str):
+        return False
+    if not 1 <= len(name) <= 64 or not set(name) <= _SHARD_CHARS:
+        return False
+    # Each occurrence of the key in turn, not overlapping (as Rust's `match_indices`).
+    at = line.find(_SHARD_KEY)
+    while at != -1:
+        rest = at + len(_SHARD_KEY)
+        if line.startswith(name + '"', rest):
+            return True
+        at = line.find(_SHARD_KEY, rest)
+    return False
+
+
+def verify_trail(lines: Iterable[str]) -> Verified:
+    """Verify a whole trail (oldest first) from the start of the sink; raises `ChainBreak` at
+    the first line that breaks it (a root line's anchors are checked once every line is in,
+    wherever the root line stands among the others). A shard's newest lines cut away are found
+    once a root line anchored them (`CUT`); lines cut after the last anchor leave a shorter
+    chain that still verifies."""
+    # Each shard's line digests by seq (index seq - 1): the anchors are checked at the end.
+    shards: dict[str, list[str]] = {}
+    # (root line position, shard, seq, digest), and each shard's last anchored seq.
+    anchors: list[tuple[int, str, int, str]] = []
+    anchored: dict[str, int] = {}
+    count = 0
+    for i, line in enumerate(lines):
+        try:
+            v = parse_json(line)
+        except ValueError:
+            raise ChainBreak(ChainBreak.MALFORMED, i) from None
+        if not isinstance(v, dict):
+            raise ChainBreak(ChainBreak.MALFORMED, i)
+        seq, back = u64(v.get("seq")), v.get("prev_sha256")
+        if seq is None or not isinstance(back, str):
+            raise ChainBreak(ChainBreak.MALFORMED, i)
+        shard = v.get("shard", "")
+        if "shard" in v and (not isinstance(shard, str) or not shard):
+            raise ChainBreak(ChainBreak.MALFORMED, i)
+        chain = shards.setdefault(shard, [])
+        if seq != len(chain) + 1:
+            raise ChainBreak(ChainBreak.GAP, i)
+        if back != (chain[-1] if chain else GENESIS_SHA256):
+            raise ChainBreak(ChainBreak.BROKEN, i)
+        chain.append(sha256_hex(line))
+        if shard == ROOT_SHARD:
+            heads = v.get("heads")
+            if not isinstance(heads, dict):
+                raise ChainBreak(ChainBreak.MALFORMED, i)
+            for s, head in sorted(heads.items()):
+                at = u64(head.get("seq")) if isinstance(head, dict) else None
+                sha = head.get("sha256") if isinstance(head, dict) else None
+                if at is None or not isinstance(sha, str):
+                    raise ChainBreak(ChainBreak.MALFORMED, i)
+                # An anchor never goes back: a root that does was not written by one host's
+                # schedule from one sink's heads.
+                if at < anchored.get(s, 0) or s == ROOT_SHARD or at == 0:
+                    raise ChainBreak(ChainBreak.MALFORMED, i)
+                anchored[s] = at
+                anchors.append((i, s, at, sha))
+        count += 1
+    for i, s, at, sha in anchors:
+        chain = shards.get(s, [])
+        if at > len(chain):
+            raise ChainBreak(ChainBreak.CUT, i)
+        if chain[at - 1] != sha:
+            raise ChainBreak(ChainBreak.REWRITTEN, i)
+    heads = {s: ChainHead(len(chain), chain[-1]) for s, chain in sorted(shards.items())}
+    return Verified(count, heads)
+
+
+def verify_chain(lines: Iterable[str]) -> int:
+    """`verify_trail`, counting the lines."""
+    return verify_trail(lines).lines
