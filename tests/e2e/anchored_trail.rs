@@ -145,6 +145,45 @@ fn the_recorded_keyed_trail_is_intact_and_its_links_and_anchor_are_the_rust_host
     assert_eq!(rekey(&text, "rust"), (linked, anchored));
 }
 
+/// A trail keyed before shards, continued: its `v1` anchor line is kept as it was (the chain
+/// `""` is closed), beside the new shard's, and the whole verifies.
+#[test]
+fn a_trail_keyed_before_shards_goes_on_verifying_once_continued() {
+    let dir = temp_dir("legacy-continued");
+    let (trail, links, anchor) = (
+        dir.join("t.jsonl"),
+        dir.join("t.links"),
+        dir.join("t.anchor"),
+    );
+    for (from, to) in [
+        ("legacy_trail.jsonl", &trail),
+        ("legacy_trail.jsonl.links", &links),
+        ("legacy_trail.anchor", &anchor),
+    ] {
+        std::fs::copy(fixture(from), to).unwrap();
+    }
+    let legacy_anchor = std::fs::read_to_string(&anchor).unwrap();
+    let audit = AnchoredAudit::new(FileAudit::open(&trail).unwrap(), keys(), &anchor, &links);
+    assert!(
+        audit
+            .append(&support::entry_on(&ChainHead::genesis(), "after"))
+            .unwrap()
+            .written
+    );
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert!(
+        read(&anchor).starts_with(&legacy_anchor),
+        "{}",
+        read(&anchor)
+    );
+    let events = read(&trail).lines().count() as u64;
+    assert_eq!(
+        verify_anchor(&read(&trail), &read(&links), &read(&anchor), &keys()),
+        AnchorCheck::Intact { events }
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A trail keyed before shards (audit `v3` lines, `v1` links and anchor, recorded by 0.6.0's
 /// development builds as `trail.*`): its lines are the shard `""`, and it still verifies.
 #[test]

@@ -531,6 +531,12 @@ pub fn anchor_root<S: Audit + ShardHeads + ?Sized>(
     last: &mut std::collections::BTreeMap<String, ChainHead>,
     now_ms: u64,
 ) -> Result<Option<u64>, HostError> {
+    if last.is_empty()
+        && let Some(line) = sink.last_root()?
+    {
+        *last = anchored_heads(&line)
+            .ok_or_else(|| HostError::new("the audit root's newest line is not an anchor line"))?;
+    }
     for _ in 0..MAX_ROOT_ATTEMPTS {
         let mut heads = sink.heads()?;
         let root = heads.remove(ROOT_SHARD).unwrap_or_else(ChainHead::genesis);
@@ -540,9 +546,11 @@ pub fn anchor_root<S: Audit + ShardHeads + ?Sized>(
             .into_iter()
             .filter(|(shard, head)| last.get(shard) != Some(head))
             .collect();
+        // `moved` holds no head equal to its anchor: one at or below it is a loss (at the
+        // same `seq`, another line in its place).
         if let Some((shard, head)) = moved
             .iter()
-            .find(|(shard, head)| last.get(*shard).is_some_and(|l| head.seq < l.seq))
+            .find(|(shard, head)| last.get(*shard).is_some_and(|l| head.seq <= l.seq))
         {
             return Err(HostError::new(format!(
                 "the audit sink lost lines the root anchored: shard {shard} is at seq {}, \
@@ -572,24 +580,39 @@ pub fn anchor_root<S: Audit + ShardHeads + ?Sized>(
     ))
 }
 
+/// The heads a root line anchors, by shard (none: not a root line).
+fn anchored_heads(line: &str) -> Option<std::collections::BTreeMap<String, ChainHead>> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    v.get("heads")?
+        .as_object()?
+        .iter()
+        .map(|(shard, h)| {
+            Some((
+                shard.clone(),
+                ChainHead {
+                    seq: h.get("seq")?.as_u64()?,
+                    event_sha256: h.get("sha256")?.as_str()?.to_owned(),
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Whether a sink may take `entry` on its shard: the shard is a name a sink can key on (1 to
-/// 64 lowercase letters and digits: a server's key part, or [`ROOT_SHARD`]), and the line names
-/// that shard (in canonical JSON, `"shard":"` can only be the key: a quote inside a string is
-/// escaped). A sink that filed a line under another shard than the line names would hold a
-/// trail that no longer verifies.
+/// 64 lowercase letters and digits: a server's key part, or [`ROOT_SHARD`]), and the line's own
+/// top-level `shard` is that name, read as a verifier reads it ([`verify_trail`]; nested keys
+/// such as a form input named `shard` are another object's). A sink that filed a line under
+/// another shard than the line names would hold a trail that no longer verifies. One parse of
+/// the line per append: durable sinks pay it, beside the digest they check.
 pub fn shard_ok(entry: &AuditEntry) -> bool {
     let name = &entry.shard;
     (1..=64).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
-        && entry.line.match_indices("\"shard\":\"").any(|(at, key)| {
-            entry
-                .line
-                .get(at.saturating_add(key.len())..)
-                .and_then(|rest| rest.strip_prefix(name.as_str()))
-                .is_some_and(|rest| rest.starts_with('"'))
-        })
+        && serde_json::from_str::<Value>(&entry.line)
+            .ok()
+            .is_some_and(|v| v.get("shard").and_then(Value::as_str) == Some(name.as_str()))
 }
 
 /// What [`verify_trail`] found.
@@ -888,6 +911,15 @@ mod tests {
             other.shard = bad.to_owned();
             assert!(!shard_ok(&other), "{bad:?}");
         }
+        // A nested key of that name (a form input called `shard`) is not the line's shard.
+        let mut e = next("aa", None, 1);
+        e.shard = "form".into();
+        e.line = e.line.replace(
+            "\"input_kinds\":null",
+            "\"input_kinds\":{\"shard\":\"form\"}",
+        );
+        assert!(e.line.contains("{\"shard\":\"form\"}"), "{}", e.line);
+        assert!(!shard_ok(&e));
         // The name inside another field's string does not count.
         let mut e = next("aa", None, 1);
         e.shard = "bb".into();

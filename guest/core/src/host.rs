@@ -357,11 +357,19 @@ pub trait ShardHeads {
     /// shard's (or all in one snapshot): a root line then never anchors a head older than one
     /// the root's head already anchored.
     fn heads(&self) -> Result<std::collections::BTreeMap<String, ChainHead>, HostError>;
+
+    /// The root's newest line (none when the root has none): where a writer that has
+    /// anchored nothing yet starts from, so that it neither anchors a head going back nor
+    /// misses a loss below another writer's anchor.
+    fn last_root(&self) -> Result<Option<String>, HostError>;
 }
 
 impl<T: ShardHeads + ?Sized> ShardHeads for Arc<T> {
     fn heads(&self) -> Result<std::collections::BTreeMap<String, ChainHead>, HostError> {
         (**self).heads()
+    }
+    fn last_root(&self) -> Result<Option<String>, HostError> {
+        (**self).last_root()
     }
 }
 

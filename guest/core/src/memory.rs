@@ -563,6 +563,14 @@ impl crate::host::ShardHeads for MemoryAudit {
     fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
         Ok(MemoryAudit::heads(self))
     }
+    fn last_root(&self) -> Result<Option<String>, HostError> {
+        Ok(lock(&self.entries)
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.shard == crate::audit::ROOT_SHARD)
+            .map(|e| e.line.clone()))
+    }
 }
 
 impl Audit for MemoryAudit {

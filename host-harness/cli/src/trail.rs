@@ -6,9 +6,11 @@
 //! and appends in one order: the line's link, the line, then the anchor. A reader that finds
 //! the lock held reads the anchor, the trail, the links and the anchor again, and takes the
 //! read only when both anchors agree, the trail ends with a whole line and the anchor covers
-//! exactly its lines; else it reads again a moment later. Without a writer what is on disk is
+//! exactly its lines, shard by shard (one anchor line per shard); else it reads again a moment
+//! later. Without a writer what is on disk is
 //! the trail, read once and judged as it is.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -59,7 +61,8 @@ pub fn read_trail(
         let whole = read.trail.is_empty() || read.trail.ends_with('\n');
         let settled = match first_anchor {
             Some(first) => {
-                first == read.anchor && anchored_seq(&read.anchor) == Some(lines(&read.trail))
+                first == read.anchor
+                    && anchored_seqs(&read.anchor).is_some_and(|a| a == shard_lengths(&read.trail))
             }
             None => true,
         };
@@ -87,19 +90,37 @@ fn being_written(trail: &Path) -> bool {
     )
 }
 
-fn lines(text: &str) -> u64 {
-    text.lines().count() as u64
+/// How many lines each shard of `text` has (lines from before shards under `""`; a line that
+/// does not parse, as a torn one, under its own name so no anchor matches).
+fn shard_lengths(text: &str) -> BTreeMap<String, u64> {
+    let mut lengths = BTreeMap::new();
+    for line in text.lines() {
+        let shard = serde_json::from_str::<serde_json::Value>(line).map_or_else(
+            |_| "\u{0}unreadable".to_owned(),
+            |v| {
+                v.get("shard")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("")
+                    .to_owned()
+            },
+        );
+        *lengths.entry(shard).or_insert(0) += 1;
+    }
+    lengths
 }
 
-/// The `seq` an anchor names (a file written with no event yet names none: `0`).
-fn anchored_seq(anchor: &str) -> Option<u64> {
-    if anchor.trim().is_empty() {
-        return Some(0);
-    }
-    serde_json::from_str::<serde_json::Value>(anchor.trim_end())
-        .ok()?
-        .get("seq")?
-        .as_u64()
+/// The `seq` each line of an anchor names, by shard (a line from before shards: `""`; an empty
+/// anchor, written with no event yet, names none); none when a line does not parse.
+fn anchored_seqs(anchor: &str) -> Option<BTreeMap<String, u64>> {
+    anchor
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v = serde_json::from_str::<serde_json::Value>(line).ok()?;
+            let shard = v.get("shard").and_then(|s| s.as_str()).unwrap_or("");
+            Some((shard.to_owned(), v.get("seq")?.as_u64()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -129,8 +150,12 @@ mod tests {
         let dir = scratch("busy");
         let trail = dir.join("t.jsonl");
         let anchor = dir.join("t.anchor");
-        std::fs::write(&trail, "a\nb\nhalf").unwrap();
-        std::fs::write(&anchor, "{\"seq\":2}\n").unwrap();
+        // Lines of two shards: the anchor must cover each shard's count, not the total.
+        let (a, b) = (r#"{"shard":"s1"}"#, r#"{"shard":"s2"}"#);
+        std::fs::write(&trail, format!("{a}\n{b}\n{{\"sha")).unwrap();
+        let before = "{\"seq\":1,\"shard\":\"s1\"}\n{\"seq\":1,\"shard\":\"s2\"}\n";
+        let after = "{\"seq\":1,\"shard\":\"s1\"}\n{\"seq\":2,\"shard\":\"s2\"}\n";
+        std::fs::write(&anchor, before).unwrap();
         let writer = std::fs::File::open(&trail).unwrap();
         writer.lock().unwrap();
         // The writer finishes its line and moves the anchor a moment later.
@@ -138,15 +163,15 @@ mod tests {
             let (trail, anchor) = (trail.clone(), anchor.clone());
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(30));
-                std::fs::write(&trail, "a\nb\nhalf line\n").unwrap();
+                std::fs::write(&trail, format!("{a}\n{b}\n{b}\n")).unwrap();
                 std::thread::sleep(Duration::from_millis(30));
-                std::fs::write(&anchor, "{\"seq\":3}\n").unwrap();
+                std::fs::write(&anchor, after).unwrap();
             })
         };
         let read = read_trail(&trail, None, Some(&anchor)).unwrap();
         finish.join().unwrap();
-        assert_eq!(read.trail, "a\nb\nhalf line\n");
-        assert_eq!(read.anchor, "{\"seq\":3}\n");
+        assert_eq!(read.trail, format!("{a}\n{b}\n{b}\n"));
+        assert_eq!(read.anchor, after);
         drop(writer);
     }
 }

@@ -78,13 +78,23 @@ impl RootAnchor {
                         }
                     }
                 })
-                .ok()
+        };
+        let thread = match thread {
+            Ok(t) => Some(t),
+            Err(e) => {
+                // No schedule: said, and the last anchor is still written when it stops.
+                failed(&HostError::new(format!(
+                    "the audit root's schedule could not start: {e}"
+                )));
+                None
+            }
         };
         RootSchedule {
             root: self,
             stop,
             thread,
             failed,
+            finished: false,
         }
     }
 }
@@ -96,6 +106,27 @@ pub struct RootSchedule {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
     failed: Arc<dyn Fn(&HostError) + Send + Sync>,
+    /// The last anchor was written by [`RootSchedule::finish`].
+    finished: bool,
+}
+
+impl RootSchedule {
+    /// Stop the schedule and write the last anchor, handing back what became of it (a run
+    /// that reports its outcome reports this too: a trail whose end is not anchored).
+    pub fn finish(mut self) -> Result<Option<u64>, HostError> {
+        self.stop();
+        self.finished = true;
+        self.root.anchor()
+    }
+
+    fn stop(&mut self) {
+        let (flag, wake) = &*self.stop;
+        *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for RootSchedule {
@@ -106,13 +137,10 @@ impl std::fmt::Debug for RootSchedule {
 
 impl Drop for RootSchedule {
     fn drop(&mut self) {
-        let (flag, wake) = &*self.stop;
-        *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        wake.notify_all();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if let Err(e) = self.root.anchor() {
+        self.stop();
+        if !self.finished
+            && let Err(e) = self.root.anchor()
+        {
             (self.failed)(&e);
         }
     }

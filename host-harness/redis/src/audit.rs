@@ -65,6 +65,8 @@ pub struct RedisAudit {
     trail: String,
     /// The set of the trail's shards.
     shards: String,
+    /// The one stream of a trail written before shards (0.5), read by [`Self::lines`].
+    legacy_stream: String,
     /// The shards this process has added to [`Self::shards`].
     listed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     append: Script,
@@ -105,6 +107,7 @@ impl RedisAudit {
             namespace: namespace.to_owned(),
             trail: trail.to_owned(),
             shards: format!("{namespace}:{{audit-{trail}}}:shards"),
+            legacy_stream: format!("{namespace}:{{audit-{trail}}}:stream"),
             listed: std::sync::Mutex::default(),
             append: Script::new(APPEND),
             list: Script::new(LIST),
@@ -159,23 +162,40 @@ impl RedisAudit {
         self.conn.calls()
     }
 
-    /// The whole trail, shard after shard (the root last), each oldest first (for
-    /// `verify_chain` and reconciliation).
+    /// The whole trail, each shard oldest first (for `verify_chain` and reconciliation): the
+    /// stream of a trail written before shards (0.5, one chain, read as the shard `""`), the
+    /// root, then the other shards. The root is read before the set of shards and their
+    /// streams: a root line anchors heads its writer read before writing it, and heads only
+    /// grow, so every line a root line read here anchors is in what is read after it (reading
+    /// the root last, a process's newer line and the root line anchoring it could land between
+    /// the two reads: a `Cut` that is not one).
     pub fn lines(&self) -> Result<Vec<String>, HostError> {
-        let mut lines = Vec::new();
+        let mut lines = self.stream_lines(&self.legacy_stream)?;
+        let [root, _] = self.keys_of(ROOT_SHARD);
+        lines.extend(self.stream_lines(&root)?);
         for shard in self.shard_names()? {
-            let [stream, _] = self.keys_of(&shard);
-            let entries: Vec<(String, Vec<(String, String)>)> = self
-                .conn
-                .with(|c| redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query(c))?;
-            lines.extend(entries.into_iter().filter_map(|(_, fields)| {
+            if shard != ROOT_SHARD {
+                let [stream, _] = self.keys_of(&shard);
+                lines.extend(self.stream_lines(&stream)?);
+            }
+        }
+        Ok(lines)
+    }
+
+    /// A stream's lines, oldest first.
+    fn stream_lines(&self, stream: &str) -> Result<Vec<String>, HostError> {
+        let entries: Vec<(String, Vec<(String, String)>)> = self
+            .conn
+            .with(|c| redis::cmd("XRANGE").arg(stream).arg("-").arg("+").query(c))?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(_, fields)| {
                 fields
                     .into_iter()
                     .find(|(k, _)| k == "line")
                     .map(|(_, v)| v)
-            }));
-        }
-        Ok(lines)
+            })
+            .collect())
     }
 
     /// Add `shard` to the trail's set before this process's first append to it.
@@ -201,12 +221,30 @@ impl ShardHeads for RedisAudit {
     fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
         RedisAudit::heads(self)
     }
+    fn last_root(&self) -> Result<Option<String>, HostError> {
+        let [stream, _] = self.keys_of(ROOT_SHARD);
+        let newest: Vec<(String, Vec<(String, String)>)> = self.conn.with(|c| {
+            redis::cmd("XREVRANGE")
+                .arg(&stream)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(1)
+                .query(c)
+        })?;
+        Ok(newest.into_iter().next().and_then(|(_, fields)| {
+            fields
+                .into_iter()
+                .find(|(k, _)| k == "line")
+                .map(|(_, v)| v)
+        }))
+    }
 }
 
 impl Audit for RedisAudit {
     fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
         // The same rule as the file sink: an entry's digest must be its line's.
-        if sha256_hex(entry.line.as_bytes()) != entry.event_sha256 {
+        if entry.line.contains('\n') || sha256_hex(entry.line.as_bytes()) != entry.event_sha256 {
             return Err(HostError::new("the entry's digest is not its line's"));
         }
         if !shard_ok(entry) {

@@ -4,7 +4,7 @@ use crate::common::*;
 use crate::flows::support::*;
 use mrtr_gate_core::audit::{FIELDS, verify_chain};
 use mrtr_gate_core::digest::digest_str;
-use mrtr_gate_core::host::{HostError, Services};
+use mrtr_gate_core::host::{Audit, HostError, Services};
 use mrtr_gate_core::memory::{
     ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
 };
@@ -132,6 +132,41 @@ fn each_server_has_its_own_chain_and_the_root_anchors_every_head() {
     assert!(fx.audit.lose_newest().is_some()); // round 5's received
     fx.register_tool(6);
     assert!(anchor_root(&fx.audit, &mut last, T0).is_err());
+}
+
+/// A writer that anchored nothing yet (another process, or this one started again) starts from
+/// the heads the root's newest line anchored: it anchors nothing new, and a shard cut below that
+/// anchor is a loss it reports.
+#[test]
+fn a_new_root_writer_starts_from_the_newest_anchor() {
+    use mrtr_gate_core::audit::anchor_root;
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.round(1, input_required(json!({"a": form("A")})));
+    fx.retry_ok(n(1), n(2), &json!({"a": {"action": "cancel"}}));
+    assert_eq!(
+        anchor_root(&fx.audit, &mut Default::default(), T0).unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        anchor_root(&fx.audit, &mut Default::default(), T0).unwrap(),
+        None
+    );
+    // The same trail with the shard's last line cut away, the root line kept.
+    let cut = MemoryAudit::new();
+    let entries = fx.audit.entries();
+    for e in entries
+        .iter()
+        .filter(|e| !(e.shard != "root" && e.seq == 3))
+    {
+        assert!(cut.append(e).unwrap().written);
+    }
+    let lost = anchor_root(&cut, &mut Default::default(), T0).unwrap_err();
+    assert!(
+        lost.message.contains("lost lines the root anchored"),
+        "{lost:?}"
+    );
+    assert_eq!(cut.entries().len(), entries.len() - 1, "nothing written");
 }
 
 #[test]

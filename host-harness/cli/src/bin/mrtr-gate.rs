@@ -351,6 +351,7 @@ fn call(
 ) -> ExitCode {
     use mrtr_gate_cli::call as c;
     watch_ctrl_c();
+    let mut root_failed = None;
     let outcome = GateRuntime::embedded()
         .map_err(|e| {
             mrtr_gate_client::ClientError::Usage(format!("loading the gate: {}", error_chain(&e)))
@@ -363,9 +364,20 @@ fn call(
                 stderr.insecure_no_server_isolation,
                 stderr.run_as()?,
             );
-            let (mut client, _root) = c::connect(&options, &runtime)?;
-            client.call(method, params)
+            let (mut client, root) = c::connect(&options, &runtime)?;
+            Ok((client.call(method, params), root))
+        })
+        .and_then(|(outcome, root)| {
+            // The call's end anchored: a trail whose end is not is an audit failure, said
+            // and in the exit status (the result, if any, is still printed).
+            if let Some(Err(e)) = root.map(mrtr_gate_host::trail_root::RootSchedule::finish) {
+                root_failed = Some(e);
+            }
+            outcome
         });
+    if let Some(e) = &root_failed {
+        eprintln!("mrtr-gate: the trail's root could not be anchored: {e}");
+    }
     if flags.json {
         println!("{}", json_for_terminal(&c::json_report(&outcome)));
     } else {
@@ -374,7 +386,10 @@ fn call(
             Err(e) => eprintln!("mrtr-gate: {}", c::refusal_line(e)),
         }
     }
-    ExitCode::from(c::exit_code(&outcome))
+    match (c::exit_code(&outcome), &root_failed) {
+        (0 | 6, Some(_)) => ExitCode::from(1),
+        (code, _) => ExitCode::from(code),
+    }
 }
 
 fn list(

@@ -83,7 +83,10 @@ impl<A> AnchoredAudit<A> {
                 text.lines()
                     .filter_map(|line| {
                         let head = parse_keyed_head(line)?;
-                        let shard = head.shard.clone()?;
+                        // A `v1` line (a trail keyed before shards) anchors the shard `""`,
+                        // kept verbatim: that chain is closed, and its anchor must outlive
+                        // every rewrite, or its lines would read as past their anchor.
+                        let shard = head.shard.clone().unwrap_or_default();
                         verifies(&keys, Kind::Anchor, &head)
                             .then(|| (shard, (head.seq, line.to_owned())))
                     })
@@ -259,6 +262,9 @@ impl<A: Audit> AnchoredAudit<A> {
 impl<A: ShardHeads> ShardHeads for AnchoredAudit<A> {
     fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
         self.inner.heads()
+    }
+    fn last_root(&self) -> Result<Option<String>, HostError> {
+        self.inner.last_root()
     }
 }
 

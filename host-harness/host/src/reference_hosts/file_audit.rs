@@ -1,7 +1,7 @@
 //! The durable audit sink: an append-only JSON-lines file; an append is confirmed once an
 //! `fsync` covers it (one `fsync` may cover the appends of several threads: group commit).
 
-use mrtr_gate_core::audit::{ChainBreak, shard_ok, verify_trail};
+use mrtr_gate_core::audit::{ChainBreak, ROOT_SHARD, shard_ok, verify_trail};
 use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, ShardHeads};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -82,6 +82,8 @@ struct FileInner {
     file: File,
     /// Each shard's last line written (durable or about to be: see [`FileAudit::append`]).
     heads: BTreeMap<String, ChainHead>,
+    /// The root's newest line ([`ShardHeads::last_root`]).
+    last_root: Option<String>,
     end: u64,
     /// Set when a write failed part way: the file may end in a torn line, and nothing more
     /// is appended to it.
@@ -150,12 +152,21 @@ impl FileAudit {
             return Err(FileAuditError::TornLastLine);
         }
         let verified = verify_trail(text.lines()).map_err(FileAuditError::BrokenChain)?;
+        let last_root = text
+            .lines()
+            .rev()
+            .find(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .is_ok_and(|v| v.get("shard").and_then(|s| s.as_str()) == Some(ROOT_SHARD))
+            })
+            .map(str::to_owned);
         Ok(Self {
             path,
             sync_handle: file.try_clone()?,
             inner: Mutex::new(FileInner {
                 file,
                 heads: verified.heads,
+                last_root,
                 end: text.len() as u64,
                 broken: false,
             }),
@@ -276,6 +287,14 @@ impl ShardHeads for FileAudit {
     fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
         Ok(FileAudit::heads(self))
     }
+    fn last_root(&self) -> Result<Option<String>, HostError> {
+        Ok(self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_root
+            .clone())
+    }
 }
 
 impl Audit for FileAudit {
@@ -334,6 +353,9 @@ impl Audit for FileAudit {
                 None => {
                     inner.heads.insert(entry.shard.clone(), head);
                 }
+            }
+            if entry.shard == ROOT_SHARD {
+                inner.last_root = Some(entry.line.clone());
             }
             (offset, self.sync.wrote())
         };
