@@ -81,8 +81,9 @@ function readUtf8(path) {
  * An audit sink under a host key: each line keyed by a link written beside the trail (in
  * `links`), each shard's head anchored apart from it (in `checkpoint`, kept where the trail's
  * writer cannot reach), with `keys`' current key. Wraps any audit sink of this package
- * (`MemoryAudit`, or yours). The checkpoint's lines that verify when it is made are kept for
- * the shards it has not written to yet. The gate calls it synchronously, and one call runs
+ * (`MemoryAudit`, or yours). The checkpoint's lines that verify when it is made are kept, byte
+ * for byte, for the shards it has not written to yet, a `v1` anchor (a trail keyed before
+ * shards) among them as the shard "". The gate calls it synchronously, and one call runs
  * link, append and anchor to the end; a shard's anchor only moves forward.
  */
 export class AnchoredAudit {
@@ -90,7 +91,8 @@ export class AnchoredAudit {
   #keys;
   #checkpoint;
   #links;
-  // Each shard's anchor line as last written, by shard: `{ seq, line }`.
+  // Each shard's anchor line as last written, by shard: `{ seq, line }`. A `v1` line (a trail
+  // keyed before shards) is held under the shard "", which sorts first.
   #anchored = new Map();
   constructor(inner, keys, checkpoint, links) {
     this.#inner = inner;
@@ -98,11 +100,15 @@ export class AnchoredAudit {
     this.#checkpoint = String(checkpoint);
     this.#links = String(links);
     // A process started again keeps the anchors of the shards it has not written to yet: the
-    // file is rewritten whole, and would otherwise lose them at the first append.
+    // file is rewritten whole, and would otherwise lose them at the first append. That holds
+    // for a `v1` anchor too (a trail keyed before shards, its chain the shard ""): dropped, the
+    // legacy chain would verify as `extended` once a sharded line went in. Each line is kept
+    // as its original text: a `v1` MAC covers (N, H) without a shard, and no line this sink
+    // writes could stand in for it.
     for (const line of lines(readUtf8(this.#checkpoint) ?? "")) {
       const head = parseKeyedHead(line);
-      if (head === null || head.shard === null || !verifies(keys, ANCHOR, head)) continue;
-      this.#anchored.set(head.shard, { seq: head.seq, line });
+      if (head === null || !verifies(keys, ANCHOR, head)) continue;
+      this.#anchored.set(head.shard ?? "", { seq: head.seq, line });
     }
   }
   #link(entry) {

@@ -17,7 +17,9 @@ export declare class MemoryStorage {
 }
 /**
  * Whether a durable sink may take `entry` on its shard: 1 to 64 of [0-9a-z], named by the
- * line's `"shard"`. A durable sink refuses (throws `HostError`) an entry that fails it.
+ * line's top-level `"shard"` (the line parsed as JSON: a nested key of that name does not
+ * count, and a line that does not parse names none). A durable sink refuses (throws
+ * `HostError`) an entry that fails it.
  */
 export declare function shardOk(entry: AuditEntry): boolean;
 /** An audit sink in memory, one chain per shard. */

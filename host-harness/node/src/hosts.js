@@ -159,24 +159,29 @@ const GENESIS_HEAD = Object.freeze({ seq: 0n, sha256: GENESIS_SHA256 });
 
 // A shard a sink can key on: a server's key part (32 lowercase hex digits) or `root`.
 const SHARD_NAME = /^[0-9a-z]{1,64}$/;
-const SHARD_KEY = '"shard":"';
 
 /**
  * Whether a durable sink may take `entry` on its shard (the core's `shard_ok`): the shard is a
- * name a sink can key on (1 to 64 lowercase letters and digits) and the line names that
- * shard. In canonical JSON `"shard":"` can only be the key (a quote inside a string is
- * escaped). A sink that filed a line under another shard than the line names would hold a
- * trail that no longer verifies, so a durable sink refuses (throws) such an entry.
+ * name a sink can key on (1 to 64 lowercase letters and digits) and the line's top-level
+ * `shard`, the line parsed as `verifyTrail` parses it (JSON.parse), is that name. A sink that
+ * filed a line under another shard than the line names would hold a trail that no longer
+ * verifies, so a durable sink refuses (throws) such an entry.
  */
 export function shardOk(entry) {
   const shard = entry?.shard;
   const line = entry?.line;
   if (typeof shard !== "string" || typeof line !== "string" || !SHARD_NAME.test(shard)) return false;
-  // Matches taken without overlap, as Rust's `match_indices` takes them.
-  for (let at = line.indexOf(SHARD_KEY); at !== -1; at = line.indexOf(SHARD_KEY, at + SHARD_KEY.length)) {
-    if (line.startsWith(`${shard}"`, at + SHARD_KEY.length)) return true;
+  // Parsed, not searched: the verifier files a line by its top-level `shard` alone, and a
+  // nested key of that name (a form input called `shard`, inside `input_kinds`) would pass a
+  // search for `"shard":"` while the line is filed elsewhere. A line that does not parse names
+  // no shard.
+  let v;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return false;
   }
-  return false;
+  return v !== null && typeof v === "object" && !Array.isArray(v) && Object.hasOwn(v, "shard") && v.shard === shard;
 }
 
 /**

@@ -103,6 +103,16 @@ test("shardOk takes only a shard a sink can key on that the line names", () => {
   const line = inside.line.replace('"reason":null', '"reason":"\\"shard\\":\\"bb\\""');
   assert.ok(line.includes('shard\\":\\"bb'), line);
   assert.equal(shardOk({ ...inside, shard: "bb", line }), false);
+  // A nested key of that name (a form input called `shard`) is not the line's shard: the
+  // verifier files the line under its top-level `shard`, `aa`.
+  const nested = JSON.stringify({ ...JSON.parse(inside.line), input_kinds: { shard: "form" } });
+  assert.ok(nested.includes('"input_kinds":{"shard":"form"}') && nested.includes('"shard":"aa"'), nested);
+  assert.equal(shardOk({ ...inside, shard: "form", line: nested, eventSha256: sha(nested) }), false);
+  assert.equal(shardOk({ ...inside, line: nested, eventSha256: sha(nested) }), true);
+  // A line that does not parse names no shard, though it holds the key and the name.
+  const torn = inside.line.slice(0, -1);
+  assert.ok(torn.includes('"shard":"aa"'), torn);
+  assert.equal(shardOk({ ...inside, line: torn, eventSha256: sha(torn) }), false);
   assert.equal(shardOk({ ...inside, line: undefined }), false);
 });
 

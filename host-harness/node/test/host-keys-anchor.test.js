@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Gate, HostError } from "mrtr-gate";
@@ -95,6 +95,41 @@ test("a trail keyed before shards (v3 lines, v1 links and anchor) still verifies
   assert.deepEqual(verifyAnchor(textOf(lines.slice(0, -1)), links, anchor, KEYS),
     { kind: "truncated", shard: "", events: BigInt(lines.length - 1), anchored: BigInt(lines.length) });
 });
+
+test("a trail keyed before shards still verifies once a sharded line is appended under AnchoredAudit", () =>
+  withDir((dir) => {
+    // The legacy trail, its links and its v1 anchor copied: the sink writes into the copies.
+    const [trailPath, linksPath, anchorPath] = ["legacy_trail.jsonl", "legacy_trail.jsonl.links", "legacy_trail.anchor"].map((name) => {
+      const path = join(dir, name);
+      copyFileSync(new URL(`../../../tests/host_keys/${name}`, import.meta.url), path);
+      return path;
+    });
+    const legacyAnchor = readFileSync(anchorPath);
+    // One v1 anchor line (no `shard`): the line the checkpoint must keep as it is.
+    assert.ok(legacyAnchor.toString("utf8").endsWith("\n") && legacyAnchor.toString("utf8").split("\n").length === 2);
+    assert.ok(!legacyAnchor.includes('"shard"'));
+    // The package has no file sink: a MemoryAudit holding the legacy chain (the shard "", as
+    // verifyTrail files lines without `shard`) stands for the trail reopened.
+    const legacy = read(trailPath).split("\n").filter((l) => l !== "");
+    assert.ok(legacy.length >= 2);
+    const inner = new MemoryAudit();
+    let prev = GENESIS;
+    for (const [i, line] of legacy.entries()) {
+      assert.equal(inner.append({ shard: "", seq: BigInt(i + 1), prevSha256: prev, eventSha256: sha(line), line }).written, true);
+      prev = sha(line);
+    }
+    const t0 = JSON.stringify({ body: "1", prev_sha256: GENESIS, seq: 1, shard: "t0" });
+    assert.equal(new AnchoredAudit(inner, KEYS, anchorPath, linksPath).append(entryOf(t0)).written, true);
+    assert.deepEqual(inner.lines, [...legacy, t0]);
+    // Before the v1 line was kept, the first rewrite dropped it: `extended` for the shard "".
+    assert.deepEqual(verifyAnchor(textOf(inner.lines), read(linksPath), read(anchorPath), KEYS),
+      { kind: "intact", events: BigInt(legacy.length + 1) });
+    // The legacy line first (the shard "" sorts before every name), byte for byte, then t0's.
+    const checkpoint = readFileSync(anchorPath);
+    assert.deepEqual(checkpoint.subarray(0, legacyAnchor.length), legacyAnchor);
+    const rest = checkpoint.subarray(legacyAnchor.length).toString("utf8").split("\n").filter((l) => l !== "");
+    assert.deepEqual(rest.map((l) => JSON.parse(l).shard), ["t0"]);
+  }));
 
 test("a round under AnchoredAudit is intact and each tampering is found", () =>
   withDir(async (dir) => {

@@ -93,6 +93,36 @@ def test_a_trail_keyed_before_shards_still_verifies():
     assert verify_anchor(trail, links, sharded, KEYS) == BadAnchor()
 
 
+def test_a_trail_keyed_before_shards_still_verifies_once_continued(tmp_path):
+    """The legacy trail (tests/host_keys/legacy_trail.*, copied) opened with this package's
+    FileAudit under AnchoredAudit, and one line of a new shard appended: the checkpoint keeps the
+    `v1` anchor line first and byte for byte, so the legacy chain still ends at its anchored head.
+    A sink that dropped the `v1` line on its first rewrite left the chain `""` unanchored
+    (`Extended("", n, 0)`)."""
+    import shutil
+
+    trail, links, anchor = (tmp_path / name for name in ("legacy_trail.jsonl", "legacy_trail.jsonl.links", "legacy_trail.anchor"))
+    for path in (trail, links, anchor):
+        shutil.copyfile(FIXTURES / path.name, path)
+    legacy_anchor = anchor.read_bytes()
+    # One `v1` anchor line (no `shard`): the line the checkpoint must keep as it is.
+    assert legacy_anchor.endswith(b"\n") and legacy_anchor.count(b"\n") == 1 and b'"shard"' not in legacy_anchor
+    n = len(trail.read_text("utf-8").splitlines())
+    assert n >= 2
+    sink = hosts.FileAudit(trail)
+    try:
+        t0 = line_in("t0", None, 1)
+        assert '"shard":"t0"' in t0.line
+        assert AnchoredAudit(sink, KEYS, anchor, links).append(t0).written
+    finally:
+        sink.close()
+    assert verify_anchor(trail.read_text("utf-8"), links.read_text("utf-8"), anchor.read_text("utf-8"), KEYS) == Intact(n + 1)
+    checkpoint = anchor.read_bytes().splitlines(keepends=True)
+    # The legacy line first (the shard `""` sorts before every name), then the new shard's.
+    assert checkpoint[0] == legacy_anchor
+    assert [json.loads(line).get("shard") for line in checkpoint] == [None, "t0"]
+
+
 def test_a_round_under_anchored_audit_is_intact_and_each_tampering_is_found(tmp_path):
     from test_gate import ANSWERS, PARAMS, SERVER, form_round
 

@@ -208,6 +208,16 @@ def test_a_sink_takes_only_a_shard_it_can_key_on_and_the_line_names():
     line = e.line.replace('"round":1', '"round":"\\"shard\\":\\"bb\\""')
     assert 'shard\\":\\"bb' in line
     assert not hosts.shard_ok(m.AuditEntry("bb", 1, e.prev_sha256, sha(line), line))
+    # A nested key of that name (a form input called `shard`) is not the line's shard: the
+    # verifier files the line under its top-level `shard`, `aa`.
+    line = canonical(dict(json.loads(e.line), input_kinds={"shard": "form"}))
+    assert '"input_kinds":{"shard":"form"}' in line and '"shard":"aa"' in line
+    assert not hosts.shard_ok(m.AuditEntry("form", 1, e.prev_sha256, sha(line), line))
+    assert hosts.shard_ok(m.AuditEntry("aa", 1, e.prev_sha256, sha(line), line))
+    # A line that does not parse names no shard, though it holds the key and the name.
+    torn = e.line[:-1]
+    assert '"shard":"aa"' in torn
+    assert not hosts.shard_ok(m.AuditEntry("aa", 1, e.prev_sha256, sha(torn), torn))
     assert hosts.shard_ok(nxt("f" * 64, None, 1)) and hosts.shard_ok(nxt(hosts.ROOT_SHARD, None, 1))
 
 

@@ -101,7 +101,8 @@ class AnchoredAudit:
     `links`), each shard's head anchored apart from it (in `checkpoint`, kept where the trail's
     writer cannot reach), with `keys`' current key. Wraps any audit sink of this package
     (`hosts.MemoryAudit`, `hosts.FileAudit`, or yours). The checkpoint's lines that verify are
-    kept for the shards this sink has not written to yet. An entry `hosts.shard_ok` refuses
+    kept, byte for byte, for the shards this sink has not written to yet, a `v1` anchor (a trail
+    keyed before shards) among them as the shard `""`. An entry `hosts.shard_ok` refuses
     raises `HostError`: its shard goes into the link and the anchor as it is."""
 
     def __init__(
@@ -120,7 +121,11 @@ class AnchoredAudit:
         self._order = threading.Lock()
         # Each shard's anchor line as last written (the file is these lines in shard order).
         # Starts from the checkpoint's lines that verify, so a process started again keeps the
-        # anchors of the shards it has not written to yet.
+        # anchors of the shards it has not written to yet. A `v1` line (a trail keyed before
+        # shards) is kept too, under the shard `""`, which sorts first: dropped, the legacy
+        # chain would lose its anchor at the first sharded append and verify as `Extended`.
+        # Each line is kept as its original text: a `v1` MAC covers (N, H) without a shard,
+        # and no line this sink writes could stand in for it.
         self._anchored: dict[str, tuple[int, str]] = {}
         try:
             with open(self._checkpoint, "rb") as f:
@@ -129,8 +134,8 @@ class AnchoredAudit:
             text = ""
         for line in lines_of(text):
             head = _parse_keyed_head(line)
-            if head is not None and head.shard is not None and _verifies(keys, False, head):
-                self._anchored[head.shard] = (head.seq, line)
+            if head is not None and _verifies(keys, False, head):
+                self._anchored["" if head.shard is None else head.shard] = (head.seq, line)
         # Each shard's head the inner sink named last (in a write or a refusal), used when it
         # has no `head_hint`. An entry at or below it cannot extend the shard (a chain only
         # grows), so it is refused here without a link: a gate's first guess of a shard's head

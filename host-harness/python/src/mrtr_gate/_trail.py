@@ -27,7 +27,6 @@ ROOT_SHARD = "root"
 
 _U64 = 1 << 64
 _SHARD_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
-_SHARD_KEY = '"shard":"'
 # A `\u` escape of a UTF-16 surrogate: only then can a parsed string hold a lone one.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -138,22 +137,23 @@ def parse_json(text: str) -> object:
 def shard_ok(entry: "AuditEntry") -> bool:
     """Whether a durable sink may take `entry` on its shard: the shard is a name a sink can key
     on (1 to 64 lowercase ASCII letters and digits: a server's key part, or `ROOT_SHARD`), and the
-    line names that shard (in canonical JSON `"shard":"` can only be the key: a quote inside a
-    string is escaped). A sink that filed a line under another shard than the line names would
-    hold a trail that no longer verifies."""
+    line's top-level `shard`, the line parsed as `verify_trail` parses it, is that name. A sink
+    that filed a line under another shard than the line names would hold a trail that no longer
+    verifies."""
     name, line = entry.shard, entry.line
     if not isinstance(name, str) or not isinstance(line, str):
         return False
     if not 1 <= len(name) <= 64 or not set(name) <= _SHARD_CHARS:
         return False
-    # Each occurrence of the key in turn, not overlapping (as Rust's `match_indices`).
-    at = line.find(_SHARD_KEY)
-    while at != -1:
-        rest = at + len(_SHARD_KEY)
-        if line.startswith(name + '"', rest):
-            return True
-        at = line.find(_SHARD_KEY, rest)
-    return False
+    # Parsed, not searched: the verifier files a line by its top-level `shard` alone, and a
+    # nested key of that name (a form input called `shard`, inside `input_kinds`) would pass a
+    # search for `"shard":"` while the line is filed elsewhere. A line nested too deep for
+    # Python's parser (RecursionError) is a line that does not parse: refused, never raised.
+    try:
+        v = parse_json(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(v, dict) and v.get("shard") == name
 
 
 def verify_trail(lines: Iterable[str]) -> Verified:
