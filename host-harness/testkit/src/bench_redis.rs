@@ -1,8 +1,8 @@
 //! `mrtr-gate-testkit bench-redis`: form rounds from several processes at once against one
 //! Redis (each process its own component instance and connection), against the in-memory store
 //! for comparison: aggregate rounds per second, p50 and p99 per round, and Redis calls per
-//! round; then with the audit trail on Redis too (one trail, one chain head, which every
-//! process appends to). Each process runs `mrtr-gate-testkit bench-redis --worker`, and the
+//! round; then with the audit trail on Redis too (one trail, every process appending to it:
+//! one chain per server, so `servers` chain heads). Each process runs `mrtr-gate-testkit bench-redis --worker`, and the
 //! parent adds them up. Each process spreads its rounds over `servers` servers (one hash tag,
 //! so one Cluster slot, each).
 

@@ -427,7 +427,7 @@ fn bench_redis(
         (
             "redis-store-and-trail",
             Keeping::RedisStoreAndTrail,
-            "Redis store and trail (shared: one chain head)",
+            "Redis store and trail (shared: a chain per server)",
         ),
     ];
     if let Some(keeping) = worker {
