@@ -176,3 +176,26 @@ fn a_new_trail_and_its_folders_are_the_owners_alone_and_only_a_regular_file_is_t
     ));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A trail opened again knows the root's newest line (where a root writer starts from), read
+/// in the one pass that verifies it.
+#[test]
+fn a_trail_opened_again_names_the_roots_newest_line() {
+    use mrtr_gate_host::core::host::ShardHeads;
+    let dir = std::env::temp_dir().join(format!("mrtr-gate-last-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("t.jsonl");
+    let sink = FileAudit::open(&path).unwrap();
+    assert_eq!(sink.last_root().unwrap(), None);
+    sink.append(&support::entry_on(&sink.head(support::SHARD), "one"))
+        .unwrap();
+    let mut last = std::collections::BTreeMap::new();
+    mrtr_gate_host::core::audit::anchor_root(&sink, &mut last, 1).unwrap();
+    let root = sink.last_root().unwrap().unwrap();
+    sink.append(&support::entry_on(&sink.head(support::SHARD), "two"))
+        .unwrap();
+    drop(sink);
+    let again = FileAudit::open(&path).unwrap();
+    assert_eq!(again.last_root().unwrap(), Some(root));
+    let _ = std::fs::remove_dir_all(&dir);
+}

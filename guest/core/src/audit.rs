@@ -623,6 +623,8 @@ pub struct Verified {
     pub lines: u64,
     /// Each shard's head (lines before the sharded format under `""`).
     pub heads: std::collections::BTreeMap<String, ChainHead>,
+    /// The position of the root's newest line, if the trail has one.
+    pub last_root: Option<usize>,
 }
 
 /// [`verify_trail`], counting the lines.
@@ -646,6 +648,7 @@ pub fn verify_trail<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Veri
     let mut anchors: Vec<(usize, String, u64, String)> = Vec::new();
     let mut anchored: BTreeMap<String, u64> = BTreeMap::new();
     let mut count = 0_u64;
+    let mut last_root = None;
     for (i, line) in lines.into_iter().enumerate() {
         let v: Value = serde_json::from_str(line).map_err(|_| ChainBreak::Malformed(i))?;
         let seq = v
@@ -673,6 +676,7 @@ pub fn verify_trail<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Veri
         }
         chain.push(digest::sha256_hex(line.as_bytes()));
         if shard == ROOT_SHARD {
+            last_root = Some(i);
             let heads = v
                 .get("heads")
                 .and_then(Value::as_object)
@@ -723,6 +727,7 @@ pub fn verify_trail<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Veri
     Ok(Verified {
         lines: count,
         heads,
+        last_root,
     })
 }
 

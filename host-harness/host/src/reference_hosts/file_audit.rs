@@ -152,13 +152,9 @@ impl FileAudit {
             return Err(FileAuditError::TornLastLine);
         }
         let verified = verify_trail(text.lines()).map_err(FileAuditError::BrokenChain)?;
-        let last_root = text
-            .lines()
-            .rev()
-            .find(|l| {
-                serde_json::from_str::<serde_json::Value>(l)
-                    .is_ok_and(|v| v.get("shard").and_then(|s| s.as_str()) == Some(ROOT_SHARD))
-            })
+        let last_root = verified
+            .last_root
+            .and_then(|i| text.lines().nth(i))
             .map(str::to_owned);
         Ok(Self {
             path,
