@@ -89,7 +89,7 @@ impl Audit for Counting {
 
 /// The import calls of one form round (the benchmarks' own, `bench::round`), from a gate that
 /// already ran one (its caches warm, as in a client's steady state).
-fn form_round_calls() -> [u32; 6] {
+fn form_round_calls() -> ([u32; 6], u64) {
     let hosts = ScenarioHosts::new();
     let calls = Arc::new(Calls::default());
     let counting = Arc::new(Counting {
@@ -107,23 +107,28 @@ fn form_round_calls() -> [u32; 6] {
     let form = RoundKind::Form {
         distinct_schema: false,
     };
-    let mut round =
-        |n| bench::round(&mut gate, &server, bench::round_input(&server, n, form)).unwrap();
-    round(1);
-    let before = calls.tally();
-    round(2);
-    let after = calls.tally();
-    std::array::from_fn(|i| after[i] - before[i])
+    let round = |gate: &mut ComponentGate, n| {
+        bench::round(gate, &server, bench::round_input(&server, n, form)).unwrap()
+    };
+    round(&mut gate, 1);
+    let (before, digests_before) = (calls.tally(), gate.digests_answered());
+    round(&mut gate, 2);
+    let (after, digests_after) = (calls.tally(), gate.digests_answered());
+    (
+        std::array::from_fn(|i| after[i] - before[i]),
+        digests_after - digests_before,
+    )
 }
 
 #[test]
 fn docs_state_the_import_calls_of_a_form_round() {
-    let [clock, read, write, list_due, consent, append] = form_round_calls();
+    let ([clock, read, write, list_due, consent, append], digests) = form_round_calls();
     assert_eq!(list_due, 0, "a round never lists due keys");
     let total = clock + read + write + consent + append;
     let sentence = format!(
         "A form round makes {total} import calls: {clock} clock, {read} storage reads, \
-         {write} storage writes, {append} audit appends and {consent} consent"
+         {write} storage writes, {append} audit appends and {consent} consent; and \
+         {digests} digest calls"
     );
     let page = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/import-contract.md"),

@@ -23,7 +23,7 @@ mod bindings {
 mod convert;
 
 use bindings::exports::mrtr::gate::gate as wit;
-use bindings::mrtr::gate::{audit, clock, consent, storage};
+use bindings::mrtr::gate::{audit, clock, consent, digest, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
     AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, DuePage, HostError, ReadKey,
@@ -81,16 +81,24 @@ impl core::host::Audit for Imports {
     }
 }
 
+/// The host's SHA-256 (the `digest` import); the core checks its shape.
+fn host_sha256(text: &str) -> Option<String> {
+    digest::sha256(text)
+}
+
 /// The services bundle the core runs over.
 type Host = core::host::Services<Imports, Imports, Imports, Imports>;
 
 thread_local! {
-    static GATE: RefCell<core::Gate<Host>> = RefCell::new(core::Gate::new(core::host::Services {
-        clock: Imports,
-        storage: Imports,
-        consent: Imports,
-        audit: Imports,
-    }));
+    static GATE: RefCell<core::Gate<Host>> = RefCell::new({
+        core::digest::accelerate(host_sha256);
+        core::Gate::new(core::host::Services {
+            clock: Imports,
+            storage: Imports,
+            consent: Imports,
+            audit: Imports,
+        })
+    });
 }
 
 fn with_gate<T>(f: impl FnOnce(&mut core::Gate<Host>) -> T) -> T {

@@ -363,7 +363,7 @@ impl ChainWriter {
                 shard: event.shard.to_string(),
                 seq,
                 prev_sha256: head.event_sha256.clone(),
-                event_sha256: digest::sha256_hex(line.as_bytes()),
+                event_sha256: digest::text_sha256_hex(&line),
                 line,
             };
             let outcome = sink.append(&entry).map_err(|e| fail(e.message))?;
@@ -512,7 +512,7 @@ pub fn root_entry(
         shard: ROOT_SHARD.to_owned(),
         seq,
         prev_sha256: prev.event_sha256.clone(),
-        event_sha256: digest::sha256_hex(line.as_bytes()),
+        event_sha256: digest::text_sha256_hex(&line),
         line,
     }
 }
@@ -674,7 +674,7 @@ pub fn verify_trail<'a>(lines: impl IntoIterator<Item = &'a str>) -> Result<Veri
         if back != prev {
             return Err(ChainBreak::Broken(i));
         }
-        chain.push(digest::sha256_hex(line.as_bytes()));
+        chain.push(digest::text_sha256_hex(line));
         if shard == ROOT_SHARD {
             last_root = Some(i);
             let heads = v
@@ -787,7 +787,7 @@ mod tests {
             shard: shard.to_owned(),
             seq: prev.seq + 1,
             prev_sha256: prev.event_sha256,
-            event_sha256: digest::sha256_hex(line.as_bytes()),
+            event_sha256: digest::text_sha256_hex(&line),
             line,
         }
     }
@@ -894,7 +894,7 @@ mod tests {
             .to_string();
             prev = ChainHead {
                 seq: n,
-                event_sha256: digest::sha256_hex(line.as_bytes()),
+                event_sha256: digest::text_sha256_hex(&line),
             };
             old.push(line);
         }

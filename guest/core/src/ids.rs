@@ -163,7 +163,7 @@ impl ServerIdentity {
     /// binding; it could at most make an id look in use (and finding a server endpoint that
     /// collides with a given one takes about 2^128 hashes).
     pub fn key_part(&self) -> String {
-        let mut hex = crate::digest::sha256_hex(self.display().as_bytes());
+        let mut hex = crate::digest::text_sha256_hex(&self.display());
         hex.truncate(KEY_PART_HEX_DIGITS);
         hex
     }

@@ -30,7 +30,7 @@ const MAX_HOST_BYTES: usize = 253;
 
 /// What the audit trail may record of `uri`: see the module documentation.
 pub fn uri(uri: &str) -> String {
-    let hex = digest::sha256_hex(uri.as_bytes());
+    let hex = digest::text_sha256_hex(uri);
     let kept = kept_prefix(uri);
     let mut out = String::with_capacity(kept.len().saturating_add(72));
     out.push_str(&kept);
@@ -116,7 +116,7 @@ mod tests {
 
     fn kept(raw: &str) -> String {
         let out = uri(raw);
-        let hex = digest::sha256_hex(raw.as_bytes());
+        let hex = digest::text_sha256_hex(raw);
         assert!(out.ends_with(&hex), "{out}");
         out.trim_end_matches(&hex)
             .trim_end_matches("sha256:")
@@ -168,7 +168,7 @@ mod tests {
             Some((k, h)) => (k, h),
             None => return false,
         };
-        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if !crate::digest::is_sha256_hex(hex) {
             return false;
         }
         if kept.is_empty() {

@@ -114,7 +114,7 @@ function failure(e) {
 // The adapters between the services a caller writes (plain JS values, numbers or bigints,
 // `null` for absent) and what the glue passes and expects (bigints for u64, throws for `err`).
 // Every value a service returns is checked here: a bad one is a host error, never a trap.
-function imports(services) {
+function imports(services, sha256Hex = null) {
   const { clock, storage, consent, audit } = services;
   // Whatever a service does (throws anything, returns anything, has getters that throw), the
   // glue sees a value or an `err` string: a thrown Error would make it trap the instance.
@@ -192,7 +192,25 @@ function imports(services) {
         return { written, stored: stored ?? undefined, headSeq: u64(headSeq), headSha256 };
       }),
     },
+    [`mrtr:gate/digest`]: {
+      // An option<string> crosses as the string or undefined (none: the guest hashes itself);
+      // anything but a string would trap in the glue.
+      sha256(text) {
+        const digest = typeof sha256Hex === "function" ? sha256Hex(text) : undefined;
+        return typeof digest === "string" ? digest : undefined;
+      },
+    },
   };
+}
+
+/** Node's SHA-256 for the `digest` import, or null: a bundle for the web resolves #load to
+ * load-web.js (null), and a page importing src/ by path has no #load at all. */
+async function hostSha256() {
+  try {
+    return (await import("#load")).sha256Hex ?? null;
+  } catch {
+    return null;
+  }
 }
 
 /** The modules each `loadCoreModule` compiled, by file name (promises of `WebAssembly.Module`). */
@@ -273,7 +291,7 @@ export class Gate {
     if (options === null || typeof options !== "object") throw new LoadError("invalid_argument", "Gate.create's options must be an object");
     const getCoreModule = await coreLoader(options);
     const { instantiate } = await import("../gen/gate.js");
-    const adapted = imports(services);
+    const adapted = imports(services, await hostSha256());
     const gate = new Gate(async () => (await instantiate(getCoreModule, adapted))[`mrtr:gate/gate@${WIT}`] ?? null, services);
     await gate.#live();
     return gate;

@@ -317,3 +317,40 @@ test("a refusal recorded is consent_refused, and answers that are no object are 
   }
   await assert.rejects(consent.decideFor({}, ANSWERS, true), TypeError);
 });
+
+// The `digest` import: Node answers with node:crypto; a host with none (a browser), or one
+// answering something that is not 64 lowercase hex digits, is asked once, and the trail is
+// the same byte for byte either way.
+async function roundTrail(sha256Hex) {
+  const clock = new ManualClock();
+  const services = { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() };
+  const { __testImports, componentLoader, instantiate } = await import("mrtr-gate/internal");
+  const loadCoreModule = await componentLoader();
+  const gate = new Gate(async () => (await instantiate(loadCoreModule, __testImports(services, sha256Hex)))["mrtr:gate/gate@0.6.0"], services);
+  await gate.register({ requestId: 1, server: SERVER, user: "alice", tenant: "acme", method: "tools/call", params: PARAMS });
+  await gate.acceptResponse(SERVER, formRound(1));
+  await gate.buildRetry({ server: SERVER, requestId: 1, retryId: 2, user: "alice", tenant: "acme", responses: ANSWERS });
+  await gate.acceptResponse(SERVER, complete(2));
+  return services.audit.lines;
+}
+
+test("the digest import: answered, declined or malformed, the trail is the same", async () => {
+  const { createHash } = await import("node:crypto");
+  const hashed = (text) => createHash("sha256").update(text, "utf8").digest("hex");
+  const asked = [];
+  const answered = await roundTrail((text) => { asked.push(text); return hashed(text); });
+  assert.ok(asked.length > 1 && asked.every((t) => Buffer.byteLength(t) >= 128), "only texts worth a call are sent");
+  assert.deepEqual(await roundTrail(null), answered);
+  for (const answer of [undefined, null, "", "XYZ", "A".repeat(64), "0".repeat(63), "0".repeat(65), "g".repeat(64), 7]) {
+    asked.length = 0;
+    assert.deepEqual(await roundTrail((text) => { asked.push(text); return answer; }), answered, String(answer));
+    assert.equal(asked.length, 1, `${answer}: asked once, then hashed in the guest`);
+  }
+  // The package's own: Node's, as the default Gate.create links it.
+  const f = await fx();
+  await f.register();
+  await f.gate.acceptResponse(SERVER, formRound(1));
+  await f.retry();
+  await f.gate.acceptResponse(SERVER, complete(2));
+  assert.deepEqual(f.audit.lines, answered);
+});

@@ -416,3 +416,33 @@ def test_a_pinned_host_loads_only_the_component_whose_digest_it_expects():
     with pytest.raises(m.UnexpectedComponent):
         m.Gate(clock=fx.clock, storage=fx.storage, consent=fx.consent, audit=fx.audit,
                component=wasm + b"\x00\x04xxx\x00", expected_sha256=digest)
+
+
+def _round_trail(fx):
+    fx.register()
+    fx.gate.accept_response(SERVER, form_round(1))
+    fx.retry()
+    fx.gate.accept_response(SERVER, complete(2))
+    return list(fx.audit.lines)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, "", "XYZ", "A" * 64, "0" * 63, "0" * 65, " " + "0" * 63, "g" * 64, "\u00e9" * 32],
+    ids=["none", "empty", "short", "uppercase", "63", "65", "space", "not-hex", "multibyte"],
+)
+def test_a_host_with_no_sha256_or_a_malformed_one_is_asked_once_and_the_trail_is_the_same(monkeypatch, answer):
+    import hashlib
+
+    from mrtr_gate import _component
+
+    baseline = _round_trail(Fx())
+    asked = []
+    monkeypatch.setattr(_component, "sha256", lambda store, text: asked.append(text) or answer)
+    assert _round_trail(Fx()) == baseline
+    assert len(asked) == 1, "an answer that is not 64 lowercase hex digits stops the asking"
+    asked.clear()
+    hashed = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    monkeypatch.setattr(_component, "sha256", lambda store, text: asked.append(text) or hashed(text))
+    assert _round_trail(Fx()) == baseline
+    assert len(asked) > 1 and all(len(t.encode()) >= 128 for t in asked), "only texts worth a call are sent"

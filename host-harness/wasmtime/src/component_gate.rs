@@ -114,6 +114,13 @@ impl ComponentGate {
         })
     }
 
+    /// How many `digest` import calls the live instance made (0 before the first call).
+    pub fn digests_answered(&self) -> u64 {
+        self.live
+            .as_ref()
+            .map_or(0, |live| live.store.data().digests)
+    }
+
     fn instantiate(&self) -> Result<Live, GateDenial> {
         let limits = self.runtime.limits;
         let state = HostState {
@@ -127,6 +134,7 @@ impl ComponentGate {
                 .build(),
             granted: 0,
             deadline: None,
+            digests: 0,
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);

@@ -1,9 +1,9 @@
-//! The wasmtime side of the component's four imports (`mrtr:gate/{clock,storage,consent,audit}`):
+//! The wasmtime side of the component's imports (`mrtr:gate/{clock,storage,consent,audit,digest}`):
 //! the store's state, and adapters from the WIT interfaces to the core's host traits, so one
 //! implementation of a service ([`HostServices`]) serves both the component and the native core
 //! (every type conversion is in [`crate::convert`]).
 
-use crate::bindings::mrtr::gate::{audit, clock, consent, storage};
+use crate::bindings::mrtr::gate::{audit, clock, consent, digest, storage};
 use crate::deadline::GuestDeadline;
 use mrtr_gate_core::host::{AuditEntry, ConsentPrompt, ReadKey, Write};
 use mrtr_gate_host::HostServices;
@@ -17,6 +17,8 @@ pub struct HostState {
     pub(crate) granted: usize,
     /// The current call's deadline accounting (deadline budgets only).
     pub(crate) deadline: Option<GuestDeadline>,
+    /// How many `digest` calls this store answered.
+    pub(crate) digests: u64,
 }
 
 impl HostState {
@@ -124,5 +126,13 @@ impl audit::Host for HostState {
             Ok(outcome) => Ok((outcome, entry).into()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl digest::Host for HostState {
+    /// The CPU's SHA extensions where it has them (`sha2` picks them at run time).
+    fn sha256(&mut self, text: String) -> Option<String> {
+        self.digests += 1;
+        Some(mrtr_gate_core::digest::sha256_hex(text.as_bytes()))
     }
 }

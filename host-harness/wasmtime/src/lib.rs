@@ -3,7 +3,7 @@
 //! Runs the `mrtr:gate` WebAssembly component with wasmtime, the way an MCP client would:
 //!
 //! - [`GateRuntime`] compiles the component once (caching the precompiled artifact on disk)
-//!   and pre-links its four imports (`InstancePre`);
+//!   and pre-links its five imports (`InstancePre`);
 //! - [`ComponentGate`] is one sandboxed instance with a call budget (deadline or fuel) and
 //!   memory caps; any trap is a denial and the instance is replaced;
 //! - [`imports`] adapts a host's [`HostServices`] to the component's imports, and the private

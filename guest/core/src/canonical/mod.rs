@@ -349,7 +349,9 @@ fn word_needs_escape(w: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::digest::{bytes_equal, digest, digest_str, sha256_hex};
+    use crate::digest::{
+        bytes_equal, digest, digest_str, is_sha256_hex, sha256_hex, text_sha256_hex,
+    };
     use serde_json::json;
 
     fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
@@ -631,6 +633,29 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+        let long = "x".repeat(300);
+        assert_eq!(text_sha256_hex(&long), sha256_hex(long.as_bytes()));
+    }
+
+    /// What the `digest` import may answer: exactly 64 lowercase hex digits (anything else is
+    /// taken as no answer, and the guest hashes itself).
+    #[test]
+    fn a_digest_is_64_lowercase_hex_digits_and_nothing_else() {
+        assert!(is_sha256_hex(&sha256_hex(b"abc")));
+        let bad = [
+            String::new(),
+            "0".repeat(63),
+            "0".repeat(65),
+            "A".repeat(64),
+            "g".repeat(64),
+            format!(" {}", "0".repeat(63)),
+            format!("{}\n", "0".repeat(63)),
+            "\u{e9}".repeat(32),
+            "\u{661}".repeat(32),
+        ];
+        for s in bad {
+            assert!(!is_sha256_hex(&s), "{s:?}");
+        }
     }
 
     /// The reference: always sort by UTF-16.

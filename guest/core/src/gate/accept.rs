@@ -192,7 +192,7 @@ impl<H: Host> Gate<H> {
             state: round.state.as_deref().zip(state_sha256.as_deref()),
         }
         .write();
-        let view_sha256 = digest::sha256_hex(view_json.as_bytes());
+        let view_sha256 = digest::text_sha256_hex(&view_json);
         let input_keys: Vec<String> = round.inputs.keys().cloned().collect();
         let mut binding = self.store.take(binding);
         binding.rounds = number;

@@ -534,7 +534,7 @@ mod tests {
             method: "tools/call".into(),
             name: text.to_owned(),
             audit_name: text.to_owned(),
-            params_sha256: digest::sha256_hex(params.as_bytes()),
+            params_sha256: digest::text_sha256_hex(&params),
             params_sent: (sent != params).then(|| RawValue::from_string(sent).unwrap()),
             params_json: RawValue::from_string(params).unwrap(),
             policy: Policy {
@@ -623,7 +623,7 @@ mod tests {
                     state,
                     inputs,
                     view_json: view.clone(),
-                    view_sha256: digest::sha256_hex(view.as_bytes()),
+                    view_sha256: digest::text_sha256_hex(&view),
                     received_seq: 9,
                     rendered: Derived::new(),
                 }),

@@ -78,7 +78,7 @@ impl<H: Host> Gate<H> {
         let declared = Declared::from_params(&params);
         let params = Value::Object(params);
         let params_json = canonical::to_canonical(&params);
-        let params_sha256 = digest::sha256_hex(params_json.as_bytes());
+        let params_sha256 = digest::text_sha256_hex(&params_json);
         // Compared and digested canonically; sent with the client's own number digits.
         let sent = canonical::to_sent_form(&params);
         let as_raw = |text: String| {

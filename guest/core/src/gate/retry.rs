@@ -278,7 +278,7 @@ impl<H: Host> Gate<H> {
         // storage may have been rewritten behind the gate. (A binding this instance registered
         // and still holds in its cache is the one it hashed; the cache is keyed by version.)
         let params_changed = !binding.params_hashed_here
-            && (digest::sha256_hex(binding.fixed.params_json.get().as_bytes())
+            && (digest::text_sha256_hex(binding.fixed.params_json.get())
                 != binding.fixed.params_sha256
                 || !sent_form_holds(&binding.fixed));
         if binding.fixed.user != r.user || binding.fixed.tenant != r.tenant || params_changed {
@@ -364,7 +364,7 @@ impl<H: Host> Gate<H> {
         let prompt = ConsentPrompt {
             view_json: open.view_json.clone(),
             view_sha256: open.view_sha256.clone(),
-            responses_sha256: digest::sha256_hex(responses_json.as_bytes()),
+            responses_sha256: digest::text_sha256_hex(responses_json),
             responses_json: responses_json.to_owned(),
         };
         let receipt = self.host.consent().request_consent(&prompt);

@@ -468,7 +468,7 @@ pub(crate) fn check_measured(schema: &Value) -> Result<(FormSchema, usize), Gate
     fields.sort_by(|a, b| a.name.cmp(&b.name));
     let text = canonical::to_canonical(schema);
     let checked = FormSchema {
-        schema_sha256: digest::sha256_hex(text.as_bytes()),
+        schema_sha256: digest::text_sha256_hex(&text),
         fields,
     };
     Ok((checked, text.len()))

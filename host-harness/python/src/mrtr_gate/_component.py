@@ -1,5 +1,5 @@
-"""The component through wasmtime-py's component API: compile once, link the four imports to
-Python services, call the five exports.
+"""The component through wasmtime-py's component API: compile once, link the five imports to
+Python services, call the exports.
 
 wasmtime-py (50.0.1) maps WIT values to bare Python values, and some of its mappings need
 care; each is handled here, in one place, and tested in tests/test_wasmtime_py.py:
@@ -63,7 +63,7 @@ def _failure(e: BaseException) -> str:
 
 
 class Services:
-    """The four services, adapted to what wasmtime-py calls with and expects back."""
+    """The four services (and the `digest` import, `sha256` below), adapted to what wasmtime-py calls with and expects back."""
 
     def __init__(self, clock: Any, storage: Any, consent: Any, audit: Any) -> None:
         self.clock = clock
@@ -160,6 +160,13 @@ class Services:
             return _failure(e)
 
 
+def sha256(_store: Any, _text: str) -> Optional[str]:
+    """The `digest` import: `none`, so the guest hashes in WebAssembly and does not ask again.
+    Through wasmtime-py a crossing costs more than the guest's own SHA-256 of the texts it
+    would send (docs/performance.md, "Instructions per round"); hashlib would be slower."""
+    return None
+
+
 class Compiled:
     """The component compiled for one engine (compiling takes about a second; do it once)."""
 
@@ -212,6 +219,7 @@ class Instance:
                 ("storage", (("read", services.read), ("write", services.write), ("list-due", services.list_due))),
                 ("consent", (("request-consent", services.request_consent),)),
                 ("audit", (("append", services.append),)),
+                ("digest", (("sha256", sha256),)),
             ):
                 with root.add_instance(_iface(iface)) as i:
                     types = imports[_iface(iface)].ty.exports(compiled.engine) if fast else {}
