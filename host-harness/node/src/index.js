@@ -111,6 +111,10 @@ function failure(e) {
   return `${e?.name ?? "Error"}: ${e?.message ?? String(e)}`;
 }
 
+// `sha256Hex` answers the `digest` import; the package passes none. node:crypto made a form
+// round no faster (the crossing, the string's decoding and a hash object cost what hashing
+// in the guest does: docs/performance.md), and a page has no synchronous SHA-256 (Web
+// Crypto's digest returns a promise). Declined once, the guest hashes everything itself.
 // The adapters between the services a caller writes (plain JS values, numbers or bigints,
 // `null` for absent) and what the glue passes and expects (bigints for u64, throws for `err`).
 // Every value a service returns is checked here: a bad one is a host error, never a trap.
@@ -203,16 +207,6 @@ function imports(services, sha256Hex = null) {
   };
 }
 
-/** Node's SHA-256 for the `digest` import, or null: a bundle for the web resolves #load to
- * load-web.js (null), and a page importing src/ by path has no #load at all. */
-async function hostSha256() {
-  try {
-    return (await import("#load")).sha256Hex ?? null;
-  } catch {
-    return null;
-  }
-}
-
 /** The modules each `loadCoreModule` compiled, by file name (promises of `WebAssembly.Module`). */
 const compiledBy = new WeakMap();
 
@@ -291,7 +285,7 @@ export class Gate {
     if (options === null || typeof options !== "object") throw new LoadError("invalid_argument", "Gate.create's options must be an object");
     const getCoreModule = await coreLoader(options);
     const { instantiate } = await import("../gen/gate.js");
-    const adapted = imports(services, await hostSha256());
+    const adapted = imports(services);
     const gate = new Gate(async () => (await instantiate(getCoreModule, adapted))[`mrtr:gate/gate@${WIT}`] ?? null, services);
     await gate.#live();
     return gate;

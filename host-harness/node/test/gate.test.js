@@ -318,9 +318,9 @@ test("a refusal recorded is consent_refused, and answers that are no object are 
   await assert.rejects(consent.decideFor({}, ANSWERS, true), TypeError);
 });
 
-// The `digest` import: Node answers with node:crypto; a host with none (a browser), or one
-// answering something that is not 64 lowercase hex digits, is asked once, and the trail is
-// the same byte for byte either way.
+// The `digest` import: the package declines it (docs/performance.md); a host answering it
+// through jco, declining it, or answering something that is not 64 lowercase hex digits (asked
+// once, then never again) leaves the same trail, byte for byte.
 async function roundTrail(sha256Hex) {
   const clock = new ManualClock();
   const services = { clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() };
@@ -346,7 +346,7 @@ test("the digest import: answered, declined or malformed, the trail is the same"
     assert.deepEqual(await roundTrail((text) => { asked.push(text); return answer; }), answered, String(answer));
     assert.equal(asked.length, 1, `${answer}: asked once, then hashed in the guest`);
   }
-  // The package's own: Node's, as the default Gate.create links it.
+  // The package's own, as Gate.create links it.
   const f = await fx();
   await f.register();
   await f.gate.acceptResponse(SERVER, formRound(1));
