@@ -17,6 +17,8 @@ use mrtr_gate_host::core::host::{ReadKey, Write};
 use mrtr_gate_host::core::{RequestId, ServerIdentity, canonical, digest};
 use mrtr_gate_host::services::SharedStorage;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// The key space of the index.
 pub const PREFIX: &str = "mrtr-gate-proxy/v1/round/";
@@ -25,6 +27,10 @@ pub const PREFIX: &str = "mrtr-gate-proxy/v1/round/";
 /// Each loss means another update of the same key went through, so this bounds contention
 /// between calls that share a method, arguments and principal, never a slow store.
 const ATTEMPTS: usize = 16;
+
+/// How many entries this process remembers writing (see [`RoundIndex`]); past it, it forgets
+/// them all and reads again. A bound on memory, not on correctness.
+const REMEMBERED: usize = 4096;
 
 /// The members of a retry's params that are not the call's own.
 const ROUND_MEMBERS: [&str; 3] = ["_meta", "inputResponses", "requestState"];
@@ -114,13 +120,28 @@ pub fn named_by(params: &Map<String, Value>) -> Named {
 pub struct IndexError(pub String);
 
 /// The open rounds' index over a store.
+///
+/// An update is a read and a compare-and-swap on the version read: two round trips on Redis,
+/// and a round files and takes one entry. So the index remembers what it wrote last under
+/// each key (the version the store gave the write, and the ids), and starts an update from
+/// that instead of a read; filing under a key it knows nothing of starts from "absent". A
+/// store that moved on since (another engine or replica wrote, the entry expired) refuses the
+/// swap, and the update reads and goes on as before. The guess is never trusted further: a
+/// present key's version is never reused, so a swap that applies at a remembered version
+/// applies to exactly the entry remembered, and an update that would change nothing on the
+/// guess reads before it says so.
 #[derive(Clone)]
 pub struct RoundIndex {
     storage: SharedStorage,
     /// How long an entry lives after its last write: the longest a round filed there can
     /// (the policy's lifetime, and the gate's grace after it).
     ttl_ms: u64,
+    /// What this process wrote last under each key, shared by its engines.
+    written: Arc<Mutex<HashMap<String, Written>>>,
 }
+
+/// The version the store gave a write, and the ids it wrote.
+type Written = (u64, Vec<String>);
 
 impl std::fmt::Debug for RoundIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,7 +153,11 @@ impl RoundIndex {
     /// An index in `storage` (the gate's own store, so replicas sharing it share the index)
     /// whose entries live `ttl_ms` after their last write.
     pub fn new(storage: SharedStorage, ttl_ms: u64) -> Self {
-        Self { storage, ttl_ms }
+        Self {
+            storage,
+            ttl_ms,
+            written: Arc::default(),
+        }
     }
 
     /// File the round whose binding's live id is `live_id` under `key`.
@@ -140,7 +165,7 @@ impl RoundIndex {
         let RequestId::Text(live) = live_id else {
             return Err(IndexError("only minted ids are filed".into()));
         };
-        self.update(key, |ids| {
+        self.update(key, Guess::AbsentUnlessKnown, |ids| {
             if !ids.iter().any(|id| id == live) {
                 ids.push(live.clone());
             }
@@ -152,7 +177,7 @@ impl RoundIndex {
     /// Take the oldest round filed under `key`: a retry uses it (a second retry finds it
     /// gone). `None`: no round is filed there.
     pub fn take(&self, key: &str) -> Result<Option<RequestId>, IndexError> {
-        let taken = self.update(key, |ids| {
+        let taken = self.update(key, Guess::Known, |ids| {
             if ids.is_empty() {
                 None
             } else {
@@ -195,7 +220,7 @@ impl RoundIndex {
         let RequestId::Text(live) = live_id else {
             return Ok(());
         };
-        self.update(key, |ids| {
+        self.update(key, Guess::Known, |ids| {
             let before = ids.len();
             ids.retain(|id| id != live);
             (ids.len() != before).then_some(())
@@ -205,15 +230,26 @@ impl RoundIndex {
 
     /// Read the ids under `key`, let `change` edit them, and write them back with a
     /// compare-and-swap on the version read (deleting the key when none are left); again
-    /// when another writer got there first. `change` returning `None` writes nothing.
+    /// when another writer got there first. `change` returning `None` writes nothing. The
+    /// first try may start from `guess` instead of a read (see [`RoundIndex`]).
     fn update<T>(
         &self,
         key: &str,
+        guess: Guess,
         mut change: impl FnMut(&mut Vec<String>) -> Option<T>,
     ) -> Result<Option<T>, IndexError> {
+        let mut guessed = self.guess(key, guess);
         for _ in 0..ATTEMPTS {
-            let (mut ids, version) = self.read(key)?;
+            let on_guess = guessed.is_some();
+            let (mut ids, version) = match guessed.take() {
+                Some(g) => g,
+                None => self.read(key)?,
+            };
             let Some(out) = change(&mut ids) else {
+                if on_guess {
+                    // Nothing to do on the guess; the store may say otherwise.
+                    continue;
+                }
                 return Ok(None);
             };
             let text = serde_json::to_string(&ids).map_err(|e| IndexError(e.to_string()))?;
@@ -223,30 +259,181 @@ impl RoundIndex {
                 value: (!ids.is_empty()).then_some(text.as_str()),
                 ttl_ms: self.ttl_ms,
             };
-            let applied = self
-                .storage
-                .write(&[write])
-                .map_err(|e| IndexError(e.message))?;
-            if applied.len() == 1 {
+            let applied = self.storage.write(&[write]);
+            let applied = match applied {
+                Ok(applied) => applied,
+                Err(e) => {
+                    self.remember(key, None);
+                    return Err(IndexError(e.message));
+                }
+            };
+            if let [new_version] = applied[..] {
+                self.remember(key, (!ids.is_empty()).then_some((new_version, ids)));
                 return Ok(Some(out));
             }
+            self.remember(key, None);
         }
         Err(IndexError(format!(
             "the index entry kept changing under {ATTEMPTS} attempts"
         )))
     }
+
+    /// Where an update under `key` may start without a read.
+    fn guess(&self, key: &str, guess: Guess) -> Option<(Vec<String>, u64)> {
+        let written = self.written.lock().ok()?;
+        match (written.get(key), guess) {
+            (Some((version, ids)), _) => Some((ids.clone(), *version)),
+            (None, Guess::AbsentUnlessKnown) => Some((Vec::new(), 0)),
+            (None, Guess::Known) => None,
+        }
+    }
+
+    /// What this process now knows it wrote under `key` (`None`: nothing to start from).
+    fn remember(&self, key: &str, entry: Option<Written>) {
+        let Ok(mut written) = self.written.lock() else {
+            return;
+        };
+        match entry {
+            Some(entry) => {
+                if written.len() >= REMEMBERED && !written.contains_key(key) {
+                    written.clear();
+                }
+                written.insert(key.to_owned(), entry);
+            }
+            None => {
+                written.remove(key);
+            }
+        }
+    }
+}
+
+/// What an update may guess when it remembers nothing under its key.
+#[derive(Clone, Copy)]
+enum Guess {
+    /// That the key is absent: filing a new round's key, the common case.
+    AbsentUnlessKnown,
+    /// Nothing: read first.
+    Known,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mrtr_gate_host::core::host::{DuePage, HostError, Storage, Versioned};
     use mrtr_gate_host::core::memory::{ManualClock, MemoryStorage};
     use serde_json::json;
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn index() -> RoundIndex {
         let clock = Arc::new(ManualClock::new(1_000));
         RoundIndex::new(Arc::new(MemoryStorage::new(clock)), 60_000)
+    }
+
+    /// A store whose reads and writes are counted: each is one round trip on Redis.
+    struct Counted {
+        inner: MemoryStorage,
+        reads: AtomicUsize,
+        writes: AtomicUsize,
+    }
+
+    impl Storage for Counted {
+        fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.read(keys)
+        }
+        fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            self.inner.write(writes)
+        }
+        fn list_due(
+            &self,
+            due: u64,
+            cursor: Option<&str>,
+            limit: u32,
+        ) -> Result<DuePage, HostError> {
+            self.inner.list_due(due, cursor, limit)
+        }
+    }
+
+    /// Two replicas' indexes over one counted store, and the store's clock.
+    fn replicas() -> (RoundIndex, RoundIndex, Arc<Counted>, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let store = Arc::new(Counted {
+            inner: MemoryStorage::new(clock.clone()),
+            reads: AtomicUsize::new(0),
+            writes: AtomicUsize::new(0),
+        });
+        let a = RoundIndex::new(store.clone(), 60_000);
+        let b = RoundIndex::new(store.clone(), 60_000);
+        (a, b, store, clock)
+    }
+
+    fn id(n: u64) -> RequestId {
+        RequestId::Text(format!("mg:1:{n}"))
+    }
+
+    #[test]
+    fn a_round_filed_and_taken_by_one_process_costs_one_write_each_and_no_read() {
+        let (a, _, store, _) = replicas();
+        a.file("k", &id(1)).unwrap();
+        assert_eq!(a.take("k").unwrap(), Some(id(1)));
+        assert_eq!(store.reads.load(Ordering::SeqCst), 0);
+        assert_eq!(store.writes.load(Ordering::SeqCst), 2);
+        assert_eq!(a.take("k").unwrap(), None, "taken once");
+        // A clone (another engine of the process) shares what was written.
+        let engine = a.clone();
+        engine.file("j", &id(2)).unwrap();
+        let reads = store.reads.load(Ordering::SeqCst);
+        assert_eq!(a.take("j").unwrap(), Some(id(2)));
+        assert_eq!(store.reads.load(Ordering::SeqCst), reads);
+    }
+
+    #[test]
+    fn what_another_replica_wrote_since_is_read_never_overwritten() {
+        let (a, b, _, _) = replicas();
+        a.file("k", &id(1)).unwrap();
+        b.file("k", &id(2)).unwrap(); // b guessed "absent": refused, read, appended
+        a.file("k", &id(3)).unwrap(); // a's guess is stale: refused, read, appended
+        assert_eq!(b.take("k").unwrap(), Some(id(1)));
+        // a remembers [1, 2, 3]; the store holds [2, 3]. Removing 1 from the guess is refused
+        // at the stale version, and on the store there is nothing to remove.
+        a.remove("k", &id(1)).unwrap();
+        a.remove("k", &id(2)).unwrap();
+        assert_eq!(a.take("k").unwrap(), Some(id(3)));
+        assert_eq!(b.take("k").unwrap(), None);
+        assert_eq!(a.take("k").unwrap(), None);
+        // Nothing to do on the guess is not the answer: the store is asked.
+        b.file("j", &id(4)).unwrap();
+        a.file("j", &id(5)).unwrap();
+        a.remove("j", &id(5)).unwrap(); // a now remembers [4]
+        b.take("j").unwrap();
+        b.file("j", &id(6)).unwrap(); // the store: [6]; a remembers [4]
+        a.remove("j", &id(6)).unwrap(); // not on a's guess; on the store
+        assert_eq!(b.take("j").unwrap(), None);
+    }
+
+    #[test]
+    fn an_entry_that_expired_is_not_brought_back_by_what_was_remembered() {
+        let (a, _, _, clock) = replicas();
+        a.file("k", &id(1)).unwrap();
+        clock.advance(60_001);
+        a.file("k", &id(2)).unwrap();
+        assert_eq!(a.take("k").unwrap(), Some(id(2)));
+        assert_eq!(a.take("k").unwrap(), None);
+    }
+
+    #[test]
+    fn a_failed_write_forgets_the_guess() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let store = Arc::new(MemoryStorage::new(clock));
+        let a = RoundIndex::new(store.clone(), 60_000);
+        a.file("k", &id(1)).unwrap();
+        store.set_failing(true);
+        assert!(a.file("k", &id(2)).is_err());
+        store.set_failing(false);
+        assert_eq!(a.take("k").unwrap(), Some(id(1)));
+        assert_eq!(a.take("k").unwrap(), None);
     }
 
     fn alice() -> Principal {

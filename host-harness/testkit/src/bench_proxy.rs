@@ -340,6 +340,8 @@ struct Row {
     round_p99: f64,
     gate_us_per_request: Option<f64>,
     per_second: Vec<f64>,
+    /// Commands the row's one client's rounds sent to Redis, per round (Redis rows).
+    redis_per_round: Option<f64>,
 }
 
 fn measure(
@@ -348,7 +350,29 @@ fn measure(
     url: &str,
     gate_time: Option<&Stopwatch>,
 ) -> Result<Row, String> {
-    measure_with(w, name, url, gate_time, None)
+    measure_with(w, name, url, gate_time, None, None)
+}
+
+/// Every command Redis at `url` has processed, by `INFO commandstats` (this `INFO` included).
+fn redis_commands(url: &str) -> Result<u64, String> {
+    let mut c = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| format!("redis: {e}"))?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .map_err(|e| format!("redis: {e}"))?;
+    Ok(info
+        .lines()
+        .filter_map(|l| {
+            l.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum())
 }
 
 fn measure_with(
@@ -357,12 +381,23 @@ fn measure_with(
     url: &str,
     gate_time: Option<&Stopwatch>,
     reference: Option<&[Recorded; 2]>,
+    redis: Option<&str>,
 ) -> Result<Row, String> {
     if let Some(watch) = gate_time {
         watch.reset();
     }
     let at = |e: String| format!("{name}: {e}");
+    let before = redis.map(redis_commands).transpose().map_err(at)?;
     let mut one = drive(w, url, 1, w.rounds, reference).map_err(at)?;
+    let redis_per_round = match (redis, before) {
+        (Some(url), Some(before)) => {
+            // Less the one INFO that counted `before`; warm rounds included.
+            let sent = redis_commands(url).map_err(at)?.saturating_sub(before + 1);
+            #[allow(clippy::cast_precision_loss)]
+            Some(sent as f64 / (w.rounds + WARM_ROUNDS) as f64)
+        }
+        _ => None,
+    };
     let gate_us_per_request = gate_time.map(|watch| {
         // Warm rounds included: (warm + timed) rounds of two requests each.
         #[allow(clippy::cast_precision_loss)]
@@ -383,6 +418,7 @@ fn measure_with(
         round_p99: percentile(&mut one.rounds, 0.99),
         gate_us_per_request,
         per_second,
+        redis_per_round,
     })
 }
 
@@ -418,6 +454,7 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         &w.upstream,
         None,
         Some(&recorded),
+        None,
     )?);
     {
         let proxy = start_proxy(runtime, &w.upstream, &Gating::Off)?;
@@ -451,11 +488,13 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
             trail: "bench-proxy".into(),
         };
         let proxy = start_proxy(runtime, &w.upstream, &gate_on(None, Some(redis)))?;
-        rows.push(measure(
+        rows.push(measure_with(
             w,
             "proxy, gate on, Redis".into(),
             &proxy.url,
             Some(&proxy.gate_time),
+            None,
+            Some(url),
         )?);
     }
     // One engine against a pool of one per core, in front of an upstream at no cost (the
@@ -568,6 +607,15 @@ fn report(w: &Workload, rows: &[Row]) -> String {
             let _ = write!(out, " {s:.0} |");
         }
         out.push('\n');
+    }
+    for r in rows {
+        if let Some(n) = r.redis_per_round {
+            let _ = writeln!(
+                out,
+                "\n- {}: {n:.1} Redis commands per form round (one client; the gate's and the index's)",
+                r.name
+            );
+        }
     }
     // Scaling: the widest column against the one before it (budget: 32 >= 90% of 8).
     let n = w.clients.len();
