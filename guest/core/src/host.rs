@@ -355,7 +355,9 @@ pub trait Audit {
 pub trait ShardHeads {
     /// Every shard's head, the root's ([`crate::audit::ROOT_SHARD`]) read before any other
     /// shard's (or all in one snapshot): a root line then never anchors a head older than one
-    /// the root's head already anchored.
+    /// the root's head already anchored. Only heads the sink will not lose by its own rule for
+    /// confirming an append (a Redis sink's: held by the replicas its writes wait for): a root
+    /// line anchoring a line a failover then loses would read as a cut.
     fn heads(&self) -> Result<std::collections::BTreeMap<String, ChainHead>, HostError>;
 
     /// The root's newest line (none when the root has none): where a writer that has

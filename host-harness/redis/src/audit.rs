@@ -52,6 +52,15 @@ if back[1] == nil then return {1, false} end
 return {1, back[1][2][2]}
 ";
 
+// KEYS[1]: a shard's head hash, KEYS[2]: its read mark. Returns the head's {seq, sha} (false:
+// none) after a write to the mark in the same slot: the `WAIT` after it then counts the
+// replicas that hold everything the master took before this read, the head's line included.
+const HEAD: &str = r"
+local head = redis.call('HMGET', KEYS[1], 'seq', 'sha')
+redis.call('INCR', KEYS[2])
+return head
+";
+
 // KEYS[1]: the trail's set of shards. ARGV[1]: a shard. A script (not a bare SADD) so that it
 // goes through `write_script`, confirmed by the same WAIT as every other write: a shard whose
 // listing a failover lost would hide its lines from every reader.
@@ -71,6 +80,7 @@ pub struct RedisAudit {
     listed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     append: Script,
     list: Script,
+    head: Script,
 }
 
 impl std::fmt::Debug for RedisAudit {
@@ -111,6 +121,7 @@ impl RedisAudit {
             listed: std::sync::Mutex::default(),
             append: Script::new(APPEND),
             list: Script::new(LIST),
+            head: Script::new(HEAD),
         })
     }
 
@@ -134,20 +145,48 @@ impl RedisAudit {
         Ok(names)
     }
 
-    /// Every shard's head, the root's read first ([`ShardHeads::heads`]).
+    /// A shard's read mark: written by every confirmed read of its head ([`HEAD`]), in the
+    /// head's slot.
+    fn mark_of(&self, shard: &str) -> String {
+        format!("{}:{{{shard}}}#audit-mark:{}", self.namespace, self.trail)
+    }
+
+    /// Every shard's head, the root's read first ([`ShardHeads::heads`]). With writes that wait
+    /// for replicas ([`Options::replicas`]), each head is read by a script confirmed by the same
+    /// `WAIT` as an append, so a head is returned only once the replicas hold its line: a
+    /// master takes a line before its `WAIT` ends, and may die before a replica copies it, so a
+    /// root line anchoring a head read straight from it would read as a cut after a failover
+    /// that lost a line nobody was told was written. A head the replicas do not hold within
+    /// the timeout is an error naming its shard (no root line is written).
     pub fn heads(&self) -> Result<BTreeMap<String, ChainHead>, HostError> {
         let mut heads = BTreeMap::new();
         let mut names = self.shard_names()?;
         names.sort_by_key(|s| (s != ROOT_SHARD, s.clone()));
         for shard in names {
             let [_, head] = self.keys_of(&shard);
-            let (seq, sha): (Option<u64>, Option<String>) = self.conn.with(|c| {
-                redis::cmd("HMGET")
-                    .arg(&head)
-                    .arg("seq")
-                    .arg("sha")
-                    .query(c)
-            })?;
+            let (seq, sha): (Option<u64>, Option<String>) = if self.options.replicas == 0 {
+                self.conn.with(|c| {
+                    redis::cmd("HMGET")
+                        .arg(&head)
+                        .arg("seq")
+                        .arg("sha")
+                        .query(c)
+                })?
+            } else {
+                let reply = write_script(
+                    &self.conn,
+                    &self.options,
+                    &|_| {},
+                    (&self.head, HEAD),
+                    &[head, self.mark_of(&shard)],
+                    &[],
+                )
+                .map_err(|e| {
+                    HostError::new(format!("the head of audit shard {shard}: {}", e.message))
+                })?;
+                redis::from_redis_value(reply)
+                    .map_err(|_| HostError::new("redis audit returned a bad head"))?
+            };
             if let (Some(seq), Some(event_sha256)) = (seq, sha) {
                 heads.insert(shard, ChainHead { seq, event_sha256 });
             }

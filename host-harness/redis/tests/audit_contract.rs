@@ -2,13 +2,14 @@
 //! server and on a Cluster): an append is written only if it extends the head (else the head
 //! comes back), its line is read back, an entry whose digest is not its line's is refused, the
 //! head appended again is written once, an append fewer replicas hold than the sink waits for
-//! is an error, and the trail is one intact chain.
+//! is an error (and a root never anchors a head they do not hold), and the trail is one intact
+//! chain.
 
 #![cfg(test)]
 
-use mrtr_gate_host::core::audit::verify_chain;
+use mrtr_gate_host::core::audit::{anchor_root, verify_chain};
 use mrtr_gate_host::core::digest::sha256_hex;
-use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead};
+use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, ShardHeads};
 use mrtr_gate_host::reference_hosts::MemoryAudit;
 use mrtr_gate_redis::{Options, RedisAudit};
 mod support;
@@ -229,5 +230,49 @@ fn an_append_fewer_replicas_hold_than_the_sink_waits_for_is_an_error() {
         let e = entry(&ChainHead::genesis(), "unheld");
         let err = sink.append(&e).unwrap_err();
         assert!(err.message.contains("replicas"), "{name}: {err:?}");
+    }
+}
+
+#[test]
+fn a_root_anchors_only_heads_the_replicas_hold() {
+    for (name, url) in support::deployments() {
+        let trail = format!("unanchored{}-{}", std::process::id(), rand_suffix());
+        let connect = |replicas| {
+            let options = Options::for_url(&url).replicas(replicas);
+            RedisAudit::connect_with(&url, "audit-contract", &trail, options).unwrap()
+        };
+        // A line the master took and no replica need hold: what a master holds between taking
+        // an append and its `WAIT` ending, or after a `WAIT` that failed.
+        let e = entry_in("aa", &ChainHead::genesis(), "taken, not held");
+        assert!(connect(0).append(&e).unwrap().written, "{name}");
+        // One server has no replica; each Cluster master has one, never two.
+        let strict = connect(if name == "redis" { 1 } else { 2 });
+        let err = strict.heads().unwrap_err();
+        assert!(
+            err.message.contains("shard aa") && err.message.contains("replicas"),
+            "{name}: {err:?}"
+        );
+        let mut anchored = std::collections::BTreeMap::new();
+        assert!(anchor_root(&strict, &mut anchored, 1).is_err(), "{name}");
+        assert_eq!(
+            strict.last_root().unwrap(),
+            None,
+            "{name}: a root was written"
+        );
+        assert!(anchored.is_empty(), "{name}");
+        // Held by as many replicas as there are (a Cluster master's one, one server's none),
+        // the head is read, and anchored.
+        let held = connect(u32::from(name != "redis"));
+        let head = ChainHead {
+            seq: 1,
+            event_sha256: e.event_sha256.clone(),
+        };
+        assert_eq!(held.heads().unwrap().get("aa"), Some(&head), "{name}");
+        assert_eq!(
+            anchor_root(&held, &mut anchored, 2).unwrap(),
+            Some(1),
+            "{name}"
+        );
+        assert_eq!(anchored.get("aa"), Some(&head), "{name}");
     }
 }
