@@ -404,14 +404,10 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     };
     let mut others = Vec::with_capacity(engines.saturating_sub(1));
     for _ in 1..engines {
-        let storage = match wired.storage_for_another_gate() {
-            Ok(s) => s,
+        match wired.services_for_another_gate(services.consent.clone()) {
+            Ok(s) => others.push(s),
             Err(e) => return usage(e),
-        };
-        others.push(mrtr_gate_host::HostServices {
-            storage,
-            ..services.clone()
-        });
+        }
     }
     let policy = checked.policy.clone();
     let allow_legacy_server_requests = flags.allow_legacy_server_requests;

@@ -3,7 +3,7 @@
 //! JSON-lines file, or one Redis trail), both under the host keys when there are keys, and
 //! the pseudonyms the gate binds and the trail digests instead of the user and tenant.
 //! `mrtr-gate call` builds one gate over them; `mrtr-gate proxy` builds a pool, one store
-//! connection per gate ([`Wired::storage_for_another_gate`]).
+//! and one sink connection per gate ([`Wired::services_for_another_gate`]).
 
 use crate::keys::{KeyOptions, Keyed};
 use mrtr_gate_client::transport::isolation::{self, Isolation, RunAs};
@@ -59,6 +59,8 @@ pub struct Wired {
     /// The same sink, for its root ([`Wired::root_schedule`]); none for a trail in memory.
     root: Option<SharedRootSink>,
     redis: Option<RedisChoice>,
+    /// The Redis sink, for the sinks of the run's other gates ([`RedisAudit::another`]).
+    redis_audit: Option<Arc<RedisAudit>>,
 }
 
 impl std::fmt::Debug for Wired {
@@ -83,6 +85,7 @@ impl Wired {
         }
         let keyed = crate::keys::load(&options.keys)?;
         let mut trail_files = None;
+        let mut redis_audit = None;
         let (storage, root): (SharedStorage, Option<SharedRootSink>) =
             match (&options.redis, &options.audit) {
                 (Some(redis), _) => {
@@ -97,7 +100,9 @@ impl Wired {
                         redis.options(),
                     )
                     .map_err(|e| redis_error(&e))?;
-                    (storage, Some(Arc::new(audit)))
+                    let audit = Arc::new(audit);
+                    redis_audit = Some(Arc::clone(&audit));
+                    (storage, Some(audit))
                 }
                 (None, None) => (memory_storage(keyed.as_ref(), &clock), None),
                 (None, Some(path)) => {
@@ -120,6 +125,7 @@ impl Wired {
             audit,
             root,
             redis: options.redis.clone(),
+            redis_audit,
         })
     }
 
@@ -145,13 +151,21 @@ impl Wired {
         }
     }
 
-    /// A store for one more gate of the run: the same rounds, through a connection of its
-    /// own on Redis (one connection serialises its calls), the very store in memory.
-    pub fn storage_for_another_gate(&self) -> Result<SharedStorage, String> {
-        match &self.redis {
-            Some(redis) => redis_storage(redis, self.keyed.as_ref(), &self.clock),
-            None => Ok(self.storage.clone()),
+    /// The services of one more gate of the run, with `consent`: the same rounds and the same
+    /// trail, through a store connection and a sink connection of its own on Redis (one
+    /// connection serialises its calls, so gates sharing one would queue behind each other's
+    /// scripts; the sinks share the heads they see, [`RedisAudit::another`]); the very store
+    /// and sink otherwise (one memory store, one trail file appended under its own lock).
+    pub fn services_for_another_gate(
+        &self,
+        consent: SharedConsent,
+    ) -> Result<HostServices, String> {
+        let mut services = self.services(consent);
+        if let (Some(redis), Some(audit)) = (&self.redis, &self.redis_audit) {
+            services.storage = redis_storage(redis, self.keyed.as_ref(), &self.clock)?;
+            services.audit = Arc::new(audit.another().map_err(|e| redis_error(&e))?);
         }
+        Ok(services)
     }
 
     /// How a server this run spawns is isolated: kept from the trail's folder, the anchor's
@@ -328,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn without_keys_the_principal_is_as_given_and_every_gate_shares_the_memory_store() {
+    fn without_keys_the_principal_is_as_given_and_every_gate_shares_the_memory_store_and_sink() {
         let options = ServiceOptions {
             keys: KeyOptions {
                 insecure_no_host_keys: true,
@@ -341,8 +355,43 @@ mod tests {
             wired.principal("alice", "acme"),
             Principal::new("alice", "acme")
         );
-        let another = wired.storage_for_another_gate().unwrap();
-        assert!(Arc::ptr_eq(&another, &wired.storage));
+        let another = wired
+            .services_for_another_gate(Arc::new(
+                mrtr_gate_host::reference_hosts::DecidedConsent::new(),
+            ))
+            .unwrap();
+        assert!(Arc::ptr_eq(&another.storage, &wired.storage));
+        assert!(Arc::ptr_eq(&another.audit, &wired.audit));
+    }
+
+    #[test]
+    fn on_redis_every_more_gate_has_a_store_and_a_sink_connection_of_its_own() {
+        let Ok(url) = std::env::var("MRTR_GATE_REDIS_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "MRTR_GATE_REDIS_URL is not set (scripts/redis start)"
+            );
+            eprintln!("MRTR_GATE_REDIS_URL is not set: skipped");
+            return;
+        };
+        let options = ServiceOptions {
+            keys: KeyOptions {
+                insecure_no_host_keys: true,
+                ..KeyOptions::default()
+            },
+            redis: Some(RedisChoice {
+                url,
+                replicas: None,
+                namespace: format!("services-{}", std::process::id()),
+                trail: "gates".into(),
+            }),
+            audit: None,
+        };
+        let wired = Wired::open(&options, clock()).unwrap();
+        let consent = Arc::new(mrtr_gate_host::reference_hosts::DecidedConsent::new());
+        let another = wired.services_for_another_gate(consent).unwrap();
+        assert!(!Arc::ptr_eq(&another.storage, &wired.storage));
+        assert!(!Arc::ptr_eq(&another.audit, &wired.audit));
     }
 
     #[test]

@@ -27,8 +27,8 @@ use mrtr_gate_core::audit::{ROOT_SHARD, shard_ok};
 use mrtr_gate_core::digest::sha256_hex;
 use mrtr_gate_core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, HostError, ShardHeads};
 use redis::Script;
-use std::collections::BTreeMap;
-use std::sync::PoisonError;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 // KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
 // Returns {1, stored line} when written (or already the head), {0, head seq, head sha256}
@@ -76,11 +76,38 @@ pub struct RedisAudit {
     shards: String,
     /// The one stream of a trail written before shards (0.5), read by [`Self::lines`].
     legacy_stream: String,
-    /// The shards this process has added to [`Self::shards`].
-    listed: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    url: String,
+    /// What this sink shares with every sink of the trail made from it ([`Self::another`]).
+    process: Arc<Process>,
     append: Script,
     list: Script,
     head: Script,
+}
+
+/// What the sinks of one trail in one process know, shared by the gates they serve.
+#[derive(Default)]
+struct Process {
+    /// The shards added to the trail's set (`RedisAudit::list`).
+    listed: Mutex<BTreeSet<String>>,
+    /// The newest head each shard was last seen at, written or answered (at most
+    /// [`MAX_SEEN`]). Another gate of the process holds an older one after this one appends,
+    /// and its entry at or below the head seen is answered `head moved` without a round trip:
+    /// a chain only grows. A head Redis names replaces it, even a lower one (a failover that
+    /// lost lines), so what is seen never stays ahead of the trail.
+    seen: Mutex<HashMap<String, ChainHead>>,
+}
+
+/// The most shards whose heads [`Process::seen`] holds (then it starts again, empty).
+const MAX_SEEN: usize = 4096;
+
+impl Process {
+    fn saw(&self, shard: &str, head: ChainHead) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= MAX_SEEN && !seen.contains_key(shard) {
+            seen.clear();
+        }
+        seen.insert(shard.to_owned(), head);
+    }
 }
 
 impl std::fmt::Debug for RedisAudit {
@@ -118,10 +145,30 @@ impl RedisAudit {
             trail: trail.to_owned(),
             shards: format!("{namespace}:{{audit-{trail}}}:shards"),
             legacy_stream: format!("{namespace}:{{audit-{trail}}}:stream"),
-            listed: std::sync::Mutex::default(),
+            url: url.to_owned(),
+            process: Arc::default(),
             append: Script::new(APPEND),
             list: Script::new(LIST),
             head: Script::new(HEAD),
+        })
+    }
+
+    /// A sink for another gate of this process: the same trail through a connection of its
+    /// own (one connection serialises its calls), knowing the heads this one saw, so that the
+    /// gates of one process do not each pay a refused append to learn the other's last line.
+    pub fn another(&self) -> Result<Self, HostError> {
+        Ok(Self {
+            conn: Conn::open(&self.url, self.options.timeout, "redis audit")?,
+            options: self.options,
+            namespace: self.namespace.clone(),
+            trail: self.trail.clone(),
+            shards: self.shards.clone(),
+            legacy_stream: self.legacy_stream.clone(),
+            url: self.url.clone(),
+            process: Arc::clone(&self.process),
+            append: self.append.clone(),
+            list: self.list.clone(),
+            head: self.head.clone(),
         })
     }
 
@@ -239,7 +286,11 @@ impl RedisAudit {
 
     /// Add `shard` to the trail's set before this process's first append to it.
     fn list(&self, shard: &str) -> Result<(), HostError> {
-        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut listed = self
+            .process
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if listed.contains(shard) {
             return Ok(());
         }
@@ -291,6 +342,22 @@ impl Audit for RedisAudit {
                 "the entry's shard is not a shard name its line carries",
             ));
         }
+        let seen = self
+            .process
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&entry.shard)
+            // The entry itself at the head (a call re-offered after an error) goes to Redis,
+            // which returns it as written.
+            .filter(|head| {
+                head.seq > entry.seq
+                    || (head.seq == entry.seq && head.event_sha256 != entry.event_sha256)
+            })
+            .cloned();
+        if let Some(head) = seen {
+            return Ok(AppendOutcome::head_moved(head));
+        }
         self.list(&entry.shard)?;
         let reply = write_script(
             &self.conn,
@@ -316,14 +383,23 @@ impl Audit for RedisAudit {
             }
         };
         match text(reply.first()).as_deref() {
-            Some("1") => Ok(AppendOutcome::written(entry, text(reply.get(1)))),
+            Some("1") => {
+                let head = ChainHead {
+                    seq: entry.seq,
+                    event_sha256: entry.event_sha256.clone(),
+                };
+                self.process.saw(&entry.shard, head);
+                Ok(AppendOutcome::written(entry, text(reply.get(1))))
+            }
             Some("0") => {
                 let seq = text(reply.get(1))
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| HostError::new("redis audit returned a bad head"))?;
                 let event_sha256 = text(reply.get(2))
                     .ok_or_else(|| HostError::new("redis audit returned a bad head"))?;
-                Ok(AppendOutcome::head_moved(ChainHead { seq, event_sha256 }))
+                let head = ChainHead { seq, event_sha256 };
+                self.process.saw(&entry.shard, head.clone());
+                Ok(AppendOutcome::head_moved(head))
             }
             _ => Err(HostError::new("redis audit returned an unknown reply")),
         }

@@ -139,10 +139,7 @@ fn start_proxy_on(
             // As the CLI: engine 0 over `services`, every other over its own connection.
             let mut per_engine = vec![services.clone()];
             for _ in 1..engines {
-                per_engine.push(mrtr_gate_host::HostServices {
-                    storage: wired.storage_for_another_gate()?,
-                    ..services.clone()
-                });
+                per_engine.push(wired.services_for_another_gate(services.consent.clone())?);
             }
             let bound = wired.principal(&principal.user, &principal.tenant);
             let runtime = runtime.clone();
