@@ -24,3 +24,4 @@ mod storage_rollback;
 mod support;
 mod terminal_consent;
 mod traceability;
+mod trail_vectors;

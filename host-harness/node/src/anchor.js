@@ -23,6 +23,7 @@ import { closeSync, fdatasyncSync, openSync, readFileSync, renameSync, writeFile
 import { join, parse } from "node:path";
 import { HostError } from "./index.js";
 import { shardOk } from "./hosts.js";
+import { Float, parseTrailJson } from "./trail-json.js";
 
 const ANCHOR_CONTEXT = Buffer.from("mrtr-gate/audit-anchor/v2");
 const LINK_CONTEXT = Buffer.from("mrtr-gate/audit-link/v2");
@@ -166,18 +167,15 @@ function lines(text) {
   return parts.map((p) => (p.endsWith("\r") ? p.slice(0, -1) : p));
 }
 
-/** A JSON integer as a u64 (bigint), or null: a safe integer only, which every trail's `seq` is. */
-const u64Of = (v) => (Number.isSafeInteger(v) && v >= 0 && BigInt(v) <= U64_MAX ? BigInt(v) : null);
+/** A JSON integer as a u64 (bigint), or null (serde_json's `as_u64`: see `parseTrailJson`). */
+const u64Of = (v) => (typeof v === "bigint" && v <= U64_MAX ? v : null);
 
-const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Float);
 
+/** A line parsed as the Rust core parses it, when it is a JSON object; else null. */
 const parseJson = (text) => {
-  try {
-    const v = JSON.parse(text);
-    return isObject(v) ? v : null;
-  } catch {
-    return null;
-  }
+  const v = parseTrailJson(text);
+  return isObject(v) ? v : null;
 };
 
 /** `{ shard, seq, digest, id, mac }` of a link or anchor line (shard null: keyed before shards), or null. */

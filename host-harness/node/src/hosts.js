@@ -7,6 +7,7 @@
 
 import { HostError } from "./index.js";
 import { responsesSha256 } from "./canonical.js";
+import { parseTrailJson } from "./trail-json.js";
 
 export const GENESIS_SHA256 = "0".repeat(64);
 
@@ -163,7 +164,7 @@ const SHARD_NAME = /^[0-9a-z]{1,64}$/;
 /**
  * Whether a durable sink may take `entry` on its shard (the core's `shard_ok`): the shard is a
  * name a sink can key on (1 to 64 lowercase letters and digits) and the line's top-level
- * `shard`, the line parsed as `verifyTrail` parses it (JSON.parse), is that name. A sink that
+ * `shard`, the line parsed as `verifyTrail` parses it (`parseTrailJson`), is that name. A sink that
  * filed a line under another shard than the line names would hold a trail that no longer
  * verifies, so a durable sink refuses (throws) such an entry.
  */
@@ -175,12 +176,7 @@ export function shardOk(entry) {
   // nested key of that name (a form input called `shard`, inside `input_kinds`) would pass a
   // search for `"shard":"` while the line is filed elsewhere. A line that does not parse names
   // no shard.
-  let v;
-  try {
-    v = JSON.parse(line);
-  } catch {
-    return false;
-  }
+  const v = parseTrailJson(line);
   return v !== null && typeof v === "object" && !Array.isArray(v) && Object.hasOwn(v, "shard") && v.shard === shard;
 }
 

@@ -1,10 +1,12 @@
 // The sharded audit trail (audit v4, wit/gate.wit `audit`): MemoryAudit keeps one chain per
 // shard, a gate serving two servers writes two chains that interleave, shardOk is the core's
 // `shard_ok`, and verifyTrail finds what the core's `verify_trail` finds (its unit tests in
-// guest/core/src/audit.rs, case for case).
+// guest/core/src/audit.rs, case for case, and the recorded trails of
+// tests/audit/trail_vectors.json, break for break).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { Gate } from "mrtr-gate";
 import { CallbackConsent, GENESIS_SHA256, ManualClock, MemoryAudit, MemoryStorage, shardOk } from "mrtr-gate/hosts";
 import { verifyTrail } from "mrtr-gate/host-keys";
@@ -188,4 +190,32 @@ test("verifyTrail: lines before the sharded format are one chain of their own", 
   const verified = verifyTrail([...old, ...twoShards().map((e) => e.line)]);
   assert.equal(verified.lines, 8n);
   assert.deepEqual(verified.heads.get(""), { seq: 2n, sha256: prev });
+});
+
+test("verifyTrail finds in every recorded trail what the Rust core finds (tests/audit/trail_vectors.json)", () => {
+  const vectors = JSON.parse(readFileSync(new URL("../../../tests/audit/trail_vectors.json", import.meta.url), "utf8"));
+  assert.ok(vectors.length >= 40);
+  for (const { name, lines, expect } of vectors) {
+    const found = verifyTrail(lines);
+    if (expect.break !== undefined) {
+      assert.deepEqual(found, broken(expect.break, expect.at), name);
+    } else {
+      assert.equal(found.ok, true, name);
+      assert.equal(found.lines, BigInt(expect.lines), name);
+      const heads = Object.fromEntries([...found.heads].map(([s, h]) => [s, { seq: String(h.seq), sha256: h.sha256 }]));
+      assert.deepEqual(heads, expect.heads, name);
+    }
+  }
+});
+
+test("shardOk reads a line as verifyTrail does: a line the Rust core refuses names no shard", () => {
+  const vectors = JSON.parse(readFileSync(new URL("../../../tests/audit/trail_vectors.json", import.meta.url), "utf8"));
+  let checked = 0;
+  for (const { name, lines, shard_ok_as_aa: taken } of vectors) {
+    if (taken === undefined) continue;
+    const entry = { shard: "aa", seq: 1n, prevSha256: GENESIS_SHA256, eventSha256: sha(lines[0]), line: lines[0] };
+    assert.equal(shardOk(entry), taken, name);
+    checked += 1;
+  }
+  assert.ok(checked >= 30);
 });

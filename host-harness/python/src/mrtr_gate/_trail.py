@@ -101,17 +101,53 @@ def _refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError("a number out of range")
-    return value
+class _NotU64:
+    """A JSON number that is no u64 (a float, a negative integer, one past u64), kept as its
+    text: serde_json with `arbitrary_precision`, as the core builds it, takes any number JSON
+    can spell, `1e400` and a 5000-digit integer alike. Neither an `int` nor a `str`, so no
+    field reads it as one."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _int(text: str) -> object:
-    # serde_json reads a negative integer (and `-0`) as a signed or float value that is no
-    # u64: a float here keeps `-0` from passing as the `seq` 0.
-    return float(text) if text.startswith("-") else int(text)
+    # serde_json reads a negative integer (and `-0`) as a signed value that is no u64; and one
+    # past u64 (which `int` might refuse: Python limits the digits it converts) neither.
+    if text.startswith("-") or len(text) > 20:
+        return _NotU64(text)
+    return int(text)
+
+
+#: serde_json's recursion limit: this many arrays and objects nested, and no more.
+_MAX_DEPTH = 127
+
+
+def _too_deep(text: str) -> bool:
+    """Whether `text` nests arrays and objects deeper than serde_json takes (checked before
+    `json.loads`, whose own limit is Python's stack: a `RecursionError`, never a verdict)."""
+    if text.count("[") + text.count("{") <= _MAX_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
 
 
 def _has_surrogate(v: object) -> bool:
@@ -125,10 +161,13 @@ def _has_surrogate(v: object) -> bool:
 
 
 def parse_json(text: str) -> object:
-    """`text` parsed as serde_json parses it: what it refuses (`NaN`, `Infinity`, a number out
-    of range, a lone surrogate escape) raises `ValueError` here too, so that no line verifies in
-    one host and breaks in another."""
-    value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_int)
+    """`text` parsed as the core's serde_json parses it: what it refuses (`NaN`, `Infinity`, a
+    lone surrogate escape, nesting deeper than 127) raises `ValueError` here too, and a number
+    that is no u64 comes back as neither an `int` nor a `str`, so that no line verifies in one
+    host and breaks in another (tests/audit/trail_vectors.json)."""
+    if _too_deep(text):
+        raise ValueError("nested deeper than serde_json takes")
+    value = json.loads(text, parse_constant=_refuse_constant, parse_float=_NotU64, parse_int=_int)
     if _SURROGATE_ESCAPE.search(text) and _has_surrogate(value):
         raise ValueError("a lone surrogate escape")
     return value
