@@ -337,8 +337,9 @@ struct Row {
     round_p99: f64,
     gate_us_per_request: Option<f64>,
     per_second: Vec<f64>,
-    /// Scripts the row's one client's rounds ran on Redis, per round (Redis rows).
-    redis_per_round: Option<f64>,
+    /// Scripts the row's one client's rounds ran on Redis, and the microseconds Redis spent
+    /// in them, per round (Redis rows).
+    redis_per_round: Option<(f64, f64)>,
 }
 
 fn measure(
@@ -350,10 +351,11 @@ fn measure(
     measure_with(w, name, url, gate_time, None, None)
 }
 
-/// The scripts Redis at `url` has run (`EVAL`, `EVALSHA`, by `INFO commandstats`): each is one
-/// round trip of the gate's store, trail or index (a `WAIT` goes in the same one). The
-/// commands a script calls are counted apart and not here.
-fn redis_scripts(url: &str) -> Result<u64, String> {
+/// The scripts Redis at `url` has run (`EVAL`, `EVALSHA`, by `INFO commandstats`), and the
+/// microseconds Redis spent running them: each is one round trip of the gate's store, trail or
+/// index (a `WAIT` goes in the same one). The commands a script calls are counted apart, and
+/// their time is in the script's.
+fn redis_scripts(url: &str) -> Result<(u64, u64), String> {
     let mut c = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .map_err(|e| format!("redis: {e}"))?;
@@ -361,18 +363,25 @@ fn redis_scripts(url: &str) -> Result<u64, String> {
         .arg("commandstats")
         .query(&mut c)
         .map_err(|e| format!("redis: {e}"))?;
+    // `cmdstat_evalsha:calls=N,usec=N,usec_per_call=F,…`
+    let field = |line: &str, name: &str| -> Option<u64> {
+        let (_, fields) = line.split_once(':')?;
+        fields
+            .split(',')
+            .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name))?
+            .1
+            .parse()
+            .ok()
+    };
     Ok(info
         .lines()
         .filter(|l| l.starts_with("cmdstat_eval"))
-        .filter_map(|l| {
-            l.split_once("calls=")?
-                .1
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum())
+        .fold((0, 0), |(calls, usec), l| {
+            (
+                calls + field(l, "calls").unwrap_or(0),
+                usec + field(l, "usec").unwrap_or(0),
+            )
+        }))
 }
 
 fn measure_with(
@@ -390,11 +399,15 @@ fn measure_with(
     let before = redis.map(redis_scripts).transpose().map_err(at)?;
     let mut one = drive(w, url, 1, w.rounds, reference).map_err(at)?;
     let redis_per_round = match (redis, before) {
-        (Some(url), Some(before)) => {
+        (Some(url), Some((calls, usec))) => {
             // Warm rounds included.
-            let sent = redis_scripts(url).map_err(at)?.saturating_sub(before);
+            let (calls_now, usec_now) = redis_scripts(url).map_err(at)?;
             #[allow(clippy::cast_precision_loss)]
-            Some(sent as f64 / (w.rounds + WARM_ROUNDS) as f64)
+            let per_round = |n: u64| n as f64 / (w.rounds + WARM_ROUNDS) as f64;
+            Some((
+                per_round(calls_now.saturating_sub(calls)),
+                per_round(usec_now.saturating_sub(usec)),
+            ))
         }
         _ => None,
     };
@@ -609,10 +622,10 @@ fn report(w: &Workload, rows: &[Row]) -> String {
         out.push('\n');
     }
     for r in rows {
-        if let Some(n) = r.redis_per_round {
+        if let Some((n, us)) = r.redis_per_round {
             let _ = writeln!(
                 out,
-                "\n- {}: {n:.1} Redis round trips (scripts) per form round, one client: the gate's and the index's",
+                "\n- {}: {n:.1} Redis round trips (scripts) per form round, one client: the gate's and the index's; {us:.0} us of Redis's own time running them (`INFO commandstats`)",
                 r.name
             );
         }
