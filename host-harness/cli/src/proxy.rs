@@ -17,6 +17,7 @@ use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
 use mrtr_gate_proxy::rounds::RoundIndex;
+use mrtr_gate_proxy::stdio::Ended;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter};
 use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use std::net::SocketAddr;
@@ -114,6 +115,11 @@ pub struct ProxyFlags {
     /// root"), in seconds (default 60); it anchors once more when the proxy stops.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub root_every: u64,
+    /// On SIGINT or SIGTERM: how long the calls in flight have to finish (no new client
+    /// message is taken), in seconds; then every call and open round left ends `cancelled` in
+    /// the trail, the root is anchored, and the proxy exits 0.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub drain_timeout: u64,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
     /// the temporary folder, named on stderr). It never reaches the client's stream.
     #[arg(long, value_name = "FILE", conflicts_with = "listen")]
@@ -455,6 +461,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     }
     let consent = consent_name(&checked.consent);
     // Held until the run ends: dropping it anchors the root where the trail ended.
+    let drain_timeout = std::time::Duration::from_secs(flags.drain_timeout);
     let _root = wired.root_schedule(std::time::Duration::from_secs(flags.root_every), |e| {
         eprintln!("mrtr-gate proxy: the trail's root could not be anchored: {e}")
     });
@@ -492,6 +499,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 &argv,
                 stderr,
                 prepare,
+                drain_timeout,
             ))
         }
         Mode::Http {
@@ -512,6 +520,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             options.allowed_hosts = allowed_hosts;
             options.trust_principal_headers = principal_headers;
             options.bind_principal = wired.principal_binder();
+            options.drain_timeout = drain_timeout;
             let ready = |bound: SocketAddr| {
                 eprintln!(
                     "mrtr-gate proxy: listening on http://{bound}/mcp, gating {} (consent: \
@@ -520,7 +529,12 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 );
             };
             match mrtr_gate_proxy::run_http(options, engines, listen, engine_for, ready) {
-                Ok(()) => 0,
+                Ok(()) => {
+                    eprintln!(
+                        "mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`"
+                    );
+                    0
+                }
                 Err(e) => {
                     eprintln!("mrtr-gate proxy: {}", shown_text(&e));
                     EXIT_TRANSPORT
@@ -531,10 +545,14 @@ pub fn run(flags: &ProxyFlags) -> u8 {
 }
 
 /// The exit status of a stdio run: the server's own, when it exited by itself.
-fn stdio_outcome(outcome: Result<Option<i32>, String>) -> u8 {
+fn stdio_outcome(outcome: Result<Ended, String>) -> u8 {
     match outcome {
-        Ok(Some(code)) => u8::try_from(code).unwrap_or(EXIT_TRANSPORT),
-        Ok(None) => {
+        Ok(Ended::Stopped) => {
+            eprintln!("mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`");
+            0
+        }
+        Ok(Ended::Server(Some(code))) => u8::try_from(code).unwrap_or(EXIT_TRANSPORT),
+        Ok(_) => {
             eprintln!("mrtr-gate proxy: the server did not exit by itself and was stopped");
             EXIT_TRANSPORT
         }

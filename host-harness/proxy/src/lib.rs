@@ -31,14 +31,16 @@ use mrtr_gate_host::GateApi;
 
 /// The stdio wrapper on this process's own stdin and stdout: spawn `argv` (no shell) with
 /// its stderr to `server_stderr`, relay and gate until the server's output ends (or the
-/// client leaves and the server exits). The server's exit code, if it exited on its own
-/// time; an error when it could not be started.
+/// client leaves and the server exits), or until the process is told to stop (SIGINT,
+/// SIGTERM: a drain of up to `drain_timeout`, [`stdio::relay`]). How it ended; an error when
+/// the server could not be started.
 pub fn run_stdio<G, F>(
     make_engine: F,
     argv: &[String],
     server_stderr: std::process::Stdio,
     prepare: stdio::Prepare,
-) -> Result<Option<i32>, String>
+    drain_timeout: std::time::Duration,
+) -> Result<stdio::Ended, String>
 where
     G: GateApi + 'static,
     F: FnOnce() -> Engine<G> + Send + 'static,
@@ -55,6 +57,10 @@ where
         prepare,
         tokio::io::stdin(),
         tokio::io::stdout(),
+        stdio::Stop {
+            signal: stop_signal(),
+            drain_timeout,
+        },
     ));
     // The reader of stdin may sit in a blocking read the client never ends (the server went
     // first): nothing is left to wait for.

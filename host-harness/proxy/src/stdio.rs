@@ -43,12 +43,36 @@ enum Event {
     Server(String),
     ClientGone,
     ServerGone,
+    /// The proxy was told to stop: nothing more comes from the client; the calls in flight
+    /// may finish until this instant, then every call and open round ends `cancelled`.
+    Stop(std::time::Instant),
+}
+
+/// When a relay is told to stop, and how long it then drains.
+#[derive(Debug)]
+pub struct Stop<S> {
+    /// Completes when the proxy is told to stop (SIGINT, SIGTERM).
+    pub signal: S,
+    /// How long the calls in flight then have to finish.
+    pub drain_timeout: Duration,
+}
+
+/// How a relay ended.
+#[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ended {
+    /// The server exited: its exit code (none: it was stopped, or killed by a signal).
+    Server(Option<i32>),
+    /// The proxy was told to stop and drained: every binding it held ended in the trail.
+    Stopped,
 }
 
 /// Spawn `argv` (no shell) with its stderr to `stderr`, made ready by `prepare` (the caller's
 /// isolation of the server: a session of its own, Landlock), and relay `client_in`/`client_out`
-/// through the engine `make_engine` builds until the server's output ends. The server's
-/// exit code, if it exited.
+/// through the engine `make_engine` builds until the server's output ends, or until `stop`'s
+/// signal completes: then the client is read no more, the calls in flight get its drain
+/// timeout to finish, and every call and open round left ends `cancelled` before both sides
+/// are closed.
 ///
 /// The engine lives on a thread of its own: gate calls are synchronous (and the component's
 /// deadline reads the calling thread's CPU clock), so they never hold up the relay's tasks,
@@ -60,7 +84,8 @@ pub async fn relay<G, F, R, W>(
     prepare: Prepare,
     client_in: R,
     client_out: W,
-) -> Result<Option<i32>, String>
+    stop: Stop<impl std::future::Future<Output = ()>>,
+) -> Result<Ended, String>
 where
     G: GateApi + 'static,
     F: FnOnce() -> Engine<G> + Send + 'static,
@@ -100,6 +125,7 @@ where
             let _ = events.send(Event::ClientGone);
         })
     };
+    let stopping = events.clone();
     let mut from_server = tokio::spawn(async move {
         let mut lines = BufReader::new(server_out);
         while let Ok(Some(line)) = read_line(&mut lines).await {
@@ -107,6 +133,12 @@ where
         }
         let _ = events.send(Event::ServerGone);
     });
+    let Stop {
+        signal: stop,
+        drain_timeout,
+    } = stop;
+    tokio::pin!(stop);
+    let mut stopped = false;
     tokio::select! {
         _ = &mut from_server => {}
         _ = &mut from_client => {
@@ -116,18 +148,34 @@ where
                 let _ = from_server.await;
             }
         }
+        () = &mut stop => {
+            stopped = true;
+            from_client.abort();
+            let _ = stopping.send(Event::Stop(std::time::Instant::now() + drain_timeout));
+            // The engine closes the server's stdin once the drain is over: it then has a
+            // moment to exit.
+            if tokio::time::timeout(drain_timeout + EXIT_GRACE, &mut from_server).await.is_err() {
+                let _ = child.start_kill();
+                let _ = from_server.await;
+            }
+        }
     }
     from_client.abort();
     // The engine closes the client's stream once it has told the client everything.
     let _ = tokio::time::timeout(EXIT_GRACE, client_writer).await;
     server_writer.abort();
-    match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
-        Ok(Ok(status)) => Ok(status.code()),
+    let code = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(status)) => status.code(),
         _ => {
             let _ = child.start_kill();
-            Ok(None)
+            None
         }
-    }
+    };
+    Ok(if stopped {
+        Ended::Stopped
+    } else {
+        Ended::Server(code)
+    })
 }
 
 /// The engine's thread: one event at a time, in the order the readers saw them.
@@ -143,8 +191,23 @@ fn run_engine<G: GateApi>(
         let _ = queue.blocking_send(out);
     };
     let mut swept = std::time::Instant::now();
+    // While stopping: when the calls in flight stop being waited for.
+    let mut draining: Option<std::time::Instant> = None;
     loop {
-        let event = match inbox.recv_timeout(engine.sweep_every()) {
+        if let Some(until) = draining
+            && (engine.in_flight() == 0 || std::time::Instant::now() >= until)
+        {
+            engine.on_client_gone();
+            send(to_server, Out::Close);
+            send(to_client, Out::Close);
+            draining = None;
+        }
+        let wait = draining.map_or(engine.sweep_every(), |until| {
+            until
+                .saturating_duration_since(std::time::Instant::now())
+                .min(engine.sweep_every())
+        });
+        let event = match inbox.recv_timeout(wait) {
             Ok(event) => Some(event),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
@@ -181,6 +244,10 @@ fn run_engine<G: GateApi>(
                     send(to_client, Out::Line(reply));
                 }
                 send(to_client, Out::Close);
+                continue;
+            }
+            Event::Stop(until) => {
+                draining = Some(until);
                 continue;
             }
         };
@@ -288,7 +355,7 @@ for line in sys.stdin:
         )
     }
 
-    type Relay = tokio::task::JoinHandle<Result<Option<i32>, String>>;
+    type Relay = tokio::task::JoinHandle<Result<Ended, String>>;
     type ClientIn = BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>;
     type ClientOut = tokio::io::WriteHalf<tokio::io::DuplexStream>;
 
@@ -305,6 +372,10 @@ for line in sys.stdin:
                 Box::new(|_| Ok(())),
                 proxy_in,
                 proxy_out,
+                Stop {
+                    signal: std::future::pending(),
+                    drain_timeout: Duration::from_secs(1),
+                },
             )
             .await
         });
@@ -359,7 +430,7 @@ for line in sys.stdin:
         client_out.shutdown().await.unwrap();
         drop(client_out);
         let exit = tokio::time::timeout(Duration::from_secs(10), proxy).await;
-        assert_eq!(exit.unwrap().unwrap(), Ok(Some(0)));
+        assert_eq!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(0))));
         assert_eq!(read_line(&mut client_in).await.unwrap(), None);
     }
 
@@ -427,7 +498,7 @@ for line in sys.stdin:
         client_out.shutdown().await.unwrap();
         drop(client_out);
         let exit = tokio::time::timeout(Duration::from_secs(30), proxy).await;
-        assert_eq!(exit.unwrap().unwrap(), Ok(Some(0)));
+        assert_eq!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(0))));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,6 +521,6 @@ for line in sys.stdin:
             "{back}"
         );
         let exit = tokio::time::timeout(Duration::from_secs(10), proxy).await;
-        assert_eq!(exit.unwrap().unwrap(), Ok(Some(0)));
+        assert_eq!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(0))));
     }
 }

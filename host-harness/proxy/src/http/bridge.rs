@@ -53,6 +53,8 @@ enum Job {
     },
     Cancel(RequestId),
     EndSession(String),
+    /// The proxy stops: every call and open round ends `cancelled`.
+    Drain(oneshot::Sender<()>),
 }
 
 /// The engine's thread is gone (it cannot be while a handle lives, unless it panicked).
@@ -305,6 +307,21 @@ impl Bridge {
         }
     }
 
+    /// The proxy stops: every engine of the pool ends the calls and open rounds it holds
+    /// `cancelled` (in the trail), and this returns once all have.
+    pub async fn drain(&self) {
+        let mut done = Vec::new();
+        for handle in self.engines.iter() {
+            let (reply, ended) = oneshot::channel();
+            if handle.jobs.send(Job::Drain(reply)).is_ok() {
+                done.push(ended);
+            }
+        }
+        for ended in done {
+            let _ = ended.await;
+        }
+    }
+
     /// The upstream ended the protocol session `session`: its open rounds end `cancelled`, on
     /// every engine that opened one.
     pub fn end_session(&self, session: String) {
@@ -414,6 +431,11 @@ fn run<G: GateApi>(mut engine: Engine<G>, inbox: &std::sync::mpsc::Receiver<Job>
                 for id in sessions.remove(&session).unwrap_or_default() {
                     engine.on_cancel(&id);
                 }
+            }
+            Job::Drain(reply) => {
+                engine.on_client_gone();
+                sessions.clear();
+                let _ = reply.send(());
             }
         }
     }

@@ -62,7 +62,13 @@ pub struct HttpOptions {
     pub upstream_roots: Vec<Vec<u8>>,
     /// What one principal may hold at once ([`Caps`]).
     pub caps: Caps,
+    /// How long requests in flight are given to finish once the proxy is told to stop: then
+    /// every call and open round left ends `cancelled` in the trail ([`DRAIN_TIMEOUT`]).
+    pub drain_timeout: Duration,
 }
+
+/// The default [`HttpOptions::drain_timeout`].
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,6 +78,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("trust_principal_headers", &self.trust_principal_headers)
             .field("upstream_timeout", &self.upstream_timeout)
+            .field("drain_timeout", &self.drain_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +95,7 @@ impl HttpOptions {
             upstream_timeout: UPSTREAM_TIMEOUT,
             upstream_roots: Vec::new(),
             caps: Caps::default(),
+            drain_timeout: DRAIN_TIMEOUT,
         }
     }
 }
@@ -100,6 +108,24 @@ struct State {
     sessions: std::sync::Mutex<Sessions>,
     /// What each principal holds against [`HttpOptions::caps`].
     allowances: Arc<Allowances>,
+    /// Requests being served: what a drain waits for.
+    active: std::sync::atomic::AtomicUsize,
+}
+
+/// One request being served, counted in [`State::active`] while it lives.
+struct Serving<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Serving<'a> {
+    fn new(active: &'a std::sync::atomic::AtomicUsize) -> Self {
+        active.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(active)
+    }
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl State {
@@ -187,11 +213,16 @@ async fn serve_bridge(
         allowances: Allowances::new(options.caps),
         options,
         sessions: std::sync::Mutex::new(Sessions::default()),
+        active: std::sync::atomic::AtomicUsize::new(0),
     });
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
-            () = &mut shutdown => return Ok(()),
+            () = &mut shutdown => {
+                drop(listener);
+                drain(&state).await;
+                return Ok(());
+            }
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
@@ -212,7 +243,10 @@ async fn serve_bridge(
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let (state, engine) = (state.clone(), engine.clone());
-                async move { Ok::<_, Infallible>(route(&state, &engine, request).await) }
+                async move {
+                    let _serving = Serving::new(&state.active);
+                    Ok::<_, Infallible>(route(&state, &engine, request).await)
+                }
             });
             // A client that hangs up mid-request ends the connection; nothing to report.
             let _ = http1::Builder::new()
@@ -221,6 +255,25 @@ async fn serve_bridge(
                 .await;
         });
     }
+}
+
+/// The proxy was told to stop, and takes no more connections (the listener is closed): the
+/// requests in flight get [`HttpOptions::drain_timeout`] to finish, then every engine ends the
+/// calls and open rounds it still holds `cancelled`, so the trail shows each binding's end.
+async fn drain(state: &State) {
+    let deadline = tokio::time::Instant::now() + state.options.drain_timeout;
+    while state.active.load(std::sync::atomic::Ordering::SeqCst) > 0
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = state.active.load(std::sync::atomic::Ordering::SeqCst);
+    if left > 0 {
+        eprintln!(
+            "mrtr-gate proxy: {left} request(s) still in flight at the drain timeout: ended `cancelled`"
+        );
+    }
+    state.bridge.drain().await;
 }
 
 /// A refusal of the proxy's own, answered with `status` and the JSON-RPC error under `id`.

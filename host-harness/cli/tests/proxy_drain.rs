@@ -1,0 +1,285 @@
+//! `mrtr-gate proxy` told to stop (SIGTERM) with rounds open, on both transports: it takes no
+//! new connection, lets the call in flight finish (its answer reaches its client), ends every
+//! round left `cancelled` in the trail, anchors the trail's root, and exits 0; the trail then
+//! verifies with its links and anchor, and `reconcile` finds no binding open.
+//!
+//! Raw JSON-RPC written by the test against servers that write down what they receive
+//! (tests/peers/recording_server.py over stdio, tests/peers/recording_http_server.py over
+//! HTTP, which holds a retry until the test lets go). Hang guards only: nothing here depends
+//! on how fast the machine is.
+
+#![cfg(test)]
+#![cfg(unix)]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{bin, listening, post, root, scratch};
+
+/// Far beyond any answer on a loaded machine: only a hang runs into it.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// A drain timeout no test waits out: the call in flight is released by the test.
+const DRAIN: &str = "300";
+
+fn call(id: u64, name: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": name, "arguments": {"n": id}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}}})
+}
+
+/// The retry of `round` (the answer to `request`) under `id`, answering its seat form.
+fn retry(request: &Value, round: &Value, id: u64) -> Value {
+    let mut r = request.clone();
+    r["id"] = json!(id);
+    r["params"]["inputResponses"] =
+        json!({"seat": {"action": "accept", "content": {"seat": "12A"}}});
+    if let Some(state) = round["result"].get("requestState") {
+        r["params"]["requestState"] = state.clone();
+    }
+    r
+}
+
+fn terminate(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait(child: &mut Child) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < HANG_GUARD, "the proxy did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn events(trail: &Path) -> Vec<Value> {
+    std::fs::read_to_string(trail)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The `terminal` outcome of each binding, by the id the proxy minted (the trail's
+/// `request_id`), in the order they ended.
+fn ends(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "terminal")
+        .map(|e| e["outcome"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The trail verifies with its links and anchor, its last line is a root line anchoring the
+/// shard's last line, and `reconcile` finds it clean with nothing open.
+fn assert_closed(dir: &Path, trail: &Path) {
+    let keys = dir.join("host-keys.json");
+    let verify = Command::new(bin())
+        .arg("verify-audit")
+        .arg(trail)
+        .arg("--host-keys")
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let all = events(trail);
+    let last = all.last().unwrap();
+    assert_eq!(
+        last["shard"], "root",
+        "the trail ends with its root: {last}"
+    );
+    let gated = all.iter().rfind(|e| e["shard"] != "root").unwrap();
+    let shard = gated["shard"].as_str().unwrap();
+    assert_eq!(last["heads"][shard]["seq"], gated["seq"], "{last}");
+    let reconcile = Command::new(bin())
+        .arg("reconcile")
+        .arg(trail)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&reconcile.stdout).unwrap();
+    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["open"], json!([]), "{report}");
+}
+
+#[test]
+fn over_stdio_a_stopped_proxy_ends_the_open_round_cancelled_and_anchors_the_trail() {
+    // The gate's files in one folder, what the server writes in another: the gate's folders
+    // are read-only to the server it spawns.
+    let dir = scratch("drain-stdio");
+    std::fs::create_dir_all(dir.join("server")).unwrap();
+    std::fs::create_dir_all(dir.join("gate")).unwrap();
+    let trail = dir.join("gate/audit.jsonl");
+    let mut proxy = Command::new(bin())
+        .arg("proxy")
+        .args([
+            "--user",
+            "alice",
+            "--tenant",
+            "acme",
+            "--drain-timeout",
+            DRAIN,
+        ])
+        .arg("--audit")
+        .arg(&trail)
+        .arg("--host-keys")
+        .arg(dir.join("gate/host-keys.json"))
+        .arg("--server-log")
+        .arg(dir.join("gate/server.log"))
+        .arg("--")
+        .arg("python3")
+        .arg(root().join("tests/peers/recording_server.py"))
+        .arg(dir.join("server/received.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = proxy.stdin.take().unwrap();
+    let mut output = BufReader::new(proxy.stdout.take().unwrap());
+    writeln!(input, "{}", call(1, "book")).unwrap();
+    input.flush().unwrap();
+    let mut line = String::new();
+    output.read_line(&mut line).unwrap();
+    let round: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+    // The client holds the round, and the proxy is told to stop.
+    terminate(&proxy);
+    let status = wait(&mut proxy);
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let all = events(&trail);
+    assert_eq!(ends(&all), ["cancelled"], "{all:?}");
+    assert_closed(&dir.join("gate"), &trail);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn over_http_a_stopped_proxy_takes_no_connection_lets_the_call_in_flight_finish_and_ends_the_rest()
+{
+    let dir = scratch("drain-http");
+    let hold = dir.join("release");
+    let mut server = Command::new("python3");
+    server
+        .arg(root().join("tests/peers/recording_http_server.py"))
+        .arg("0")
+        .arg(dir.join("received.jsonl"))
+        .arg(&hold);
+    let (_server, upstream) = listening(server);
+    let trail = dir.join("audit.jsonl");
+    let mut proxy = Command::new(bin())
+        .arg("proxy")
+        .args([
+            "--user",
+            "alice",
+            "--tenant",
+            "acme",
+            "--drain-timeout",
+            DRAIN,
+        ])
+        .arg("--audit")
+        .arg(&trail)
+        .arg("--host-keys")
+        .arg(dir.join("host-keys.json"))
+        .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = {
+        let mut lines = BufReader::new(proxy.stderr.take().unwrap()).lines();
+        let line = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.strip_prefix("mrtr-gate proxy: listening on ")
+                    .map(str::to_owned)
+            })
+            .expect("the proxy said where it listens");
+        std::thread::spawn(move || for _ in lines {});
+        line.split(',').next().unwrap().to_owned()
+    };
+    // A round the client holds, and one whose retry the upstream holds.
+    let open = post(&url, &call(1, "book")).unwrap();
+    assert_eq!(open["result"]["resultType"], "input_required", "{open}");
+    let held_call = call(2, "hold");
+    let held = post(&url, &held_call).unwrap();
+    assert_eq!(held["result"]["resultType"], "input_required", "{held}");
+    let in_flight = {
+        let (url, message) = (url.clone(), retry(&held_call, &held, 3));
+        std::thread::spawn(move || post(&url, &message))
+    };
+    let received = || std::fs::read_to_string(dir.join("received.jsonl")).unwrap_or_default();
+    let started = Instant::now();
+    while !received().contains("inputResponses") {
+        assert!(
+            started.elapsed() < HANG_GUARD,
+            "the retry never reached the upstream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    terminate(&proxy);
+    // Once the signal is taken, a new connection is refused; the call in flight goes on.
+    let started = Instant::now();
+    loop {
+        match post(&url, &call(4, "book")) {
+            Err(ureq::Error::Io(_) | ureq::Error::ConnectionFailed) => break,
+            Err(e) => panic!("a new call while stopping: {e}"),
+            Ok(_) => {
+                assert!(
+                    started.elapsed() < HANG_GUARD,
+                    "the proxy never stopped taking calls"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    assert!(
+        proxy.try_wait().unwrap().is_none(),
+        "the proxy left its call in flight"
+    );
+    std::fs::write(&hold, "").unwrap();
+    let answered = in_flight.join().unwrap().unwrap();
+    assert_eq!(answered["id"], 3, "{answered}");
+    assert!(answered["result"]["content"].is_array(), "{answered}");
+    let status = wait(&mut proxy);
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // The held round completed; the round the client held, and every one a call made while
+    // the signal was on its way opened, ended `cancelled`.
+    let all = events(&trail);
+    let outcomes = ends(&all);
+    assert_eq!(
+        outcomes.iter().filter(|o| *o == "complete").count(),
+        1,
+        "{all:?}"
+    );
+    assert!(
+        outcomes.iter().filter(|o| *o == "cancelled").count() >= 1,
+        "{all:?}"
+    );
+    assert_eq!(
+        outcomes.len(),
+        outcomes
+            .iter()
+            .filter(|o| *o == "complete" || *o == "cancelled")
+            .count(),
+        "{all:?}"
+    );
+    assert_closed(&dir, &trail);
+    let _ = std::fs::remove_dir_all(&dir);
+}
