@@ -344,7 +344,7 @@ pub fn run_trail(data: &[u8]) {
         let mut lines: Vec<String> = fx.audit.entries().into_iter().map(|e| e.line).collect();
         let clean = reconcile(lines.iter().map(String::as_str));
         assert!(
-            clean.clean(),
+            clean.consistent(),
             "the gate's own trail reconciles: {}",
             clean.to_json()
         );
@@ -364,6 +364,6 @@ pub fn run_trail(data: &[u8]) {
         assert_eq!(n, lines.len() as u64, "a verified chain counts every line");
     }
     let r = reconcile(refs);
-    let _ = r.clean();
+    let _ = r.consistent();
     let _ = r.to_json().to_string();
 }

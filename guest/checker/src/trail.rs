@@ -195,8 +195,8 @@ pub fn check_end(world: &World) -> Result<(), String> {
             report
         };
         let report = reconciled(0);
-        let clean = report.clean()
-            || subsets.is_none_or(|n| n > 64 || (1..n).any(|out| reconciled(out).clean()));
+        let clean = report.consistent()
+            || subsets.is_none_or(|n| n > 64 || (1..n).any(|out| reconciled(out).consistent()));
         if !clean {
             return Err(format!(
                 "the trail does not reconcile: {}",

@@ -101,13 +101,21 @@ pub struct Reconciliation {
 }
 
 impl Reconciliation {
-    /// True when nothing the trail shows is a violation (open bindings and refusals are not).
-    pub fn clean(&self) -> bool {
+    /// True when nothing the trail shows is a violation (open bindings and refusals are not):
+    /// what gates write at any moment, a trail still being written included.
+    pub fn consistent(&self) -> bool {
         self.chain_break.is_none()
             && self.double_use.is_empty()
             && self.unconsented.is_empty()
             && self.consent_missing.is_empty()
             && self.lifecycle.is_empty()
+    }
+
+    /// True when the trail is [`Self::consistent`] and every binding in it has ended: what hosts
+    /// that stopped cleanly leave. A binding still `open` is live, or was left by a host that
+    /// crashed or was killed (or lost its `terminal` line: docs/audit.md).
+    pub fn clean(&self) -> bool {
+        self.consistent() && self.open.is_empty()
     }
 
     /// The report as JSON.
@@ -123,6 +131,7 @@ impl Reconciliation {
             "consent_missing": self.consent_missing,
             "lifecycle": self.lifecycle.iter().map(LifecycleFinding::to_json).collect::<Vec<_>>(),
             "refused": self.refused,
+            "consistent": self.consistent(),
             "clean": self.clean(),
         })
     }
@@ -564,9 +573,12 @@ mod tests {
             ev("terminal", 9, json!({"outcome": "expired"})),
         ]);
         let r = reconcile(lines.iter().map(String::as_str));
-        assert!(r.clean(), "{:?}", r.to_json());
+        assert!(r.consistent(), "{:?}", r.to_json());
         assert_eq!((r.events, r.bindings), (10, 3));
         assert_eq!(r.open.len(), 1, "binding 5 is still live");
+        assert!(!r.clean(), "a binding left open is no clean end");
+        assert_eq!(r.to_json()["consistent"], true);
+        assert_eq!(r.to_json()["clean"], false);
         assert_eq!(r.open[0]["request_id"], 5);
         assert_eq!(r.expired.len(), 1);
         assert_eq!(r.refused["late_or_replayed"].len(), 1);
@@ -589,7 +601,7 @@ mod tests {
             ),
         ]);
         let r = reconcile(lines.iter().map(String::as_str));
-        assert!(!r.clean());
+        assert!(!r.consistent());
         assert_eq!(r.double_use.len(), 1);
         assert_eq!(r.unconsented.len(), 1);
         assert_eq!(r.consent_missing.len(), 1);
@@ -662,7 +674,7 @@ mod tests {
             round(1, json!({})),
         ]);
         let r = reconcile(lines.iter().map(String::as_str));
-        assert!(r.clean(), "{}", r.to_json());
+        assert!(r.consistent(), "{}", r.to_json());
         assert_eq!(r.bindings, 2);
     }
 
@@ -703,7 +715,7 @@ mod tests {
         ];
         let lines = chain(&trail);
         let r = reconcile(lines.iter().map(String::as_str));
-        assert!(r.clean(), "{}", r.to_json());
+        assert!(r.consistent(), "{}", r.to_json());
         assert_eq!(r.bindings, 2);
         assert_eq!(r.open.len(), 1);
         assert_eq!(r.open[0]["binding"], 9);
@@ -723,7 +735,7 @@ mod tests {
             })
             .collect();
         let lines = chain(&unnamed);
-        assert!(!reconcile(lines.iter().map(String::as_str)).clean());
+        assert!(!reconcile(lines.iter().map(String::as_str)).consistent());
     }
 
     /// A trail written across an upgrade: a binding whose first events are `audit/v2` lines
@@ -763,7 +775,7 @@ mod tests {
             terminal(2),
         ]);
         let r = reconcile(lines.iter().map(String::as_str));
-        assert!(r.clean(), "{}", r.to_json());
+        assert!(r.consistent(), "{}", r.to_json());
         assert_eq!((r.bindings, r.open.len()), (2, 0));
     }
 
@@ -809,7 +821,7 @@ mod tests {
             vec![received(1, "s3"), refused(2, "s2")],
         ] {
             let r = run(tail);
-            assert!(r.clean(), "{}", r.to_json());
+            assert!(r.consistent(), "{}", r.to_json());
         }
         // Not explained: no refusal, one of another state, one of another round.
         for tail in [vec![], vec![refused(2, "s9")], vec![refused(1, "s1")]] {
@@ -850,7 +862,7 @@ mod tests {
             end.clone(),
             refused("s1"),
         ]);
-        assert!(r.clean(), "{}", r.to_json());
+        assert!(r.consistent(), "{}", r.to_json());
         for events in [
             vec![received.clone(), received.clone(), end.clone()],
             vec![
@@ -945,7 +957,7 @@ mod tests {
         for (events, expected) in cases {
             let lines = chain(&events);
             let r = reconcile(lines.iter().map(String::as_str));
-            assert!(!r.clean(), "{events:?}");
+            assert!(!r.consistent(), "{events:?}");
             assert_eq!(findings(&r), expected, "{}", r.to_json());
         }
     }

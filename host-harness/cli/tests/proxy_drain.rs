@@ -1,7 +1,8 @@
 //! `mrtr-gate proxy` told to stop (SIGTERM) with rounds open, on both transports: it takes no
 //! new connection, lets the call in flight finish (its answer reaches its client), ends every
 //! round left `cancelled` in the trail, anchors the trail's root, and exits 0; the trail then
-//! verifies with its links and anchor, and `reconcile` finds no binding open.
+//! verifies with its links and anchor, and `reconcile` finds no binding open. A proxy killed
+//! outright leaves its round open, and `reconcile` says so (exit 3: consistent, not clean).
 //!
 //! Raw JSON-RPC written by the test against servers that write down what they receive
 //! (tests/peers/recording_server.py over stdio, tests/peers/recording_http_server.py over
@@ -15,7 +16,7 @@ mod support;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{bin, listening, post, root, scratch};
@@ -117,11 +118,11 @@ fn assert_closed(dir: &Path, trail: &Path) {
     assert_eq!(report["open"], json!([]), "{report}");
 }
 
-#[test]
-fn over_stdio_a_stopped_proxy_ends_the_open_round_cancelled_and_anchors_the_trail() {
+/// `mrtr-gate proxy` over stdio in front of the recording server, its files in `dir/gate`,
+/// with a round open: the proxy, and the trail's path.
+fn stdio_proxy_with_a_round_open(dir: &Path) -> (Child, std::process::ChildStdin, PathBuf) {
     // The gate's files in one folder, what the server writes in another: the gate's folders
     // are read-only to the server it spawns.
-    let dir = scratch("drain-stdio");
     std::fs::create_dir_all(dir.join("server")).unwrap();
     std::fs::create_dir_all(dir.join("gate")).unwrap();
     let trail = dir.join("gate/audit.jsonl");
@@ -158,6 +159,32 @@ fn over_stdio_a_stopped_proxy_ends_the_open_round_cancelled_and_anchors_the_trai
     output.read_line(&mut line).unwrap();
     let round: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+    (proxy, input, trail)
+}
+
+#[test]
+fn a_proxy_killed_outright_leaves_its_round_open_and_reconcile_says_so() {
+    let dir = scratch("drain-killed");
+    let (mut proxy, _input, trail) = stdio_proxy_with_a_round_open(&dir);
+    proxy.kill().unwrap();
+    let _ = proxy.wait();
+    let out = Command::new(bin())
+        .arg("reconcile")
+        .arg(&trail)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
+    assert_eq!(report["clean"], false, "{report}");
+    assert_eq!(report["open"].as_array().map(Vec::len), Some(1), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn over_stdio_a_stopped_proxy_ends_the_open_round_cancelled_and_anchors_the_trail() {
+    let dir = scratch("drain-stdio");
+    let (mut proxy, _input, trail) = stdio_proxy_with_a_round_open(&dir);
     // The client holds the round, and the proxy is told to stop.
     terminate(&proxy);
     let status = wait(&mut proxy);

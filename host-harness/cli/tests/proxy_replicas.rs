@@ -196,7 +196,8 @@ fn reconcile(url: &str, namespace: &str, trail: &str) -> (Value, bool) {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    (report, out.status.success())
+    // No violation: exit 0 (clean) or 3 (bindings open, as a killed replica leaves them).
+    (report, matches!(out.status.code(), Some(0 | 3)))
 }
 
 /// The upstream and two replicas of it on one Redis namespace and trail.
@@ -398,7 +399,7 @@ fn two_replicas_on_one_redis_answer_each_round_once_even_when_one_is_killed_mid_
     // their lifetime has passed (the opt-in test below).
     let (report, ok) = cluster.reconcile();
     assert!(ok, "{report}");
-    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
     assert_eq!(report["double_use"], json!([]), "{report}");
     assert_eq!(report["lifecycle"], json!([]), "{report}");
     assert_eq!(report["expired"], json!([]), "{report}");
@@ -471,7 +472,7 @@ fn calls_spread_over_two_replicas_complete_at_the_python_sdk_server() {
     }
     let (report, ok) = cluster.reconcile();
     assert!(ok, "{report}");
-    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
     assert_eq!(report["bindings"], 2 * SDK_CALLS, "{report}");
     assert_eq!(report["open"], json!([]), "{report}");
     assert_eq!(report["expired"], json!([]), "{report}");
@@ -526,7 +527,7 @@ fn a_killed_replicas_open_bindings_end_expired_by_the_survivors_sweep() {
         );
         std::thread::sleep(Duration::from_secs(5));
     };
-    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
     assert_eq!(report["expired"].as_array().unwrap().len(), 2, "{report}");
     // Expired is used up: the round's retry at the survivor is refused and never goes upstream.
     assert_refused_as_used(&ask(&b_url, &retry(&abandoned, &abandoned_round, 4, "1A")));
@@ -985,6 +986,6 @@ fn single_use_holds_through_a_killed_a_moved_and_a_paused_cluster_master_and_a_m
 
     let (report, ok) = cluster.reconcile();
     assert!(ok, "{report}");
-    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
     assert_eq!(report["double_use"], json!([]), "{report}");
 }

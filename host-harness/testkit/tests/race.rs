@@ -495,7 +495,7 @@ fn processes_sharing_one_trail_in_redis_write_one_chain_with_one_retry_per_round
     // Reconciled (G002): no round used twice, no retry without consent; every binding is
     // still open (its retry was built, its result never came); each kind of attack found.
     let report = mrtr_gate_host::core::reconcile::reconcile(lines.iter().map(String::as_str));
-    assert!(report.clean(), "{}", report.to_json());
+    assert!(report.consistent(), "{}", report.to_json());
     assert_eq!(report.bindings as i64, SHARED_ROUNDS);
     assert_eq!(report.open.len() as i64, SHARED_ROUNDS);
     for kind in ["id_collision", "cross_principal", "late_or_replayed"] {

@@ -166,7 +166,7 @@ impl Fx {
     pub fn assert_reconciles(&self) {
         self.assert_chain();
         let r = self.reconciled();
-        assert!(r.clean(), "{}", r.to_json());
+        assert!(r.consistent(), "{}", r.to_json());
     }
 
     pub fn last_event(&self) -> Value {

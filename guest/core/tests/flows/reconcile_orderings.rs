@@ -103,7 +103,7 @@ fn every_permutation_and_deletion_of_a_genuine_life_is_clean_only_when_it_is_a_l
         let r = reconciled(&all, &order);
         let life = is_a_life(&order);
         lives += usize::from(life);
-        assert_eq!(r.clean(), life, "{order:?}: {}", r.to_json());
+        assert_eq!(r.consistent(), life, "{order:?}: {}", r.to_json());
     }
     // The empty trail and the five prefixes that end open, and the two lives that end.
     assert_eq!(lives, 8);
@@ -119,8 +119,13 @@ fn every_event_repeated_anywhere_is_reported() {
             let mut order = full.clone();
             order.insert(at, repeated);
             let r = reconciled(&all, &order);
-            assert_eq!(r.clean(), is_a_life(&order), "{order:?}: {}", r.to_json());
-            if r.clean() {
+            assert_eq!(
+                r.consistent(),
+                is_a_life(&order),
+                "{order:?}: {}",
+                r.to_json()
+            );
+            if r.consistent() {
                 lives.push(order);
             }
         }
@@ -175,7 +180,7 @@ fn altered_events_are_reported_in_place_and_inserted_anywhere() {
     for (what, index, change) in &forgeries {
         let forged = altered(&all, *index, change);
         let in_place = reconciled(&forged, &(0..all.len()).collect::<Vec<_>>());
-        assert!(!in_place.clean(), "{what}: {}", in_place.to_json());
+        assert!(!in_place.consistent(), "{what}: {}", in_place.to_json());
         // The forged event added to the genuine life, anywhere.
         let mut with = all.clone();
         with.push(forged[*index].clone());
@@ -183,7 +188,7 @@ fn altered_events_are_reported_in_place_and_inserted_anywhere() {
             let mut order: Vec<usize> = (0..all.len()).collect();
             order.insert(at, all.len());
             let r = reconciled(&with, &order);
-            assert!(!r.clean(), "{what} at {at}: {}", r.to_json());
+            assert!(!r.consistent(), "{what} at {at}: {}", r.to_json());
         }
     }
 }
@@ -198,13 +203,13 @@ fn the_planted_bugs_of_the_audit_are_reported() {
     let findings = |r: &Reconciliation| r.to_json()["lifecycle"].clone();
     // consented and submitted for a round that was never received.
     let r = trail(&all[1..3]);
-    assert!(!r.clean(), "{}", r.to_json());
+    assert!(!r.consistent(), "{}", r.to_json());
     assert_eq!(findings(&r)[0]["finding"], "not_received");
     // A round consented and submitted again after its binding's terminal.
     let mut again = all.clone();
     again.extend([all[1].clone(), all[2].clone()]);
     let r = trail(&again);
-    assert!(!r.clean(), "{}", r.to_json());
+    assert!(!r.consistent(), "{}", r.to_json());
     assert!(
         findings(&r)
             .as_array()
@@ -219,7 +224,7 @@ fn the_planted_bugs_of_the_audit_are_reported() {
     let mut other = all.clone();
     other[1]["view_sha256"] = all[R2]["view_sha256"].clone();
     let r = trail(&other);
-    assert!(!r.clean(), "{}", r.to_json());
+    assert!(!r.consistent(), "{}", r.to_json());
     assert_eq!(findings(&r)[0]["finding"], "other_view");
     assert_eq!(findings(&r)[0]["event"], "consented");
     assert_eq!(r.unconsented.len(), 1);

@@ -117,8 +117,10 @@ enum Command {
         file: PathBuf,
     },
     /// Reconcile an audit trail (G002): its chain, bindings still open, expired ones, rounds
-    /// used twice, retries without consent, and every refused attempt by kind. Exits 1 when
-    /// the trail shows a violation.
+    /// used twice, retries without consent, and every refused attempt by kind. Exits 0 when
+    /// the trail is clean (no violation, every binding ended), 1 when it shows a violation, 3
+    /// when it shows none but bindings are open (live, or left by a host that crashed or was
+    /// killed), 2 when it cannot be read.
     Reconcile {
         /// A JSON-lines trail, or `redis:<trail>` with --redis and --namespace.
         trail: String,
@@ -521,6 +523,8 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
             println!("{}", report.to_json());
             if report.clean() {
                 ExitCode::SUCCESS
+            } else if report.consistent() {
+                ExitCode::from(3)
             } else {
                 ExitCode::FAILURE
             }
