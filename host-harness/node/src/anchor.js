@@ -23,7 +23,7 @@ import { closeSync, fdatasyncSync, openSync, readFileSync, renameSync, writeFile
 import { join, parse } from "node:path";
 import { HostError } from "./index.js";
 import { shardOk } from "./hosts.js";
-import { Float, parseTrailJson } from "./trail-json.js";
+import { NotU64, parseTrailJson } from "./trail-json.js";
 
 const ANCHOR_CONTEXT = Buffer.from("mrtr-gate/audit-anchor/v2");
 const LINK_CONTEXT = Buffer.from("mrtr-gate/audit-link/v2");
@@ -170,7 +170,7 @@ function lines(text) {
 /** A JSON integer as a u64 (bigint), or null (serde_json's `as_u64`: see `parseTrailJson`). */
 const u64Of = (v) => (typeof v === "bigint" && v <= U64_MAX ? v : null);
 
-const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Float);
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NotU64);
 
 /** A line parsed as the Rust core parses it, when it is a JSON object; else null. */
 const parseJson = (text) => {

@@ -2,12 +2,13 @@
 // that no line verifies in one host and breaks in another (tests/audit/trail_vectors.json).
 // JSON.parse differs where a hand-made line can make it matter: it reads `1.0`, `1e0` and `-0`
 // as the integers 1 and 0 and an integer past 2^53 as another one, keeps a lone surrogate, and
-// nests without limit. Here a number spelled as a non-negative integer is a bigint (any size),
-// every other number a `Float` (never a `seq`), a lone surrogate or nesting deeper than
+// nests without limit. Here a number spelled as a non-negative integer of at most 20 digits
+// (u64's width) is a bigint, every other number a `NotU64` (never a `seq`, and never converted:
+// a line of a million digits costs no quadratic parse), a lone surrogate or nesting deeper than
 // serde_json's 127 levels refuses the line, and so does anything RFC 8259 does not allow.
 
-/** A JSON number not spelled as a non-negative integer: never read as a u64. */
-export class Float {
+/** A JSON number that is no u64 (a fraction, an exponent, a sign, more than 20 digits): kept as its text. */
+export class NotU64 {
   constructor(text) {
     this.text = text;
   }
@@ -65,7 +66,7 @@ function parseValue(p, depth) {
   const m = NUMBER.exec(t);
   if (m === null) throw new Refused();
   p.at += m[0].length;
-  return UNSIGNED.test(m[0]) ? BigInt(m[0]) : new Float(m[0]);
+  return UNSIGNED.test(m[0]) && m[0].length <= 20 ? BigInt(m[0]) : new NotU64(m[0]);
 }
 
 function parseObject(p, depth) {
