@@ -5,6 +5,21 @@ use mrtr_gate_wasmtime::{GateRuntime, SandboxLimits};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// A file of vectors the other hosts read: `made` is written to `path` under
+/// `MRTR_GATE_BLESS=1`, and must then equal what `path` holds (as JSON), or `what` changed.
+pub fn assert_recorded(path: &std::path::Path, made: &serde_json::Value, what: &str) {
+    if std::env::var_os("MRTR_GATE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, serde_json::to_string_pretty(made).unwrap() + "\n").unwrap();
+    }
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        &recorded, made,
+        "{what} changed (re-record with MRTR_GATE_BLESS=1 if deliberate)"
+    );
+}
+
 /// Where the tests cache the precompiled component.
 pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mrtr-gate-cache")

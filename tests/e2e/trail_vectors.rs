@@ -213,16 +213,7 @@ fn generate() -> Value {
 #[test]
 fn the_recorded_trails_are_what_the_core_finds() {
     let made = generate();
-    let path = vectors_path();
-    if std::env::var_os("MRTR_GATE_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, serde_json::to_string_pretty(&made).unwrap() + "\n").unwrap();
-    }
-    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(
-        recorded, made,
-        "the trail check changed (re-record with MRTR_GATE_BLESS=1 if deliberate)"
-    );
+    crate::support::assert_recorded(&vectors_path(), &made, "the trail check");
 }
 
 #[test]

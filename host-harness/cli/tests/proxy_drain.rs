@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{bin, listening, post, root, scratch};
+use support::{bin, listening, post, proxy_listening, root, scratch};
 
 /// Far beyond any answer on a loaded machine: only a hang runs into it.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -118,15 +118,11 @@ fn assert_closed(dir: &Path, trail: &Path) {
     assert_eq!(report["open"], json!([]), "{report}");
 }
 
-/// `mrtr-gate proxy` over stdio in front of the recording server, its files in `dir/gate`,
-/// with a round open: the proxy, and the trail's path.
-fn stdio_proxy_with_a_round_open(dir: &Path) -> (Child, std::process::ChildStdin, PathBuf) {
-    // The gate's files in one folder, what the server writes in another: the gate's folders
-    // are read-only to the server it spawns.
-    std::fs::create_dir_all(dir.join("server")).unwrap();
-    std::fs::create_dir_all(dir.join("gate")).unwrap();
-    let trail = dir.join("gate/audit.jsonl");
-    let mut proxy = Command::new(bin())
+/// `mrtr-gate proxy` with its trail and host keys in `gate`, and a drain timeout no test waits
+/// out.
+fn proxy_command(gate: &Path) -> Command {
+    let mut command = Command::new(bin());
+    command
         .arg("proxy")
         .args([
             "--user",
@@ -137,9 +133,21 @@ fn stdio_proxy_with_a_round_open(dir: &Path) -> (Child, std::process::ChildStdin
             DRAIN,
         ])
         .arg("--audit")
-        .arg(&trail)
+        .arg(gate.join("audit.jsonl"))
         .arg("--host-keys")
-        .arg(dir.join("gate/host-keys.json"))
+        .arg(gate.join("host-keys.json"));
+    command
+}
+
+/// `mrtr-gate proxy` over stdio in front of the recording server, its files in `dir/gate`,
+/// with a round open: the proxy, and the trail's path.
+fn stdio_proxy_with_a_round_open(dir: &Path) -> (Child, std::process::ChildStdin, PathBuf) {
+    // The gate's files in one folder, what the server writes in another: the gate's folders
+    // are read-only to the server it spawns.
+    std::fs::create_dir_all(dir.join("server")).unwrap();
+    std::fs::create_dir_all(dir.join("gate")).unwrap();
+    let trail = dir.join("gate/audit.jsonl");
+    let mut proxy = proxy_command(&dir.join("gate"))
         .arg("--server-log")
         .arg(dir.join("gate/server.log"))
         .arg("--")
@@ -208,39 +216,7 @@ fn over_http_a_stopped_proxy_takes_no_connection_lets_the_call_in_flight_finish_
         .arg(&hold);
     let (_server, upstream) = listening(server);
     let trail = dir.join("audit.jsonl");
-    let mut proxy = Command::new(bin())
-        .arg("proxy")
-        .args([
-            "--user",
-            "alice",
-            "--tenant",
-            "acme",
-            "--drain-timeout",
-            DRAIN,
-        ])
-        .arg("--audit")
-        .arg(&trail)
-        .arg("--host-keys")
-        .arg(dir.join("host-keys.json"))
-        .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = {
-        let mut lines = BufReader::new(proxy.stderr.take().unwrap()).lines();
-        let line = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.strip_prefix("mrtr-gate proxy: listening on ")
-                    .map(str::to_owned)
-            })
-            .expect("the proxy said where it listens");
-        std::thread::spawn(move || for _ in lines {});
-        line.split(',').next().unwrap().to_owned()
-    };
+    let (mut proxy, url) = proxy_listening(proxy_command(&dir), &upstream);
     // A round the client holds, and one whose retry the upstream holds.
     let open = post(&url, &call(1, "book")).unwrap();
     assert_eq!(open["result"]["resultType"], "input_required", "{open}");
@@ -260,7 +236,7 @@ fn over_http_a_stopped_proxy_takes_no_connection_lets_the_call_in_flight_finish_
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    terminate(&proxy);
+    terminate(&proxy.0);
     // Once the signal is taken, a new connection is refused; the call in flight goes on.
     let started = Instant::now();
     loop {
@@ -277,14 +253,14 @@ fn over_http_a_stopped_proxy_takes_no_connection_lets_the_call_in_flight_finish_
         }
     }
     assert!(
-        proxy.try_wait().unwrap().is_none(),
+        proxy.0.try_wait().unwrap().is_none(),
         "the proxy left its call in flight"
     );
     std::fs::write(&hold, "").unwrap();
     let answered = in_flight.join().unwrap().unwrap();
     assert_eq!(answered["id"], 3, "{answered}");
     assert!(answered["result"]["content"].is_array(), "{answered}");
-    let status = wait(&mut proxy);
+    let status = wait(&mut proxy.0);
     assert_eq!(status.code(), Some(0), "{status:?}");
     // The held round completed; the round the client held, and every one a call made while
     // the signal was on its way opened, ended `cancelled`.
