@@ -18,7 +18,7 @@ use mrtr_gate_host::shown::{json_text_for_terminal, shown_lines, shown_text};
 use mrtr_gate_host::trail_root::RootSchedule;
 use mrtr_gate_wasmtime::{ComponentGate, GateRuntime};
 use serde_json::{Value, json};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +76,7 @@ struct FlagConsent {
 impl Consent for FlagConsent {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
         let (screen, readable) = self.views.render(&prompt.view_json);
-        eprintln!(
+        mrtr_gate_host::say!(
             "{screen}\nAnswers to send:\n{}\n(consent given with --yes)",
             render_answers(&prompt.responses_json)
         );
@@ -115,12 +115,14 @@ impl Observer for CliObserver {
                 format!(" after round {round}")
             };
             if self.tty {
-                eprint!(
+                // No newline: the next one overwrites it (`say!`'s rule: never a panic).
+                let _ = write!(
+                    std::io::stderr().lock(),
                     "\r… waiting for the server: {method}{round}, {} s (Ctrl-C cancels) ",
                     waited.as_secs()
                 );
             } else {
-                eprintln!(
+                mrtr_gate_host::say!(
                     "… waiting for the server: {method}{round}, {} s",
                     waited.as_secs()
                 );
@@ -134,7 +136,7 @@ impl Observer for CliObserver {
             .remember(&round.accepted.view_json, Arc::clone(&round.view));
         let view = &round.accepted;
         if self.shown_at.take().is_some() && self.tty {
-            eprintln!();
+            mrtr_gate_host::say!();
         }
         let what = if view.input_keys.is_empty() {
             "state only".to_owned()
@@ -145,7 +147,7 @@ impl Observer for CliObserver {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        eprintln!("round {} from the server ({what})", view.round);
+        mrtr_gate_host::say!("round {} from the server ({what})", view.round);
     }
 
     fn open_url(&mut self, url: &str) {
@@ -154,11 +156,13 @@ impl Observer for CliObserver {
         let shown = shown_text(url);
         if self.open {
             match open_without_shell(url) {
-                Ok(()) => eprintln!("opened in your browser: {shown}"),
-                Err(e) => eprintln!("could not open a browser ({e}); open it yourself: {shown}"),
+                Ok(()) => mrtr_gate_host::say!("opened in your browser: {shown}"),
+                Err(e) => mrtr_gate_host::say!(
+                    "could not open a browser ({e}); open it yourself: {shown}"
+                ),
             }
         } else {
-            eprintln!("open this URL in your browser: {shown}");
+            mrtr_gate_host::say!("open this URL in your browser: {shown}");
         }
         if self.interactive {
             let _ = self.terminal.ask("press Enter when you are done there ");
@@ -193,16 +197,16 @@ fn open_without_shell(url: &str) -> std::io::Result<()> {
 /// log's path, or a warning that the server writes to this terminal unfiltered.
 fn announce_server_stderr(stderr: &ServerStderr, log: Option<&std::path::Path>) {
     match (stderr, log) {
-        (ServerStderr::InheritRaw, _) => eprintln!(
+        (ServerStderr::InheritRaw, _) => mrtr_gate_host::say!(
             "mrtr-gate: WARNING: --insecure-raw-server-stderr: the server's stderr goes to this \
              terminal unfiltered; what it writes there can erase or repaint anything shown here, \
              the consent screen included"
         ),
-        (_, Some(path)) => eprintln!(
+        (_, Some(path)) => mrtr_gate_host::say!(
             "mrtr-gate: the server's stderr is logged to {} (not shown here)",
             shown_text(&path.display().to_string())
         ),
-        (_, None) => eprintln!("mrtr-gate: the server's stderr is discarded"),
+        (_, None) => mrtr_gate_host::say!("mrtr-gate: the server's stderr is discarded"),
     }
 }
 
@@ -298,7 +302,7 @@ pub fn connect(
         tty: std::io::stderr().is_terminal(),
     };
     let root = wired.root_schedule(ROOT_EVERY, |e| {
-        eprintln!("mrtr-gate: the trail's root could not be anchored: {e}");
+        mrtr_gate_host::say!("mrtr-gate: the trail's root could not be anchored: {e}");
     });
     let client = Client::new(
         ComponentGate::new(runtime, services),

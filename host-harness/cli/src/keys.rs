@@ -82,14 +82,14 @@ pub fn key_file_path(options: &KeyOptions) -> Result<PathBuf, String> {
 /// `--insecure-no-host-keys` (warned on stderr).
 pub fn load(options: &KeyOptions) -> Result<Option<Keyed>, String> {
     if options.insecure_no_host_keys {
-        eprintln!("{INSECURE_WARNING}");
+        mrtr_gate_host::say!("{INSECURE_WARNING}");
         return Ok(None);
     }
     let path = key_file_path(options)?;
     let id = format!("k{}", unix_seconds());
     let (keys, created) = key_file::load_or_create(&path, &id).map_err(|e| e.0)?;
     if created {
-        eprintln!(
+        mrtr_gate_host::say!(
             "mrtr-gate: created a host key in {} (mode 0600; keep it: it authenticates the stored rounds and the audit trail)",
             path.display()
         );
@@ -193,7 +193,13 @@ pub fn verify_keyed(
     let read = crate::trail::read_trail(path, Some(&links), Some(&anchor))?;
     let n = mrtr_gate_host::core::audit::verify_chain(read.trail.lines())
         .map_err(|b| format!("the chain is broken: {b:?}"))?;
-    let keyed = load_existing(keys)?;
+    let keyed = load_existing(keys).map_err(|e| {
+        format!(
+            "{e}. Next: name the key file the trail was written with (--host-keys FILE, or \
+             $MRTR_GATE_HOST_KEYS); a trail written with --insecure-no-host-keys: check it with \
+             that flag (its chain only)"
+        )
+    })?;
     if n == 0 && read.anchor.is_empty() {
         // A run that wrote nothing (a binding that never opened a round) anchors nothing.
         return Ok(format!("{}: 0 events, nothing anchored", path.display()));
@@ -204,8 +210,16 @@ pub fn verify_keyed(
             path.display()
         )),
         AnchorCheck::BadAnchor => Err(format!(
-            "no valid anchor for this trail at {} (missing, or not made with this key); a trail written with --insecure-no-host-keys is checked with that flag",
-            anchor.display()
+            "no valid anchor for this trail at {} (missing, or not made with the key {}). \
+             Next: a trail moved or copied since it was written keeps its anchor where it was \
+             (the anchors are in {}): name it with --audit-anchor FILE; a trail written under \
+             another key file: name that one with --host-keys FILE; a trail written with \
+             --insecure-no-host-keys: check it with that flag (its chain only)",
+            anchor.display(),
+            key_path.display(),
+            anchor
+                .parent()
+                .map_or_else(|| ".".to_owned(), |d| d.display().to_string())
         )),
         AnchorCheck::BrokenChain => Err("the chain is broken".into()),
         AnchorCheck::Unkeyed { shard, seq } => Err(format!(

@@ -61,7 +61,7 @@ pub struct ProbeFlags {
 }
 
 fn usage(message: &str) -> u8 {
-    eprintln!("mrtr-gate probe: {message}");
+    mrtr_gate_host::say!("mrtr-gate probe: {message}");
     EXIT_USAGE
 }
 
@@ -71,7 +71,9 @@ pub fn run(flags: &ProbeFlags) -> u8 {
         return match mrtr_gate_probe::relay::relay(address) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("mrtr-gate probe --relay: cannot reach the probe at {address}: {e}");
+                mrtr_gate_host::say!(
+                    "mrtr-gate probe --relay: cannot reach the probe at {address}: {e}"
+                );
                 EXIT_CANNOT_RUN
             }
         };
@@ -107,7 +109,7 @@ pub fn run(flags: &ProbeFlags) -> u8 {
                 ],
             },
             Err(e) => {
-                eprintln!("mrtr-gate probe: could not run: this program's path: {e}");
+                mrtr_gate_host::say!("mrtr-gate probe: could not run: this program's path: {e}");
                 return EXIT_CANNOT_RUN;
             }
         },
@@ -121,20 +123,21 @@ pub fn run(flags: &ProbeFlags) -> u8 {
     }) {
         Ok(report) => report,
         Err(e) => {
-            eprintln!("mrtr-gate probe: could not run: {e}");
+            mrtr_gate_host::say!("mrtr-gate probe: could not run: {e}");
             return EXIT_CANNOT_RUN;
         }
     };
     if let Some(dir) = &flags.output
         && let Err(e) = report.write_dir(dir)
     {
-        eprintln!("mrtr-gate probe: could not write {}: {e}", dir.display());
+        mrtr_gate_host::say!("mrtr-gate probe: could not write {}: {e}", dir.display());
         return EXIT_CANNOT_RUN;
     }
     if flags.json {
-        println!("{}", report.json());
+        crate::out!("{}", report.json());
     } else {
-        print!("{}", report.human());
+        let human = report.human();
+        crate::out!("{}", human.strip_suffix('\n').unwrap_or(&human));
     }
     report.exit_code()
 }
@@ -151,19 +154,21 @@ fn list(scenarios: &[Scenario], as_json: bool) {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(all));
+        crate::out!("{}", serde_json::Value::Array(all));
         return;
     }
     for s in scenarios {
-        println!(
+        crate::out!(
             "{}\n    {}\n    a safe client {}",
-            s.name, s.description, s.safe
+            s.name,
+            s.description,
+            s.safe
         );
         for c in &s.clauses {
-            println!("    clause {} ({}): {}", c.id, c.source, c.text);
+            crate::out!("    clause {} ({}): {}", c.id, c.source, c.text);
         }
         for c in &s.checks {
-            println!("    check {}: {}", c.id, c.description);
+            crate::out!("    check {}: {}", c.id, c.description);
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::keys::KeyFlags;
 use crate::services::{RedisChoice, ServiceOptions, Wired};
 use mrtr_gate_client::transport::isolation;
 use mrtr_gate_client::transport::stdio::{append_private, endpoint_id, temp_log};
+use mrtr_gate_host::HostServices;
 use mrtr_gate_host::core::{Policy, ServerIdentity};
 use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::reference_hosts::SystemClock;
@@ -16,6 +17,7 @@ use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
+use mrtr_gate_proxy::metrics::{MeteredAudit, MeteredConsent, MeteredStorage};
 use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::stdio::Ended;
 use mrtr_gate_proxy::{Engine, EngineConfig, IdMinter};
@@ -36,6 +38,15 @@ pub const EXIT_TRANSPORT: u8 = 4;
 /// The flags of `mrtr-gate proxy`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ProxyFlags {
+    /// Read the flags from this TOML file: one top-level key per long flag
+    /// (`drain-timeout = 10`), `command = [...]` for the server; a flag given on the command
+    /// line replaces the file's key (docs/proxy.md, "Config file").
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration (the command line over the file, over the
+    /// defaults), checked, in the file's form, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// HTTP mode: serve the MCP endpoint on this address (with --upstream).
     #[arg(
         long,
@@ -120,6 +131,11 @@ pub struct ProxyFlags {
     /// the trail, the root is anchored, and the proxy exits 0.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_timeout: u64,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this address, apart from the MCP
+    /// endpoint: `PORT` (on 127.0.0.1) or `HOST:PORT`. Off unless given; an address that is
+    /// not loopback is warned on stderr.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<String>,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
     /// the temporary folder, named on stderr). It never reaches the client's stream.
     #[arg(long, value_name = "FILE", conflicts_with = "listen")]
@@ -166,6 +182,8 @@ pub struct Checked {
     pub tenant: String,
     /// How many engines gate (one over stdio).
     pub engines: usize,
+    /// `--admin`: where the admin listener binds.
+    pub admin: Option<SocketAddr>,
 }
 
 /// Where the server is, and how clients reach the proxy.
@@ -244,9 +262,11 @@ impl ProxyFlags {
         }
         let consent = self.consent_mode()?;
         let engines = self.engines(&mode, &consent)?;
+        let admin = self.admin.as_deref().map(admin_address).transpose()?;
         Ok(Checked {
             mode,
             engines,
+            admin,
             services: ServiceOptions {
                 audit: self.audit.clone(),
                 redis: self.redis.as_ref().map(|url| RedisChoice {
@@ -340,6 +360,68 @@ impl ProxyFlags {
     }
 }
 
+/// `--admin PORT` (loopback) or `--admin HOST:PORT`.
+fn admin_address(given: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = given.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    given.parse::<SocketAddr>().map_err(|e| {
+        format!(
+            "--admin {}: {e} (a port, or an address and a port)",
+            shown_text(given)
+        )
+    })
+}
+
+/// The admin listener, bound now (a port taken is said before anything starts), with the
+/// readiness checks of the run: its trail or store, and over HTTP its upstream.
+fn admin_listener(
+    addr: SocketAddr,
+    wired: &Wired,
+    upstream: Option<&str>,
+) -> Result<mrtr_gate_proxy::admin::Admin, String> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("--admin {addr}: {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("--admin {addr}: {e}"))?;
+    if !bound.ip().is_loopback() {
+        mrtr_gate_host::say!(
+            "mrtr-gate proxy: WARNING: --admin {bound} is not a loopback address: every host \
+             that can reach it reads the metrics"
+        );
+    }
+    mrtr_gate_host::say!("mrtr-gate proxy: admin on http://{bound} (/metrics, /healthz, /readyz)");
+    let mut checks = vec![wired.readiness()];
+    if let Some(url) = upstream {
+        let url = url.to_owned();
+        checks.push(("upstream", Box::new(move || upstream_reachable(&url))));
+    }
+    Ok(mrtr_gate_proxy::admin::Admin {
+        listener,
+        checks,
+        draining: Arc::default(),
+    })
+}
+
+/// Whether the upstream at `url` takes a TCP connection (the admin listener's readiness, and
+/// the warning at the start): `Err` names its `host:port` and what happened.
+fn upstream_reachable(url: &str) -> Result<(), String> {
+    let target = mrtr_gate_proxy::http::upstream::authority(url)?;
+    let addrs = std::net::ToSocketAddrs::to_socket_addrs(&target)
+        .map_err(|e| format!("{target} does not resolve: {e}"))?;
+    let mut last = format!("{target} resolves to no address");
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(&a, UPSTREAM_PROBE_TIMEOUT) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("{target} takes no connection ({a}: {e})"),
+        }
+    }
+    Err(last)
+}
+
+/// How long `/readyz` waits for the upstream to take a connection.
+const UPSTREAM_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// An HTTP header name: a token of RFC 9110 (letters, digits and `!#$%&'*+-.^_`|~`).
 fn valid_header_name(name: &str) -> bool {
     !name.is_empty()
@@ -350,7 +432,7 @@ fn valid_header_name(name: &str) -> bool {
 
 /// Where the server's stderr goes: the file asked for, else a new private one; said on
 /// stderr either way.
-fn server_log(path: Option<&PathBuf>) -> Result<std::process::Stdio, String> {
+fn server_log(path: Option<&PathBuf>) -> Result<(std::process::Stdio, PathBuf), String> {
     let (path, file) = match path {
         Some(path) => (
             path.clone(),
@@ -359,17 +441,17 @@ fn server_log(path: Option<&PathBuf>) -> Result<std::process::Stdio, String> {
         ),
         None => temp_log().map_err(|e| format!("the server's stderr log: {e}"))?,
     };
-    eprintln!(
+    mrtr_gate_host::say!(
         "mrtr-gate proxy: the server's stderr is logged to {}",
         shown_text(&path.display().to_string())
     );
-    Ok(std::process::Stdio::from(file))
+    Ok((std::process::Stdio::from(file), path))
 }
 
 /// Run `mrtr-gate proxy`; the process exit status.
 pub fn run(flags: &ProxyFlags) -> u8 {
     let usage = |e: String| {
-        eprintln!("mrtr-gate proxy: {e}");
+        mrtr_gate_host::say!("mrtr-gate proxy: {e}");
         EXIT_USAGE
     };
     let checked = match flags.check() {
@@ -395,11 +477,14 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         checked.consent,
         ConsentMode::Tty { .. } | ConsentMode::Command { .. }
     );
+    // Counted where the decision is made (the person's or the hook's wait), not where a
+    // deferred decision is looked up.
+    let decider: SharedConsent = Arc::new(MeteredConsent(consent_for(&checked.consent)));
     let deferred_consent = (slow_consent && matches!(checked.mode, Mode::Http { .. }))
-        .then(|| Arc::new(DeferredConsent::new(consent_for(&checked.consent))));
+        .then(|| Arc::new(DeferredConsent::new(decider.clone())));
     let consent: SharedConsent = match &deferred_consent {
         Some(deferred) => deferred.clone(),
-        None => consent_for(&checked.consent),
+        None => decider,
     };
     let services = wired.services(consent);
     // Engine 0 runs over `services`, every other over its own connection to the same store;
@@ -421,6 +506,12 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     let engine_for = move |server: ServerIdentity, i: usize| {
         // Engine i > 0 runs over others[i - 1]; engine 0 (where i - 1 wraps) over `services`.
         let services = others.get(i.wrapping_sub(1)).unwrap_or(&services).clone();
+        // Every store call and audit append of the gate counted for /metrics.
+        let services = HostServices {
+            storage: Arc::new(MeteredStorage(services.storage)),
+            audit: Arc::new(MeteredAudit(services.audit)),
+            ..services
+        };
         let config = EngineConfig {
             server,
             principal: principal.clone(),
@@ -438,14 +529,14 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         Engine::new(ComponentGate::new(&runtime, services), config, ids.shared())
     };
     if flags.allow_ungated_input_channels {
-        eprintln!(
+        mrtr_gate_host::say!(
             "mrtr-gate proxy: WARNING: --allow-ungated-input-channels: a task's inputRequests, \
              tasks/update's inputResponses and -32042 URL elicitation errors pass unchecked, \
              unconsented and unaudited"
         );
     }
     if flags.allow_legacy_server_requests {
-        eprintln!(
+        mrtr_gate_host::say!(
             "mrtr-gate proxy: WARNING: --allow-legacy-server-requests: the server's own \
              elicitation/create, sampling/createMessage and roots/list requests reach the client \
              unchecked"
@@ -454,16 +545,27 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     if matches!(checked.consent, ConsentMode::Tty { .. })
         && std::fs::File::open("/dev/tty").is_err()
     {
-        eprintln!(
+        mrtr_gate_host::say!(
             "mrtr-gate proxy: WARNING: --consent tty: this process has no terminal; every form \
              or URL round will be refused (consent_unavailable)"
         );
     }
     let consent = consent_name(&checked.consent);
+    let upstream = match &checked.mode {
+        Mode::Http { upstream, .. } => Some(upstream.as_str()),
+        Mode::Stdio { .. } => None,
+    };
+    let admin = match checked.admin {
+        Some(addr) => match admin_listener(addr, &wired, upstream) {
+            Ok(admin) => Some(admin),
+            Err(e) => return usage(e),
+        },
+        None => None,
+    };
     // Held until the run ends: dropping it anchors the root where the trail ended.
     let drain_timeout = std::time::Duration::from_secs(flags.drain_timeout);
     let _root = wired.root_schedule(std::time::Duration::from_secs(flags.root_every), |e| {
-        eprintln!("mrtr-gate proxy: the trail's root could not be anchored: {e}")
+        mrtr_gate_host::say!("mrtr-gate proxy: the trail's root could not be anchored: {e}")
     });
     match checked.mode {
         Mode::Stdio { argv, server } => {
@@ -481,7 +583,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 Ok(i) => i,
                 Err(e) => return usage(e),
             };
-            let stderr = match server_log(flags.server_log.as_ref()) {
+            let (stderr, log) = match server_log(flags.server_log.as_ref()) {
                 Ok(s) => s,
                 Err(e) => return usage(e),
             };
@@ -490,17 +592,21 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             });
-            eprintln!(
+            mrtr_gate_host::say!(
                 "mrtr-gate proxy: gating {} (consent: {consent})",
                 shown_text(&server.display())
             );
-            stdio_outcome(mrtr_gate_proxy::run_stdio(
-                move || engine_for(server, 0),
-                &argv,
-                stderr,
-                prepare,
-                drain_timeout,
-            ))
+            stdio_outcome(
+                &log,
+                mrtr_gate_proxy::run_stdio(
+                    move || engine_for(server, 0),
+                    &argv,
+                    stderr,
+                    prepare,
+                    drain_timeout,
+                    admin,
+                ),
+            )
         }
         Mode::Http {
             listen,
@@ -509,8 +615,15 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             allowed_hosts,
             principal_headers,
         } => {
+            if let Err(e) = upstream_reachable(&upstream) {
+                mrtr_gate_host::say!(
+                    "mrtr-gate proxy: WARNING: the upstream {} is not reachable now ({e}): \
+                     each call fails `transport_failed` until it is (/readyz says so)",
+                    shown_text(&upstream)
+                );
+            }
             if !listen.ip().is_loopback() {
-                eprintln!(
+                mrtr_gate_host::say!(
                     "mrtr-gate proxy: WARNING: --listen {listen} is not a loopback address: \
                      every host that can reach it is a client of this proxy"
                 );
@@ -522,21 +635,21 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             options.bind_principal = wired.principal_binder();
             options.drain_timeout = drain_timeout;
             let ready = |bound: SocketAddr| {
-                eprintln!(
+                mrtr_gate_host::say!(
                     "mrtr-gate proxy: listening on http://{bound}/mcp, gating {} (consent: \
                      {consent})",
                     shown_text(&upstream)
                 );
             };
-            match mrtr_gate_proxy::run_http(options, engines, listen, engine_for, ready) {
+            match mrtr_gate_proxy::run_http(options, engines, listen, engine_for, ready, admin) {
                 Ok(()) => {
-                    eprintln!(
+                    mrtr_gate_host::say!(
                         "mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`"
                     );
                     0
                 }
                 Err(e) => {
-                    eprintln!("mrtr-gate proxy: {}", shown_text(&e));
+                    mrtr_gate_host::say!("mrtr-gate proxy: {}", shown_text(&e));
                     EXIT_TRANSPORT
                 }
             }
@@ -544,23 +657,55 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     }
 }
 
-/// The exit status of a stdio run: the server's own, when it exited by itself.
-fn stdio_outcome(outcome: Result<Ended, String>) -> u8 {
+/// The exit status of a stdio run: the server's own, when it exited by itself (128 + the
+/// signal that ended it, as a shell says it). The server's end is said, with its log.
+fn stdio_outcome(log: &std::path::Path, outcome: Result<Ended, String>) -> u8 {
+    let log = shown_text(&log.display().to_string());
     match outcome {
         Ok(Ended::Stopped) => {
-            eprintln!("mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`");
+            mrtr_gate_host::say!(
+                "mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`"
+            );
             0
         }
-        Ok(Ended::Server(Some(code))) => u8::try_from(code).unwrap_or(EXIT_TRANSPORT),
+        Ok(Ended::Server(Some(status))) => {
+            let code = status_code(status);
+            if status.success() {
+                mrtr_gate_host::say!("mrtr-gate proxy: the server exited (status 0)");
+            } else {
+                mrtr_gate_host::say!(
+                    "mrtr-gate proxy: the server exited ({status}): what it said is in {log}"
+                );
+            }
+            code
+        }
         Ok(_) => {
-            eprintln!("mrtr-gate proxy: the server did not exit by itself and was stopped");
+            mrtr_gate_host::say!(
+                "mrtr-gate proxy: the server did not exit by itself once its client had gone, \
+                 and was killed (its stderr: {log})"
+            );
             EXIT_TRANSPORT
         }
         Err(e) => {
-            eprintln!("mrtr-gate proxy: {}", shown_text(&e));
+            mrtr_gate_host::say!("mrtr-gate proxy: {}", shown_text(&e));
             EXIT_TRANSPORT
         }
     }
+}
+
+/// A child's status as a shell says it: its code, else 128 + the signal that ended it.
+fn status_code(status: std::process::ExitStatus) -> u8 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return u8::try_from(128 + signal).unwrap_or(EXIT_TRANSPORT);
+        }
+    }
+    status
+        .code()
+        .and_then(|c| u8::try_from(c).ok())
+        .unwrap_or(EXIT_TRANSPORT)
 }
 
 fn consent_name(mode: &ConsentMode) -> &'static str {

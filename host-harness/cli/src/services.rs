@@ -90,7 +90,7 @@ impl Wired {
             match (&options.redis, &options.audit) {
                 (Some(redis), _) => {
                     if redis.options().replicas == 0 && redis.url.starts_with(CLUSTER_SCHEME) {
-                        eprintln!("{UNREPLICATED_WARNING}");
+                        mrtr_gate_host::say!("{UNREPLICATED_WARNING}");
                     }
                     let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
                     let audit = RedisAudit::connect_with(
@@ -151,6 +151,48 @@ impl Wired {
         }
     }
 
+    /// The admin listener's readiness check of the run's trail and store (`/readyz`): a trail
+    /// file (and its links) opens for appending; a Redis store takes a write (the delete of a
+    /// key nobody writes: a replica a failover left read-only refuses it, and nothing is
+    /// stored).
+    pub fn readiness(&self) -> (&'static str, mrtr_gate_proxy::admin::Probe) {
+        if let Some((path, _)) = &self.trail_files {
+            let files = match &self.keyed {
+                Some(_) => vec![path.clone(), crate::keys::links_path(path)],
+                None => vec![path.clone()],
+            };
+            return (
+                "trail",
+                Box::new(move || {
+                    for file in &files {
+                        std::fs::OpenOptions::new()
+                            .append(true)
+                            .open(file)
+                            .map_err(|e| {
+                                format!("{} cannot be appended to: {e}", file.display())
+                            })?;
+                    }
+                    Ok(())
+                }),
+            );
+        }
+        let storage = self.storage.clone();
+        (
+            "store",
+            Box::new(move || {
+                storage
+                    .write(&[mrtr_gate_core::host::Write {
+                        key: READY_PROBE_KEY,
+                        expected: 0,
+                        value: None,
+                        ttl_ms: 1,
+                    }])
+                    .map(|_| ())
+                    .map_err(|e| format!("the store refused a write: {e}"))
+            }),
+        )
+    }
+
     /// The services of one more gate of the run, with `consent`: the same rounds and the same
     /// trail, through a store connection and a sink connection of its own on Redis (one
     /// connection serialises its calls, so gates sharing one would queue behind each other's
@@ -183,12 +225,12 @@ impl Wired {
     ) -> Result<Option<Isolation>, String> {
         if insecure_opt_out {
             match server_user {
-                Some(user) => eprintln!(
+                Some(user) => mrtr_gate_host::say!(
                     "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as uid {} \
                      with no Landlock sandbox",
                     user.uid
                 ),
-                None => eprintln!("{NO_ISOLATION_WARNING}"),
+                None => mrtr_gate_host::say!("{NO_ISOLATION_WARNING}"),
             }
             return Ok(None);
         }
@@ -208,7 +250,7 @@ impl Wired {
                  another way, or pass --insecure-no-server-isolation"
             )),
             Err(e) => {
-                eprintln!(
+                mrtr_gate_host::say!(
                     "mrtr-gate: WARNING: {e}: the server runs as this user, in a session of its \
                      own but able to rewrite the trail and read the key file"
                 );
@@ -273,6 +315,9 @@ impl RedisChoice {
     }
 }
 
+/// The key `/readyz` deletes to learn the store takes writes: no gate key has this shape.
+const READY_PROBE_KEY: &str = "mrtr-gate-proxy:ready-probe";
+
 /// The URL may carry a password: the flag is named, not the URL.
 fn redis_error(e: &HostError) -> String {
     format!("--redis: {e}")
@@ -293,7 +338,7 @@ fn file_services(
     let anchor = k.anchor_path(keys, path)?;
     if let Some(dir) = anchor.parent().filter(|d| !d.as_os_str().is_empty()) {
         mrtr_gate_host::reference_hosts::create_private_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+            .map_err(|e| format!("the anchor folder {}: {e}", dir.display()))?;
     }
     let audit = AnchoredAudit::new(
         file,
@@ -301,6 +346,8 @@ fn file_services(
         anchor.clone(),
         crate::keys::links_path(path),
     );
+    // The links and the anchor are written on every round: a file that cannot be is said now.
+    audit.prepare()?;
     Ok((
         memory_storage(Some(k), clock),
         Arc::new(audit),
@@ -371,7 +418,7 @@ mod tests {
                 std::env::var_os("CI").is_none(),
                 "MRTR_GATE_REDIS_URL is not set (scripts/redis start)"
             );
-            eprintln!("MRTR_GATE_REDIS_URL is not set: skipped");
+            mrtr_gate_host::say!("MRTR_GATE_REDIS_URL is not set: skipped");
             return;
         };
         let options = ServiceOptions {

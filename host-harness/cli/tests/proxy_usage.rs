@@ -157,6 +157,31 @@ fn the_run_ends_with_the_servers_exit_status_and_ungated_lines_pass_as_they_came
     assert_eq!(rest, "", "nothing but protocol lines on stdout");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(7));
+    // Said on stderr, with where the server's own words are.
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    assert!(
+        said.contains(&format!(
+            "the server exited (exit status: 7): what it said is in {}",
+            p.log.display()
+        )),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_server_a_signal_ended_is_reported_with_the_signal_and_the_shells_status() {
+    let p = Proxy::new("killed");
+    // A server that kills itself with SIGKILL as soon as it starts.
+    let server = vec!["sh".to_owned(), "-c".to_owned(), "kill -9 $$".to_owned()];
+    let argv = p.argv(&["--insecure-no-host-keys"], &server);
+    let (code, stdout, stderr) = run(&argv, "");
+    assert_eq!(code, Some(128 + 9), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("the server exited (signal: 9 (SIGKILL))"),
+        "{stderr}"
+    );
 }
 
 /// A proxy of a server that reads until its input ends, started and past its startup (it has

@@ -32,3 +32,14 @@ pub use gate::{GateApi, NativeGate};
 pub use mrtr_gate_core as core;
 pub use principal::{BindPrincipal, Principal};
 pub use services::HostServices;
+
+/// A line on stderr for the person running the process, as `eprintln!` writes it, but one that
+/// never panics: a stderr whose reader went away (a desktop client that closed the pipe, a
+/// `2>&1 | head`) loses the line, never the process (`eprintln!` panics on a broken pipe).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+    }};
+}

@@ -66,8 +66,10 @@ impl RootAnchor {
                     let (flag, wake) = &*stop;
                     let mut stopped = flag.lock().unwrap_or_else(PoisonError::into_inner);
                     loop {
+                        // The flag is read before each wait: a stop that came before this
+                        // thread first took the lock sent its wake-up to nobody.
                         let (s, _) = wake
-                            .wait_timeout(stopped, period)
+                            .wait_timeout_while(stopped, period, |stopped| !*stopped)
                             .unwrap_or_else(PoisonError::into_inner);
                         stopped = s;
                         if *stopped {
@@ -149,6 +151,26 @@ impl Drop for RootSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schedule_stopped_before_its_thread_first_waits_stops_at_once() {
+        // A period no test waits out: a stop whose wake-up was lost would hold the drop for it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for _ in 0..50 {
+                let sink = Arc::new(MemoryAudit::new());
+                let clock = Arc::new(ManualClock::new(1_000));
+                let schedule =
+                    Arc::new(RootAnchor::new(sink, clock)).every(Duration::from_secs(3600), |_| {});
+                drop(schedule);
+            }
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(300)).is_ok(),
+            "a dropped schedule waited out its period"
+        );
+    }
     use crate::reference_hosts::{ManualClock, MemoryAudit};
     use mrtr_gate_core::audit::{ROOT_SHARD, verify_chain};
     use mrtr_gate_core::host::AuditEntry;

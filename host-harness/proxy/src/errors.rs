@@ -100,12 +100,27 @@ impl Refusal {
         }
     }
 
+    /// The error's message: "refused by mrtr-gate" for the gate's refusals and the proxy's
+    /// own; a failure of the upstream's says so, and that it is no policy decision.
+    pub fn text(&self) -> String {
+        if self.rpc_code == UPSTREAM_FAILED {
+            format!(
+                "the upstream failed, mrtr-gate refused nothing ({}): {}",
+                self.code, self.message
+            )
+        } else {
+            format!("refused by mrtr-gate ({}): {}", self.code, self.message)
+        }
+    }
+
     /// The JSON-RPC error response to the request whose id is `raw_id` (its exact JSON
-    /// text, `null` when the message had none that could be read).
+    /// text, `null` when the message had none that could be read), counted as sent
+    /// ([`crate::metrics`]): every refusal a client gets is rendered here, once.
     pub fn response(&self, raw_id: &str) -> String {
+        crate::metrics::global().refused(self);
         let error = json!({
             "code": self.rpc_code,
-            "message": format!("refused by mrtr-gate ({}): {}", self.code, self.message),
+            "message": self.text(),
             "data": {"mrtr_gate": {"code": self.code, "cause": self.cause, "audited": self.audited}},
         });
         format!(r#"{{"jsonrpc":"2.0","id":{raw_id},"error":{error}}}"#)

@@ -11,14 +11,17 @@
 //! around it (the engine on a thread of its own), run on this process's stdin and stdout by
 //! [`run_stdio`]; [`http::serve`] the streamable-HTTP endpoint on hyper (the engine
 //! likewise), run by [`run_http`]; [`consent`] the consent modes ([`tty_input`] the
-//! terminal's). The command line is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
+//! terminal's). [`metrics`] counts what happens for the [`admin`] listener. The command line
+//! is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
 
+pub mod admin;
 pub mod consent;
 pub mod engine;
 pub mod errors;
 pub mod http;
 pub mod ids;
 pub mod message;
+pub mod metrics;
 pub mod rounds;
 pub mod stdio;
 pub mod tty_input;
@@ -32,14 +35,15 @@ use mrtr_gate_host::GateApi;
 /// The stdio wrapper on this process's own stdin and stdout: spawn `argv` (no shell) with
 /// its stderr to `server_stderr`, relay and gate until the server's output ends (or the
 /// client leaves and the server exits), or until the process is told to stop (SIGINT,
-/// SIGTERM: a drain of up to `drain_timeout`, [`stdio::relay`]). How it ended; an error when
-/// the server could not be started.
+/// SIGTERM: a drain of up to `drain_timeout`, [`stdio::relay`]), with the `admin` listener
+/// beside it if any. How it ended; an error when the server could not be started.
 pub fn run_stdio<G, F>(
     make_engine: F,
     argv: &[String],
     server_stderr: std::process::Stdio,
     prepare: stdio::Prepare,
     drain_timeout: std::time::Duration,
+    admin: Option<admin::Admin>,
 ) -> Result<stdio::Ended, String>
 where
     G: GateApi + 'static,
@@ -50,6 +54,7 @@ where
         .enable_all()
         .build()
         .map_err(|e| format!("could not start the async runtime: {e}"))?;
+    let draining = serve_admin(&runtime, admin);
     let outcome = runtime.block_on(stdio::relay(
         make_engine,
         argv,
@@ -58,7 +63,7 @@ where
         tokio::io::stdin(),
         tokio::io::stdout(),
         stdio::Stop {
-            signal: stop_signal(),
+            signal: stopping(draining),
             drain_timeout,
         },
     ));
@@ -70,14 +75,16 @@ where
 
 /// The HTTP proxy: serve the MCP endpoint on `listen` in front of `options.upstream`, gating
 /// on `engines` engines (`make_engine` builds each for its index: [`http::serve_pool_until`]),
-/// until the process is told to stop (SIGINT, SIGTERM). `ready` is told the address bound (a port
-/// 0 becomes the one the system picked) before the first request is taken.
+/// until the process is told to stop (SIGINT, SIGTERM), with the `admin` listener beside it if
+/// any. `ready` is told the address bound (a port 0 becomes the one the system picked) before
+/// the first request is taken.
 pub fn run_http<G, F>(
     options: http::HttpOptions,
     engines: usize,
     listen: std::net::SocketAddr,
     make_engine: F,
     ready: impl FnOnce(std::net::SocketAddr),
+    admin: Option<admin::Admin>,
 ) -> Result<(), String>
 where
     G: GateApi + 'static,
@@ -88,6 +95,7 @@ where
         .enable_all()
         .build()
         .map_err(|e| format!("could not start the async runtime: {e}"))?;
+    let draining = serve_admin(&runtime, admin);
     let outcome = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -96,10 +104,34 @@ where
             .local_addr()
             .map_err(|e| format!("--listen {listen}: {e}"))?;
         ready(bound);
-        http::serve_pool_until(options, listener, engines, make_engine, stop_signal()).await
+        http::serve_pool_until(options, listener, engines, make_engine, stopping(draining)).await
     });
     runtime.shutdown_background();
     outcome
+}
+
+/// The admin listener on `runtime`, if asked for; the flag its `/readyz` reads for a drain.
+fn serve_admin(
+    runtime: &tokio::runtime::Runtime,
+    admin: Option<admin::Admin>,
+) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    metrics::global().start();
+    let admin = admin?;
+    let draining = admin.draining.clone();
+    runtime.spawn(async move {
+        if let Err(e) = admin::serve(admin).await {
+            mrtr_gate_host::say!("mrtr-gate proxy: the admin listener stopped: {e}");
+        }
+    });
+    Some(draining)
+}
+
+/// [`stop_signal`], then the admin listener's `/readyz` says the proxy is draining.
+async fn stopping(draining: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>) {
+    stop_signal().await;
+    if let Some(draining) = draining {
+        draining.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// SIGINT or SIGTERM (a service manager's stop); either ends the serving loop.

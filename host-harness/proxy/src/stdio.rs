@@ -61,8 +61,9 @@ pub struct Stop<S> {
 #[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ended {
-    /// The server exited: its exit code (none: it was stopped, or killed by a signal).
-    Server(Option<i32>),
+    /// The server exited: its status (a code, or the signal that ended it); none when it did
+    /// not exit within a moment of its client's going and was killed.
+    Server(Option<std::process::ExitStatus>),
     /// The proxy was told to stop and drained: every binding it held ended in the trail.
     Stopped,
 }
@@ -164,8 +165,8 @@ where
     // The engine closes the client's stream once it has told the client everything.
     let _ = tokio::time::timeout(EXIT_GRACE, client_writer).await;
     server_writer.abort();
-    let code = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
-        Ok(Ok(status)) => status.code(),
+    let status = match tokio::time::timeout(EXIT_GRACE, child.wait()).await {
+        Ok(Ok(status)) => Some(status),
         _ => {
             let _ = child.start_kill();
             None
@@ -174,7 +175,7 @@ where
     Ok(if stopped {
         Ended::Stopped
     } else {
-        Ended::Server(code)
+        Ended::Server(status)
     })
 }
 
@@ -254,10 +255,12 @@ fn run_engine<G: GateApi>(
         match action {
             Action::ToServer(text) | Action::Gated { text, .. } => send(to_server, Out::Line(text)),
             Action::ToClient(text) => send(to_client, Out::Line(text)),
-            Action::Drop(why) => eprintln!("mrtr-gate proxy: dropped {why}"),
+            Action::Drop(why) => mrtr_gate_host::say!("mrtr-gate proxy: dropped {why}"),
             // One client: its consent is asked inline (no engine here defers it).
             Action::AskConsent(_) => {
-                eprintln!("mrtr-gate proxy: dropped a retry: consent deferred over stdio")
+                mrtr_gate_host::say!(
+                    "mrtr-gate proxy: dropped a retry: consent deferred over stdio"
+                )
             }
         }
     }
@@ -430,7 +433,7 @@ for line in sys.stdin:
         client_out.shutdown().await.unwrap();
         drop(client_out);
         let exit = tokio::time::timeout(Duration::from_secs(10), proxy).await;
-        assert_eq!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(0))));
+        assert!(matches!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(s))) if s.success()));
         assert_eq!(read_line(&mut client_in).await.unwrap(), None);
     }
 
@@ -498,7 +501,7 @@ for line in sys.stdin:
         client_out.shutdown().await.unwrap();
         drop(client_out);
         let exit = tokio::time::timeout(Duration::from_secs(30), proxy).await;
-        assert_eq!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(0))));
+        assert!(matches!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(s))) if s.success()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,6 +524,6 @@ for line in sys.stdin:
             "{back}"
         );
         let exit = tokio::time::timeout(Duration::from_secs(10), proxy).await;
-        assert_eq!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(0))));
+        assert!(matches!(exit.unwrap().unwrap(), Ok(Ended::Server(Some(s))) if s.success()));
     }
 }

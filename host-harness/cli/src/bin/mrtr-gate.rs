@@ -25,7 +25,7 @@
 //! The benchmarks, the profilers' rounds and the race worker are `mrtr-gate-testkit`
 //! (host-harness/testkit), which this command does not depend on.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use mrtr_gate_cli::call::{CallOptions, Target};
 use mrtr_gate_cli::error_chain;
 use mrtr_gate_cli::keys::{KeyFlags, KeyOptions};
@@ -271,7 +271,22 @@ impl CallFlags {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Each subcommand's --help ends with its exit statuses (declared once, docs/cli.md).
+    let command = mrtr_gate_cli::exits::with_exit_help(Cli::command());
+    let proxy = command
+        .find_subcommand("proxy")
+        .cloned()
+        .unwrap_or_else(|| clap::Command::new("proxy"));
+    // `proxy --config FILE`: the file's keys become the flags they name.
+    let args = match mrtr_gate_cli::config::splice(std::env::args_os().collect(), &proxy) {
+        Ok(args) => args,
+        Err(e) => {
+            mrtr_gate_host::say!("mrtr-gate proxy: {e}");
+            return ExitCode::from(mrtr_gate_cli::proxy::EXIT_USAGE);
+        }
+    };
+    let matches = command.get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Call {
             server,
@@ -292,6 +307,22 @@ fn main() -> ExitCode {
             );
         }
         Command::Conformance { flags, url } => return conformance(&flags, &url),
+        Command::Proxy { flags } if flags.print_config => {
+            return match (flags.check(), matches.subcommand_matches("proxy")) {
+                (Ok(_), Some(given)) => {
+                    mrtr_gate_cli::out!(
+                        "{}",
+                        mrtr_gate_cli::config::render(&proxy, given).trim_end()
+                    );
+                    ExitCode::SUCCESS
+                }
+                (Err(e), _) => {
+                    mrtr_gate_host::say!("mrtr-gate proxy: {e}");
+                    ExitCode::from(mrtr_gate_cli::proxy::EXIT_USAGE)
+                }
+                (Ok(_), None) => ExitCode::from(mrtr_gate_cli::proxy::EXIT_USAGE),
+            };
+        }
         Command::Proxy { flags } => return ExitCode::from(mrtr_gate_cli::proxy::run(&flags)),
         Command::Probe { flags } => return ExitCode::from(mrtr_gate_cli::probe::run(&flags)),
         Command::List {
@@ -325,7 +356,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mrtr-gate: {e}");
+            mrtr_gate_host::say!("mrtr-gate: {e}");
             ExitCode::FAILURE
         }
     }
@@ -378,14 +409,14 @@ fn call(
             outcome
         });
     if let Some(e) = &root_failed {
-        eprintln!("mrtr-gate: the trail's root could not be anchored: {e}");
+        mrtr_gate_host::say!("mrtr-gate: the trail's root could not be anchored: {e}");
     }
     if flags.json {
-        println!("{}", json_for_terminal(&c::json_report(&outcome)));
+        mrtr_gate_cli::out!("{}", json_for_terminal(&c::json_report(&outcome)));
     } else {
         match &outcome {
-            Ok(done) => println!("{}", c::human_report(done)),
-            Err(e) => eprintln!("mrtr-gate: {}", c::refusal_line(e)),
+            Ok(done) => mrtr_gate_cli::out!("{}", c::human_report(done)),
+            Err(e) => mrtr_gate_host::say!("mrtr-gate: {}", c::refusal_line(e)),
         }
     }
     match (c::exit_code(&outcome), &root_failed) {
@@ -427,17 +458,17 @@ fn list(
     match outcome {
         Ok(result) => {
             if json {
-                println!("{}", json_for_terminal(&result));
+                mrtr_gate_cli::out!("{}", json_for_terminal(&result));
             } else {
-                println!("{}", c::list_lines(&result, what));
+                mrtr_gate_cli::out!("{}", c::list_lines(&result, what));
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
             if json {
-                println!("{}", json_for_terminal(&c::error_json(&e)));
+                mrtr_gate_cli::out!("{}", json_for_terminal(&c::error_json(&e)));
             } else {
-                eprintln!("mrtr-gate: {}", c::refusal_line(&e));
+                mrtr_gate_host::say!("mrtr-gate: {}", c::refusal_line(&e));
             }
             ExitCode::from(c::error_exit_code(&e))
         }
@@ -466,7 +497,7 @@ fn conformance(flags: &CallFlags, url: &str) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mrtr-gate conformance {scenario}: {}", c::refusal_line(&e));
+            mrtr_gate_host::say!("mrtr-gate conformance {scenario}: {}", c::refusal_line(&e));
             ExitCode::FAILURE
         }
     }
@@ -480,8 +511,8 @@ fn demo(audit: Option<PathBuf>) -> Result<(), String> {
     let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
     let loaded = started.elapsed();
     let out = mrtr_gate_cli::demo::run(&runtime, &audit)?;
-    println!("{out}");
-    println!(
+    mrtr_gate_cli::out!("{out}");
+    mrtr_gate_cli::out!(
         "(component {} bytes, loaded in {:.1} ms from the precompiled cache or compiled afresh)",
         EMBEDDED_COMPONENT.len(),
         loaded.as_secs_f64() * 1e3
@@ -491,19 +522,19 @@ fn demo(audit: Option<PathBuf>) -> Result<(), String> {
 
 fn info() -> Result<(), String> {
     let runtime = GateRuntime::embedded().map_err(|e| error_chain(&e))?;
-    println!("version: {}", env!("CARGO_PKG_VERSION"));
-    println!("component size: {} bytes", EMBEDDED_COMPONENT.len());
+    mrtr_gate_cli::out!("version: {}", env!("CARGO_PKG_VERSION"));
+    mrtr_gate_cli::out!("component size: {} bytes", EMBEDDED_COMPONENT.len());
     // What a host pins (docs/releasing.md): the SHA-256 of the component's bytes.
-    println!("component sha256: {EMBEDDED_COMPONENT_SHA256}");
-    println!("imports: {}", runtime.imports().join(", "));
-    println!("exports: {}", runtime.exports().join(", "));
+    mrtr_gate_cli::out!("component sha256: {EMBEDDED_COMPONENT_SHA256}");
+    mrtr_gate_cli::out!("imports: {}", runtime.imports().join(", "));
+    mrtr_gate_cli::out!("exports: {}", runtime.exports().join(", "));
     Ok(())
 }
 
 fn export(path: &std::path::Path) -> Result<(), String> {
     std::fs::write(path, EMBEDDED_COMPONENT)
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    println!("{}: {} bytes", path.display(), EMBEDDED_COMPONENT.len());
+    mrtr_gate_cli::out!("{}: {} bytes", path.display(), EMBEDDED_COMPONENT.len());
     Ok(())
 }
 
@@ -520,7 +551,7 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
         Ok(lines) => {
             let report =
                 mrtr_gate_host::core::reconcile::reconcile(lines.iter().map(String::as_str));
-            println!("{}", report.to_json());
+            mrtr_gate_cli::out!("{}", report.to_json());
             if report.clean() {
                 ExitCode::SUCCESS
             } else if report.consistent() {
@@ -530,7 +561,7 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("mrtr-gate: {e}");
+            mrtr_gate_host::say!("mrtr-gate: {e}");
             ExitCode::from(2)
         }
     }
@@ -545,13 +576,13 @@ fn verify(
         let read = mrtr_gate_cli::trail::read_trail(path, None, None)?;
         let n = mrtr_gate_core::audit::verify_chain(read.trail.lines())
             .map_err(|b| format!("the chain is broken: {b:?}"))?;
-        eprintln!("{}", mrtr_gate_cli::keys::INSECURE_WARNING);
-        println!(
+        mrtr_gate_host::say!("{}", mrtr_gate_cli::keys::INSECURE_WARNING);
+        mrtr_gate_cli::out!(
             "{}: {n} events, chain intact (links and anchor not checked)",
             path.display()
         );
         return Ok(());
     }
-    println!("{}", mrtr_gate_cli::keys::verify_keyed(path, keys, links)?);
+    mrtr_gate_cli::out!("{}", mrtr_gate_cli::keys::verify_keyed(path, keys, links)?);
     Ok(())
 }

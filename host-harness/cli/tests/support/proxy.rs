@@ -308,28 +308,47 @@ fn ready_line(
     prefix: &'static str,
     what: &str,
 ) -> String {
+    ready_lines(from, &[prefix], what).remove(0)
+}
+
+/// The rest of the first line of `from` that starts with each of `prefixes`, in their order
+/// (as [`ready_line`]).
+fn ready_lines(
+    from: impl std::io::Read + Send + 'static,
+    prefixes: &[&'static str],
+    what: &str,
+) -> Vec<String> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let prefixes = prefixes.to_vec();
+    let wanted = prefixes.len();
     std::thread::spawn(move || {
         let mut lines = BufReader::new(from).lines();
+        let mut next = prefixes.into_iter().peekable();
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
+            let Some(prefix) = next.peek() else { break };
             if let Some(rest) = line.strip_prefix(prefix) {
                 let _ = tx.send(rest.to_owned());
-                break;
+                next.next();
+                if next.peek().is_none() {
+                    break;
+                }
             }
         }
         drop(tx);
         for _ in lines {}
     });
-    match rx.recv_timeout(READY_GUARD) {
-        Ok(rest) => rest,
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            panic!("{what} exited before it said where it listens")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what} never said where it listens")
-        }
-    }
+    (0..wanted)
+        .map(|_| match rx.recv_timeout(READY_GUARD) {
+            Ok(rest) => rest,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("{what} exited before it said where it listens")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{what} never said where it listens")
+            }
+        })
+        .collect()
 }
 
 /// `server` (an HTTP test server run with port 0, tests/peers/python_sdk/http_serving.py),
@@ -364,6 +383,32 @@ pub fn proxy_listening(mut proxy: Command, upstream: &str) -> (Running, String) 
     let line = ready_line(stderr, "mrtr-gate proxy: listening on ", "the proxy");
     let url = line.split(',').next().unwrap().to_owned();
     (running, url)
+}
+
+/// The same with an admin listener on a free loopback port: the proxy, its MCP URL, and its
+/// admin base URL (`http://127.0.0.1:PORT`), said before the MCP one.
+pub fn proxy_listening_with_admin(mut proxy: Command, upstream: &str) -> (Running, String, String) {
+    let mut child = proxy
+        .args(["--admin", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--upstream", upstream])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let running = Running(child);
+    let lines = ready_lines(
+        stderr,
+        &[
+            "mrtr-gate proxy: admin on ",
+            "mrtr-gate proxy: listening on ",
+        ],
+        "the proxy",
+    );
+    let admin = lines[0].split(' ').next().unwrap().to_owned();
+    let url = lines[1].split(',').next().unwrap().to_owned();
+    (running, url, admin)
 }
 
 /// POST `message` to an MCP endpoint (a server or the proxy), as an SDK client would (the

@@ -160,6 +160,30 @@ fn owner_only(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
     options
 }
 
+impl<A> AnchoredAudit<A> {
+    /// Open the links file now (kept for the appends) and the anchor (its content untouched),
+    /// so a process that cannot write either learns it at its start, with the file named,
+    /// instead of at its first round. Both are created owner-only when missing.
+    pub fn prepare(&self) -> Result<(), String> {
+        let links = owner_only(std::fs::OpenOptions::new().create(true).append(true))
+            .open(&self.links)
+            .map_err(|e| format!("the audit links file {}: {e}", self.links.display()))?;
+        owner_only(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(false),
+        )
+        .open(&self.checkpoint)
+        .map_err(|e| format!("the audit anchor {}: {e}", self.checkpoint.display()))?;
+        *self
+            .links_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(links));
+        Ok(())
+    }
+}
+
 impl<A: Audit> AnchoredAudit<A> {
     fn link(&self, entry: &AuditEntry) -> Result<(), HostError> {
         let mut line = keyed_head(

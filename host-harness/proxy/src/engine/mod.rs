@@ -17,6 +17,7 @@ use crate::consent::DeferredConsent;
 use crate::errors::Refusal;
 use crate::ids::{IdMinter, MINTED_PREFIX, splice_id};
 use crate::message::{FromClient, from_client};
+use crate::metrics::{self, EngineGauges, Sent, Verdict};
 use crate::rounds::{self, Filed, Named, RoundIndex};
 use mrtr_gate_host::core::host::ConsentPrompt;
 use mrtr_gate_host::core::{
@@ -142,6 +143,8 @@ pub struct Engine<G> {
     /// another's calls, so a `notifications/cancelled` is never mapped to a gated call (an
     /// HTTP client cancels by closing its exchange).
     shared: bool,
+    /// What the registry reads of this engine ([`crate::metrics`]), set after every message.
+    gauges: Arc<EngineGauges>,
 }
 
 impl<G> std::fmt::Debug for Engine<G> {
@@ -166,7 +169,23 @@ impl<G: GateApi> Engine<G> {
             asked: HashMap::new(),
             relayed: HashMap::new(),
             shared: false,
+            gauges: metrics::global().engine(),
         }
+    }
+
+    /// The registry's view of this engine, after a message: the time it took, and what it
+    /// holds now.
+    fn observe(&self, client: bool, started: Instant) {
+        metrics::global().handled(client, started.elapsed());
+        self.gauges();
+    }
+
+    fn gauges(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let len = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        self.gauges
+            .in_flight
+            .store(len(self.in_flight.len()), Relaxed);
     }
 
     /// This engine serves many clients at once (the HTTP endpoint): see [`Engine::on_client`].
@@ -219,6 +238,18 @@ impl<G: GateApi> Engine<G> {
         session: Option<&str>,
         text: &str,
     ) -> Action {
+        let started = Instant::now();
+        let action = self.client_message(principal, session, text);
+        self.observe(true, started);
+        action
+    }
+
+    fn client_message(
+        &mut self,
+        principal: &Principal,
+        session: Option<&str>,
+        text: &str,
+    ) -> Action {
         match from_client(text) {
             Err((raw_id, refusal)) => Action::ToClient(refusal.response(&raw_id)),
             Ok(FromClient::Relay { raw_id })
@@ -229,7 +260,10 @@ impl<G: GateApi> Engine<G> {
                 let refusal = self.refuse_unbound(principal, &Unbound::InputResponses);
                 match raw_id {
                     Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
-                    None => Action::Drop("a notification carrying inputResponses"),
+                    None => {
+                        metrics::global().refused(&refusal);
+                        Action::Drop("a notification carrying inputResponses")
+                    }
                 }
             }
             Ok(FromClient::Relay { raw_id }) => self.relay(raw_id, text),
@@ -294,6 +328,7 @@ impl<G: GateApi> Engine<G> {
                     filed: None,
                     view: None,
                 };
+                metrics::global().sent(&call.method, Sent::Call);
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
                     text: registered.request_json,
@@ -326,6 +361,18 @@ impl<G: GateApi> Engine<G> {
         session: Option<&str>,
         text: &str,
     ) -> Action {
+        let started = Instant::now();
+        let action = self.server_message(principal, session, text);
+        self.observe(false, started);
+        action
+    }
+
+    fn server_message(
+        &mut self,
+        principal: &Principal,
+        session: Option<&str>,
+        text: &str,
+    ) -> Action {
         match from_server(text) {
             FromServer::Response { id: Some(id), .. } if self.in_flight.contains_key(&id) => {
                 self.judge(id, text)
@@ -344,7 +391,8 @@ impl<G: GateApi> Engine<G> {
             FromServer::Notification
                 if !self.config.allow_ungated_input && carries_member(text, "inputRequests") =>
             {
-                self.refuse_unbound(principal, &Unbound::InputRequestsNotified);
+                let refusal = self.refuse_unbound(principal, &Unbound::InputRequestsNotified);
+                metrics::global().refused(&refusal);
                 Action::Drop("a notification carrying inputRequests (a task's): no round binds it")
             }
             FromServer::Notification => Action::ToClient(text.to_owned()),
@@ -352,7 +400,8 @@ impl<G: GateApi> Engine<G> {
                 if LEGACY_SERVER_REQUESTS.contains(&method.as_str())
                     && !self.config.allow_legacy_server_requests
                 {
-                    self.refuse_unbound(principal, &Unbound::ServerRequest(method));
+                    let refusal = self.refuse_unbound(principal, &Unbound::ServerRequest(method));
+                    metrics::global().refused(&refusal);
                     Action::ToServer(mrtr_gate_host::wire::input_request_refused(&raw_id))
                 } else {
                     self.show_request(principal, session, raw_id, text)
@@ -522,6 +571,19 @@ impl<G: GateApi> Engine<G> {
             return Action::Drop("a response to no request in flight");
         };
         let verdict = self.gate.accept_response(&self.config.server, text);
+        let took = call.since.elapsed();
+        let counted = match &verdict {
+            Ok(ResponseVerdict::Error(URL_ELICITATION_REQUIRED))
+                if !self.config.allow_ungated_input =>
+            {
+                Verdict::Refused
+            }
+            Ok(ResponseVerdict::InputRequired(_)) => Verdict::InputRequired,
+            Ok(ResponseVerdict::Complete) => Verdict::Result,
+            Ok(ResponseVerdict::Error(_)) => Verdict::Error,
+            Err(_) => Verdict::Refused,
+        };
+        metrics::global().answered(&call.method, counted, took);
         match verdict {
             // A URL elicitation carried in an error (2025-11-25): the gate ended the binding
             // with the error, the URL never reaches the client, and the trail has the refusal
@@ -572,6 +634,7 @@ impl<G: GateApi> Engine<G> {
                         // A state-only round asks the user nothing: no prompt.
                         let view = (!round.input_keys.is_empty())
                             .then_some((round.view_json, round.view_sha256));
+                        metrics::global().round_opened(&id);
                         self.open_rounds.insert(
                             id,
                             Call {
@@ -703,6 +766,7 @@ impl<G: GateApi> Engine<G> {
                 }
                 Err(denial) => {
                     if is_dead(&denial) {
+                        metrics::global().round_closed(&live);
                         self.open_rounds.remove(&live);
                     } else if fits_another(&denial) {
                         kept.push(live);
@@ -773,7 +837,10 @@ impl<G: GateApi> Engine<G> {
             params_json: params.to_owned(),
         };
         let retry = self.gate.retry_from_client(asked)?;
+        metrics::global().sent(method, Sent::Retry);
         if let Some(live) = &live {
+            // Whichever engine delivered it: the round is used.
+            metrics::global().round_closed(live);
             self.open_rounds.remove(live);
         }
         let call = Call {
@@ -801,11 +868,15 @@ impl<G: GateApi> Engine<G> {
     fn forget_retried_elsewhere(&mut self, principal: &Principal) {
         let rounds = &self.config.rounds;
         self.open_rounds.retain(|live, call| {
-            call.principal != *principal
+            let kept = call.principal != *principal
                 || call
                     .filed
                     .as_deref()
-                    .is_none_or(|key| rounds.holds(key, live).unwrap_or(true))
+                    .is_none_or(|key| rounds.holds(key, live).unwrap_or(true));
+            if !kept {
+                metrics::global().round_closed(live);
+            }
+            kept
         });
     }
 
@@ -854,9 +925,11 @@ impl<G: GateApi> Engine<G> {
             }
         } else if denial.cause != ErrorCause::Host {
             // The round is gone (used, expired, ended): nothing to end.
+            metrics::global().round_closed(live);
             self.open_rounds.remove(live);
             return;
         }
+        metrics::global().round_closed(live);
         self.open_rounds.remove(live);
         self.end(
             live,
@@ -909,6 +982,7 @@ impl<G: GateApi> Engine<G> {
             Some(call) => call,
             None => match self.open_rounds.remove(upstream_id) {
                 Some(call) => {
+                    metrics::global().round_closed(upstream_id);
                     self.unfile(upstream_id, &call);
                     call
                 }
@@ -916,6 +990,8 @@ impl<G: GateApi> Engine<G> {
             },
         };
         self.end(upstream_id, &call.principal, CallerOutcome::Cancelled);
+        metrics::global().ended(metrics::Ended::Cancelled);
+        self.gauges();
     }
 
     /// How often [`Engine::sweep`] should run: a quarter of a round's lifetime, between 1 s
@@ -930,18 +1006,28 @@ impl<G: GateApi> Engine<G> {
     /// rounds it delivered that can no longer be retried. A failure is the next sweep's to
     /// retry; the gate refuses a retry of an expired round whatever happens here.
     pub fn sweep(&mut self) {
-        let _ = self.gate.expire_stale();
+        if let Ok(expired) = self.gate.expire_stale() {
+            for _ in 0..expired {
+                metrics::global().ended(metrics::Ended::Expired);
+            }
+        }
         let lifetime = Duration::from_millis(
             self.config
                 .policy
                 .round_trip_lifetime_ms
                 .saturating_add(EXPIRY_GRACE_MS),
         );
-        self.open_rounds
-            .retain(|_, call| call.since.elapsed() < lifetime);
+        self.open_rounds.retain(|live, call| {
+            let kept = call.since.elapsed() < lifetime;
+            if !kept {
+                metrics::global().round_closed(live);
+            }
+            kept
+        });
         // A server request nobody answered within a round's lifetime is not waited on.
         self.asked
             .retain(|_, asked| asked.since.elapsed() < lifetime);
+        self.gauges();
     }
 
     /// The client went away: every call of its ends `cancelled`.
@@ -952,9 +1038,12 @@ impl<G: GateApi> Engine<G> {
             .chain(self.open_rounds.drain())
             .collect();
         for (id, call) in calls {
+            metrics::global().round_closed(&id);
             self.unfile(&id, &call);
             self.end(&id, &call.principal, CallerOutcome::Cancelled);
+            metrics::global().ended(metrics::Ended::Cancelled);
         }
+        self.gauges();
     }
 
     /// The server went away: every call in flight gets an error (a call whose round the
@@ -962,12 +1051,14 @@ impl<G: GateApi> Engine<G> {
     pub fn on_server_gone(&mut self) -> Vec<String> {
         let rounds: Vec<(RequestId, Call)> = self.open_rounds.drain().collect();
         for (id, call) in rounds {
+            metrics::global().round_closed(&id);
             self.unfile(&id, &call);
             self.end(
                 &id,
                 &call.principal,
                 CallerOutcome::Error("server_closed".into()),
             );
+            metrics::global().ended(metrics::Ended::Failed);
         }
         let calls: Vec<(RequestId, Call)> = self.in_flight.drain().collect();
         let refusal = Refusal::upstream("server_closed", "the server went away");
@@ -983,8 +1074,10 @@ impl<G: GateApi> Engine<G> {
                 &call.principal,
                 CallerOutcome::Error("server_closed".into()),
             );
+            metrics::global().ended(metrics::Ended::Failed);
             replies.push(refusal.response(&call.client_id));
         }
+        self.gauges();
         replies
     }
 

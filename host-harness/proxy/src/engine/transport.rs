@@ -22,6 +22,8 @@ impl<G: GateApi> Engine<G> {
             &call.principal,
             CallerOutcome::Error(refusal.code.clone()),
         );
+        crate::metrics::global().ended(crate::metrics::Ended::Failed);
+        self.gauges();
         Action::ToClient(refusal.response(&call.client_id))
     }
 

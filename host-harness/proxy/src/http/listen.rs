@@ -98,7 +98,7 @@ impl Listener {
                     upstream::read_capped(&mut body, MAX_MESSAGE_BYTES, self.upstream.timeout())
                         .await;
             }
-            Err(refusal) => eprintln!(
+            Err(refusal) => mrtr_gate_host::say!(
                 "mrtr-gate proxy: could not answer the upstream's request: {}",
                 refusal.message
             ),
@@ -132,7 +132,9 @@ impl Listener {
                     Ok(Some(text)) => text,
                     Ok(None) => continue,
                     Err(e) => {
-                        eprintln!("mrtr-gate proxy: dropped an event on the listening stream: {e}");
+                        mrtr_gate_host::say!(
+                            "mrtr-gate proxy: dropped an event on the listening stream: {e}"
+                        );
                         continue;
                     }
                 };
@@ -143,7 +145,7 @@ impl Listener {
                     }
                     Ok(Read::Request) => self.server_request(event.data, &tx).await,
                     Ok(Read::Response) | Err(_) => {
-                        eprintln!(
+                        mrtr_gate_host::say!(
                             "mrtr-gate proxy: dropped a message on the listening stream that is no request or notification"
                         );
                     }

@@ -230,7 +230,7 @@ async fn serve_bridge(
             Err(e) => {
                 // Out of descriptors or a connection reset before it was taken: the next
                 // accept may succeed; a moment's pause keeps the loop from spinning.
-                eprintln!("mrtr-gate proxy: accept failed: {e}");
+                mrtr_gate_host::say!("mrtr-gate proxy: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -269,7 +269,7 @@ async fn drain(state: &State) {
     }
     let left = state.active.load(std::sync::atomic::Ordering::SeqCst);
     if left > 0 {
-        eprintln!(
+        mrtr_gate_host::say!(
             "mrtr-gate proxy: {left} request(s) still in flight at the drain timeout: ended `cancelled`"
         );
     }

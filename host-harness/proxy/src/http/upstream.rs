@@ -18,6 +18,22 @@ use rustls::pki_types::CertificateDer;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `host:port` of an `http(s)` upstream URL (the scheme's port when it names none): what a
+/// readiness check connects to.
+pub fn authority(url: &str) -> Result<String, String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("the upstream url does not parse: {e}"))?;
+    let port = match (uri.port_u16(), uri.scheme_str()) {
+        (Some(port), _) => port,
+        (None, Some("https")) => 443,
+        (None, Some("http")) => 80,
+        _ => return Err("the upstream must be an http:// or https:// url".into()),
+    };
+    let host = uri.host().ok_or("the upstream url names no host")?;
+    Ok(format!("{host}:{port}"))
+}
+
 /// The configured upstream.
 #[derive(Clone, Debug)]
 pub struct Upstream {
@@ -72,6 +88,18 @@ impl Upstream {
         })
     }
 
+    /// The upstream as a message names it: scheme, host, port and path (never a user or a
+    /// query, which may carry a secret).
+    pub fn shown(&self) -> String {
+        let port = self.uri.port().map(|p| format!(":{p}")).unwrap_or_default();
+        format!(
+            "{}://{}{port}{}",
+            self.uri.scheme_str().unwrap_or("http"),
+            self.uri.host().unwrap_or_default(),
+            self.uri.path()
+        )
+    }
+
     /// The hang guard.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -92,11 +120,24 @@ impl Upstream {
         *request.headers_mut() = headers;
         let answer = tokio::time::timeout(self.timeout, self.client.request(request))
             .await
-            .map_err(|_| Refusal::upstream("upstream_timeout", "the upstream did not answer"))?
+            .map_err(|_| {
+                Refusal::upstream(
+                    "upstream_timeout",
+                    format!(
+                        "the upstream {} did not answer within {} s",
+                        self.shown(),
+                        self.timeout.as_secs()
+                    ),
+                )
+            })?
             .map_err(|e| {
                 Refusal::upstream(
                     "transport_failed",
-                    format!("the upstream could not be reached: {e}"),
+                    format!(
+                        "the upstream {} could not be reached: {}",
+                        self.shown(),
+                        chain(&e)
+                    ),
                 )
             })?;
         if answer.status().is_redirection() {
@@ -110,6 +151,19 @@ impl Upstream {
         }
         Ok(answer)
     }
+}
+
+/// An error and its sources: hyper's own says only `client error (Connect)`; the cause
+/// (`Connection refused`, a certificate refused) is below it.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 /// The next data of `body` (trailers skipped), waiting at most `idle`; `None` at its end.
