@@ -49,7 +49,7 @@ impl KeyFlags {
 }
 
 /// The printed warning of `--insecure-no-host-keys` (stderr, every run).
-pub const INSECURE_WARNING: &str = "mrtr-gate: WARNING: --insecure-no-host-keys: stored rounds are not authenticated, the user and tenant reach the audit trail as plain digests, and the trail is neither keyed nor anchored (lines can be appended or cut off unnoticed)";
+pub const INSECURE_WARNING: &str = "--insecure-no-host-keys: stored rounds are not authenticated, the user and tenant reach the audit trail as plain digests, and the trail is neither keyed nor anchored (lines can be appended or cut off unnoticed)";
 
 /// `$XDG_CONFIG_HOME/mrtr-gate` (an absolute path only, as the XDG spec says), else
 /// `$HOME/.config/mrtr-gate`, else `%APPDATA%\mrtr-gate`.
@@ -82,16 +82,25 @@ pub fn key_file_path(options: &KeyOptions) -> Result<PathBuf, String> {
 /// `--insecure-no-host-keys` (warned on stderr).
 pub fn load(options: &KeyOptions) -> Result<Option<Keyed>, String> {
     if options.insecure_no_host_keys {
-        mrtr_gate_host::say!("{INSECURE_WARNING}");
+        mrtr_gate_proxy::log::warn(
+            "insecure_flag",
+            INSECURE_WARNING,
+            &[("flag", "--insecure-no-host-keys")],
+        );
         return Ok(None);
     }
     let path = key_file_path(options)?;
     let id = format!("k{}", unix_seconds());
     let (keys, created) = key_file::load_or_create(&path, &id).map_err(|e| e.0)?;
     if created {
-        mrtr_gate_host::say!(
-            "mrtr-gate: created a host key in {} (mode 0600; keep it: it authenticates the stored rounds and the audit trail)",
-            path.display()
+        let shown = path.display().to_string();
+        mrtr_gate_proxy::log::info(
+            "host_key_created",
+            &format!(
+                "created a host key in {shown} (mode 0600; keep it: it authenticates the stored \
+                 rounds and the audit trail)"
+            ),
+            &[("path", &shown)],
         );
     }
     Ok(Some(Keyed {

@@ -16,6 +16,7 @@ pub mod exits;
 pub mod keys;
 pub mod probe;
 pub mod proxy;
+pub mod server_log;
 pub mod services;
 pub mod trail;
 

@@ -8,7 +8,7 @@
 use crate::keys::KeyFlags;
 use crate::services::{RedisChoice, ServiceOptions, Wired};
 use mrtr_gate_client::transport::isolation;
-use mrtr_gate_client::transport::stdio::{append_private, endpoint_id, temp_log};
+use mrtr_gate_client::transport::stdio::endpoint_id;
 use mrtr_gate_host::HostServices;
 use mrtr_gate_host::core::{Policy, ServerIdentity};
 use mrtr_gate_host::principal::default_user;
@@ -17,6 +17,7 @@ use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
+use mrtr_gate_proxy::log;
 use mrtr_gate_proxy::metrics::{MeteredAudit, MeteredConsent, MeteredStorage};
 use mrtr_gate_proxy::rounds::RoundIndex;
 use mrtr_gate_proxy::stdio::Ended;
@@ -136,6 +137,14 @@ pub struct ProxyFlags {
     /// not loopback is warned on stderr.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
+    /// How the proxy's own lines on stderr are written: `text`, or `json` (one object a line:
+    /// time, level, event, message and the event's fields; docs/proxy.md, "Logs").
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+    /// The least level of the proxy's lines written: `error`, `warn` or `info` (every refusal
+    /// is an `info` line, with its code).
+    #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = ["error", "warn", "info"])]
+    pub log_level: String,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
     /// the temporary folder, named on stderr). It never reaches the client's stream.
     #[arg(long, value_name = "FILE", conflicts_with = "listen")]
@@ -385,12 +394,20 @@ fn admin_listener(
         .local_addr()
         .map_err(|e| format!("--admin {addr}: {e}"))?;
     if !bound.ip().is_loopback() {
-        mrtr_gate_host::say!(
-            "mrtr-gate proxy: WARNING: --admin {bound} is not a loopback address: every host \
-             that can reach it reads the metrics"
+        log::warn(
+            "admin_not_loopback",
+            &format!(
+                "--admin {bound} is not a loopback address: every host that can reach it reads \
+                 the metrics"
+            ),
+            &[("address", &bound.to_string())],
         );
     }
-    mrtr_gate_host::say!("mrtr-gate proxy: admin on http://{bound} (/metrics, /healthz, /readyz)");
+    log::info(
+        "admin_listening",
+        &format!("admin on http://{bound} (/metrics, /healthz, /readyz)"),
+        &[("address", &bound.to_string())],
+    );
     let mut checks = vec![wired.readiness()];
     if let Some(url) = upstream {
         let url = url.to_owned();
@@ -430,28 +447,45 @@ fn valid_header_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// Where the server's stderr goes: the file asked for, else a new private one; said on
-/// stderr either way.
-fn server_log(path: Option<&PathBuf>) -> Result<(std::process::Stdio, PathBuf), String> {
-    let (path, file) = match path {
-        Some(path) => (
-            path.clone(),
-            append_private(path, false)
-                .map_err(|e| format!("--server-log {}: {e}", path.display()))?,
-        ),
-        None => temp_log().map_err(|e| format!("the server's stderr log: {e}"))?,
+/// Where the server's stderr goes ([`crate::server_log`]): the file asked for, else the
+/// command's own log in the state folder; bounded either way, and said on stderr.
+fn server_log(
+    path: Option<&PathBuf>,
+    argv: &[String],
+) -> Result<(std::process::Stdio, PathBuf), String> {
+    let path = match path {
+        Some(path) => path.clone(),
+        None => crate::server_log::default_path(&endpoint_id(argv))?,
     };
-    mrtr_gate_host::say!(
-        "mrtr-gate proxy: the server's stderr is logged to {}",
-        shown_text(&path.display().to_string())
+    let stdio = crate::server_log::open(&path)?;
+    let shown = shown_text(&path.display().to_string());
+    log::info(
+        "server_log",
+        &format!("the server's stderr is logged to {shown}"),
+        &[("path", &shown)],
     );
-    Ok((std::process::Stdio::from(file), path))
+    Ok((stdio, path))
+}
+
+/// The proxy's logging, as its flags say (before anything is said).
+pub fn init_logging(flags: &ProxyFlags) {
+    let format = match flags.log_format.as_str() {
+        "json" => log::Format::Json,
+        _ => log::Format::Text,
+    };
+    let level = match flags.log_level.as_str() {
+        "error" => log::Level::Error,
+        "warn" => log::Level::Warn,
+        _ => log::Level::Info,
+    };
+    log::init(format, level, "mrtr-gate proxy");
 }
 
 /// Run `mrtr-gate proxy`; the process exit status.
 pub fn run(flags: &ProxyFlags) -> u8 {
+    init_logging(flags);
     let usage = |e: String| {
-        mrtr_gate_host::say!("mrtr-gate proxy: {e}");
+        log::error("usage", &e, &[]);
         EXIT_USAGE
     };
     let checked = match flags.check() {
@@ -529,25 +563,30 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         Engine::new(ComponentGate::new(&runtime, services), config, ids.shared())
     };
     if flags.allow_ungated_input_channels {
-        mrtr_gate_host::say!(
-            "mrtr-gate proxy: WARNING: --allow-ungated-input-channels: a task's inputRequests, \
-             tasks/update's inputResponses and -32042 URL elicitation errors pass unchecked, \
-             unconsented and unaudited"
+        log::warn(
+            "insecure_flag",
+            "--allow-ungated-input-channels: a task's inputRequests, tasks/update's \
+             inputResponses and -32042 URL elicitation errors pass unchecked, unconsented and \
+             unaudited",
+            &[("flag", "--allow-ungated-input-channels")],
         );
     }
     if flags.allow_legacy_server_requests {
-        mrtr_gate_host::say!(
-            "mrtr-gate proxy: WARNING: --allow-legacy-server-requests: the server's own \
-             elicitation/create, sampling/createMessage and roots/list requests reach the client \
-             unchecked"
+        log::warn(
+            "insecure_flag",
+            "--allow-legacy-server-requests: the server's own elicitation/create, \
+             sampling/createMessage and roots/list requests reach the client unchecked",
+            &[("flag", "--allow-legacy-server-requests")],
         );
     }
     if matches!(checked.consent, ConsentMode::Tty { .. })
         && std::fs::File::open("/dev/tty").is_err()
     {
-        mrtr_gate_host::say!(
-            "mrtr-gate proxy: WARNING: --consent tty: this process has no terminal; every form \
-             or URL round will be refused (consent_unavailable)"
+        log::warn(
+            "no_terminal",
+            "--consent tty: this process has no terminal; every form or URL round will be \
+             refused (consent_unavailable)",
+            &[],
         );
     }
     let consent = consent_name(&checked.consent);
@@ -565,7 +604,11 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     // Held until the run ends: dropping it anchors the root where the trail ended.
     let drain_timeout = std::time::Duration::from_secs(flags.drain_timeout);
     let _root = wired.root_schedule(std::time::Duration::from_secs(flags.root_every), |e| {
-        mrtr_gate_host::say!("mrtr-gate proxy: the trail's root could not be anchored: {e}")
+        log::error(
+            "root_anchor_failed",
+            &format!("the trail's root could not be anchored: {e}"),
+            &[],
+        );
     });
     match checked.mode {
         Mode::Stdio { argv, server } => {
@@ -583,7 +626,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 Ok(i) => i,
                 Err(e) => return usage(e),
             };
-            let (stderr, log) = match server_log(flags.server_log.as_ref()) {
+            let (stderr, log) = match server_log(flags.server_log.as_ref(), &argv) {
                 Ok(s) => s,
                 Err(e) => return usage(e),
             };
@@ -592,9 +635,11 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             });
-            mrtr_gate_host::say!(
-                "mrtr-gate proxy: gating {} (consent: {consent})",
-                shown_text(&server.display())
+            let shown = shown_text(&server.display());
+            log::info(
+                "gating",
+                &format!("gating {shown} (consent: {consent})"),
+                &[("server", &shown), ("consent", consent)],
             );
             stdio_outcome(
                 &log,
@@ -616,16 +661,24 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             principal_headers,
         } => {
             if let Err(e) = upstream_reachable(&upstream) {
-                mrtr_gate_host::say!(
-                    "mrtr-gate proxy: WARNING: the upstream {} is not reachable now ({e}): \
-                     each call fails `transport_failed` until it is (/readyz says so)",
-                    shown_text(&upstream)
+                let shown = shown_text(&upstream);
+                log::warn(
+                    "upstream_unreachable",
+                    &format!(
+                        "the upstream {shown} is not reachable now ({e}): each call fails \
+                         `transport_failed` until it is (/readyz says so)"
+                    ),
+                    &[("upstream", &shown)],
                 );
             }
             if !listen.ip().is_loopback() {
-                mrtr_gate_host::say!(
-                    "mrtr-gate proxy: WARNING: --listen {listen} is not a loopback address: \
-                     every host that can reach it is a client of this proxy"
+                log::warn(
+                    "listen_not_loopback",
+                    &format!(
+                        "--listen {listen} is not a loopback address: every host that can \
+                         reach it is a client of this proxy"
+                    ),
+                    &[("address", &listen.to_string())],
                 );
             }
             let mut options = HttpOptions::new(upstream.clone());
@@ -635,21 +688,26 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             options.bind_principal = wired.principal_binder();
             options.drain_timeout = drain_timeout;
             let ready = |bound: SocketAddr| {
-                mrtr_gate_host::say!(
-                    "mrtr-gate proxy: listening on http://{bound}/mcp, gating {} (consent: \
-                     {consent})",
-                    shown_text(&upstream)
+                let shown = shown_text(&upstream);
+                log::info(
+                    "listening",
+                    &format!(
+                        "listening on http://{bound}/mcp, gating {shown} (consent: {consent})"
+                    ),
+                    &[
+                        ("address", &bound.to_string()),
+                        ("upstream", &shown),
+                        ("consent", consent),
+                    ],
                 );
             };
             match mrtr_gate_proxy::run_http(options, engines, listen, engine_for, ready, admin) {
                 Ok(()) => {
-                    mrtr_gate_host::say!(
-                        "mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`"
-                    );
+                    stopped();
                     0
                 }
                 Err(e) => {
-                    mrtr_gate_host::say!("mrtr-gate proxy: {}", shown_text(&e));
+                    log::error("failed", &shown_text(&e), &[]);
                     EXIT_TRANSPORT
                 }
             }
@@ -663,34 +721,48 @@ fn stdio_outcome(log: &std::path::Path, outcome: Result<Ended, String>) -> u8 {
     let log = shown_text(&log.display().to_string());
     match outcome {
         Ok(Ended::Stopped) => {
-            mrtr_gate_host::say!(
-                "mrtr-gate proxy: stopped: the calls and rounds left ended `cancelled`"
-            );
+            stopped();
             0
         }
         Ok(Ended::Server(Some(status))) => {
             let code = status_code(status);
+            let status_text = code.to_string();
+            let fields = [("status", status_text.as_str()), ("log", log.as_str())];
             if status.success() {
-                mrtr_gate_host::say!("mrtr-gate proxy: the server exited (status 0)");
+                log::info("server_exited", "the server exited (status 0)", &fields);
             } else {
-                mrtr_gate_host::say!(
-                    "mrtr-gate proxy: the server exited ({status}): what it said is in {log}"
+                log::warn(
+                    "server_exited",
+                    &format!("the server exited ({status}): what it said is in {log}"),
+                    &fields,
                 );
             }
             code
         }
         Ok(_) => {
-            mrtr_gate_host::say!(
-                "mrtr-gate proxy: the server did not exit by itself once its client had gone, \
-                 and was killed (its stderr: {log})"
+            log::warn(
+                "server_killed",
+                &format!(
+                    "the server did not exit by itself once its client had gone, and was killed \
+                     (its stderr: {log})"
+                ),
+                &[("log", &log)],
             );
             EXIT_TRANSPORT
         }
         Err(e) => {
-            mrtr_gate_host::say!("mrtr-gate proxy: {}", shown_text(&e));
+            log::error("failed", &shown_text(&e), &[]);
             EXIT_TRANSPORT
         }
     }
+}
+
+fn stopped() {
+    log::info(
+        "stopped",
+        "stopped: the calls and rounds left ended `cancelled`",
+        &[],
+    );
 }
 
 /// A child's status as a shell says it: its code, else 128 + the signal that ended it.

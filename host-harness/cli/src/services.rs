@@ -12,6 +12,7 @@ use mrtr_gate_host::reference_hosts::{FileAudit, MemoryAudit, MemoryStorage};
 use mrtr_gate_host::services::{SharedAudit, SharedClock, SharedConsent, SharedStorage};
 use mrtr_gate_host::trail_root::{RootAnchor, RootSchedule, SharedRootSink};
 use mrtr_gate_host::{BindPrincipal, HostServices, Principal, core::host::HostError};
+use mrtr_gate_proxy::log;
 use mrtr_gate_redis::{CLUSTER_SCHEME, Options, RedisAudit, RedisStorage};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,11 +43,11 @@ pub struct RedisChoice {
     pub trail: String,
 }
 
-/// The printed warning of `--redis-replicas 0` on a Cluster (stderr, every run).
-pub const UNREPLICATED_WARNING: &str = "mrtr-gate: WARNING: --redis-replicas 0 on a Redis Cluster: a write counts before any replica holds it, so a failover can bring back a round already used and drop audit lines already confirmed";
+/// The warning of `--redis-replicas 0` on a Cluster (stderr, every run).
+pub const UNREPLICATED_WARNING: &str = "--redis-replicas 0 on a Redis Cluster: a write counts before any replica holds it, so a failover can bring back a round already used and drop audit lines already confirmed";
 
-/// The printed warning of `--insecure-no-server-isolation` (stderr, every run).
-pub const NO_ISOLATION_WARNING: &str = "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as this user with no sandbox: it can rewrite the audit trail and its anchor, read the host key, and open this user's terminals";
+/// The warning of `--insecure-no-server-isolation` (stderr, every run).
+pub const NO_ISOLATION_WARNING: &str = "--insecure-no-server-isolation: the server runs as this user with no sandbox: it can rewrite the audit trail and its anchor, read the host key, and open this user's terminals";
 
 /// The services of a run, ready to put gates over.
 pub struct Wired {
@@ -90,7 +91,11 @@ impl Wired {
             match (&options.redis, &options.audit) {
                 (Some(redis), _) => {
                     if redis.options().replicas == 0 && redis.url.starts_with(CLUSTER_SCHEME) {
-                        mrtr_gate_host::say!("{UNREPLICATED_WARNING}");
+                        log::warn(
+                            "insecure_flag",
+                            UNREPLICATED_WARNING,
+                            &[("flag", "--redis-replicas")],
+                        );
                     }
                     let storage = redis_storage(redis, keyed.as_ref(), &clock)?;
                     let audit = RedisAudit::connect_with(
@@ -225,12 +230,20 @@ impl Wired {
     ) -> Result<Option<Isolation>, String> {
         if insecure_opt_out {
             match server_user {
-                Some(user) => mrtr_gate_host::say!(
-                    "mrtr-gate: WARNING: --insecure-no-server-isolation: the server runs as uid {} \
-                     with no Landlock sandbox",
-                    user.uid
+                Some(user) => log::warn(
+                    "insecure_flag",
+                    &format!(
+                        "--insecure-no-server-isolation: the server runs as uid {} with no \
+                         Landlock sandbox",
+                        user.uid
+                    ),
+                    &[("flag", "--insecure-no-server-isolation")],
                 ),
-                None => mrtr_gate_host::say!("{NO_ISOLATION_WARNING}"),
+                None => log::warn(
+                    "insecure_flag",
+                    NO_ISOLATION_WARNING,
+                    &[("flag", "--insecure-no-server-isolation")],
+                ),
             }
             return Ok(None);
         }
@@ -250,9 +263,13 @@ impl Wired {
                  another way, or pass --insecure-no-server-isolation"
             )),
             Err(e) => {
-                mrtr_gate_host::say!(
-                    "mrtr-gate: WARNING: {e}: the server runs as this user, in a session of its \
-                     own but able to rewrite the trail and read the key file"
+                log::warn(
+                    "no_isolation",
+                    &format!(
+                        "{e}: the server runs as this user, in a session of its own but able to \
+                         rewrite the trail and read the key file"
+                    ),
+                    &[],
                 );
                 Ok(None)
             }

@@ -118,6 +118,7 @@ impl Refusal {
     /// ([`crate::metrics`]): every refusal a client gets is rendered here, once.
     pub fn response(&self, raw_id: &str) -> String {
         crate::metrics::global().refused(self);
+        crate::log::refused(&self.code, self.cause, self.rpc_code);
         let error = json!({
             "code": self.rpc_code,
             "message": self.text(),

@@ -20,6 +20,7 @@ pub mod engine;
 pub mod errors;
 pub mod http;
 pub mod ids;
+pub mod log;
 pub mod message;
 pub mod metrics;
 pub mod rounds;
@@ -120,7 +121,11 @@ fn serve_admin(
     let draining = admin.draining.clone();
     runtime.spawn(async move {
         if let Err(e) = admin::serve(admin).await {
-            mrtr_gate_host::say!("mrtr-gate proxy: the admin listener stopped: {e}");
+            log::error(
+                "admin_failed",
+                &format!("the admin listener stopped: {e}"),
+                &[],
+            );
         }
     });
     Some(draining)

@@ -255,12 +255,16 @@ fn run_engine<G: GateApi>(
         match action {
             Action::ToServer(text) | Action::Gated { text, .. } => send(to_server, Out::Line(text)),
             Action::ToClient(text) => send(to_client, Out::Line(text)),
-            Action::Drop(why) => mrtr_gate_host::say!("mrtr-gate proxy: dropped {why}"),
+            Action::Drop(why) => {
+                crate::log::info("dropped", &format!("dropped {why}"), &[("why", why)]);
+            }
             // One client: its consent is asked inline (no engine here defers it).
             Action::AskConsent(_) => {
-                mrtr_gate_host::say!(
-                    "mrtr-gate proxy: dropped a retry: consent deferred over stdio"
-                )
+                crate::log::info(
+                    "dropped",
+                    "dropped a retry: consent deferred over stdio",
+                    &[],
+                );
             }
         }
     }

@@ -87,7 +87,7 @@ enum Command {
     /// round judged, bound and audited (docs/proxy.md).
     Proxy {
         #[command(flatten)]
-        flags: mrtr_gate_cli::proxy::ProxyFlags,
+        flags: Box<mrtr_gate_cli::proxy::ProxyFlags>,
     },
     /// Grade any MCP client against a hostile server: run CMD once per scenario with the
     /// endpoint's URL as its last word, and judge what it sends (docs/probe.md).
@@ -576,7 +576,10 @@ fn verify(
         let read = mrtr_gate_cli::trail::read_trail(path, None, None)?;
         let n = mrtr_gate_core::audit::verify_chain(read.trail.lines())
             .map_err(|b| format!("the chain is broken: {b:?}"))?;
-        mrtr_gate_host::say!("{}", mrtr_gate_cli::keys::INSECURE_WARNING);
+        mrtr_gate_host::say!(
+            "mrtr-gate: WARNING: {}",
+            mrtr_gate_cli::keys::INSECURE_WARNING
+        );
         mrtr_gate_cli::out!(
             "{}: {n} events, chain intact (links and anchor not checked)",
             path.display()

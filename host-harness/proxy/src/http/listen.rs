@@ -98,9 +98,13 @@ impl Listener {
                     upstream::read_capped(&mut body, MAX_MESSAGE_BYTES, self.upstream.timeout())
                         .await;
             }
-            Err(refusal) => mrtr_gate_host::say!(
-                "mrtr-gate proxy: could not answer the upstream's request: {}",
-                refusal.message
+            Err(refusal) => crate::log::warn(
+                "upstream_request_unanswered",
+                &format!(
+                    "could not answer the upstream's request: {}",
+                    refusal.message
+                ),
+                &[("code", &refusal.code)],
             ),
         }
     }
@@ -132,8 +136,10 @@ impl Listener {
                     Ok(Some(text)) => text,
                     Ok(None) => continue,
                     Err(e) => {
-                        mrtr_gate_host::say!(
-                            "mrtr-gate proxy: dropped an event on the listening stream: {e}"
+                        crate::log::info(
+                            "dropped",
+                            &format!("dropped an event on the listening stream: {e}"),
+                            &[],
                         );
                         continue;
                     }
@@ -145,8 +151,10 @@ impl Listener {
                     }
                     Ok(Read::Request) => self.server_request(event.data, &tx).await,
                     Ok(Read::Response) | Err(_) => {
-                        mrtr_gate_host::say!(
-                            "mrtr-gate proxy: dropped a message on the listening stream that is no request or notification"
+                        crate::log::info(
+                            "dropped",
+                            "dropped a message on the listening stream that is no request or notification",
+                            &[],
                         );
                     }
                 }

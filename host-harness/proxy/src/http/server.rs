@@ -230,7 +230,7 @@ async fn serve_bridge(
             Err(e) => {
                 // Out of descriptors or a connection reset before it was taken: the next
                 // accept may succeed; a moment's pause keeps the loop from spinning.
-                mrtr_gate_host::say!("mrtr-gate proxy: accept failed: {e}");
+                crate::log::error("accept_failed", &format!("accept failed: {e}"), &[]);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -269,8 +269,10 @@ async fn drain(state: &State) {
     }
     let left = state.active.load(std::sync::atomic::Ordering::SeqCst);
     if left > 0 {
-        mrtr_gate_host::say!(
-            "mrtr-gate proxy: {left} request(s) still in flight at the drain timeout: ended `cancelled`"
+        crate::log::warn(
+            "drain_timeout",
+            &format!("{left} request(s) still in flight at the drain timeout: ended `cancelled`"),
+            &[("left", &left.to_string())],
         );
     }
     state.bridge.drain().await;

@@ -40,6 +40,9 @@ pub struct Upstream {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     uri: Uri,
     timeout: Duration,
+    /// The last request could not reach the upstream: the operator is told when it goes and
+    /// when it comes back, once each ([`crate::log`]).
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Upstream {
@@ -85,6 +88,7 @@ impl Upstream {
             client,
             uri,
             timeout,
+            down: Arc::default(),
         })
     }
 
@@ -131,15 +135,30 @@ impl Upstream {
                 )
             })?
             .map_err(|e| {
-                Refusal::upstream(
+                let refusal = Refusal::upstream(
                     "transport_failed",
                     format!(
                         "the upstream {} could not be reached: {}",
                         self.shown(),
                         chain(&e)
                     ),
-                )
+                );
+                if !self.down.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    crate::log::warn(
+                        "upstream_unreachable",
+                        &refusal.message,
+                        &[("upstream", &self.shown())],
+                    );
+                }
+                refusal
             })?;
+        if self.down.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            crate::log::info(
+                "upstream_reachable",
+                &format!("the upstream {} answers again", self.shown()),
+                &[("upstream", &self.shown())],
+            );
+        }
         if answer.status().is_redirection() {
             return Err(Refusal::upstream(
                 "redirect_refused",
