@@ -154,6 +154,18 @@ pub const COMMANDS: &[(&str, Exits)] = &[
             CLOSED_PIPE,
         ],
     ),
+    (
+        "export-audit",
+        &[
+            ("0", "exported: one line per event on stdout"),
+            (
+                "1",
+                "the trail does not verify (its chain, links or anchor: the message says which and what to do); nothing was exported",
+            ),
+            ("2", "usage, or the trail cannot be read"),
+            CLOSED_PIPE,
+        ],
+    ),
 ];
 
 /// `command` with each subcommand's exit statuses at the end of its `--help`.

@@ -195,6 +195,16 @@ pub fn verify_keyed(
     keys: &KeyOptions,
     links: Option<&Path>,
 ) -> Result<String, String> {
+    verified_trail(path, keys, links).map(|(summary, _)| summary)
+}
+
+/// [`verify_keyed`], and the trail's text exactly as verified (what `export-audit` exports:
+/// never a line read after the check).
+pub fn verified_trail(
+    path: &Path,
+    keys: &KeyOptions,
+    links: Option<&Path>,
+) -> Result<(String, String), String> {
     use mrtr_gate_host::host_keys::{AnchorCheck, verify_anchor};
     let links = links.map_or_else(|| links_path(path), ToOwned::to_owned);
     let key_path = key_file_path(keys)?;
@@ -211,12 +221,18 @@ pub fn verify_keyed(
     })?;
     if n == 0 && read.anchor.is_empty() {
         // A run that wrote nothing (a binding that never opened a round) anchors nothing.
-        return Ok(format!("{}: 0 events, nothing anchored", path.display()));
+        return Ok((
+            format!("{}: 0 events, nothing anchored", path.display()),
+            read.trail,
+        ));
     }
     match verify_anchor(&read.trail, &read.links, &read.anchor, &keyed.keys) {
-        AnchorCheck::Intact { events } => Ok(format!(
-            "{}: {events} events, chain intact, every line keyed, ends at its anchor",
-            path.display()
+        AnchorCheck::Intact { events } => Ok((
+            format!(
+                "{}: {events} events, chain intact, every line keyed, ends at its anchor",
+                path.display()
+            ),
+            read.trail.clone(),
         )),
         AnchorCheck::BadAnchor => Err(format!(
             "no valid anchor for this trail at {} (missing, or not made with the key {}). \

@@ -13,6 +13,7 @@ pub mod config;
 pub mod conformance;
 pub mod demo;
 pub mod exits;
+pub mod export;
 pub mod keys;
 pub mod probe;
 pub mod proxy;

@@ -15,6 +15,7 @@ use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
+use mrtr_gate_proxy::capture::Capture;
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
 use mrtr_gate_proxy::log;
@@ -145,6 +146,15 @@ pub struct ProxyFlags {
     /// is an `info` line, with its code).
     #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = ["error", "warn", "info"])]
     pub log_level: String,
+    /// INSECURE for privacy, for operators whose policy requires it: append every gated call's
+    /// params, retries (the user's answers) and answers to FILE (created 0600, kept from a
+    /// stdio server), apart from the digest-only trail. Warned on stderr every run.
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+    /// With --capture: an object member name whose values are replaced by `[redacted]` (any
+    /// case, any depth; repeatable).
+    #[arg(long, value_name = "KEY", requires = "capture")]
+    pub capture_redact: Vec<String>,
     /// Append the server's stderr to FILE (created mode 0600; default: a new private file in
     /// the temporary folder, named on stderr). It never reaches the client's stream.
     #[arg(long, value_name = "FILE", conflicts_with = "listen")]
@@ -534,6 +544,30 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             Err(e) => return usage(e),
         }
     }
+    let capture = match &flags.capture {
+        Some(path) => match Capture::open(path, flags.capture_redact.clone()) {
+            Ok(c) => {
+                let shown = shown_text(&path.display().to_string());
+                let redacted = if flags.capture_redact.is_empty() {
+                    "nothing redacted".to_owned()
+                } else {
+                    format!("redacting {}", shown_text(&flags.capture_redact.join(", ")))
+                };
+                log::warn(
+                    "capture_on",
+                    &format!(
+                        "--capture {shown}: every call's arguments, the user's answers and the \
+                         server's answers are written there ({redacted})"
+                    ),
+                    &[("path", &shown)],
+                );
+                Some(Arc::new(c))
+            }
+            Err(e) => return usage(e),
+        },
+        None => None,
+    };
+    let capture_for_engines = capture.clone();
     let policy = checked.policy.clone();
     let allow_legacy_server_requests = flags.allow_legacy_server_requests;
     let allow_ungated_input = flags.allow_ungated_input_channels;
@@ -561,6 +595,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             deferred_consent: deferred_consent.clone(),
         };
         Engine::new(ComponentGate::new(&runtime, services), config, ids.shared())
+            .with_capture(capture_for_engines.clone())
     };
     if flags.allow_ungated_input_channels {
         log::warn(
@@ -623,7 +658,11 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 terminal_consent,
                 run_as,
             ) {
-                Ok(i) => i,
+                // The capture holds every call's arguments and answers: kept from the server.
+                Ok(i) => i.map(|i| match &capture {
+                    Some(c) => i.also_hidden(c.path()),
+                    None => i,
+                }),
                 Err(e) => return usage(e),
             };
             let (stderr, log) = match server_log(flags.server_log.as_ref(), &argv) {

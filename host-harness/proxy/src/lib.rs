@@ -15,6 +15,7 @@
 //! is `mrtr-gate proxy` (host-harness/cli, `proxy.rs`).
 
 pub mod admin;
+pub mod capture;
 pub mod consent;
 pub mod engine;
 pub mod errors;

@@ -145,6 +145,32 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         audit_anchor: Option<PathBuf>,
     },
+    /// Export an audit trail for a SIEM, verified first (as verify-audit does; a trail that
+    /// does not verify exports nothing): OCSF API Activity events or OpenTelemetry log records,
+    /// one JSON line per event on stdout, digests only (docs/audit.md, "Export").
+    ExportAudit {
+        /// A JSON-lines trail, or `redis:<trail>` with --redis and --namespace (its chain is
+        /// verified; a Redis trail is not keyed).
+        trail: String,
+        /// `ocsf` (OCSF 1.3 API Activity, class 6003) or `otel` (OTLP/JSON log records, one
+        /// request per line).
+        #[arg(long, value_enum)]
+        format: mrtr_gate_cli::export::Format,
+        #[command(flatten)]
+        keys: KeyFlags,
+        /// The trail's links (default: TRAIL.links).
+        #[arg(long, value_name = "FILE")]
+        links: Option<PathBuf>,
+        /// The trail's anchor (default: the one kept beside the key file).
+        #[arg(long, value_name = "FILE")]
+        audit_anchor: Option<PathBuf>,
+        /// The Redis URL of a `redis:` trail.
+        #[arg(long)]
+        redis: Option<String>,
+        /// The namespace of a `redis:` trail.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+    },
 }
 
 #[derive(Args)]
@@ -352,6 +378,24 @@ fn main() -> ExitCode {
             redis,
             namespace,
         } => return reconcile(&trail, redis.as_deref(), &namespace),
+        Command::ExportAudit {
+            trail,
+            format,
+            keys,
+            links,
+            audit_anchor,
+            redis,
+            namespace,
+        } => {
+            return export_audit(
+                &trail,
+                format,
+                &keys.options(audit_anchor.as_ref()),
+                links.as_deref(),
+                redis.as_deref(),
+                &namespace,
+            );
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -565,6 +609,69 @@ fn reconcile(trail: &str, redis: Option<&str>, namespace: &str) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `export-audit`: the trail verified, then each line exported; nothing is written when it
+/// does not verify.
+fn export_audit(
+    trail: &str,
+    format: mrtr_gate_cli::export::Format,
+    keys: &KeyOptions,
+    links: Option<&std::path::Path>,
+    redis: Option<&str>,
+    namespace: &str,
+) -> ExitCode {
+    let verified: Result<(String, Vec<String>), (u8, String)> =
+        match (trail.strip_prefix("redis:"), redis) {
+            (Some(name), Some(url)) => mrtr_gate_redis::RedisAudit::connect(url, namespace, name)
+                .and_then(|a| a.lines())
+                .map_err(|e| (2, e.to_string()))
+                .and_then(|lines| {
+                    mrtr_gate_core::audit::verify_chain(lines.iter().map(String::as_str))
+                        .map_err(|b| (1, format!("the chain is broken: {b:?}")))?;
+                    Ok((name.to_owned(), lines))
+                }),
+            (Some(_), None) => Err((2, "a redis: trail needs --redis URL".into())),
+            (None, _) => {
+                let path = std::path::Path::new(trail);
+                let text = if keys.insecure_no_host_keys {
+                    mrtr_gate_cli::trail::read_trail(path, None, None)
+                        .map_err(|e| (2, e))
+                        .and_then(|read| {
+                            mrtr_gate_core::audit::verify_chain(read.trail.lines())
+                                .map_err(|b| (1, format!("the chain is broken: {b:?}")))?;
+                            Ok(read.trail)
+                        })
+                } else {
+                    mrtr_gate_cli::keys::verified_trail(path, keys, links)
+                        .map(|(_, text)| text)
+                        .map_err(|e| (1, e))
+                };
+                text.map(|text| {
+                    let name = path
+                        .file_name()
+                        .map_or_else(|| trail.to_owned(), |n| n.to_string_lossy().into_owned());
+                    (name, text.lines().map(str::to_owned).collect())
+                })
+            }
+        };
+    let (name, lines) = match verified {
+        Ok(v) => v,
+        Err((code, e)) => {
+            mrtr_gate_host::say!("mrtr-gate export-audit: {e}; nothing was exported");
+            return ExitCode::from(code);
+        }
+    };
+    for line in &lines {
+        match mrtr_gate_cli::export::export_line(line, format, &name) {
+            Ok(out) => mrtr_gate_cli::out!("{out}"),
+            Err(e) => {
+                mrtr_gate_host::say!("mrtr-gate export-audit: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn verify(

@@ -135,6 +135,19 @@ impl Isolation {
         }
         isolation
     }
+
+    /// The same, and `file` (which exists) kept from the server too: its folder read-only,
+    /// the file not to be opened at all (a capture of every call's arguments and answers).
+    #[must_use]
+    pub fn also_hidden(mut self, file: &Path) -> Self {
+        if let Some(dir) = existing_folder(file).filter(|d| !self.read_only.contains(d)) {
+            self.read_only.push(dir);
+        }
+        if let Ok(file) = file.canonicalize() {
+            self.hidden.push(file);
+        }
+        self
+    }
 }
 
 /// The folder a file is (or will be) in, as the kernel names it: its nearest existing

@@ -13,6 +13,7 @@
 //! against that round and builds it (`retry-from-client`); a retry that matches no open round
 //! is refused by the gate and audited, and nothing goes upstream.
 
+use crate::capture::{self, Capture};
 use crate::consent::DeferredConsent;
 use crate::errors::Refusal;
 use crate::ids::{IdMinter, MINTED_PREFIX, splice_id};
@@ -145,6 +146,8 @@ pub struct Engine<G> {
     shared: bool,
     /// What the registry reads of this engine ([`crate::metrics`]), set after every message.
     gauges: Arc<EngineGauges>,
+    /// `--capture`: every gated call's params and answers, redacted ([`crate::capture`]).
+    capture: Option<Arc<Capture>>,
 }
 
 impl<G> std::fmt::Debug for Engine<G> {
@@ -170,6 +173,20 @@ impl<G: GateApi> Engine<G> {
             relayed: HashMap::new(),
             shared: false,
             gauges: metrics::global().engine(),
+            capture: None,
+        }
+    }
+
+    /// Record every gated call's params, retries and answers in `capture` (off by default).
+    #[must_use]
+    pub fn with_capture(mut self, capture: Option<Arc<Capture>>) -> Self {
+        self.capture = capture;
+        self
+    }
+
+    fn captured(&self, kind: capture::Kind, method: &str, id: &RequestId, text: &str) {
+        if let Some(capture) = &self.capture {
+            capture.record(kind, method, id, text);
         }
     }
 
@@ -329,6 +346,7 @@ impl<G: GateApi> Engine<G> {
                     view: None,
                 };
                 metrics::global().sent(&call.method, Sent::Call);
+                self.captured(capture::Kind::Request, &call.method, &minted, &call.params);
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
                     text: registered.request_json,
@@ -570,6 +588,7 @@ impl<G: GateApi> Engine<G> {
         let Some(call) = self.in_flight.remove(&id) else {
             return Action::Drop("a response to no request in flight");
         };
+        self.captured(capture::Kind::Answer, &call.method, &id, text);
         let verdict = self.gate.accept_response(&self.config.server, text);
         let took = call.since.elapsed();
         let counted = match &verdict {
@@ -838,6 +857,7 @@ impl<G: GateApi> Engine<G> {
         };
         let retry = self.gate.retry_from_client(asked)?;
         metrics::global().sent(method, Sent::Retry);
+        self.captured(capture::Kind::Retry, method, &retry_id, params);
         if let Some(live) = &live {
             // Whichever engine delivered it: the round is used.
             metrics::global().round_closed(live);
