@@ -5,9 +5,11 @@
 //! The hidden `--relay ADDR` is the stdio server a client spawns under `--transport stdio`
 //! ([`mrtr_gate_probe::relay`]).
 
+use mrtr_gate_host::shown::shown_text;
+use mrtr_gate_probe::judge::Status;
 use mrtr_gate_probe::report::{EXIT_CANNOT_RUN, EXIT_USAGE};
 use mrtr_gate_probe::scenario::{self, Scenario};
-use mrtr_gate_probe::{DEFAULT_TIMEOUT, ProbeOptions, Transport, embedded, select};
+use mrtr_gate_probe::{DEFAULT_TIMEOUT, ProbeOptions, Progress, Transport, embedded, select};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -114,13 +116,14 @@ pub fn run(flags: &ProbeFlags) -> u8 {
             }
         },
     };
-    let report = match mrtr_gate_probe::run(ProbeOptions {
+    let options = ProbeOptions {
         command,
         transport,
         scenarios: selected,
         timeout,
         linger: timeout,
-    }) {
+    };
+    let report = match mrtr_gate_probe::run_with_progress(options, progress) {
         Ok(report) => report,
         Err(e) => {
             mrtr_gate_host::say!("mrtr-gate probe: could not run: {e}");
@@ -141,6 +144,61 @@ pub fn run(flags: &ProbeFlags) -> u8 {
     }
     report.exit_code()
 }
+
+/// One stderr line as each scenario starts and as it is judged; a client that made no request
+/// and failed shows what it said on its stderr (its last lines, escaped).
+fn progress(step: Progress<'_>) {
+    match step {
+        Progress::Started {
+            index,
+            total,
+            scenario,
+        } => mrtr_gate_host::say!(
+            "mrtr-gate probe: [{index}/{total}] {}…",
+            shown_text(&scenario.name)
+        ),
+        Progress::Judged { index, total, run } => {
+            let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+            for v in &run.verdicts {
+                match v.status {
+                    Status::Success => passed += 1,
+                    Status::Failure => failed += 1,
+                    Status::Skipped => skipped += 1,
+                }
+            }
+            let r = &run.recording;
+            mrtr_gate_host::say!(
+                "mrtr-gate probe: [{index}/{total}] {}: {passed} passed, {failed} failed, \
+                 {skipped} skipped ({:.1} s{})",
+                shown_text(&run.scenario.name),
+                r.duration_ms as f64 / 1000.0,
+                if r.timed_out {
+                    ", ended by the hang guard"
+                } else {
+                    ""
+                }
+            );
+            let no_start = r.requests.is_empty() && !r.timed_out && r.exit_code != Some(0);
+            if no_start {
+                let exit = r
+                    .exit_code
+                    .map_or_else(|| "a signal".to_owned(), |c| format!("status {c}"));
+                let said: Vec<&str> = r.stderr.lines().rev().take(STDERR_LINES).collect();
+                mrtr_gate_host::say!(
+                    "mrtr-gate probe: the client made no request and exited ({exit}); the last \
+                     lines of its stderr:"
+                );
+                for line in said.iter().rev() {
+                    mrtr_gate_host::say!("    {}", shown_text(line));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How many of its last stderr lines a client that did not start shows.
+const STDERR_LINES: usize = 12;
 
 fn list(scenarios: &[Scenario], as_json: bool) {
     if as_json {

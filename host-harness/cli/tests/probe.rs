@@ -343,3 +343,42 @@ fn the_relay_copies_the_probe_to_stdout_byte_for_byte_and_ends_with_the_connecti
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "--relay takes no other flag");
 }
+
+#[test]
+fn progress_is_shown_per_scenario_and_a_client_that_cannot_start_shows_its_stderr() {
+    let config = temp("no-start");
+    let client = config.join("client.sh");
+    std::fs::write(
+        &client,
+        "echo 'cannot find the SDK' >&2\nprintf '\\033[2Jerased\\n' >&2\nexit 3\n",
+    )
+    .unwrap();
+    let command = format!("sh '{}'", client.display());
+    let out = probe(
+        &[
+            "--command",
+            &command,
+            "--scenario",
+            "mrtr-duplicate-input-key",
+        ],
+        &config,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("mrtr-gate probe: [1/1] mrtr-duplicate-input-key…"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("mrtr-gate probe: [1/1] mrtr-duplicate-input-key: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the client made no request and exited (status 3)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("    cannot find the SDK"), "{stderr}");
+    // What the client said is escaped: no escape sequence of its reaches the terminal.
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    let _ = std::fs::remove_dir_all(&config);
+}

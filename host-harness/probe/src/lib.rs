@@ -107,15 +107,61 @@ pub fn select(all: Vec<Scenario>, names: &[String]) -> Result<Vec<Scenario>, Sce
 }
 
 /// Runs every scenario of `options` (one after the other) and judges them.
-pub fn run(mut options: ProbeOptions) -> std::io::Result<Report> {
+pub fn run(options: ProbeOptions) -> std::io::Result<Report> {
+    run_with_progress(options, |_| {})
+}
+
+/// Where a run is, for a person watching it.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub enum Progress<'a> {
+    /// Scenario `index` (from 1) of `total` starts.
+    Started {
+        /// From 1.
+        index: usize,
+        /// How many scenarios the run has.
+        total: usize,
+        /// The scenario.
+        scenario: &'a Scenario,
+    },
+    /// Scenario `index` of `total` was run and judged.
+    Judged {
+        /// From 1.
+        index: usize,
+        /// How many scenarios the run has.
+        total: usize,
+        /// What it came to.
+        run: &'a ScenarioRun,
+    },
+}
+
+/// [`run`], telling `progress` as each scenario starts and is judged.
+pub fn run_with_progress(
+    mut options: ProbeOptions,
+    mut progress: impl FnMut(Progress<'_>),
+) -> std::io::Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let mut runs = Vec::new();
-        for scenario in std::mem::take(&mut options.scenarios) {
-            runs.push(run_one(Arc::new(scenario), &options).await?);
+        let scenarios = std::mem::take(&mut options.scenarios);
+        let total = scenarios.len();
+        for (i, scenario) in scenarios.into_iter().enumerate() {
+            let index = i + 1;
+            progress(Progress::Started {
+                index,
+                total,
+                scenario: &scenario,
+            });
+            let run = run_one(Arc::new(scenario), &options).await?;
+            progress(Progress::Judged {
+                index,
+                total,
+                run: &run,
+            });
+            runs.push(run);
         }
         Ok(Report {
             transport: options.transport.name(),
