@@ -100,6 +100,14 @@ impl Refusal {
         }
     }
 
+    /// Count and log the refusal ([`crate::metrics`], [`crate::log`]): every refusal a client
+    /// gets passes here ([`Refusal::response`]), and so does one recorded for a message the
+    /// proxy dropped, once each.
+    pub fn record(&self) {
+        crate::metrics::global().refused(self);
+        crate::log::refused(&self.code, self.cause, self.rpc_code);
+    }
+
     /// The error's message: "refused by mrtr-gate" for the gate's refusals and the proxy's
     /// own; a failure of the upstream's says so, and that it is no policy decision.
     pub fn text(&self) -> String {
@@ -117,8 +125,7 @@ impl Refusal {
     /// text, `null` when the message had none that could be read), counted as sent
     /// ([`crate::metrics`]): every refusal a client gets is rendered here, once.
     pub fn response(&self, raw_id: &str) -> String {
-        crate::metrics::global().refused(self);
-        crate::log::refused(&self.code, self.cause, self.rpc_code);
+        self.record();
         let error = json!({
             "code": self.rpc_code,
             "message": self.text(),

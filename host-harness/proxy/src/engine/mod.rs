@@ -278,7 +278,7 @@ impl<G: GateApi> Engine<G> {
                 match raw_id {
                     Some(raw_id) => Action::ToClient(refusal.response(raw_id)),
                     None => {
-                        metrics::global().refused(&refusal);
+                        refusal.record();
                         Action::Drop("a notification carrying inputResponses")
                     }
                 }
@@ -410,7 +410,7 @@ impl<G: GateApi> Engine<G> {
                 if !self.config.allow_ungated_input && carries_member(text, "inputRequests") =>
             {
                 let refusal = self.refuse_unbound(principal, &Unbound::InputRequestsNotified);
-                metrics::global().refused(&refusal);
+                refusal.record();
                 Action::Drop("a notification carrying inputRequests (a task's): no round binds it")
             }
             FromServer::Notification => Action::ToClient(text.to_owned()),
@@ -419,7 +419,7 @@ impl<G: GateApi> Engine<G> {
                     && !self.config.allow_legacy_server_requests
                 {
                     let refusal = self.refuse_unbound(principal, &Unbound::ServerRequest(method));
-                    metrics::global().refused(&refusal);
+                    refusal.record();
                     Action::ToServer(mrtr_gate_host::wire::input_request_refused(&raw_id))
                 } else {
                     self.show_request(principal, session, raw_id, text)

@@ -566,3 +566,29 @@ fn a_principal_at_its_cap_of_open_rounds_gets_no_more_and_others_do() {
     let bobs = round_for(&mut r, &bob, 1);
     assert!(bobs.contains("input_required"), "{bobs}");
 }
+
+/// The count the process registry renders for refusals of `code` (its `cause`).
+fn refusals_counted(cause: &str, code: &str) -> u64 {
+    let series = format!("mrtr_gate_refusals_total{{cause=\"{cause}\",code=\"{code}\"}} ");
+    crate::metrics::global()
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_refusal_recorded_for_a_dropped_message_is_counted_as_one_sent_is() {
+    let mut r = rig();
+    // Other tests of the process count into the same registry at the same time: only ever up.
+    let (before_dropped, before_sent) = (
+        refusals_counted("peer", "input_requests_not_bound"),
+        refusals_counted("caller", "input_responses_not_bound"),
+    );
+    let status = r#"{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"task":{"status":"input_required","inputRequests":{}}}}"#;
+    assert!(matches!(r.engine.on_server(status), Action::Drop(_)));
+    let update = r#"{"jsonrpc":"2.0","id":4,"method":"tasks/update","params":{"taskId":"t1","inputResponses":{}}}"#;
+    assert!(matches!(r.engine.on_client(update), Action::ToClient(_)));
+    assert!(refusals_counted("peer", "input_requests_not_bound") > before_dropped);
+    assert!(refusals_counted("caller", "input_responses_not_bound") > before_sent);
+}
