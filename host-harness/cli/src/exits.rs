@@ -160,7 +160,7 @@ pub const COMMANDS: &[(&str, Exits)] = &[
             ("0", "exported: one line per event on stdout"),
             (
                 "1",
-                "the trail does not verify (its chain, links or anchor: the message says which and what to do); nothing was exported",
+                "the trail does not verify (its chain, links or anchor), or its key file is missing or refused: the message says which and what to do; nothing was exported",
             ),
             ("2", "usage, or the trail cannot be read"),
             CLOSED_PIPE,
