@@ -47,14 +47,4 @@ pub fn stdout_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// An error and its sources, one after the other: `outer: cause: root cause`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+pub use mrtr_gate_host::error_chain;

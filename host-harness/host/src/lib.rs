@@ -43,3 +43,15 @@ macro_rules! say {
         let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
     }};
 }
+
+/// An error and its sources, one after the other: `outer: cause: root cause`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

@@ -140,7 +140,7 @@ impl Upstream {
                     format!(
                         "the upstream {} could not be reached: {}",
                         self.shown(),
-                        chain(&e)
+                        mrtr_gate_host::error_chain(&e)
                     ),
                 );
                 if !self.down.swap(true, std::sync::atomic::Ordering::SeqCst) {
@@ -170,19 +170,6 @@ impl Upstream {
         }
         Ok(answer)
     }
-}
-
-/// An error and its sources: hyper's own says only `client error (Connect)`; the cause
-/// (`Connection refused`, a certificate refused) is below it.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// The next data of `body` (trailers skipped), waiting at most `idle`; `None` at its end.
