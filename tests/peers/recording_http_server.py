@@ -1,6 +1,7 @@
 """A raw streamable-HTTP MCP server (one JSON response per POST) that writes every message it
 receives to a file before it answers, so a test can count exactly what reached the server
-through one or several proxies. Usage: recording_http_server.py PORT LOG HOLD_FILE (port 0 picks
+through one or several proxies, and each POST's W3C trace headers (`traceparent`, `tracestate`)
+to LOG.headers, one JSON line each. Usage: recording_http_server.py PORT LOG HOLD_FILE (port 0 picks
 one; the first line on stdout says where it listens).
 
 Tools, by name:
@@ -21,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 port, log_path, hold_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 log = open(log_path, "a", encoding="utf-8")
+headers_log = open(log_path + ".headers", "a", encoding="utf-8")
 log_lock = threading.Lock()
 calls = itertools.count(1)
 
@@ -65,9 +67,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         message = json.loads(body)
+        traced = {k: self.headers.get(k) for k in ("traceparent", "tracestate")}
         with log_lock:
             log.write(json.dumps(message) + "\n")
             log.flush()
+            headers_log.write(json.dumps(dict(traced, id=message.get("id"))) + "\n")
+            headers_log.flush()
         if "id" not in message or "method" not in message:
             self.send_response(202)
             self.send_header("Content-Length", "0")

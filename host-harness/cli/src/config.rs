@@ -4,7 +4,7 @@
 //! after `--`). The file is read strictly before anything starts: an unknown key, a value of
 //! the wrong type or one the flag refuses is an error naming the file, the line and the key. A
 //! flag given on the command line replaces the file's key. `--print-config` prints the
-//! effective configuration in the same form (a Redis password masked) and exits.
+//! effective configuration in the same form (a password in a URL masked) and exits.
 //!
 //! The file becomes command-line words ([`splice`]) that clap then parses as if typed: one
 //! parser and one set of checks for both, so the two cannot drift.
@@ -235,7 +235,7 @@ fn strings(item: &toml_edit::Item) -> Option<Vec<String>> {
 }
 
 /// The effective configuration of a parsed `proxy` command, as a config file holds it: every
-/// key with a value (defaults included), the server's argv last; a Redis password masked.
+/// key with a value (defaults included), the server's argv last; a password in a URL masked.
 pub fn render(proxy: &clap::Command, matches: &clap::ArgMatches) -> String {
     let mut out = String::from(
         "# mrtr-gate proxy: the effective configuration (the command line over --config's \
@@ -264,7 +264,7 @@ pub fn render(proxy: &clap::Command, matches: &clap::ArgMatches) -> String {
         let values: Vec<String> = raw
             .map(|v| {
                 let v = v.to_string_lossy();
-                if long == "redis" {
+                if matches!(long, "redis" | "otlp" | "upstream") {
                     masked_url(&v)
                 } else {
                     v.into_owned()

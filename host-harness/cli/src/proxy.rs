@@ -138,6 +138,11 @@ pub struct ProxyFlags {
     /// not loopback is warned on stderr.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
+    /// Export a span per gated call and per step of the gate's (register, accept, consent,
+    /// retry, finish) over OTLP (http/protobuf) to URL (`http://HOST:4318` gets the path
+    /// `/v1/traces`); names and outcomes only, never an argument or an answer. Off unless given.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
     /// How the proxy's own lines on stderr are written: `text`, or `json` (one object a line:
     /// time, level, event, message and the event's fields; docs/proxy.md, "Logs").
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -636,6 +641,25 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         },
         None => None,
     };
+    let traces = match flags
+        .otlp
+        .as_deref()
+        .map(mrtr_gate_proxy::trace::Exporter::start)
+    {
+        Some(Ok(exporter)) => {
+            let shown = shown_text(exporter.shown());
+            log::info(
+                "traces_on",
+                &format!("spans are exported to {shown}"),
+                &[("collector", &shown)],
+            );
+            Some(exporter)
+        }
+        Some(Err(e)) => return usage(e),
+        None => None,
+    };
+    // Sent before the process exits: the drain's last spans too.
+    let _traces = Traces(traces);
     // Held until the run ends: dropping it anchors the root where the trail ended.
     let drain_timeout = std::time::Duration::from_secs(flags.drain_timeout);
     let _root = wired.root_schedule(std::time::Duration::from_secs(flags.root_every), |e| {
@@ -750,6 +774,17 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                     EXIT_TRANSPORT
                 }
             }
+        }
+    }
+}
+
+/// The trace exporter, flushed when the run ends (however it ends); a failure is said.
+struct Traces(Option<mrtr_gate_proxy::trace::Exporter>);
+
+impl Drop for Traces {
+    fn drop(&mut self) {
+        if let Some(Err(e)) = self.0.take().map(mrtr_gate_proxy::trace::Exporter::finish) {
+            log::warn("traces_unexported", &e, &[]);
         }
     }
 }

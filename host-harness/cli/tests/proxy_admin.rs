@@ -16,28 +16,8 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::raw::{HANG_GUARD, call, retry};
 use support::{bin, listening, post, proxy_listening_with_admin, root, scratch};
-
-/// Far beyond any answer on a loaded machine: only a hang runs into it.
-const HANG_GUARD: Duration = Duration::from_secs(120);
-
-fn call(id: u64, name: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-        "name": name, "arguments": {"n": id}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}}})
-}
-
-fn retry(request: &Value, round: &Value, id: u64) -> Value {
-    let mut r = request.clone();
-    r["id"] = json!(id);
-    r["params"]["inputResponses"] =
-        json!({"seat": {"action": "accept", "content": {"seat": "12A"}}});
-    if let Some(state) = round["result"].get("requestState") {
-        r["params"]["requestState"] = state.clone();
-    }
-    r
-}
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()

@@ -19,51 +19,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::raw::{HANG_GUARD, call, exited as wait, retry, terminate};
 use support::{bin, listening, post, proxy_listening, root, scratch};
-
-/// Far beyond any answer on a loaded machine: only a hang runs into it.
-const HANG_GUARD: Duration = Duration::from_secs(120);
 
 /// A drain timeout no test waits out: the call in flight is released by the test.
 const DRAIN: &str = "300";
-
-fn call(id: u64, name: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-        "name": name, "arguments": {"n": id}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}}})
-}
-
-/// The retry of `round` (the answer to `request`) under `id`, answering its seat form.
-fn retry(request: &Value, round: &Value, id: u64) -> Value {
-    let mut r = request.clone();
-    r["id"] = json!(id);
-    r["params"]["inputResponses"] =
-        json!({"seat": {"action": "accept", "content": {"seat": "12A"}}});
-    if let Some(state) = round["result"].get("requestState") {
-        r["params"]["requestState"] = state.clone();
-    }
-    r
-}
-
-fn terminate(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-fn wait(child: &mut Child) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(started.elapsed() < HANG_GUARD, "the proxy did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn events(trail: &Path) -> Vec<Value> {
     std::fs::read_to_string(trail)

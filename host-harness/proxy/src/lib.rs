@@ -26,6 +26,7 @@ pub mod message;
 pub mod metrics;
 pub mod rounds;
 pub mod stdio;
+pub mod trace;
 pub mod tty_input;
 
 pub use engine::{Action, Engine, EngineConfig, Principal};

@@ -553,11 +553,16 @@ fn counted<T>(result: Result<T, HostError>, op: usize) -> Result<T, HostError> {
     result
 }
 
-/// A consent provider whose decisions and waits are counted ([`Metrics`]).
+/// A consent provider whose decisions and waits are counted ([`Metrics`]), each decision a
+/// span ([`crate::trace`]).
 pub struct MeteredConsent<K>(pub K);
 
 impl<K: Consent> Consent for MeteredConsent<K> {
     fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
+        use crate::trace::{Outcome, Step};
+        // Under the span current here: the retry's (asked inline) or the call's (asked off
+        // the engine's thread).
+        let step = Step::current("mrtr_gate.consent");
         let started = Instant::now();
         let receipt = self.0.request_consent(prompt);
         GLOBAL.consent_wait.observe(started.elapsed());
@@ -566,6 +571,11 @@ impl<K: Consent> Consent for MeteredConsent<K> {
             Ok(_) => 1,
             Err(_) => 2,
         };
+        match decision {
+            0 => step.outcome(Outcome::Granted, None),
+            1 => step.outcome(Outcome::Declined, None),
+            _ => step.outcome(Outcome::Failed, Some("consent_unavailable")),
+        }
         if let Some(c) = GLOBAL.consent.get(decision) {
             bump(c);
         }

@@ -259,7 +259,7 @@ fn run_engine<G: GateApi>(
                 crate::log::info("dropped", &format!("dropped {why}"), &[("why", why)]);
             }
             // One client: its consent is asked inline (no engine here defers it).
-            Action::AskConsent(_) => {
+            Action::AskConsent(..) => {
                 crate::log::info(
                     "dropped",
                     "dropped a retry: consent deferred over stdio",

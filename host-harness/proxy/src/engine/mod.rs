@@ -20,6 +20,7 @@ use crate::ids::{IdMinter, MINTED_PREFIX, splice_id};
 use crate::message::{FromClient, from_client};
 use crate::metrics::{self, EngineGauges, Sent, Verdict};
 use crate::rounds::{self, Filed, Named, RoundIndex};
+use crate::trace::{self, CallTrace, Outcome};
 use mrtr_gate_host::core::host::ConsentPrompt;
 use mrtr_gate_host::core::{
     CallerOutcome, ClientRetry, EXPIRY_GRACE_MS, ErrorCause, ErrorCode, FinishRequest, Policy,
@@ -75,14 +76,18 @@ pub enum Action {
         text: String,
         /// Its id upstream.
         upstream_id: RequestId,
+        /// The call's span: its context goes upstream as HTTP headers
+        /// ([`CallTrace::headers`]), never in the body.
+        trace: CallTrace,
     },
     /// This text goes to the client.
     ToClient(String),
     /// Nothing goes anywhere (the reason, for the log).
     Drop(&'static str),
     /// The retry needs the user's decision on this prompt first: ask it off the engine's
-    /// thread ([`DeferredConsent::ask`]), then hand the engine the same message again.
-    AskConsent(ConsentPrompt),
+    /// thread ([`DeferredConsent::ask`], under the call's span: [`CallTrace::attach`]), then
+    /// hand the engine the same message again.
+    AskConsent(ConsentPrompt, CallTrace),
 }
 
 /// A gated call of the client's, by the id it went upstream under.
@@ -104,6 +109,8 @@ struct Call {
     /// For a delivered round that asks the user something: the consent view the gate made of
     /// it (a retry's prompt shows exactly it), and its digest.
     view: Option<(String, String)>,
+    /// The call's span, from its first request through every round.
+    trace: CallTrace,
 }
 
 /// A server's request shown to a client.
@@ -323,6 +330,8 @@ impl<G: GateApi> Engine<G> {
         params: Option<&str>,
     ) -> Action {
         let minted = self.ids.mint();
+        let trace = CallTrace::start(&method, params, &minted);
+        let step = trace.step("mrtr_gate.register");
         let registration_method = method.clone();
         let registration = Registration {
             request_id: minted.clone(),
@@ -344,16 +353,25 @@ impl<G: GateApi> Engine<G> {
                     since: Instant::now(),
                     filed: None,
                     view: None,
+                    trace: trace.clone(),
                 };
+                step.outcome(Outcome::Done, None);
                 metrics::global().sent(&call.method, Sent::Call);
                 self.captured(capture::Kind::Request, &call.method, &minted, &call.params);
                 self.in_flight.insert(minted.clone(), call);
                 Action::Gated {
                     text: registered.request_json,
                     upstream_id: minted,
+                    trace,
                 }
             }
-            Err(d) => Action::ToClient(Refusal::from_denial(&d).response(raw_id)),
+            Err(d) => {
+                let refusal = Refusal::from_denial(&d);
+                step.outcome(Outcome::Refused, Some(&refusal.code));
+                step.end();
+                trace.end(Outcome::Refused, Some(&refusal.code));
+                Action::ToClient(refusal.response(raw_id))
+            }
         }
     }
 
@@ -589,6 +607,20 @@ impl<G: GateApi> Engine<G> {
             return Action::Drop("a response to no request in flight");
         };
         self.captured(capture::Kind::Answer, &call.method, &id, text);
+        let trace = call.trace.clone();
+        let step = trace.step("mrtr_gate.accept");
+        // What came of it, on the step and (unless a round keeps it going) on the call.
+        let closed = |outcome: Outcome, code: Option<&str>| {
+            step.outcome(outcome, code);
+            step.end();
+            if outcome != Outcome::InputRequired {
+                trace.end(outcome, code);
+            }
+        };
+        let refused = |refusal: Refusal, client_id: &str| {
+            closed(Outcome::Refused, Some(&refusal.code));
+            Action::ToClient(refusal.response(client_id))
+        };
         let verdict = self.gate.accept_response(&self.config.server, text);
         let took = call.since.elapsed();
         let counted = match &verdict {
@@ -611,86 +643,84 @@ impl<G: GateApi> Engine<G> {
                 if !self.config.allow_ungated_input =>
             {
                 let refusal = self.refuse_unbound(&call.principal, &Unbound::InputRequired);
-                Action::ToClient(refusal.response(&call.client_id))
+                refused(refusal, &call.client_id)
             }
             Ok(verdict) => match splice_id(text, &call.client_id) {
                 Ok(judged) => {
-                    if let ResponseVerdict::InputRequired(round) = verdict {
-                        // A principal's rounds it never retries stay until they expire: past
-                        // the cap, its next one is given up rather than kept. Rounds retried
-                        // through another engine or replica are not counted.
-                        if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
-                            self.forget_retried_elsewhere(&call.principal);
+                    let round = match verdict {
+                        ResponseVerdict::InputRequired(round) => round,
+                        ResponseVerdict::Complete => {
+                            closed(Outcome::Result, None);
+                            return Action::ToClient(judged);
                         }
-                        if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
-                            self.end(
-                                &id,
-                                &call.principal,
-                                CallerOutcome::Error("too_many_open_rounds".into()),
-                            );
-                            let refusal = Refusal::message(
-                                "too_many_open_rounds",
-                                format!(
-                                    "{MAX_OPEN_ROUNDS} rounds of this principal are open already: answer or cancel one first"
-                                ),
-                            );
-                            return Action::ToClient(refusal.response(&call.client_id));
+                        _ => {
+                            closed(Outcome::Error, None);
+                            return Action::ToClient(judged);
                         }
-                        // Filed before it is delivered: a retry can come as soon as the client
-                        // has it. A round that cannot be filed could never be retried.
-                        let filed = self.file(&id, &call, round.request_state_sha256.as_deref());
-                        let filed = match filed {
-                            Ok(key) => key,
-                            Err(refusal) => {
-                                self.end(
-                                    &id,
-                                    &call.principal,
-                                    CallerOutcome::Error("proxy_fault".into()),
-                                );
-                                return Action::ToClient(refusal.response(&call.client_id));
-                            }
-                        };
-                        // A state-only round asks the user nothing: no prompt.
-                        let view = (!round.input_keys.is_empty())
-                            .then_some((round.view_json, round.view_sha256));
-                        metrics::global().round_opened(&id);
-                        self.open_rounds.insert(
-                            id,
-                            Call {
-                                since: Instant::now(),
-                                filed: Some(filed),
-                                view,
-                                ..call
-                            },
-                        );
+                    };
+                    // A principal's rounds it never retries stay until they expire: past
+                    // the cap, its next one is given up rather than kept. Rounds retried
+                    // through another engine or replica are not counted.
+                    if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
+                        self.forget_retried_elsewhere(Some(&call.principal));
                     }
+                    if self.open_rounds_of(&call.principal) >= MAX_OPEN_ROUNDS {
+                        self.end(
+                            &id,
+                            &call,
+                            CallerOutcome::Error("too_many_open_rounds".into()),
+                        );
+                        let refusal = Refusal::message(
+                            "too_many_open_rounds",
+                            format!(
+                                "{MAX_OPEN_ROUNDS} rounds of this principal are open already: answer or cancel one first"
+                            ),
+                        );
+                        return refused(refusal, &call.client_id);
+                    }
+                    // Filed before it is delivered: a retry can come as soon as the client
+                    // has it. A round that cannot be filed could never be retried.
+                    let filed = match self.file(&id, &call, round.request_state_sha256.as_deref()) {
+                        Ok(key) => key,
+                        Err(refusal) => {
+                            self.end(&id, &call, CallerOutcome::Error("proxy_fault".into()));
+                            return refused(refusal, &call.client_id);
+                        }
+                    };
+                    // A state-only round asks the user nothing: no prompt.
+                    let view = (!round.input_keys.is_empty())
+                        .then_some((round.view_json, round.view_sha256));
+                    metrics::global().round_opened(&id);
+                    trace::hold(&id, &trace);
+                    closed(Outcome::InputRequired, None);
+                    self.open_rounds.insert(
+                        id,
+                        Call {
+                            since: Instant::now(),
+                            filed: Some(filed),
+                            view,
+                            ..call
+                        },
+                    );
                     Action::ToClient(judged)
                 }
                 // The gate accepted a message whose id it read; the proxy reads the same
                 // text with the same parser, so this is a fault of the proxy's, not the
                 // server's, and the call cannot go on.
                 Err(_) => {
-                    self.end(
-                        &id,
-                        &call.principal,
-                        CallerOutcome::Error("proxy_fault".into()),
-                    );
+                    self.end(&id, &call, CallerOutcome::Error("proxy_fault".into()));
                     let refusal = Refusal::upstream(
                         "invalid_message",
                         "the answer's id could not be replaced",
                     );
-                    Action::ToClient(refusal.response(&call.client_id))
+                    refused(refusal, &call.client_id)
                 }
             },
             Err(denial) => {
                 // Most refusals end the binding in the gate; the rest (a duplicate round)
                 // keep it, and the proxy gives it up here. Either way nothing more is sent.
-                self.end(
-                    &id,
-                    &call.principal,
-                    CallerOutcome::Error("gate_refused".into()),
-                );
-                Action::ToClient(Refusal::from_denial(&denial).response(&call.client_id))
+                self.end(&id, &call, CallerOutcome::Error("gate_refused".into()));
+                refused(Refusal::from_denial(&denial), &call.client_id)
             }
         }
     }
@@ -774,7 +804,7 @@ impl<G: GateApi> Engine<G> {
             };
             match self.try_retry(principal, raw_id, &method, params, Some(live.clone())) {
                 // Nothing was decided: the round stays filed for the same message again.
-                Ok(action @ Action::AskConsent(_)) => {
+                Ok(action @ Action::AskConsent(..)) => {
                     kept.push(live);
                     self.refile(&key, &kept);
                     return action;
@@ -785,7 +815,7 @@ impl<G: GateApi> Engine<G> {
                 }
                 Err(denial) => {
                     if is_dead(&denial) {
-                        metrics::global().round_closed(&live);
+                        round_closed(&live);
                         self.open_rounds.remove(&live);
                     } else if fits_another(&denial) {
                         kept.push(live);
@@ -839,13 +869,21 @@ impl<G: GateApi> Engine<G> {
         params: &str,
         live: Option<RequestId>,
     ) -> Result<Action, GateDenial> {
+        // The round's call, when an engine of this process delivered it: the retry goes on
+        // under its span.
+        let round_trace = live.as_ref().and_then(trace::held);
         if let Some(prompt) = live
             .as_ref()
             .and_then(|live| self.undecided_prompt(live, params))
         {
-            return Ok(Action::AskConsent(prompt));
+            return Ok(Action::AskConsent(prompt, round_trace.unwrap_or_default()));
         }
         let retry_id = self.ids.mint();
+        let (trace, own) = match round_trace {
+            Some(trace) => (trace, false),
+            None => (CallTrace::start(method, Some(params), &retry_id), true),
+        };
+        let step = trace.step("mrtr_gate.retry");
         let asked = ClientRetry {
             server: self.config.server.clone(),
             request_id: live.clone(),
@@ -855,12 +893,30 @@ impl<G: GateApi> Engine<G> {
             method: method.to_owned(),
             params_json: params.to_owned(),
         };
-        let retry = self.gate.retry_from_client(asked)?;
+        // A consent asked inline hangs its span under the retry's.
+        let built = {
+            let _current = step.attach();
+            self.gate.retry_from_client(asked)
+        };
+        let retry = match built {
+            Ok(retry) => retry,
+            Err(denial) => {
+                step.outcome(Outcome::Refused, Some(denial.code.as_str()));
+                step.end();
+                // A call whose round this process holds ends (or stays open) as the caller
+                // decides.
+                if own {
+                    trace.end(Outcome::Refused, Some(denial.code.as_str()));
+                }
+                return Err(denial);
+            }
+        };
+        step.outcome(Outcome::Done, None);
         metrics::global().sent(method, Sent::Retry);
         self.captured(capture::Kind::Retry, method, &retry_id, params);
         if let Some(live) = &live {
             // Whichever engine delivered it: the round is used.
-            metrics::global().round_closed(live);
+            round_closed(live);
             self.open_rounds.remove(live);
         }
         let call = Call {
@@ -871,35 +927,38 @@ impl<G: GateApi> Engine<G> {
             since: Instant::now(),
             filed: None,
             view: None,
+            trace: trace.clone(),
         };
         self.in_flight.insert(retry_id.clone(), call);
         Ok(Action::Gated {
             text: retry.request_json,
             upstream_id: retry_id,
+            trace,
         })
     }
 
-    /// How many rounds of `principal`'s are open.
-    /// Drop `principal`'s open rounds that the shared index no longer holds: another engine of
-    /// the pool, or another replica, took them for a retry (the engine that delivered a round
-    /// hears nothing of that; its entry would stay until the sweep, and count against the
-    /// cap). One index read per open round of the principal, only when it is at the cap. A
-    /// round the index cannot be asked about stays counted.
-    fn forget_retried_elsewhere(&mut self, principal: &Principal) {
+    /// Drop the open rounds (of `principal`, or everyone's) that the shared index no longer
+    /// holds: another engine of the pool, or another replica, took them for a retry (the
+    /// engine that delivered a round hears nothing of that; its entry would stay until the
+    /// sweep, count against the cap, and be ended a second time when the client goes). One
+    /// index read per open round, only when a principal is at the cap or the clients are
+    /// gone. A round the index cannot be asked about stays.
+    fn forget_retried_elsewhere(&mut self, principal: Option<&Principal>) {
         let rounds = &self.config.rounds;
         self.open_rounds.retain(|live, call| {
-            let kept = call.principal != *principal
+            let kept = principal.is_some_and(|p| call.principal != *p)
                 || call
                     .filed
                     .as_deref()
                     .is_none_or(|key| rounds.holds(key, live).unwrap_or(true));
             if !kept {
-                metrics::global().round_closed(live);
+                round_closed(live);
             }
             kept
         });
     }
 
+    /// How many rounds of `principal`'s are open.
     fn open_rounds_of(&self, principal: &Principal) -> usize {
         self.open_rounds
             .values()
@@ -945,17 +1004,26 @@ impl<G: GateApi> Engine<G> {
             }
         } else if denial.cause != ErrorCause::Host {
             // The round is gone (used, expired, ended): nothing to end.
-            metrics::global().round_closed(live);
-            self.open_rounds.remove(live);
+            round_closed(live);
+            if let Some(call) = self.open_rounds.remove(live) {
+                call.trace.end(Outcome::Refused, Some(denial.code.as_str()));
+            }
             return;
         }
-        metrics::global().round_closed(live);
-        self.open_rounds.remove(live);
-        self.end(
-            live,
-            principal,
-            CallerOutcome::Error("retry_refused".into()),
-        );
+        round_closed(live);
+        let call = self.open_rounds.remove(live).unwrap_or_else(|| Call {
+            // A round another engine delivered: its binding is ended all the same.
+            client_id: String::new(),
+            principal: principal.clone(),
+            method: String::new(),
+            params: String::new(),
+            since: Instant::now(),
+            filed: None,
+            view: None,
+            trace: CallTrace::default(),
+        });
+        self.end(live, &call, CallerOutcome::Error("retry_refused".into()));
+        call.trace.end(Outcome::Refused, Some(denial.code.as_str()));
     }
 
     /// `notifications/cancelled` from the client: a gated call in flight is cancelled under
@@ -1002,14 +1070,15 @@ impl<G: GateApi> Engine<G> {
             Some(call) => call,
             None => match self.open_rounds.remove(upstream_id) {
                 Some(call) => {
-                    metrics::global().round_closed(upstream_id);
+                    round_closed(upstream_id);
                     self.unfile(upstream_id, &call);
                     call
                 }
                 None => return,
             },
         };
-        self.end(upstream_id, &call.principal, CallerOutcome::Cancelled);
+        self.end(upstream_id, &call, CallerOutcome::Cancelled);
+        call.trace.end(Outcome::Cancelled, None);
         metrics::global().ended(metrics::Ended::Cancelled);
         self.gauges();
     }
@@ -1040,7 +1109,8 @@ impl<G: GateApi> Engine<G> {
         self.open_rounds.retain(|live, call| {
             let kept = call.since.elapsed() < lifetime;
             if !kept {
-                metrics::global().round_closed(live);
+                round_closed(live);
+                call.trace.end(Outcome::Expired, None);
             }
             kept
         });
@@ -1052,15 +1122,18 @@ impl<G: GateApi> Engine<G> {
 
     /// The client went away: every call of its ends `cancelled`.
     pub fn on_client_gone(&mut self) {
+        // Not those whose retry another engine or replica took: they are its to end.
+        self.forget_retried_elsewhere(None);
         let calls: Vec<(RequestId, Call)> = self
             .in_flight
             .drain()
             .chain(self.open_rounds.drain())
             .collect();
         for (id, call) in calls {
-            metrics::global().round_closed(&id);
+            round_closed(&id);
             self.unfile(&id, &call);
-            self.end(&id, &call.principal, CallerOutcome::Cancelled);
+            self.end(&id, &call, CallerOutcome::Cancelled);
+            call.trace.end(Outcome::Cancelled, None);
             metrics::global().ended(metrics::Ended::Cancelled);
         }
         self.gauges();
@@ -1071,13 +1144,10 @@ impl<G: GateApi> Engine<G> {
     pub fn on_server_gone(&mut self) -> Vec<String> {
         let rounds: Vec<(RequestId, Call)> = self.open_rounds.drain().collect();
         for (id, call) in rounds {
-            metrics::global().round_closed(&id);
+            round_closed(&id);
             self.unfile(&id, &call);
-            self.end(
-                &id,
-                &call.principal,
-                CallerOutcome::Error("server_closed".into()),
-            );
+            self.end(&id, &call, CallerOutcome::Error("server_closed".into()));
+            call.trace.end(Outcome::Failed, Some("server_closed"));
             metrics::global().ended(metrics::Ended::Failed);
         }
         let calls: Vec<(RequestId, Call)> = self.in_flight.drain().collect();
@@ -1089,11 +1159,8 @@ impl<G: GateApi> Engine<G> {
             .map(|(id, _)| refusal.response(&id))
             .collect();
         for (id, call) in calls {
-            self.end(
-                &id,
-                &call.principal,
-                CallerOutcome::Error("server_closed".into()),
-            );
+            self.end(&id, &call, CallerOutcome::Error("server_closed".into()));
+            call.trace.end(Outcome::Failed, Some("server_closed"));
             metrics::global().ended(metrics::Ended::Failed);
             replies.push(refusal.response(&call.client_id));
         }
@@ -1101,16 +1168,28 @@ impl<G: GateApi> Engine<G> {
         replies
     }
 
-    fn end(&mut self, id: &RequestId, principal: &Principal, outcome: CallerOutcome) {
+    fn end(&mut self, id: &RequestId, call: &Call, outcome: CallerOutcome) {
+        let step = call.trace.step("mrtr_gate.finish");
         // A binding the gate already ended answers `unknown_request`: nothing is left to end.
-        let _ = self.gate.finish(FinishRequest {
+        let finished = self.gate.finish(FinishRequest {
             server: self.config.server.clone(),
             request_id: id.clone(),
-            user: principal.user.clone(),
-            tenant: principal.tenant.clone(),
+            user: call.principal.user.clone(),
+            tenant: call.principal.tenant.clone(),
             outcome,
         });
+        match finished {
+            Ok(_) => step.outcome(Outcome::Done, None),
+            Err(d) => step.outcome(Outcome::Refused, Some(d.code.as_str())),
+        }
     }
+}
+
+/// A round delivered by this process is no longer open: counted so, and its call's span no
+/// longer held for its retry.
+fn round_closed(live: &RequestId) {
+    metrics::global().round_closed(live);
+    trace::release(live);
 }
 
 /// An id's JSON text as one spelling (`1.0` and `1` apart, as JSON-RPC peers echo ids as

@@ -5,6 +5,7 @@
 
 use super::{Action, Engine};
 use crate::errors::Refusal;
+use crate::trace::Outcome;
 use mrtr_gate_host::GateApi;
 use mrtr_gate_host::core::{CallerOutcome, RequestId};
 
@@ -19,9 +20,10 @@ impl<G: GateApi> Engine<G> {
         };
         self.end(
             upstream_id,
-            &call.principal,
+            &call,
             CallerOutcome::Error(refusal.code.clone()),
         );
+        call.trace.end(Outcome::Failed, Some(&refusal.code));
         crate::metrics::global().ended(crate::metrics::Ended::Failed);
         self.gauges();
         Action::ToClient(refusal.response(&call.client_id))

@@ -238,16 +238,20 @@ impl Bridge {
                 })
                 .await;
             // Past the passes a retry can need, what is left undecided is refused as such.
-            let (Action::AskConsent(prompt), Some(consent), true) =
+            let (Action::AskConsent(prompt, trace), Some(consent), true) =
                 (&action, pinned.consent(), passes < CONSENT_PASSES)
             else {
                 return action;
             };
             passes += 1;
-            let (consent, prompt) = (Arc::clone(consent), prompt.clone());
-            if tokio::task::spawn_blocking(move || consent.ask(&prompt))
-                .await
-                .is_err()
+            let (consent, prompt, trace) = (Arc::clone(consent), prompt.clone(), trace.clone());
+            // The decision's span under the call's.
+            if tokio::task::spawn_blocking(move || {
+                let _current = trace.attach();
+                consent.ask(&prompt)
+            })
+            .await
+            .is_err()
             {
                 return action;
             }

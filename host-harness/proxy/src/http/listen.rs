@@ -61,7 +61,7 @@ impl Listener {
             Action::ToClient(text) => {
                 tx.send(sse::message_event(&text)).await;
             }
-            Action::Gated { .. } | Action::Drop(_) | Action::AskConsent(_) => {}
+            Action::Gated { .. } | Action::Drop(_) | Action::AskConsent(..) => {}
         }
     }
 

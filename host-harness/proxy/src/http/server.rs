@@ -525,7 +525,7 @@ async fn post(
     };
     let session = parts.headers.get(SESSION).cloned();
     let version = parts.headers.get(PROTOCOL_VERSION).cloned();
-    let up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));
+    let mut up_headers = headers::upstream_request(&parts.headers, &stripped(&state.options));
     let (call, sent) = match action {
         Action::ToClient(text) => return json(StatusCode::OK, HeaderMap::new(), text),
         // What the engine let go of on purpose: an answer to no request of the server's shown
@@ -546,7 +546,7 @@ async fn post(
             return refuse(StatusCode::OK, id, &engine_gone());
         }
         // The bridge asks every decision a retry needs; this is one it could not have.
-        Action::AskConsent(_) => {
+        Action::AskConsent(..) => {
             let id = client_id.as_deref().unwrap_or("null");
             let r = Refusal::host(
                 "consent_unavailable",
@@ -554,7 +554,17 @@ async fn post(
             );
             return refuse(StatusCode::OK, id, &r);
         }
-        Action::Gated { text, upstream_id } => {
+        Action::Gated {
+            text,
+            upstream_id,
+            trace,
+        } => {
+            // The call's trace context, in place of any the client's request carried.
+            for (name, value) in trace.headers() {
+                if let Ok(value) = hyper::header::HeaderValue::from_str(&value) {
+                    up_headers.insert(name, value);
+                }
+            }
             let guard = CancelGuard::new(bridge.clone(), upstream_id.clone());
             (Call::Gated { upstream_id, guard }, text)
         }

@@ -57,33 +57,7 @@ impl Upstream {
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err("the upstream must be an http:// or https:// url".into());
         }
-        let mut roots = RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        for der in extra_roots {
-            roots
-                .add(CertificateDer::from(der.clone()))
-                .map_err(|e| format!("an upstream root certificate is refused: {e}"))?;
-        }
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("no tls configuration: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        // Nagle off, as on the proxy's own listener: a request written in two segments would
-        // otherwise wait out the upstream's delayed ACK on a kept-alive connection.
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
+        let client = client(extra_roots)?;
         Ok(Self {
             client,
             uri,
@@ -170,6 +144,40 @@ impl Upstream {
         }
         Ok(answer)
     }
+}
+
+/// A pooled HTTP/1 client, `https` verified against the public roots and `extra_roots` (DER):
+/// the upstream's, and the trace exporter's ([`crate::trace`]).
+pub(crate) fn client(
+    extra_roots: &[Vec<u8>],
+) -> Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String> {
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for der in extra_roots {
+        roots
+            .add(CertificateDer::from(der.clone()))
+            .map_err(|e| format!("an upstream root certificate is refused: {e}"))?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("no tls configuration: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    // Nagle off, as on the proxy's own listener: a request written in two segments would
+    // otherwise wait out the upstream's delayed ACK on a kept-alive connection.
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector))
 }
 
 /// The next data of `body` (trailers skipped), waiting at most `idle`; `None` at its end.

@@ -76,7 +76,10 @@ fn complete(id: &str) -> String {
 
 /// The id the engine sent upstream, as JSON text.
 fn sent_id(action: &Action) -> String {
-    let Action::Gated { text, upstream_id } = action else {
+    let Action::Gated {
+        text, upstream_id, ..
+    } = action
+    else {
         panic!("nothing went upstream: {action:?}");
     };
     assert_eq!(
