@@ -63,6 +63,12 @@ pub struct Workload {
     pub rss_lifetime_s: u64,
     /// The `mrtr-gate` binary the RSS run serves the proxy with, as its own process.
     pub proxy_bin: PathBuf,
+    /// Another proxy's binary (`mcp-proxy`) for the side by side ([`crate::side_by_side`]).
+    pub peer_bin: Option<PathBuf>,
+    /// Only the side by side: no form-round rows, no RSS run.
+    pub side_by_side_only: bool,
+    /// The side by side's passes.
+    pub passes: usize,
 }
 
 /// A proxy served in this process on a loopback port, stopped when dropped.
@@ -457,8 +463,39 @@ fn key_file() -> PathBuf {
     key_dir().join("host-keys.json")
 }
 
-/// Run every row and the RSS run; the report (markdown).
+/// Run every row and the RSS run, then the side by side with `w.peer_bin`; the report
+/// (markdown).
 pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
+    let mut out = if w.side_by_side_only {
+        String::new()
+    } else {
+        form_rounds(runtime, w)?
+    };
+    if let Some(peer_bin) = &w.peer_bin {
+        let setup = crate::side_by_side::Setup {
+            upstream: w.upstream.clone(),
+            peer_bin: peer_bin.clone(),
+            gate_bin: w.proxy_bin.clone(),
+            audit_dir: w
+                .audit_dirs
+                .first()
+                .cloned()
+                .unwrap_or_else(std::env::temp_dir),
+            key_file: key_file(),
+            calls: w.rounds,
+            clients: w.clients.clone(),
+            passes: w.passes,
+        };
+        let gate_off = start_proxy(runtime, &w.upstream, &Gating::Off)?;
+        out.push_str(&crate::side_by_side::run(&setup, &gate_off.url)?);
+    }
+    // The host key and the anchors beside it.
+    let _ = std::fs::remove_dir_all(key_dir());
+    Ok(out)
+}
+
+/// The form-round rows and the RSS run.
+fn form_rounds(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
     let mut rows = vec![measure(w, "direct (no proxy)".into(), &w.upstream, None)?];
     let recorded = record_round(&w.upstream, &w.tool, &w.arguments, &w.answers)?;
     rows.push(measure_with(
@@ -584,8 +621,6 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         let _ = std::fs::remove_file(&trail);
         let _ = std::fs::remove_file(trail.with_extension("jsonl.links"));
     }
-    // The host key and the anchors beside it.
-    let _ = std::fs::remove_dir_all(key_dir());
     Ok(out)
 }
 

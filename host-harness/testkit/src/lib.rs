@@ -17,6 +17,7 @@ pub mod corpus;
 pub mod fixture;
 pub mod race;
 pub mod reference;
+pub mod side_by_side;
 pub mod timed;
 
 pub use mrtr_gate_cli::error_chain;

@@ -98,9 +98,7 @@ pub fn record_round(
 
 /// A plain HTTP/1.1 client over one kept-alive connection, sending a recorded round again.
 pub struct RawClient {
-    host: String,
-    path: String,
-    stream: Option<BufReader<TcpStream>>,
+    connection: Connection,
     round: [Recorded; 2],
     next_id: u64,
     watch: Stopwatch,
@@ -110,14 +108,8 @@ impl RawClient {
     /// A client of `url` (`http://host:port/path`) that sends `round` again, each request
     /// timed on `watch`.
     pub fn new(url: &str, round: [Recorded; 2], watch: Stopwatch) -> Result<Self, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("the reference client speaks http:// only: {url}"))?;
-        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
         Ok(Self {
-            host: host.to_owned(),
-            path: format!("/{path}"),
-            stream: None,
+            connection: Connection::new(url)?,
             round,
             next_id: 1_000_000,
             watch,
@@ -154,30 +146,84 @@ impl RawClient {
         let body = message.to_string();
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\nMcp-Method: {}\r\n",
-            self.path, self.host, request.protocol_version, request.method
+            self.connection.path(),
+            self.connection.host(),
+            request.protocol_version,
+            request.method
         );
         if let Some(name) = &request.name {
             head.push_str(&format!("Mcp-Name: {name}\r\n"));
         }
         head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
         let watch = self.watch.clone();
-        let (text, sse) = watch.time(|| self.exchange(&(head + &body)))?;
-        let found = if sse {
-            text.lines()
+        let answer = watch.time(|| self.connection.exchange(&(head + &body)))?;
+        answer.message(id)
+    }
+}
+
+/// A response read whole off a [`Connection`].
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// The body.
+    pub body: String,
+    /// Whether the body is an event stream.
+    pub sse: bool,
+    /// The `Mcp-Session-Id` header, if any.
+    pub session: Option<String>,
+}
+
+impl Answer {
+    /// The JSON-RPC response with `id` in the body (JSON, or an event stream's data).
+    pub fn message(&self, id: u64) -> Result<Value, String> {
+        let found = if self.sse {
+            self.body
+                .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
                 .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
                 .find(|m| m["id"] == json!(id))
         } else {
-            serde_json::from_str::<Value>(&text)
+            serde_json::from_str::<Value>(&self.body)
                 .ok()
                 .filter(|m| m["id"] == json!(id))
         };
-        found.ok_or_else(|| format!("no response with id {id} in: {text}"))
+        found.ok_or_else(|| format!("no response with id {id} in: {}", self.body))
+    }
+}
+
+/// One kept-alive HTTP/1.1 connection (made on first use, again after the server closes it),
+/// Nagle off: a request in one write, its response read whole.
+pub struct Connection {
+    host: String,
+    path: String,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl Connection {
+    /// A connection to `url` (`http://host:port/path`).
+    pub fn new(url: &str) -> Result<Self, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("the reference client speaks http:// only: {url}"))?;
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        Ok(Self {
+            host: host.to_owned(),
+            path: format!("/{path}"),
+            stream: None,
+        })
     }
 
-    /// Writes `request` in one write and reads the whole response: its body, and whether it
-    /// is an event stream.
-    fn exchange(&mut self, request: &str) -> Result<(String, bool), String> {
+    /// `host:port`.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The path requests go to.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Writes `request` (head and body) in one write and reads the whole response (a 2xx).
+    pub fn exchange(&mut self, request: &str) -> Result<Answer, String> {
         let io = |e: std::io::Error| e.to_string();
         if self.stream.is_none() {
             let s = TcpStream::connect(&self.host).map_err(io)?;
@@ -195,6 +241,7 @@ impl RawClient {
             return Err(format!("the server answered {}", line.trim()));
         }
         let (mut length, mut chunked, mut sse, mut close) = (None, false, false, false);
+        let mut session = None;
         loop {
             line.clear();
             stream.read_line(&mut line).map_err(io)?;
@@ -209,6 +256,10 @@ impl RawClient {
                 "transfer-encoding" => chunked = value.contains("chunked"),
                 "content-type" => sse = value.starts_with("text/event-stream"),
                 "connection" => close = value.contains("close"),
+                "mcp-session-id" => {
+                    let (_, original) = header.split_once(':').unwrap_or_default();
+                    session = Some(original.trim().to_owned());
+                }
                 _ => {}
             }
         }
@@ -247,7 +298,7 @@ impl RawClient {
             self.stream = None;
         }
         String::from_utf8(body)
-            .map(|b| (b, sse))
+            .map(|body| Answer { body, sse, session })
             .map_err(|e| e.to_string())
     }
 }

@@ -14,6 +14,8 @@ Tools:
 - `numbers`: a state-only round, then what the tool received of `values` each time (each
   value's Python type and repr, and the number as written in the request the server read):
   whether a number reached it as the client wrote it.
+- `echo`: `complete` at once with the text it was given (a call with no round: what a relay
+  costs, in bench-proxy's side by side with another proxy).
 
 Every request the server reads is kept as the text it read (`REQUESTS`): a Python float cannot
 tell `3.14159265358979323846264338327` from the double nearest to it, nor an int `-0` from `0`,
@@ -64,6 +66,11 @@ def answers(ctx: Context) -> dict[str, Any]:
     for k, v in (ctx.input_responses or {}).items():
         out[k] = v.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
     return out
+
+
+@server.tool()
+async def echo(text: str) -> t.CallToolResult:
+    return done(text)
 
 
 @server.tool()

@@ -142,6 +142,16 @@ enum Command {
         /// many lifetimes and what a finished round keeps is seen to go.
         #[arg(long, default_value_t = 10)]
         rss_lifetime: u64,
+        /// Side by side with another proxy: this `mcp-proxy` binary (0.6.0; scripts/bench
+        /// installs it), relaying the server's `echo` beside `mrtr-gate proxy`.
+        #[arg(long)]
+        peer_bin: Option<PathBuf>,
+        /// Only the side by side (with --peer-bin): no form-round rows, no RSS run.
+        #[arg(long, requires = "peer_bin")]
+        side_by_side_only: bool,
+        /// Passes over the side by side's rows (each figure the median of its passes).
+        #[arg(long, default_value_t = 5)]
+        passes: usize,
         /// The tool.
         #[arg(long, default_value = "book_flight")]
         tool: String,
@@ -294,6 +304,9 @@ fn main() -> ExitCode {
             rss_rounds,
             proxy_bin,
             rss_lifetime,
+            peer_bin,
+            side_by_side_only,
+            passes,
             tool,
             arguments,
             answers,
@@ -325,6 +338,9 @@ fn main() -> ExitCode {
                                 .and_then(|e| e.parent().map(|d| d.join("mrtr-gate")))
                                 .unwrap_or_else(|| PathBuf::from("mrtr-gate"))
                         }),
+                        peer_bin,
+                        side_by_side_only,
+                        passes,
                     },
                 )
             })
