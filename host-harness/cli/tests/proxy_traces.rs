@@ -315,3 +315,114 @@ fn a_consent_asked_off_the_engines_thread_is_a_span_of_the_call_and_a_round_left
     assert_eq!(attr(steps[3], "mrtr_gate.code"), code.as_str());
     assert_eq!(attr(steps[4], "mrtr_gate.outcome"), "done");
 }
+
+#[test]
+fn an_otlp_url_that_is_no_http_url_is_a_usage_error_naming_the_flag() {
+    let dir = scratch("traces-usage");
+    for bad in [
+        "ftp://127.0.0.1:4318",
+        "127.0.0.1:4318",
+        "http://",
+        "not a url",
+    ] {
+        let out = Command::new(bin())
+            .args(["proxy", "--user", "alice", "--otlp", bad])
+            .arg("--audit")
+            .arg(dir.join("audit.jsonl"))
+            .arg("--host-keys")
+            .arg(dir.join("host-keys.json"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                "http://127.0.0.1:9/mcp",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--otlp"), "{bad}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_collector_that_takes_nothing_costs_no_call_and_is_said_once() {
+    let dir = scratch("traces-down");
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("python3");
+    server
+        .arg(root().join("tests/peers/recording_http_server.py"))
+        .arg("0")
+        .arg(dir.join("received.jsonl"))
+        .arg(dir.join("never"));
+    let (_upstream_server, upstream) = listening(server);
+    let mut proxy = Command::new(bin());
+    proxy
+        .args(["proxy", "--user", "alice", "--log-format", "json"])
+        .arg("--audit")
+        .arg(dir.join("audit.jsonl"))
+        .arg("--host-keys")
+        .arg(dir.join("host-keys.json"))
+        .args(["--otlp", &format!("http://127.0.0.1:{port}")])
+        .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = proxy.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut proxy = support::Running(child);
+    let url = loop {
+        let line = lines
+            .recv_timeout(support::raw::HANG_GUARD)
+            .expect("the proxy said where it listens");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["event"] == "listening" {
+            break format!("http://{}/mcp", event["address"].as_str().unwrap());
+        }
+    };
+    for id in 1..=3 {
+        let first = call(id * 10, "book");
+        let round = post(&url, &first).unwrap();
+        assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+        let done = post(&url, &retry_with_seat(&first, &round, id * 10 + 1, SEAT)).unwrap();
+        assert_eq!(
+            done["result"]["content"][0]["text"],
+            format!("booked {SEAT}"),
+            "{done}"
+        );
+    }
+    terminate(&proxy.0);
+    assert!(exited(&mut proxy.0).success());
+    let events: Vec<Value> = lines
+        .try_iter()
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    let unexported: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "traces_unexported")
+        .collect();
+    assert!(!unexported.is_empty(), "{events:#?}");
+    assert_eq!(unexported[0]["level"], "warn");
+    assert_eq!(
+        unexported[0]["collector"],
+        format!("http://127.0.0.1:{port}/v1/traces")
+    );
+    // Said once while the collector stays down (the drain's last flush may add its own).
+    assert!(unexported.len() <= 2, "{unexported:#?}");
+}
