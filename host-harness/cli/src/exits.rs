@@ -155,6 +155,21 @@ pub const COMMANDS: &[(&str, Exits)] = &[
         ],
     ),
     (
+        "policy",
+        &[
+            (
+                "0",
+                "`check`: every policy is valid against the round schema",
+            ),
+            (
+                "1",
+                "`check`: the file is refused; each problem on stderr with its line and code",
+            ),
+            ("2", "usage, or the file cannot be read"),
+            CLOSED_PIPE,
+        ],
+    ),
+    (
         "export-audit",
         &[
             ("0", "exported: one line per event on stdout"),

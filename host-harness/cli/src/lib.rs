@@ -15,6 +15,7 @@ pub mod demo;
 pub mod exits;
 pub mod export;
 pub mod keys;
+pub mod policy;
 pub mod probe;
 pub mod proxy;
 pub mod server_log;

@@ -145,6 +145,11 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         audit_anchor: Option<PathBuf>,
     },
+    /// Policies that decide rounds (Cedar, docs/policy.md).
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// Export an audit trail for a SIEM, verified first (as verify-audit does; a trail that
     /// does not verify exports nothing): OCSF API Activity events or OpenTelemetry log records,
     /// one JSON line per event on stdout, digests only (docs/audit.md, "Export").
@@ -170,6 +175,16 @@ enum Command {
         /// The namespace of a `redis:` trail.
         #[arg(long, default_value = "default")]
         namespace: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate a policy file against the round schema: its policies' ids on stdout, or every
+    /// problem on stderr as FILE:LINE:COLUMN: code: message.
+    Check {
+        /// The policy file (Cedar).
+        file: PathBuf,
     },
 }
 
@@ -378,6 +393,9 @@ fn main() -> ExitCode {
             redis,
             namespace,
         } => return reconcile(&trail, redis.as_deref(), &namespace),
+        Command::Policy {
+            command: PolicyCommand::Check { file },
+        } => return ExitCode::from(mrtr_gate_cli::policy::check(&file)),
         Command::ExportAudit {
             trail,
             format,

@@ -1,0 +1,161 @@
+//! Consent by policy (issue 42, docs/policy.md): Cedar rules an operator writes decide each
+//! MRTR round a gate accepted, before anyone is asked. A `forbid` that holds denies the round
+//! (with its id, on record); a `forbid` annotated `@ask` that holds puts the round in front of
+//! the configured consent even where a `permit` holds; a `permit` that holds grants it (the
+//! receipt's method `policy_hook`, its id naming the policy); a round no policy holds for goes
+//! to the configured consent. A policy that cannot be evaluated denies: fail closed.
+//!
+//! A round is the gate's own consent view of it ([`ConsentView`]: what the gate validated, never
+//! the answers), the principal's names as the host knows them, and the call's method and name,
+//! all read off the view ([`facts`]). The schema ([`SCHEMA`]) is the one declaration of what a
+//! policy can say; every policy file is validated against it when loaded ([`load`]).
+
+mod facts;
+mod load;
+
+pub use load::{MAX_NESTING, MAX_POLICY_BYTES, PolicyError, Problem};
+
+use cedar_policy::{Authorizer, PolicyId, PolicySet, Schema};
+use mrtr_gate_core::ConsentView;
+use std::collections::HashSet;
+
+/// The Cedar schema of an MRTR round (`src/mrtr.cedarschema`, published in docs/policy.md).
+pub const SCHEMA: &str = include_str!("mrtr.cedarschema");
+
+/// The annotation naming a policy (`@id("allow-trusted-state")`): the name the trail records.
+pub const ID_ANNOTATION: &str = "id";
+/// The annotation that makes a `forbid` send the round to the configured consent instead of
+/// denying it (`@ask`).
+pub const ASK_ANNOTATION: &str = "ask";
+
+/// The prefix of a receipt id a policy's decision carries (`policy:<id>`).
+pub const RECEIPT_PREFIX: &str = "policy:";
+
+/// What the policies say of a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decision {
+    /// A `permit` holds and no `forbid`: granted by the policy named.
+    Allow {
+        /// The permitting policy's id (the first, in id order, when several hold).
+        policy: String,
+    },
+    /// A `forbid` holds: the round is refused (`policy_denied`).
+    Deny {
+        /// The forbidding policy's id (the first, in id order, when several hold).
+        policy: String,
+    },
+    /// No policy decides: the configured consent does. `policies` names the `@ask` forbids
+    /// that hold, if any.
+    Ask {
+        /// The `@ask` policies that hold.
+        policies: Vec<String>,
+    },
+    /// The policies could not be evaluated for this round: it is refused (`policy_failed`).
+    Failed {
+        /// What went wrong (no value of the round's).
+        reason: String,
+    },
+}
+
+impl Decision {
+    /// The snake_case code a refusal carries (docs/errors.md): `policy_denied`,
+    /// `policy_failed`; `None` for a decision that refuses nothing.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Decision::Deny { .. } => Some("policy_denied"),
+            Decision::Failed { .. } => Some("policy_failed"),
+            Decision::Allow { .. } | Decision::Ask { .. } => None,
+        }
+    }
+
+    /// The receipt id the decision carries (`policy:<id>`), for a granting or denying one.
+    pub fn receipt_id(&self) -> Option<String> {
+        match self {
+            Decision::Allow { policy } | Decision::Deny { policy } => {
+                Some(format!("{RECEIPT_PREFIX}{policy}"))
+            }
+            Decision::Ask { .. } | Decision::Failed { .. } => None,
+        }
+    }
+}
+
+/// Who a round's call is bound to, by the names the host knows (not the gate's pseudonyms).
+#[derive(Clone, Copy, Debug)]
+pub struct Names<'a> {
+    /// The user.
+    pub user: &'a str,
+    /// The tenant.
+    pub tenant: &'a str,
+}
+
+/// A validated policy set, ready to decide rounds.
+#[derive(Clone, Debug)]
+pub struct Policies {
+    set: PolicySet,
+    schema: Schema,
+    /// The `forbid` policies annotated `@ask`.
+    ask: HashSet<PolicyId>,
+    /// Every policy's id, in the file's order.
+    ids: Vec<String>,
+}
+
+impl Policies {
+    /// The policies in `text` (a file's content), parsed and validated against [`SCHEMA`]
+    /// under the limits ([`MAX_POLICY_BYTES`], [`MAX_NESTING`]). Every mistake is a
+    /// [`PolicyError`] naming its line; none is ever a policy that allows.
+    pub fn parse(text: &str) -> Result<Self, PolicyError> {
+        load::load(text)
+    }
+
+    /// Every policy's id, in the file's order.
+    pub fn ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// What the policies say of the round `view` of a call bound to `names`.
+    pub fn decide(&self, names: Names<'_>, view: &ConsentView) -> Decision {
+        let request = match facts::request(&self.schema, names, view) {
+            Ok(r) => r,
+            Err(reason) => return Decision::Failed { reason },
+        };
+        let response =
+            Authorizer::new().is_authorized(&request.request, &self.set, &request.entities);
+        let errors: Vec<String> = response
+            .diagnostics()
+            .errors()
+            .map(ToString::to_string)
+            .collect();
+        if !errors.is_empty() {
+            return Decision::Failed {
+                reason: errors.join("; "),
+            };
+        }
+        let mut held: Vec<&PolicyId> = response.diagnostics().reason().collect();
+        held.sort_by_key(|id| id.to_string());
+        let effect = |id: &PolicyId| self.set.policy(id).map(cedar_policy::Policy::effect);
+        let forbids: Vec<&PolicyId> = held
+            .iter()
+            .copied()
+            .filter(|id| effect(id) == Some(cedar_policy::Effect::Forbid))
+            .collect();
+        if let Some(deny) = forbids.iter().find(|id| !self.ask.contains(**id)) {
+            return Decision::Deny {
+                policy: deny.to_string(),
+            };
+        }
+        if !forbids.is_empty() {
+            return Decision::Ask {
+                policies: forbids.iter().map(ToString::to_string).collect(),
+            };
+        }
+        match held.first() {
+            Some(permit) => Decision::Allow {
+                policy: permit.to_string(),
+            },
+            None => Decision::Ask {
+                policies: Vec::new(),
+            },
+        }
+    }
+}

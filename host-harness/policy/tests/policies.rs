@@ -1,0 +1,372 @@
+//! The policies in examples/policies/ decide rounds the gate itself accepted (the native core,
+//! the rounds as the project's Python SDK test server encodes them), and hostile policy files
+//! are each a typed error naming the line, never a crash, never an allow.
+
+#![cfg(test)]
+
+use mrtr_gate_host::GateApi;
+use mrtr_gate_host::core::memory::{
+    ManualClock, MemoryAudit, MemoryStorage, ScriptedAnswer, ScriptedConsent,
+};
+use mrtr_gate_host::core::{
+    ConsentView, DeprecatedMethod, Policy, Registration, RequestId, ResponseVerdict, ServerIdentity,
+};
+use mrtr_gate_policy::{Decision, Names, Policies, PolicyError};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const ALICE: Names<'static> = Names {
+    user: "alice",
+    tenant: "acme",
+};
+
+fn example(name: &str) -> Policies {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/policies/");
+    let text = std::fs::read_to_string(format!("{path}{name}")).unwrap();
+    Policies::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The consent view the gate makes of `result` (an `input_required` result) answering a
+/// `method` call of `name` at `server`.
+fn round(server: &str, method: &str, name: &str, result: Value) -> ConsentView {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let mut gate = mrtr_gate_host::NativeGate::new(mrtr_gate_host::HostServices {
+        clock: clock.clone(),
+        storage: Arc::new(MemoryStorage::new(clock)),
+        consent: Arc::new(ScriptedConsent::new(ScriptedAnswer::Refuse)),
+        audit: Arc::new(MemoryAudit::new()),
+    });
+    let server = ServerIdentity::endpoint(server).unwrap();
+    let params = match method {
+        "resources/read" => json!({"uri": name}),
+        _ => json!({"name": name, "arguments": {"n": 1}}),
+    };
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}});
+    let policy = Policy {
+        allowed_deprecated: vec![
+            DeprecatedMethod::SamplingCreateMessage,
+            DeprecatedMethod::RootsList,
+        ],
+        ..Policy::default()
+    };
+    gate.register(Registration {
+        request_id: RequestId::Text("r1".into()),
+        server: server.clone(),
+        user: "alice".into(),
+        tenant: "acme".into(),
+        method: method.into(),
+        params_json: params.to_string(),
+        policy,
+    })
+    .unwrap();
+    let answer = json!({"jsonrpc": "2.0", "id": "r1", "result": result});
+    match gate.accept_response(&server, &answer.to_string()).unwrap() {
+        ResponseVerdict::InputRequired(round) => ConsentView::parse(&round.view_json).unwrap(),
+        other => panic!("not a round: {other:?}"),
+    }
+}
+
+fn form(fields: Value, required: &[&str]) -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": "Fill in",
+        "requestedSchema": {"type": "object", "properties": fields, "required": required}}})
+}
+
+fn url(target: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "url", "message": "Pay",
+        "url": target, "elicitationId": "e1"}})
+}
+
+fn asking(inputs: Value) -> Value {
+    json!({"resultType": "input_required", "inputRequests": inputs})
+}
+
+const SERVER: &str = "https://mcp.example/mcp";
+
+fn seat_form() -> ConsentView {
+    round(
+        SERVER,
+        "tools/call",
+        "book_flight",
+        asking(json!({"passenger": form(
+            json!({"full_name": {"type": "string"}, "seat": {"type": "string", "enum": ["window", "aisle"]}}),
+            &["full_name"])})),
+    )
+}
+
+#[test]
+fn a_url_outside_the_allowed_domains_or_a_deceptive_host_is_denied_by_its_policy() {
+    let p = example("deny-url-outside-allowed.cedar");
+    let pay = |target: &str| {
+        round(
+            SERVER,
+            "tools/call",
+            "pay",
+            asking(json!({"payment": url(target)})),
+        )
+    };
+    assert_eq!(
+        p.decide(ALICE, &pay("https://pay.example.com/session/1")),
+        Decision::Ask { policies: vec![] }
+    );
+    assert_eq!(
+        p.decide(ALICE, &pay("https://evil.example.net/session/1")),
+        Decision::Deny {
+            policy: "url-outside-allowed-domains".into()
+        }
+    );
+    let d = p.decide(ALICE, &pay("https://xn--pay-exmple-9db.com/"));
+    assert_eq!(d.code(), Some("policy_denied"), "{d:?}");
+    // Two URLs, one allowed and one not: the round is denied.
+    let both = round(
+        SERVER,
+        "tools/call",
+        "pay",
+        asking(
+            json!({"a": url("https://pay.example.com/x"), "b": url("https://evil.example.net/y")}),
+        ),
+    );
+    assert_eq!(
+        p.decide(ALICE, &both),
+        Decision::Deny {
+            policy: "url-outside-allowed-domains".into()
+        }
+    );
+    // A form round is none of these policies' business.
+    assert_eq!(
+        p.decide(ALICE, &seat_form()),
+        Decision::Ask { policies: vec![] }
+    );
+}
+
+#[test]
+fn a_form_asking_for_a_secret_goes_to_a_person_even_where_a_permit_holds() {
+    let p = example("person-for-secrets.cedar");
+    let granted = p.decide(ALICE, &seat_form());
+    assert_eq!(
+        granted,
+        Decision::Allow {
+            policy: "booking-forms".into()
+        }
+    );
+    assert_eq!(
+        granted.receipt_id().as_deref(),
+        Some("policy:booking-forms")
+    );
+    let secret = round(
+        SERVER,
+        "tools/call",
+        "book_flight",
+        asking(
+            json!({"login": form(json!({"user": {"type": "string"}, "password": {"type": "string"}}), &["password"])}),
+        ),
+    );
+    assert_eq!(
+        p.decide(ALICE, &secret),
+        Decision::Ask {
+            policies: vec!["secrets-need-a-person".into()]
+        }
+    );
+    // Another tool's form: no policy decides.
+    let other = round(
+        SERVER,
+        "tools/call",
+        "survey",
+        asking(json!({"q": form(json!({"answer": {"type": "string"}}), &[])})),
+    );
+    assert_eq!(p.decide(ALICE, &other), Decision::Ask { policies: vec![] });
+}
+
+#[test]
+fn state_only_rounds_pass_only_from_the_trusted_server_and_under_the_size() {
+    let p = example("trusted-state-only.cedar");
+    let state = |server: &str, state: &str| {
+        round(
+            server,
+            "tools/call",
+            "continue_job",
+            json!({"resultType": "input_required", "requestState": state}),
+        )
+    };
+    assert_eq!(
+        p.decide(ALICE, &state("https://trusted.example/mcp", "step-2")),
+        Decision::Ask { policies: vec![] }
+    );
+    assert_eq!(
+        p.decide(ALICE, &state(SERVER, "step-2")),
+        Decision::Deny {
+            policy: "state-only-from-trusted".into()
+        }
+    );
+}
+
+#[test]
+fn deprecated_sampling_and_roots_are_denied_everywhere() {
+    let p = example("no-deprecated.cedar");
+    let sampling = round(
+        SERVER,
+        "prompts/get",
+        "summarise",
+        asking(
+            json!({"llm": {"method": "sampling/createMessage", "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+            "maxTokens": 10}}}),
+        ),
+    );
+    assert_eq!(
+        p.decide(ALICE, &sampling),
+        Decision::Deny {
+            policy: "no-deprecated-input".into()
+        }
+    );
+    let roots = round(
+        SERVER,
+        "resources/read",
+        "file:///notes.txt",
+        asking(json!({"r": {"method": "roots/list"}})),
+    );
+    assert_eq!(
+        p.decide(ALICE, &roots),
+        Decision::Deny {
+            policy: "no-deprecated-input".into()
+        }
+    );
+    assert_eq!(
+        p.decide(ALICE, &seat_form()),
+        Decision::Ask { policies: vec![] }
+    );
+}
+
+#[test]
+fn principals_servers_and_names_are_the_hosts_own() {
+    let p = Policies::parse(
+        r#"
+        @id("acme-bookings")
+        permit (
+          principal in Mrtr::Tenant::"acme",
+          action == Mrtr::Action::"tools/call",
+          resource in Mrtr::Server::"endpoint:https://mcp.example/mcp"
+        ) when { context.round == 1 && context.form_required == ["full_name"] };
+        "#,
+    )
+    .unwrap();
+    let view = seat_form();
+    assert!(matches!(p.decide(ALICE, &view), Decision::Allow { .. }));
+    let bob = Names {
+        user: "bob",
+        tenant: "globex",
+    };
+    assert_eq!(p.decide(bob, &view), Decision::Ask { policies: vec![] });
+}
+
+/// Each hostile file: refused with its code, never a policy set.
+fn refused(text: &str) -> PolicyError {
+    match Policies::parse(text) {
+        Ok(p) => panic!("accepted {} policies: {:?}", p.ids().len(), p.ids()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn hostile_policy_files_are_typed_errors_with_their_line_never_an_allow() {
+    let e =
+        refused("permit (principal, action, resource);\n\npermit (principal, action resource);");
+    assert_eq!(e.code(), "policy_unparsable");
+    assert_eq!(e.problems()[0].line, 3, "{e}");
+
+    let e = refused(
+        "permit (principal, action, resource);\nforbid (principal, action, resource)\n  when { context.no_such == 1 };",
+    );
+    assert_eq!(e.code(), "policy_invalid");
+    assert!(e.problems().iter().all(|p| p.line == 3), "{e}");
+
+    let e = refused("permit (principal == Mrtr::Nobody::\"x\", action, resource);");
+    assert_eq!(e.code(), "policy_invalid");
+
+    let e = refused(&"a".repeat(mrtr_gate_policy::MAX_POLICY_BYTES + 1));
+    assert_eq!(e.code(), "policy_too_large");
+
+    let deep = format!(
+        "permit (principal, action, resource)\nwhen {{ {}true{} }};",
+        "(".repeat(10_000),
+        ")".repeat(10_000)
+    );
+    let e = refused(&deep);
+    assert_eq!(e.code(), "policy_too_deep");
+    assert_eq!(e.problems()[0].line, 2);
+
+    // Brackets inside strings and comments are not nesting.
+    let quoted = format!(
+        "// {}\npermit (principal, action, resource) when {{ context.server == \"{}\" }};",
+        "(".repeat(200),
+        "[".repeat(200)
+    );
+    assert!(Policies::parse(&quoted).is_ok());
+
+    // A long chain of operators (no brackets): refused, or parsed and decided as written
+    // (here: no permit holds), never a crash, never an allow.
+    let chain = format!(
+        "permit (principal, action, resource) when {{ {} context.deprecated }};",
+        "context.deprecated || ".repeat(100_000)
+    );
+    if let Ok(p) = Policies::parse(&chain) {
+        let d = p.decide(ALICE, &seat_form());
+        assert!(
+            matches!(d, Decision::Ask { .. } | Decision::Failed { .. }),
+            "{d:?}"
+        );
+    }
+
+    let e = refused("@id(\"a b\")\npermit (principal, action, resource);");
+    assert_eq!(e.code(), "policy_bad_id");
+    let e = refused(
+        "@id(\"x\") permit (principal, action, resource);\n@id(\"x\") forbid (principal, action, resource);",
+    );
+    assert_eq!(e.code(), "policy_bad_id");
+    assert_eq!(e.problems()[0].line, 2);
+    let e = refused("@ask\npermit (principal, action, resource);");
+    assert_eq!(e.code(), "policy_unsupported");
+    let e = refused("permit (principal == ?principal, action, resource);");
+    assert!(
+        matches!(e.code(), "policy_unparsable" | "policy_unsupported"),
+        "{e}"
+    );
+    for garbage in ["\u{0}", "permit", ";;;", "\"", "// only a comment\nforbid"] {
+        let e = refused(garbage);
+        assert_eq!(e.code(), "policy_unparsable", "{garbage:?}: {e}");
+    }
+}
+
+#[test]
+fn no_policy_file_is_no_decision_and_ids_follow_the_file() {
+    let p = Policies::parse("// nothing yet\n").unwrap();
+    assert!(p.ids().is_empty());
+    assert_eq!(
+        p.decide(ALICE, &seat_form()),
+        Decision::Ask { policies: vec![] }
+    );
+    let p = Policies::parse(
+        "forbid (principal, action, resource) when { context.deprecated };\n@id(\"named\") permit (principal, action, resource);",
+    )
+    .unwrap();
+    assert_eq!(p.ids(), ["policy1", "named"]);
+}
+
+/// docs/policy.md publishes the schema the policies are validated against, exactly.
+#[test]
+fn docs_policy_md_publishes_the_schema_exactly() {
+    let doc = include_str!("../../../docs/policy.md");
+    let start = "<!-- schema: host-harness/policy/src/mrtr.cedarschema -->\n```cedarschema\n";
+    let at = doc
+        .find(start)
+        .expect("the schema's block in docs/policy.md")
+        + start.len();
+    let end = doc[at..]
+        .find("```\n<!-- schema: end -->")
+        .expect("its end")
+        + at;
+    assert_eq!(&doc[at..end], mrtr_gate_policy::SCHEMA);
+}
