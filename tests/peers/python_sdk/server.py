@@ -69,11 +69,6 @@ def answers(ctx: Context) -> dict[str, Any]:
 
 
 @server.tool()
-async def echo(text: str) -> t.CallToolResult:
-    return done(text)
-
-
-@server.tool()
 async def book_flight(origin: str, destination: str, ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
     """Book a flight; asks who is flying."""
     if not ctx.input_responses:
@@ -234,6 +229,12 @@ async def numbers(values: dict[str, Any], ctx: Context) -> t.CallToolResult | t.
         return t.InputRequiredResult(request_state=base64.urlsafe_b64encode(json.dumps(report).encode()).decode())
     first = json.loads(base64.urlsafe_b64decode(ctx.request_state))
     return done(json.dumps({"call": first, "retry": report}, sort_keys=True))
+
+
+# Listed last: the other tools keep their order (tests/peers/python_sdk/test_cli.py lists them).
+@server.tool()
+async def echo(text: str) -> t.CallToolResult:
+    return done(text)
 
 
 if __name__ == "__main__":
