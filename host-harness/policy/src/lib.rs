@@ -10,8 +10,11 @@
 //! all read off the view ([`facts`]). The schema ([`SCHEMA`]) is the one declaration of what a
 //! policy can say; every policy file is validated against it when loaded ([`load`]).
 
+mod decider;
 mod facts;
 mod load;
+
+pub use decider::{Decider, PolicyConsent};
 
 pub use load::{MAX_NESTING, MAX_POLICY_BYTES, PolicyError, Problem};
 

@@ -29,6 +29,11 @@ fn example(name: &str) -> Policies {
 /// The consent view the gate makes of `result` (an `input_required` result) answering a
 /// `method` call of `name` at `server`.
 fn round(server: &str, method: &str, name: &str, result: Value) -> ConsentView {
+    ConsentView::parse(&round_text(server, method, name, result)).unwrap()
+}
+
+/// The same view as the gate wrote it.
+fn round_text(server: &str, method: &str, name: &str, result: Value) -> String {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let mut gate = mrtr_gate_host::NativeGate::new(mrtr_gate_host::HostServices {
         clock: clock.clone(),
@@ -65,7 +70,7 @@ fn round(server: &str, method: &str, name: &str, result: Value) -> ConsentView {
     .unwrap();
     let answer = json!({"jsonrpc": "2.0", "id": "r1", "result": result});
     match gate.accept_response(&server, &answer.to_string()).unwrap() {
-        ResponseVerdict::InputRequired(round) => ConsentView::parse(&round.view_json).unwrap(),
+        ResponseVerdict::InputRequired(round) => round.view_json,
         other => panic!("not a round: {other:?}"),
     }
 }
@@ -369,4 +374,57 @@ fn docs_policy_md_publishes_the_schema_exactly() {
         .expect("its end")
         + at;
     assert_eq!(&doc[at..end], mrtr_gate_policy::SCHEMA);
+}
+
+/// A round the policies allow is granted at its retry with the policy's receipt; one they
+/// leave is asked of the configured consent; a principal with no names fails closed.
+#[test]
+fn the_decider_remembers_an_allow_for_the_rounds_consent_and_asks_the_rest() {
+    use mrtr_gate_host::Principal;
+    use mrtr_gate_host::core::host::{Consent, ConsentMethod, ConsentPrompt};
+    use mrtr_gate_policy::Decider;
+    let decider = Arc::new(Decider::new(
+        example("person-for-secrets.cedar"),
+        std::time::Duration::from_secs(600),
+    ));
+    let bound = Principal {
+        user: "pseudonym-u".into(),
+        tenant: "pseudonym-t".into(),
+    };
+    let view_json = round_text(
+        SERVER,
+        "tools/call",
+        "book_flight",
+        asking(json!({"passenger": form(json!({"seat": {"type": "string"}}), &[])})),
+    );
+    let sha = "v".repeat(64);
+    assert!(matches!(
+        decider.judge(&bound, &view_json, &sha),
+        Decision::Failed { .. }
+    ));
+    decider.know(&bound, "alice", "acme");
+    assert_eq!(
+        decider.judge(&bound, &view_json, &sha),
+        Decision::Allow {
+            policy: "booking-forms".into()
+        }
+    );
+    let consent = decider.consent(ScriptedConsent::new(ScriptedAnswer::Refuse));
+    let prompt = |view_sha256: &str| ConsentPrompt {
+        view_json: view_json.clone(),
+        view_sha256: view_sha256.into(),
+        responses_json: "{}".into(),
+        responses_sha256: "r".repeat(64),
+    };
+    let receipt = consent.request_consent(&prompt(&sha)).unwrap();
+    assert_eq!(receipt.receipt_id, "policy:booking-forms");
+    assert_eq!(receipt.method, ConsentMethod::PolicyHook);
+    assert_eq!(receipt.view_sha256, sha);
+    // Another round: the configured consent (here it refuses).
+    let other = consent.request_consent(&prompt(&"w".repeat(64))).unwrap();
+    assert_ne!(other.method, ConsentMethod::PolicyHook);
+    assert!(matches!(
+        decider.judge(&bound, "{not a view", &sha),
+        Decision::Failed { .. }
+    ));
 }
