@@ -15,6 +15,7 @@ use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
+use mrtr_gate_policy::Decider;
 use mrtr_gate_proxy::capture::Capture;
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
@@ -138,6 +139,11 @@ pub struct ProxyFlags {
     /// not loopback is warned on stderr.
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
+    /// Cedar policies that judge every round the gate accepts before anyone sees it (a forbid
+    /// refuses it, a permit grants its consent, the rest go to --consent; docs/policy.md).
+    /// Checked at start: `mrtr-gate policy check FILE` says the same.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
     /// Export a span per gated call and per step of the gate's (register, accept, consent,
     /// retry, finish) over OTLP (http/protobuf) to URL (`http://HOST:4318` gets the path
     /// `/v1/traces`); names and outcomes only, never an argument or an answer. Off unless given.
@@ -535,6 +541,36 @@ pub fn run(flags: &ProxyFlags) -> u8 {
         Some(deferred) => deferred.clone(),
         None => decider,
     };
+    // The operator's policies judge each round first; a round they allowed is granted with
+    // their receipt, every other goes to the consent above.
+    let policies = match &flags.policy {
+        Some(path) => match crate::policy::load(path) {
+            Ok(loaded) => {
+                let kept_for = std::time::Duration::from_millis(
+                    checked.policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS,
+                );
+                let decider = Arc::new(Decider::new(loaded, kept_for));
+                decider.know(&principal, &checked.user, &checked.tenant);
+                log::info(
+                    "policies_loaded",
+                    &format!(
+                        "{} policies judge every round: {}",
+                        decider.policies().ids().len(),
+                        shown_text(&decider.policies().ids().join(", "))
+                    ),
+                    &[("path", &shown_text(&path.display().to_string()))],
+                );
+                Some(decider)
+            }
+            Err(e) => return usage(format!("--policy:\n{e}")),
+        },
+        None => None,
+    };
+    let consent: SharedConsent = match &policies {
+        Some(decider) => Arc::new(decider.consent(consent)),
+        None => consent,
+    };
+    let policies_for_binding = policies.clone();
     let services = wired.services(consent);
     // Engine 0 runs over `services`, every other over its own connection to the same store;
     // all mint ids from the process's one minter.
@@ -598,6 +634,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             allow_legacy_server_requests,
             allow_ungated_input,
             deferred_consent: deferred_consent.clone(),
+            policies: policies.clone(),
         };
         Engine::new(ComponentGate::new(&runtime, services), config, ids.shared())
             .with_capture(capture_for_engines.clone())
@@ -748,7 +785,19 @@ pub fn run(flags: &ProxyFlags) -> u8 {
             options.allowed_origins = allowed_origins;
             options.allowed_hosts = allowed_hosts;
             options.trust_principal_headers = principal_headers;
-            options.bind_principal = wired.principal_binder();
+            options.bind_principal = match &policies_for_binding {
+                // A front's principals are bound per request: the policies learn each one's
+                // names as it is bound.
+                Some(decider) => {
+                    let (bind, decider) = (wired.principal_binder(), Arc::clone(decider));
+                    Arc::new(move |user: &str, tenant: &str| {
+                        let bound = bind(user, tenant);
+                        decider.know(&bound, user, tenant);
+                        bound
+                    })
+                }
+                None => wired.principal_binder(),
+            };
             options.drain_timeout = drain_timeout;
             let ready = |bound: SocketAddr| {
                 let shown = shown_text(&upstream);

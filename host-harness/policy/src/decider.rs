@@ -127,6 +127,11 @@ impl Decider {
         decision
     }
 
+    /// Whether a policy allowed the round whose view has `view_sha256`.
+    pub fn allows(&self, view_sha256: &str) -> bool {
+        self.allowed(view_sha256).is_some()
+    }
+
     /// The policy that allowed the round whose view has `view_sha256`, if one did.
     fn allowed(&self, view_sha256: &str) -> Option<String> {
         lock(&self.allowed)

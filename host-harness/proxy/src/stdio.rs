@@ -357,6 +357,7 @@ for line in sys.stdin:
                 allow_legacy_server_requests: false,
                 allow_ungated_input: false,
                 deferred_consent: None,
+                policies: None,
             },
             IdMinter::with_nonce(1),
         )

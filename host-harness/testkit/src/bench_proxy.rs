@@ -131,6 +131,7 @@ fn start_proxy_on(
                     allow_legacy_server_requests: false,
                     allow_ungated_input: false,
                     deferred_consent: None,
+                    policies: None,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: GateOff::default(),
@@ -159,6 +160,7 @@ fn start_proxy_on(
                     allow_legacy_server_requests: false,
                     allow_ungated_input: false,
                     deferred_consent: None,
+                    policies: None,
                 };
                 let gate: Box<dyn GateApi> = Box::new(TimedGate {
                     gate: ComponentGate::new(&runtime, services),

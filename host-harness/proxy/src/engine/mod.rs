@@ -30,6 +30,7 @@ use mrtr_gate_host::core::{
 use mrtr_gate_host::wire::{FromServer, LEGACY_SERVER_REQUESTS, from_server};
 
 use mrtr_gate_host::{GateApi, GateDenial};
+use mrtr_gate_policy::{Decider, Decision};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct EngineConfig {
     /// that needs a decision nobody made yet is handed back as [`Action::AskConsent`] instead
     /// of holding up every client while a person or a hook decides. `None`: asked inline.
     pub deferred_consent: Option<Arc<DeferredConsent>>,
+    /// Policies that judge each round the gate accepted before it is delivered (`--policy`,
+    /// docs/policy.md): a deny or a failure refuses it, an allow grants its retry's consent.
+    /// `None`: no policies.
+    pub policies: Option<Arc<Decider>>,
 }
 
 /// Who a gated call is bound to (one type across the crates).
@@ -678,6 +683,14 @@ impl<G: GateApi> Engine<G> {
                         );
                         return refused(refusal, &call.client_id);
                     }
+                    // The operator's policies, before anyone sees the round: a deny or a
+                    // failure ends it here, on record.
+                    if let Some(refusal) =
+                        self.by_policy(&call, &round.view_json, &round.view_sha256)
+                    {
+                        self.end(&id, &call, CallerOutcome::Error(refusal.code.clone()));
+                        return refused(refusal, &call.client_id);
+                    }
                     // Filed before it is delivered: a retry can come as soon as the client
                     // has it. A round that cannot be filed could never be retried.
                     let filed = match self.file(&id, &call, round.request_state_sha256.as_deref()) {
@@ -721,6 +734,35 @@ impl<G: GateApi> Engine<G> {
                 // keep it, and the proxy gives it up here. Either way nothing more is sent.
                 self.end(&id, &call, CallerOutcome::Error("gate_refused".into()));
                 refused(Refusal::from_denial(&denial), &call.client_id)
+            }
+        }
+    }
+
+    /// What the policies say of the round `view_json` of `call`, as a refusal when they refuse
+    /// it (the policy's id in the message; logged with the refusal).
+    fn by_policy(&self, call: &Call, view_json: &str, view_sha256: &str) -> Option<Refusal> {
+        let decider = self.config.policies.as_ref()?;
+        let step = call.trace.step("mrtr_gate.policy");
+        let decision = decider.judge(&call.principal, view_json, view_sha256);
+        let code = decision.code().unwrap_or_default();
+        match &decision {
+            Decision::Deny { policy } => {
+                step.outcome(Outcome::Refused, Some(code));
+                Some(Refusal::peer(
+                    code,
+                    format!("the round is refused by the operator's policy `{policy}`"),
+                ))
+            }
+            Decision::Failed { reason } => {
+                step.outcome(Outcome::Refused, Some(code));
+                Some(Refusal::host(
+                    code,
+                    format!("the operator's policies could not judge the round: {reason}"),
+                ))
+            }
+            _ => {
+                step.outcome(Outcome::Done, None);
+                None
             }
         }
     }
@@ -973,6 +1015,15 @@ impl<G: GateApi> Engine<G> {
     fn undecided_prompt(&self, live: &RequestId, params: &str) -> Option<ConsentPrompt> {
         let deferred = self.config.deferred_consent.as_ref()?;
         let (view_json, view_sha256) = self.open_rounds.get(live)?.view.clone()?;
+        // A round a policy allowed needs nobody's decision.
+        if self
+            .config
+            .policies
+            .as_ref()
+            .is_some_and(|p| p.allows(&view_sha256))
+        {
+            return None;
+        }
         let members = parse_members(params, limits::CLIENT_RETRY.max_bytes).ok()?;
         let responses = members.get("inputResponses").map_or("{}", |raw| raw.get());
         let responses_json = canonical_responses(responses).ok()?;

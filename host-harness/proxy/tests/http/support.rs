@@ -290,6 +290,7 @@ pub fn engine(
         allow_legacy_server_requests: false,
         allow_ungated_input: false,
         deferred_consent,
+        policies: None,
     };
     Engine::new(
         NativeGate::new(services),

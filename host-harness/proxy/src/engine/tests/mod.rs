@@ -45,6 +45,7 @@ fn replica(
         allow_legacy_server_requests: false,
         allow_ungated_input: false,
         deferred_consent: None,
+        policies: None,
     };
     Rig {
         engine: Engine::new(
