@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod bench_client;
 pub mod bench_expire;
+pub mod bench_policy;
 pub mod bench_proxy;
 pub mod bench_redis;
 pub mod corpus;

@@ -165,6 +165,16 @@ enum Command {
         )]
         answers: String,
     },
+    /// What the operator's policies (`--policy`, docs/policy.md) cost per round: a form, a URL
+    /// and a state-only round judged by 1 and by 100 policies; p50, p99 and the mean.
+    BenchPolicy {
+        /// Timed judgements of each round per policy count.
+        #[arg(long, default_value_t = 20_000)]
+        rounds: usize,
+        /// The policy counts, comma-separated.
+        #[arg(long, default_value = "1,100", value_delimiter = ',')]
+        policies: Vec<usize>,
+    },
     /// One `expire-stale` sweep over N live bindings that are not due and 100 that are, with
     /// the in-memory store and (given --redis) Redis: the sweep's time and storage calls.
     BenchExpire {
@@ -345,6 +355,9 @@ fn main() -> ExitCode {
                 )
             })
             .map(|table| print!("{table}")),
+        Command::BenchPolicy { rounds, policies } => {
+            mrtr_gate_testkit::bench_policy::run(rounds, &policies).map(|table| print!("{table}"))
+        }
         Command::BenchExpire { redis, sizes } => GateRuntime::embedded()
             .map_err(|e| error_chain(&e))
             .and_then(|runtime| {

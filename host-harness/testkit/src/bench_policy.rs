@@ -1,0 +1,155 @@
+//! `mrtr-gate-testkit bench-policy` (issue 42): what the operator's policies cost per round.
+//! Rounds the native gate accepted (a form, a URL, a state-only round), judged by 1 policy and
+//! by 100 (the example shapes, each with its own id and constants) through
+//! [`Decider::judge`], what a proxy calls for every round it accepts: the view parsed, the
+//! Cedar request and entities made, every policy evaluated. Each judgement timed on its own;
+//! p50, p99 and the mean, per policy count. Prints figures, never a verdict: the goal is in
+//! docs/performance.md.
+
+use crate::fixture::ScenarioHosts;
+use mrtr_gate_host::core::{Policy, Registration, RequestId, ResponseVerdict, ServerIdentity};
+use mrtr_gate_host::{GateApi, NativeGate, Principal};
+use mrtr_gate_policy::{Decider, Decision, Policies};
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Untimed judgements before timing.
+const WARM: usize = 1_000;
+
+/// The view (and its digest) the gate makes of `result` answering a `tools/call` of `tool`.
+fn view(tool: &str, result: Value) -> Result<(String, String), String> {
+    let mut gate = NativeGate::new(ScenarioHosts::new().services());
+    let server = ServerIdentity::endpoint("https://mcp.example/mcp").map_err(|e| e.to_string())?;
+    let params = json!({"name": tool, "arguments": {"n": 1}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}}}});
+    gate.register(Registration {
+        request_id: RequestId::Text("r1".into()),
+        server: server.clone(),
+        user: "alice".into(),
+        tenant: "acme".into(),
+        method: "tools/call".into(),
+        params_json: params.to_string(),
+        policy: Policy::default(),
+    })
+    .map_err(|d| d.to_string())?;
+    let answer = json!({"jsonrpc": "2.0", "id": "r1", "result": result});
+    match gate.accept_response(&server, &answer.to_string()) {
+        Ok(ResponseVerdict::InputRequired(round)) => Ok((round.view_json, round.view_sha256)),
+        other => Err(format!("not a round: {other:?}")),
+    }
+}
+
+/// The three rounds.
+fn rounds() -> Result<Vec<(&'static str, String, String)>, String> {
+    let form = json!({"resultType": "input_required", "inputRequests": {"passenger": {
+        "method": "elicitation/create", "params": {"mode": "form", "message": "Who flies?",
+        "requestedSchema": {"type": "object", "properties": {
+            "full_name": {"type": "string"}, "email": {"type": "string", "format": "email"},
+            "seat": {"type": "string", "enum": ["window", "aisle"]}}, "required": ["full_name"]}}}}});
+    let url = json!({"resultType": "input_required", "inputRequests": {"payment": {
+        "method": "elicitation/create", "params": {"mode": "url", "message": "Pay",
+        "url": "https://pay.example.com/session/42", "elicitationId": "e1"}}}});
+    let state = json!({"resultType": "input_required", "requestState": "step-2"});
+    let mut out = Vec::new();
+    for (name, tool, result) in [
+        ("form", "book_flight", form),
+        ("url", "pay", url),
+        ("state-only", "continue_job", state),
+    ] {
+        let (json, sha) = view(tool, result)?;
+        out.push((name, json, sha));
+    }
+    Ok(out)
+}
+
+/// `n` policies: the example shapes in turn, each with its own id and constants, so none is a
+/// copy Cedar could share.
+fn policies(n: usize) -> String {
+    let mut text = String::new();
+    for i in 0..n {
+        let _ = match i % 4 {
+            0 => writeln!(
+                text,
+                "@id(\"url-{i}\") forbid (principal, action, resource) when {{ context.kinds.contains(\"url\") && ![\"pay{i}.example.com\", \"pay.example.com\"].containsAll(context.url_hosts) }};"
+            ),
+            1 => writeln!(
+                text,
+                "@id(\"secret-{i}\") @ask forbid (principal, action, resource) when {{ context.form_fields.containsAny([\"password{i}\", \"token{i}\", \"secret\"]) }};"
+            ),
+            2 => writeln!(
+                text,
+                "@id(\"state-{i}\") forbid (principal, action, resource) when {{ context.inputs == 0 && context.state }} unless {{ resource in Mrtr::Server::\"endpoint:https://mcp.example/mcp\" && context.state_bytes <= {} }};",
+                65_536 + i
+            ),
+            _ => writeln!(
+                text,
+                "@id(\"tool-{i}\") permit (principal in Mrtr::Tenant::\"acme\", action == Mrtr::Action::\"tools/call\", resource == Mrtr::Tool::\"tool{i}\") when {{ context.round <= {} }};",
+                1 + i % 3
+            ),
+        };
+    }
+    text
+}
+
+fn percentile(xs: &mut [f64], p: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let last = xs.len().saturating_sub(1);
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let at = ((last as f64) * p).round() as usize;
+    xs.get(at).copied().unwrap_or(f64::NAN)
+}
+
+/// `rounds` timed judgements of each round per policy count; the report (markdown).
+pub fn run(rounds_each: usize, counts: &[usize]) -> Result<String, String> {
+    let views = rounds()?;
+    let bound = Principal {
+        user: "alice".into(),
+        tenant: "acme".into(),
+    };
+    let mut out = format!(
+        "| `Decider::judge` per round ({rounds_each} of each: form, url, state-only) | p50 | p99 | mean | decisions |\n|---|---|---|---|---|\n"
+    );
+    for &n in counts {
+        let loaded = Policies::parse(&policies(n)).map_err(|e| e.to_string())?;
+        let decider = Decider::new(loaded, Duration::from_secs(600));
+        decider.know(&bound, "alice", "acme");
+        let mut seen = std::collections::BTreeMap::<String, usize>::new();
+        for (_, json, sha) in views.iter().cycle().take(WARM) {
+            std::hint::black_box(decider.judge(&bound, json, sha));
+        }
+        let mut times = Vec::with_capacity(rounds_each * views.len());
+        for _ in 0..rounds_each {
+            for (name, json, sha) in &views {
+                let started = Instant::now();
+                let decision = decider.judge(&bound, json, sha);
+                times.push(started.elapsed().as_secs_f64() * 1e6);
+                let label = match &decision {
+                    Decision::Allow { .. } => "allow",
+                    Decision::Deny { .. } => "deny",
+                    Decision::Ask { .. } => "ask",
+                    Decision::Failed { .. } => "failed",
+                    _ => "other",
+                };
+                *seen.entry(format!("{name} {label}")).or_default() += 1;
+            }
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+        let decisions: Vec<String> = seen.keys().cloned().collect();
+        let _ = writeln!(
+            out,
+            "| {n} {} | {:.1} us | {:.1} us | {mean:.1} us | {} |",
+            if n == 1 { "policy" } else { "policies" },
+            percentile(&mut times.clone(), 0.5),
+            percentile(&mut times, 0.99),
+            decisions.join(", ")
+        );
+    }
+    Ok(out)
+}
