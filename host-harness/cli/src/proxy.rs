@@ -473,19 +473,19 @@ fn valid_header_name(name: &str) -> bool {
 fn server_log(
     path: Option<&PathBuf>,
     argv: &[String],
-) -> Result<(std::process::Stdio, PathBuf), String> {
+) -> Result<(std::process::Stdio, PathBuf, crate::server_log::Copier), String> {
     let path = match path {
         Some(path) => path.clone(),
         None => crate::server_log::default_path(&endpoint_id(argv))?,
     };
-    let stdio = crate::server_log::open(&path)?;
+    let (stdio, copier) = crate::server_log::open(&path)?;
     let shown = shown_text(&path.display().to_string());
     log::info(
         "server_log",
         &format!("the server's stderr is logged to {shown}"),
         &[("path", &shown)],
     );
-    Ok((stdio, path))
+    Ok((stdio, path, copier))
 }
 
 /// The proxy's logging, as its flags say (before anything is said).
@@ -726,7 +726,7 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 }),
                 Err(e) => return usage(e),
             };
-            let (stderr, log) = match server_log(flags.server_log.as_ref(), &argv) {
+            let (stderr, log, copier) = match server_log(flags.server_log.as_ref(), &argv) {
                 Ok(s) => s,
                 Err(e) => return usage(e),
             };
@@ -741,17 +741,17 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                 &format!("gating {shown} (consent: {consent})"),
                 &[("server", &shown), ("consent", consent)],
             );
-            stdio_outcome(
-                &log,
-                mrtr_gate_proxy::run_stdio(
-                    move || engine_for(server, 0),
-                    &argv,
-                    stderr,
-                    prepare,
-                    drain_timeout,
-                    admin,
-                ),
-            )
+            let ended = mrtr_gate_proxy::run_stdio(
+                move || engine_for(server, 0),
+                &argv,
+                stderr,
+                prepare,
+                drain_timeout,
+                admin,
+            );
+            // The server's last lines reach its log before its end is said.
+            copier.finish(std::time::Duration::from_secs(5));
+            stdio_outcome(&log, ended)
         }
         Mode::Http {
             listen,

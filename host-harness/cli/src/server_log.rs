@@ -37,9 +37,33 @@ pub fn default_path(endpoint: &str) -> Result<PathBuf, String> {
 }
 
 /// Open `path` (its folder made 0700 when missing, the file 0600) and start copying what the
-/// server writes into it, bounded ([`MAX_LOG_BYTES`]); the server's stderr.
-pub fn open(path: &Path) -> Result<std::process::Stdio, String> {
-    open_bounded(path, MAX_LOG_BYTES).map(|(stdio, _copier)| stdio)
+/// server writes into it, bounded ([`MAX_LOG_BYTES`]); the server's stderr, and the copy
+/// (waited for once the server is gone: [`Copier::finish`]).
+pub fn open(path: &Path) -> Result<(std::process::Stdio, Copier), String> {
+    let (stdio, copier) = open_bounded(path, MAX_LOG_BYTES)?;
+    let (done, finished) = std::sync::mpsc::channel();
+    // The copy's end, told on a channel so the wait for it can be bounded.
+    std::thread::Builder::new()
+        .name("mrtr-gate-server-log-wait".into())
+        .spawn(move || {
+            let _ = copier.join();
+            let _ = done.send(());
+        })
+        .map_err(|e| format!("the server's log copier: {e}"))?;
+    Ok((stdio, Copier(finished)))
+}
+
+/// The copy of a server's stderr into its log.
+#[derive(Debug)]
+pub struct Copier(std::sync::mpsc::Receiver<()>);
+
+impl Copier {
+    /// Wait until the copy is done (the server's stderr closed and every byte written), at
+    /// most `within`: a process the server left behind may hold the pipe open. Without the
+    /// wait, the proxy could exit before the server's last lines reach the log.
+    pub fn finish(self, within: std::time::Duration) {
+        let _ = self.0.recv_timeout(within);
+    }
 }
 
 /// [`open`] with its cap, and the copier (done once every writer of the pipe is closed).
