@@ -407,9 +407,8 @@ impl Exporter {
 
     /// Send what is left and stop (what [`Drop`] does, with its error).
     pub fn finish(self) -> Result<(), String> {
-        let provider = self.provider.clone();
-        drop(self);
-        provider.shutdown().or_else(|e| match e {
+        // The shutdown's own result: Drop's second one finds it done and says nothing.
+        self.provider.shutdown().or_else(|e| match e {
             opentelemetry_sdk::error::OTelSdkError::AlreadyShutdown => Ok(()),
             e => Err(format!("the last spans could not be exported: {e}")),
         })
