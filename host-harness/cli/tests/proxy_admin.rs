@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::raw::{HANG_GUARD, call, retry};
-use support::{bin, listening, post, proxy_listening_with_admin, root, scratch};
+use support::raw::{HANG_GUARD, call, gate, recording_upstream, retry};
+use support::{bin, post, proxy_listening_with_admin, root, scratch};
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -91,21 +91,8 @@ fn once_ready(admin: &str) -> (u16, Value) {
 #[test]
 fn over_http_the_admin_listener_counts_the_rounds_says_ready_and_names_a_lost_upstream() {
     let dir = scratch("admin-http");
-    let mut server = Command::new("python3");
-    server
-        .arg(root().join("tests/peers/recording_http_server.py"))
-        .arg("0")
-        .arg(dir.join("received.jsonl"))
-        .arg(dir.join("never"));
-    let (upstream_server, upstream) = listening(server);
-    let mut proxy = Command::new(bin());
-    proxy
-        .args(["proxy", "--user", "alice", "--tenant", "acme"])
-        .arg("--audit")
-        .arg(dir.join("audit.jsonl"))
-        .arg("--host-keys")
-        .arg(dir.join("host-keys.json"));
-    let (_proxy, url, admin) = proxy_listening_with_admin(proxy, &upstream);
+    let (upstream_server, upstream) = recording_upstream(&dir);
+    let (_proxy, url, admin) = proxy_listening_with_admin(gate(&dir), &upstream);
 
     let (status, body) = get(&admin, "/healthz");
     assert_eq!((status, body.as_str()), (200, "ok\n"));

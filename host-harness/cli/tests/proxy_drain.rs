@@ -19,8 +19,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::raw::{HANG_GUARD, call, exited as wait, retry, terminate};
-use support::{bin, listening, post, proxy_listening, root, scratch};
+use support::raw::{HANG_GUARD, call, exited as wait, recording_upstream, retry, terminate};
+use support::{bin, post, proxy_listening, root, scratch};
 
 /// A drain timeout no test waits out: the call in flight is released by the test.
 const DRAIN: &str = "300";
@@ -168,13 +168,7 @@ fn over_http_a_stopped_proxy_takes_no_connection_lets_the_call_in_flight_finish_
 {
     let dir = scratch("drain-http");
     let hold = dir.join("release");
-    let mut server = Command::new("python3");
-    server
-        .arg(root().join("tests/peers/recording_http_server.py"))
-        .arg("0")
-        .arg(dir.join("received.jsonl"))
-        .arg(&hold);
-    let (_server, upstream) = listening(server);
+    let (_server, upstream) = recording_upstream(&dir);
     let trail = dir.join("audit.jsonl");
     let (mut proxy, url) = proxy_listening(proxy_command(&dir), &upstream);
     // A round the client holds, and one whose retry the upstream holds.

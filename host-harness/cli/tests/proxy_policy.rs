@@ -13,9 +13,8 @@
 mod support;
 
 use serde_json::Value;
-use std::process::Command;
-use support::raw::{call, retry};
-use support::{bin, listening, post, proxy_listening, root, scratch};
+use support::raw::{call, gate, recording_upstream, retry};
+use support::{post, proxy_listening, scratch};
 
 fn events(trail: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(trail)
@@ -34,20 +33,9 @@ fn gated(
 ) -> (String, std::path::PathBuf, Vec<support::Running>) {
     let dir = scratch(name);
     std::fs::write(dir.join("policy.cedar"), policy).unwrap();
-    let mut server = Command::new("python3");
-    server
-        .arg(root().join("tests/peers/recording_http_server.py"))
-        .arg("0")
-        .arg(dir.join("received.jsonl"))
-        .arg(dir.join("never"));
-    let (upstream_server, upstream) = listening(server);
-    let mut proxy = Command::new(bin());
+    let (upstream_server, upstream) = recording_upstream(&dir);
+    let mut proxy = gate(&dir);
     proxy
-        .args(["proxy", "--user", "alice", "--tenant", "acme"])
-        .arg("--audit")
-        .arg(dir.join("audit.jsonl"))
-        .arg("--host-keys")
-        .arg(dir.join("host-keys.json"))
         .arg("--policy")
         .arg(dir.join("policy.cedar"))
         .args(extra);
@@ -138,12 +126,7 @@ fn a_policy_file_with_a_mistake_is_a_usage_error_naming_its_line() {
         "permit (principal, action, resource);\nforbid (principal, action, resource) when { context.nope };\n",
     )
     .unwrap();
-    let out = Command::new(bin())
-        .args(["proxy", "--user", "alice"])
-        .arg("--audit")
-        .arg(dir.join("audit.jsonl"))
-        .arg("--host-keys")
-        .arg(dir.join("host-keys.json"))
+    let out = gate(&dir)
         .arg("--policy")
         .arg(&file)
         .args([

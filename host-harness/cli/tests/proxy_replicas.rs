@@ -30,7 +30,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Running, bin, listening, post, proxy_listening, root};
+use support::raw::recording_upstream;
+use support::{Running, bin, post, proxy_listening, root};
 
 /// Far beyond any answer on a loaded machine: only a hang runs into it.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -62,17 +63,6 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(started.elapsed() < HANG_GUARD, "{what}: never happened");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The recording upstream (tests/peers/recording_http_server.py).
-fn recording_upstream(dir: &Path) -> (Running, String) {
-    let mut server = Command::new("python3");
-    server
-        .arg(root().join("tests/peers/recording_http_server.py"))
-        .arg("0")
-        .arg(dir.join("received.jsonl"))
-        .arg(dir.join("release"));
-    listening(server)
 }
 
 /// One replica: `mrtr-gate proxy` on Redis in front of `upstream`, gating on three engines;

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
-use support::raw::{call, exited, retry_with_seat, terminate};
+use support::raw::{call, exited, gate, recording_upstream, retry_with_seat, terminate};
 use support::{bin, listening, post, proxy_listening, root, scratch};
 
 /// The client's trace: the proxy's call span continues it.
@@ -74,20 +74,9 @@ impl Traced {
     fn start(name: &str, extra: &[&str]) -> Self {
         let dir = scratch(name);
         let (receiver, collector, spans) = receiver(&dir);
-        let mut server = Command::new("python3");
-        server
-            .arg(root().join("tests/peers/recording_http_server.py"))
-            .arg("0")
-            .arg(dir.join("received.jsonl"))
-            .arg(dir.join("never"));
-        let (upstream_server, upstream) = listening(server);
-        let mut proxy = Command::new(bin());
+        let (upstream_server, upstream) = recording_upstream(&dir);
+        let mut proxy = gate(&dir);
         proxy
-            .args(["proxy", "--user", "alice", "--tenant", "acme"])
-            .arg("--audit")
-            .arg(dir.join("audit.jsonl"))
-            .arg("--host-keys")
-            .arg(dir.join("host-keys.json"))
             // No path: the exporter posts to /v1/traces.
             .args(["--otlp", &collector])
             .args(extra);
@@ -355,20 +344,10 @@ fn a_collector_that_takes_nothing_costs_no_call_and_is_said_once() {
         .local_addr()
         .unwrap()
         .port();
-    let mut server = Command::new("python3");
-    server
-        .arg(root().join("tests/peers/recording_http_server.py"))
-        .arg("0")
-        .arg(dir.join("received.jsonl"))
-        .arg(dir.join("never"));
-    let (_upstream_server, upstream) = listening(server);
-    let mut proxy = Command::new(bin());
+    let (_upstream_server, upstream) = recording_upstream(&dir);
+    let mut proxy = gate(&dir);
     proxy
-        .args(["proxy", "--user", "alice", "--log-format", "json"])
-        .arg("--audit")
-        .arg(dir.join("audit.jsonl"))
-        .arg("--host-keys")
-        .arg(dir.join("host-keys.json"))
+        .args(["--log-format", "json"])
         .args(["--otlp", &format!("http://127.0.0.1:{port}")])
         .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
         .stdin(std::process::Stdio::null())

@@ -7,6 +7,7 @@
 //! docs/performance.md.
 
 use crate::fixture::ScenarioHosts;
+use crate::timed::percentile;
 use mrtr_gate_host::core::{Policy, Registration, RequestId, ResponseVerdict, ServerIdentity};
 use mrtr_gate_host::{GateApi, NativeGate, Principal};
 use mrtr_gate_policy::{Decider, Decision, Policies};
@@ -91,18 +92,6 @@ fn policies(n: usize) -> String {
         };
     }
     text
-}
-
-fn percentile(xs: &mut [f64], p: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let last = xs.len().saturating_sub(1);
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let at = ((last as f64) * p).round() as usize;
-    xs.get(at).copied().unwrap_or(f64::NAN)
 }
 
 /// `rounds` timed judgements of each round per policy count; the report (markdown).

@@ -15,7 +15,7 @@
 
 use crate::bench_client::GateOff;
 use crate::reference::{FastUpstream, RawClient, Recorded, record_round};
-use crate::timed::{Stopwatch, TimedGate, TimedTransport};
+use crate::timed::{Stopwatch, TimedGate, TimedTransport, percentile};
 use mrtr_gate_cli::keys::KeyOptions;
 use mrtr_gate_cli::services::{RedisChoice, ServiceOptions, Wired};
 use mrtr_gate_client::{AnswersFile, Client, ClientConfig, HttpTransport};
@@ -321,19 +321,6 @@ fn timed_rounds(
     watch.reset();
     let per_round = (0..rounds).map(|_| one()).collect::<Result<Vec<_>, _>>()?;
     Ok((watch.laps_us(), per_round))
-}
-
-fn percentile(xs: &mut [f64], p: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let last = xs.len().saturating_sub(1);
-    // Nearest rank; the cast is of a fraction of a length.
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let at = ((last as f64) * p).round() as usize;
-    xs.get(at).copied().unwrap_or(f64::NAN)
 }
 
 /// One row: latencies with one client, then requests/s at each concurrency.
@@ -690,9 +677,9 @@ fn report(w: &Workload, rows: &[Row]) -> String {
 }
 
 /// `mrtr-gate proxy` as its own process, killed when dropped.
-struct ProxyProcess {
+pub(crate) struct ProxyProcess {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for ProxyProcess {
@@ -703,26 +690,43 @@ impl Drop for ProxyProcess {
 }
 
 impl ProxyProcess {
-    /// Serve `w.upstream` on a loopback port, gate on, the trail in `trail`, and wait for the
-    /// ready line (which names the port).
+    /// Serve `w.upstream` on a loopback port, gate on, the trail in `trail`, a short round
+    /// lifetime (the RSS run), and wait for the ready line.
     fn start(w: &Workload, trail: &std::path::Path) -> Result<Self, String> {
+        let anchor = key_dir().join("rss-anchor.json");
+        let extra = [
+            "--audit-anchor".to_owned(),
+            anchor.display().to_string(),
+            "--round-trip-lifetime".to_owned(),
+            w.rss_lifetime_s.to_string(),
+        ];
+        Self::spawn(&w.proxy_bin, &w.upstream, trail, &extra)
+    }
+
+    /// `bin proxy` in front of `upstream` on a loopback port, gate on (`--consent client`, this
+    /// run's host key), the trail in `trail`, with `extra` flags; once its ready line (which
+    /// names the port) is read.
+    pub(crate) fn spawn(
+        bin: &std::path::Path,
+        upstream: &str,
+        trail: &std::path::Path,
+        extra: &[String],
+    ) -> Result<Self, String> {
         use std::io::BufRead as _;
-        let mut child = std::process::Command::new(&w.proxy_bin)
+        let mut child = std::process::Command::new(bin)
             .arg("proxy")
-            .args(["--listen", "127.0.0.1:0", "--upstream", &w.upstream])
+            .args(["--listen", "127.0.0.1:0", "--upstream", upstream])
             .args(["--user", "alice", "--tenant", "acme", "--consent", "client"])
             .arg("--audit")
             .arg(trail)
             .arg("--host-keys")
             .arg(key_file())
-            .arg("--audit-anchor")
-            .arg(key_dir().join("rss-anchor.json"))
-            .args(["--round-trip-lifetime", &w.rss_lifetime_s.to_string()])
+            .args(extra)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .map_err(|e| format!("{}: {e}", w.proxy_bin.display()))?;
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
         let stderr = child.stderr.take().ok_or("the proxy has no stderr")?;
         let mut lines = std::io::BufReader::new(stderr).lines();
         let url = loop {
@@ -737,6 +741,14 @@ impl ProxyProcess {
         // Keep reading its stderr so the proxy never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Ok(Self { child, url })
+    }
+
+    /// SIGTERM, then wait for the exit: the proxy drains, and sends its last spans.
+    pub(crate) fn stop(mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
     }
 
     /// Its resident set (kB), from /proc (Linux only; `None` elsewhere).

@@ -19,7 +19,9 @@
 // serde_json's `value["key"]` yields `null` for anything missing; it never panics.
 #![allow(clippy::indexing_slicing)]
 
+use crate::bench_proxy::ProxyProcess;
 use crate::reference::Connection;
+use crate::timed::percentile;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -49,7 +51,7 @@ pub struct Setup {
     pub gate_bin: PathBuf,
     /// The folder for the gated rows' trails.
     pub audit_dir: PathBuf,
-    /// The host key file and a folder for the anchors and the peer's config.
+    /// The run's host key file (the gated rows'); the peer's config goes beside it.
     pub key_file: PathBuf,
     /// Timed calls per client.
     pub calls: usize,
@@ -61,16 +63,6 @@ pub struct Setup {
 
 /// A child process, killed when dropped.
 struct Child(std::process::Child);
-
-impl Child {
-    /// SIGTERM, then wait for the exit: a proxy drains, and sends its last spans.
-    fn stop(mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
 
 impl Drop for Child {
     fn drop(&mut self) {
@@ -218,18 +210,6 @@ fn drive(url: &str, tool: &str, clients: usize, calls: usize) -> Result<(Vec<f64
     Ok((times, started.elapsed().as_secs_f64()))
 }
 
-fn percentile(xs: &mut [f64], p: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let last = xs.len().saturating_sub(1);
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let at = ((last as f64) * p).round() as usize;
-    xs.get(at).copied().unwrap_or(f64::NAN)
-}
-
 /// One client, a session with each target, `calls` rounds of one call to each in turn (after
 /// the warm ones; each round starts at the next target): each target's call times.
 fn latencies(targets: &[Target], calls: usize) -> Result<Vec<Vec<f64>>, String> {
@@ -348,39 +328,6 @@ fn start_peer(s: &Setup, dir: &Path) -> Result<(Child, String), String> {
     Ok((child, url))
 }
 
-/// `mrtr-gate proxy` (the binary) in front of `upstream`, gated, the trail `trail`, and
-/// `extra` flags; its MCP URL.
-fn start_gate(s: &Setup, trail: &Path, extra: &[String]) -> Result<(Child, String), String> {
-    let mut child = std::process::Command::new(&s.gate_bin)
-        .arg("proxy")
-        .args(["--listen", "127.0.0.1:0", "--upstream", &s.upstream])
-        .args(["--user", "alice", "--tenant", "acme", "--consent", "client"])
-        .arg("--audit")
-        .arg(trail)
-        .arg("--host-keys")
-        .arg(&s.key_file)
-        .args(extra)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", s.gate_bin.display()))?;
-    let stderr = child.stderr.take().ok_or("the proxy has no stderr")?;
-    let child = Child(child);
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let Some(Ok(line)) = lines.next() else {
-            return Err("mrtr-gate proxy ended before it listened".into());
-        };
-        if let Some(rest) = line.strip_prefix("mrtr-gate proxy: listening on ") {
-            break rest.split(',').next().unwrap_or_default().to_owned();
-        }
-    };
-    // Its stderr read on, so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Ok((child, url))
-}
-
 /// An OTLP/HTTP endpoint that takes every export and throws it away (a collector's cost is
 /// the collector's): it counts the bytes it was sent.
 struct Sink {
@@ -493,7 +440,7 @@ pub fn run(s: &Setup, gate_off_url: &str) -> Result<String, String> {
     let trails = [trail("gated"), trail("observed")];
     let outcome = (|| {
         let (_peer, peer) = start_peer(s, &dir)?;
-        let (_gated, gated) = start_gate(s, &trails[0], &[])?;
+        let gated_proxy = ProxyProcess::spawn(&s.gate_bin, &s.upstream, &trails[0], &[])?;
         let sink = Sink::start()?;
         let admin_port = free_port()?;
         let extra = [
@@ -502,7 +449,7 @@ pub fn run(s: &Setup, gate_off_url: &str) -> Result<String, String> {
             "--otlp".to_owned(),
             sink.url.clone(),
         ];
-        let (observed_proxy, observed) = start_gate(s, &trails[1], &extra)?;
+        let observed_proxy = ProxyProcess::spawn(&s.gate_bin, &s.upstream, &trails[1], &extra)?;
         let scraper = Scraper::start(format!("http://127.0.0.1:{admin_port}"));
         let targets = [
             Target {
@@ -522,12 +469,12 @@ pub fn run(s: &Setup, gate_off_url: &str) -> Result<String, String> {
             },
             Target {
                 name: "mrtr-gate proxy, gated",
-                url: gated,
+                url: gated_proxy.url.clone(),
                 tool: "echo",
             },
             Target {
                 name: "mrtr-gate proxy, gated, metrics scraped and traces exported",
-                url: observed,
+                url: observed_proxy.url.clone(),
                 tool: "echo",
             },
         ];

@@ -126,3 +126,17 @@ impl<T: Transport> Transport for TimedTransport<T> {
         self.inner.notify(method, json)
     }
 }
+
+/// The `p` quantile of `xs` (0 to 1) by nearest rank, `xs` sorted in place; NaN when empty.
+pub fn percentile(xs: &mut [f64], p: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let last = xs.len().saturating_sub(1);
+    // Nearest rank; the cast is of a fraction of a length.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let at = ((last as f64) * p).round() as usize;
+    xs.get(at).copied().unwrap_or(f64::NAN)
+}

@@ -1,12 +1,40 @@
 //! Raw JSON-RPC for tests/peers/recording_http_server.py and recording_server.py (a `book`
 //! call, its form round answered), and a proxy told to stop as a service manager would.
 
+use super::proxy::{Running, bin, listening, root};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Far beyond any answer or exit on a loaded machine: only a hang runs into it.
 pub const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// tests/peers/recording_http_server.py, listening: it writes what it receives to
+/// `dir/received.jsonl` (and each POST's trace headers to `received.jsonl.headers`), and holds
+/// a `hold` retry until `dir/release` exists. Its URL.
+pub fn recording_upstream(dir: &Path) -> (Running, String) {
+    let mut server = Command::new("python3");
+    server
+        .arg(root().join("tests/peers/recording_http_server.py"))
+        .arg("0")
+        .arg(dir.join("received.jsonl"))
+        .arg(dir.join("release"));
+    listening(server)
+}
+
+/// `mrtr-gate proxy` binding calls to `alice` at `acme`, its trail (`dir/audit.jsonl`) keyed
+/// with `dir/host-keys.json`; the caller adds the rest.
+pub fn gate(dir: &Path) -> Command {
+    let mut command = Command::new(bin());
+    command
+        .args(["proxy", "--user", "alice", "--tenant", "acme"])
+        .arg("--audit")
+        .arg(dir.join("audit.jsonl"))
+        .arg("--host-keys")
+        .arg(dir.join("host-keys.json"));
+    command
+}
 
 /// A 2026-07-28 `tools/call` of `name` under `id`, its one argument `{"n": id}`.
 pub fn call(id: u64, name: &str) -> Value {
