@@ -37,14 +37,19 @@ impl Trail {
             .heads
             .get(&name)
             .map_or((1, GENESIS.to_owned()), |(s, d)| (s + 1, d.clone()));
-        let mut line = json!({"prev_sha256": prev, "seq": seq});
+        // Keys in byte order, as the core writes a line, whatever order serde_json keeps
+        // (`preserve_order`, which a dependency may turn on for the whole build).
+        let mut line = std::collections::BTreeMap::from([
+            ("prev_sha256".to_owned(), json!(prev)),
+            ("seq".to_owned(), json!(seq)),
+        ]);
         if let Some(s) = shard {
-            line["shard"] = json!(s);
+            line.insert("shard".into(), json!(s));
         }
         for (k, v) in fields.as_object().unwrap() {
-            line[k] = v.clone();
+            line.insert(k.clone(), v.clone());
         }
-        let text = line.to_string();
+        let text = serde_json::to_string(&line).unwrap();
         self.heads.insert(name, (seq, sha256_hex(text.as_bytes())));
         self.lines.push(text);
         self
@@ -52,7 +57,7 @@ impl Trail {
 
     /// A root line anchoring the current heads of `shards`.
     fn root(&mut self, shards: &[&str]) -> &mut Self {
-        let heads: serde_json::Map<String, Value> = shards
+        let heads: std::collections::BTreeMap<String, Value> = shards
             .iter()
             .map(|s| {
                 let (seq, sha) = &self.heads[*s];

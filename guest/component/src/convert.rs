@@ -220,6 +220,7 @@ impl From<wit::CallerOutcome> for core::CallerOutcome {
         match o {
             wit::CallerOutcome::Cancelled => Self::Cancelled,
             wit::CallerOutcome::Error(reason) => Self::Error(reason),
+            wit::CallerOutcome::PolicyDenied(id) => Self::PolicyDenied(id),
         }
     }
 }

@@ -61,6 +61,9 @@ pub struct CallOptions {
     pub server_user: Option<RunAs>,
     /// The host keys (on unless `--insecure-no-host-keys`).
     pub keys: crate::keys::KeyOptions,
+    /// Cedar policies that judge each round before anyone sees it (`--policy`,
+    /// docs/policy.md).
+    pub policy: Option<PathBuf>,
 }
 
 /// Set by Ctrl-C; the loop checks it while it waits and between steps.
@@ -241,6 +244,19 @@ pub fn connect(
     } else {
         Arc::new(terminal.consent().with_views(views.clone()))
     };
+    // The operator's policies judge each round first; a round they allowed is granted with
+    // their receipt, every other goes to the consent above.
+    let lifetime_ms = Policy::default().round_trip_lifetime_ms;
+    let decider = options
+        .policy
+        .as_ref()
+        .map(|path| crate::policy::decider(path, lifetime_ms))
+        .transpose()
+        .map_err(|e| ClientError::Usage(format!("--policy:\n{e}")))?;
+    let consent: mrtr_gate_host::services::SharedConsent = match &decider {
+        Some(decider) => Arc::new(decider.consent(consent)),
+        None => consent,
+    };
     let wired = Wired::open(
         &ServiceOptions {
             audit: options.audit.clone(),
@@ -286,6 +302,9 @@ pub fn connect(
     };
     // The gate binds, and the trail digests, keyed pseudonyms of the user and tenant.
     let principal = wired.principal(&options.user, &options.tenant);
+    if let Some(decider) = &decider {
+        decider.know(&principal, &options.user, &options.tenant);
+    }
     let mut config = ClientConfig::new(principal.user, principal.tenant);
     if let Some(n) = options.max_rounds {
         config.policy = Policy {
@@ -311,6 +330,10 @@ pub fn connect(
         answers,
     )
     .with_observer(Box::new(observer));
+    let client = match decider {
+        Some(decider) => client.with_rule(Box::new(crate::policy::PolicyRule(decider))),
+        None => client,
+    };
     Ok((client, root))
 }
 
@@ -365,7 +388,10 @@ pub fn exit_code(outcome: &Result<Completed, ClientError>) -> u8 {
 /// The process exit code for a failure (`docs/cli.md`).
 pub fn error_exit_code(e: &ClientError) -> u8 {
     match e {
-        ClientError::Refused(_) | ClientError::UnreadableView(_) | ClientError::Peer { .. } => 1,
+        ClientError::Refused(_)
+        | ClientError::UnreadableView(_)
+        | ClientError::Peer { .. }
+        | ClientError::Policy(_) => 1,
         ClientError::Usage(_) => 2,
         ClientError::Server { .. } | ClientError::UnsupportedVersion(_) => 3,
         ClientError::Transport(_) => 4,

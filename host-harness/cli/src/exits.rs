@@ -19,7 +19,7 @@ pub const COMMANDS: &[(&str, Exits)] = &[
             ("0", "complete"),
             (
                 "1",
-                "the gate refused (any of its codes, `unreadable_consent_view`), the server misbehaved outside the gate, or the trail's root could not be anchored as the call ended",
+                "the gate refused (any of its codes, `unreadable_consent_view`), a --policy refused the round (`policy_denied`, `policy_failed`), the server misbehaved outside the gate, or the trail's root could not be anchored as the call ended",
             ),
             ("2", "usage: a wrong flag or argument; nothing was sent"),
             (

@@ -1,11 +1,20 @@
-//! `mrtr-gate policy check FILE`: a policy file read as a proxy or a call would read it
-//! (mrtr-gate-policy: bounded, parsed, validated against the round schema), each problem on
-//! stderr as `FILE:LINE:COLUMN: code: message`, the policies' ids on stdout.
+//! Policy files where the command line meets them: `mrtr-gate policy check FILE` (a file read
+//! as a proxy or a call reads it: bounded, parsed, validated against the round schema, each
+//! problem on stderr as `FILE:LINE:COLUMN: code: message`, the policies' ids on stdout), the
+//! decider `call --policy` and `proxy --policy` judge rounds with, and the rule a call's
+//! client applies it by.
 
-use mrtr_gate_host::say;
+use mrtr_gate_client::{OpenRound, RoundRule, RuleRefusal};
 use mrtr_gate_host::shown::shown_text;
-use mrtr_gate_policy::Policies;
+use mrtr_gate_host::{Principal, say};
+use mrtr_gate_policy::{Decider, Decision, Policies};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long past a round's lifetime an allow is kept: a retry still in flight when the round
+/// expires finds it.
+const ALLOW_GRACE: Duration = Duration::from_secs(60);
 
 /// The file is valid.
 pub const EXIT_VALID: u8 = 0;
@@ -48,6 +57,88 @@ fn problems(path: &Path, e: &mrtr_gate_policy::PolicyError) -> String {
 pub fn load(path: &Path) -> Result<Policies, String> {
     let text = read(path)?;
     Policies::parse(&text).map_err(|e| problems(path, &e))
+}
+
+/// A decider over the policies in `path` for rounds that live `lifetime_ms`.
+pub fn decider(path: &Path, lifetime_ms: u64) -> Result<Arc<Decider>, String> {
+    let loaded = load(path)?;
+    Ok(Arc::new(Decider::new(
+        loaded,
+        Duration::from_millis(lifetime_ms).saturating_add(ALLOW_GRACE),
+    )))
+}
+
+/// Reload `path` into `decider` on every SIGHUP (`mrtr-gate proxy --policy`): a file that
+/// validates replaces the policies for every round judged from then on; one that does not is
+/// logged with its problems, and the policies loaded before go on judging.
+pub fn reload_on_hangup(decider: &Arc<Decider>, path: &Path) -> Result<(), String> {
+    use mrtr_gate_proxy::log;
+    let decider = Arc::clone(decider);
+    let path = path.to_path_buf();
+    mrtr_gate_proxy::on_hangup(move || {
+        let shown_path = shown_text(&path.display().to_string());
+        match load(&path) {
+            Ok(policies) => {
+                let ids = shown_text(&policies.ids().join(", "));
+                let n = policies.ids().len();
+                decider.replace(policies);
+                log::info(
+                    "policies_reloaded",
+                    &format!("SIGHUP: {n} policies judge every round from now on: {ids}"),
+                    &[("path", &shown_path)],
+                );
+            }
+            Err(problems) => log::error(
+                "policies_not_reloaded",
+                &format!(
+                    "SIGHUP: the policy file is refused, the policies loaded before go on judging: {}",
+                    problems.replace('\n', "; ")
+                ),
+                &[("path", &shown_path)],
+            ),
+        }
+    })
+}
+
+/// The refusal a call's client gives for `decision`, if it refuses.
+pub fn refusal(decision: &Decision) -> Option<RuleRefusal> {
+    let code = decision.code()?;
+    let message = match decision {
+        Decision::Deny { policy } => format!(
+            "the round is refused by the operator's policy `{}`",
+            shown_text(policy)
+        ),
+        Decision::Failed { reason } => format!(
+            "the operator's policies could not judge the round: {}",
+            shown_text(reason)
+        ),
+        _ => format!("the operator's policies refused the round ({code})"),
+    };
+    Some(RuleRefusal {
+        code,
+        receipt_id: match decision {
+            Decision::Deny { .. } => decision.receipt_id(),
+            _ => None,
+        },
+        message,
+    })
+}
+
+/// The operator's policies as a call's rule over each round (`mrtr-gate call --policy`).
+#[derive(Debug)]
+pub struct PolicyRule(pub Arc<Decider>);
+
+impl RoundRule for PolicyRule {
+    fn judge(&self, user: &str, tenant: &str, round: &OpenRound) -> Result<(), RuleRefusal> {
+        let bound = Principal {
+            user: user.to_owned(),
+            tenant: tenant.to_owned(),
+        };
+        let decision = self
+            .0
+            .judge_view(&bound, &round.view, &round.accepted.view_sha256);
+        refusal(&decision).map_or(Ok(()), Err)
+    }
 }
 
 /// `mrtr-gate policy check FILE`; the exit status.

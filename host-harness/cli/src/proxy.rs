@@ -15,7 +15,6 @@ use mrtr_gate_host::principal::default_user;
 use mrtr_gate_host::reference_hosts::SystemClock;
 use mrtr_gate_host::services::SharedConsent;
 use mrtr_gate_host::shown::shown_text;
-use mrtr_gate_policy::Decider;
 use mrtr_gate_proxy::capture::Capture;
 use mrtr_gate_proxy::consent::{ConsentMode, DEFAULT_HOOK_TIMEOUT, DeferredConsent, consent_for};
 use mrtr_gate_proxy::http::HttpOptions;
@@ -544,12 +543,8 @@ pub fn run(flags: &ProxyFlags) -> u8 {
     // The operator's policies judge each round first; a round they allowed is granted with
     // their receipt, every other goes to the consent above.
     let policies = match &flags.policy {
-        Some(path) => match crate::policy::load(path) {
-            Ok(loaded) => {
-                let kept_for = std::time::Duration::from_millis(
-                    checked.policy.round_trip_lifetime_ms + ROUND_INDEX_GRACE_MS,
-                );
-                let decider = Arc::new(Decider::new(loaded, kept_for));
+        Some(path) => match crate::policy::decider(path, checked.policy.round_trip_lifetime_ms) {
+            Ok(decider) => {
                 decider.know(&principal, &checked.user, &checked.tenant);
                 log::info(
                     "policies_loaded",
@@ -560,6 +555,9 @@ pub fn run(flags: &ProxyFlags) -> u8 {
                     ),
                     &[("path", &shown_text(&path.display().to_string()))],
                 );
+                if let Err(e) = crate::policy::reload_on_hangup(&decider, path) {
+                    return usage(format!("--policy: {e}"));
+                }
                 Some(decider)
             }
             Err(e) => return usage(format!("--policy:\n{e}")),

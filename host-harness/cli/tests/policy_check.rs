@@ -41,7 +41,7 @@ fn every_example_policy_is_valid_and_a_bad_file_is_refused_line_by_line() {
     assert!(
         stdout
             .trim_end()
-            .ends_with("secrets-need-a-person, booking-forms"),
+            .ends_with("secrets-need-a-person, forms-granted"),
         "{stdout}"
     );
 

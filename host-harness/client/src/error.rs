@@ -33,6 +33,10 @@ pub enum ClientError {
         /// What it did.
         message: String,
     },
+    /// A rule of the host's (the operator's policies) refused the round before anyone saw
+    /// it, or could not judge it: its code (`policy_denied`, `policy_failed`) and why. The
+    /// binding was ended; nothing more was sent.
+    Policy(crate::RuleRefusal),
     /// The transport failed: nothing usable came back.
     Transport(TransportError),
     /// The user or the client cancelled.
@@ -53,6 +57,7 @@ impl ClientError {
             Self::UnreadableView(_) => "unreadable_consent_view",
             Self::Server { .. } => "server_error",
             Self::Peer { code, .. } => code,
+            Self::Policy(r) => r.code,
             Self::Transport(t) => t.code.as_str(),
             Self::Cancelled => "cancelled",
             Self::NoAnswer(_) => "no_answer",
@@ -71,6 +76,7 @@ impl std::fmt::Display for ClientError {
                 write!(f, "the server answered error {code}: {message:?}")
             }
             Self::Peer { code, message } => write!(f, "the server misbehaved ({code}): {message}"),
+            Self::Policy(r) => write!(f, "{} ({}); nothing was sent", r.message, r.code),
             Self::Transport(t) => write!(f, "transport: {t}"),
             Self::Cancelled => f.write_str("cancelled; nothing more was sent"),
             Self::NoAnswer(why) => write!(f, "no answer ({why}); nothing was sent"),

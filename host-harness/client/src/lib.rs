@@ -20,7 +20,10 @@ pub mod transport;
 
 pub use answers::{Answer, Answerer, AnswersFile, Terminal, TerminalForm};
 pub use error::ClientError;
-pub use session::{Call, Client, ClientConfig, Completed, Observer, OpenRound, Silent, Turn};
+pub use session::{
+    Call, Client, ClientConfig, Completed, Observer, OpenRound, RoundRule, RuleRefusal, Silent,
+    Turn,
+};
 pub use transport::{
     HttpTransport, ServerStderr, StdioTransport, Transport, TransportCode, TransportError,
 };

@@ -66,6 +66,28 @@ pub trait Observer {
     }
 }
 
+/// A rule of the host's over each round the gate accepted, judged before the round is shown
+/// or answered: the operator's policies (`mrtr-gate call --policy`, docs/policy.md). A round
+/// it refuses ends the call; one it lets through goes on to the answers and the consent (a
+/// rule that grants consent does so through the consent provider, not here).
+pub trait RoundRule {
+    /// Whether `round` of a call bound to `user` in `tenant` (the gate's principal) may go on.
+    fn judge(&self, user: &str, tenant: &str, round: &OpenRound) -> Result<(), RuleRefusal>;
+}
+
+/// Why a [`RoundRule`] refused a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleRefusal {
+    /// `policy_denied` (a rule refused the round) or `policy_failed` (the rules could not
+    /// judge it): docs/errors.md.
+    pub code: &'static str,
+    /// The refusing rule, as a consent receipt id would name it (`policy:<id>`): the trail's
+    /// `terminal` event names it. `None` when no rule refused (a failure).
+    pub receipt_id: Option<String>,
+    /// What happened, for the user (no value of the round's).
+    pub message: String,
+}
+
 /// An observer that shows nothing.
 pub struct Silent;
 impl Observer for Silent {}
@@ -148,6 +170,7 @@ pub struct Client<G: GateApi> {
     config: ClientConfig,
     answers: Box<dyn Answerer>,
     observer: Box<dyn Observer>,
+    rule: Option<Box<dyn RoundRule>>,
     next_id: i64,
 }
 
@@ -185,8 +208,15 @@ impl<G: GateApi> Client<G> {
             config,
             answers,
             observer: Box::new(Silent),
+            rule: None,
             next_id: 0,
         }
+    }
+
+    /// Judge every round the gate accepts by `rule` before it is shown or answered.
+    pub fn with_rule(mut self, rule: Box<dyn RoundRule>) -> Self {
+        self.rule = Some(rule);
+        self
     }
 
     /// Tell `observer` what happens (progress, rounds, URLs to open, cancellation).
@@ -424,6 +454,19 @@ impl<G: GateApi> Client<G> {
                         return Err(e);
                     }
                 };
+                // The host's rule, before anyone sees the round: a refusal ends the binding,
+                // on record (a denial names its rule in the trail).
+                let judged = self.rule.as_ref().map_or(Ok(()), |rule| {
+                    rule.judge(&self.config.user, &self.config.tenant, &round)
+                });
+                if let Err(refusal) = judged {
+                    let outcome = match &refusal.receipt_id {
+                        Some(id) => CallerOutcome::PolicyDenied(id.clone()),
+                        None => CallerOutcome::Error(refusal.code.into()),
+                    };
+                    self.end(call, outcome);
+                    return Err(ClientError::Policy(refusal));
+                }
                 self.observer.round(&round);
                 Ok(Turn::InputRequired(round))
             }
@@ -785,6 +828,77 @@ mod tests {
                 *finished.lock().unwrap(),
                 [CallerOutcome::Error("unreadable_consent_view".into())]
             );
+        }
+    }
+
+    /// A state-only round's view as the gate writes it.
+    const STATE_VIEW: &str = r#"{"effects":["then tools/call `tool` is retried at https://server.example/mcp with the server's saved state"],"inputs":[],"max_rounds":10,"request":{"arguments":{"bytes":2,"value":{}},"binding_version":3,"id":2,"method":"tools/call","name":"tool","original_id":2,"params_sha256":"dc8c839716ba3dd331206b6ea178b40b946d8d6f021917672da867905de22166","tenant_sha256":"eb737e40d6ac063f0352520f443534d3300ad596c69ed775c6962b488b001f8f","user_sha256":"0a50500b2a3435fe7472877eb22d48d47a228e946b0b991ab7402a8d00f6b32d"},"round":1,"server":"https://server.example/mcp","state":{"bytes":1,"present":true,"sha256":"0f4657778ae14ff7aeeb2c2190ede79099aa9c4e8a9e54829462f0e92af659e5"},"view":"mrtr-gate/consent-view/v2"}"#;
+
+    /// A rule that refuses every round, naming `receipt_id` (a deny) or nothing (a failure).
+    struct RefuseAll(Option<String>);
+
+    impl RoundRule for RefuseAll {
+        fn judge(&self, user: &str, tenant: &str, round: &OpenRound) -> Result<(), RuleRefusal> {
+            assert_eq!((user, tenant), ("alice", "acme"));
+            assert_eq!(round.view.request.name, "tool");
+            Err(RuleRefusal {
+                code: if self.0.is_some() {
+                    "policy_denied"
+                } else {
+                    "policy_failed"
+                },
+                receipt_id: self.0.clone(),
+                message: "refused".into(),
+            })
+        }
+    }
+
+    /// An observer that fails the test if a round is shown.
+    struct NothingShown;
+
+    impl Observer for NothingShown {
+        fn round(&mut self, _: &OpenRound) {
+            panic!("a round the rule refused was shown");
+        }
+    }
+
+    /// A round the host's rule refuses is never shown or answered: the call stops with the
+    /// rule's code and its binding ends naming the rule (a deny) or with the code (a failure).
+    #[test]
+    fn a_round_the_rule_refuses_is_never_shown_and_its_binding_ends_naming_the_rule() {
+        for (rule, ended) in [
+            (
+                Some("policy:no".to_owned()),
+                CallerOutcome::PolicyDenied("policy:no".into()),
+            ),
+            (None, CallerOutcome::Error("policy_failed".into())),
+        ] {
+            let finished = std::sync::Arc::default();
+            let gate = ViewGate {
+                view_json: STATE_VIEW.into(),
+                finished: std::sync::Arc::clone(&finished),
+            };
+            let transport = Refusing {
+                server: ServerIdentity::origin("https://a.example/mcp").unwrap(),
+                error: json!({"code": -1, "message": "unused"}),
+                sent: std::sync::Arc::default(),
+            };
+            let mut client = Client::new(
+                gate,
+                Box::new(transport),
+                ClientConfig::new("alice", "acme"),
+                Box::new(NoAnswers),
+            )
+            .with_observer(Box::new(NothingShown))
+            .with_rule(Box::new(RefuseAll(rule.clone())));
+            let e = client
+                .call("tools/call", json!({"name": "tool", "arguments": {}}))
+                .unwrap_err();
+            assert!(
+                matches!(&e, ClientError::Policy(r) if r.receipt_id == rule),
+                "{e}"
+            );
+            assert_eq!(*finished.lock().unwrap(), [ended]);
         }
     }
 

@@ -212,7 +212,7 @@ export declare class Gate {
       | { server: ServerIdentity; user: string; tenant: string; refusal: "server-request"; method: string }
       | { server: ServerIdentity; user: string; tenant: string; refusal: "input-required" | "input-requests-notified" | "input-responses" },
   ): Promise<GateError>;
-  finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string }): Promise<TerminalOutcome>;
+  finish(r: { server: ServerIdentity; requestId: RequestId; user: string; tenant: string; error?: string; policy?: string }): Promise<TerminalOutcome>;
   expireStale(): Promise<number>;
 }
 

@@ -380,14 +380,23 @@ export class Gate {
     return new GateError(e.code, e.cause, e.message, e.audited);
   }
 
-  /** End a binding: cancelled, or (`error`: a short code) failed. Returns how it ended. */
-  async finish({ server: s, requestId: id, user, tenant, error }) {
+  /**
+   * End a binding: cancelled, (`error`: a short code) failed, or (`policy`: the refusing
+   * policy's receipt id, `policy:<id>`) refused by a policy of the host's before anyone saw
+   * the round. Returns how it ended.
+   */
+  async finish({ server: s, requestId: id, user, tenant, error, policy }) {
+    const given = (v) => v !== undefined && v !== null;
+    if (given(error) && given(policy)) throw refuse("invalid_argument", "finish takes `error` or `policy`, not both");
+    const outcome = given(policy)
+      ? { tag: "policy-denied", val: text(policy, "policy") }
+      : given(error) ? { tag: "error", val: text(error, "error") } : { tag: "cancelled" };
     return this.#call("finish", {
       server: server(s),
       requestId: requestId(id, "requestId"),
       user: text(user, "user"),
       tenant: text(tenant, "tenant"),
-      outcome: error === undefined || error === null ? { tag: "cancelled" } : { tag: "error", val: text(error, "error") },
+      outcome,
     });
   }
 

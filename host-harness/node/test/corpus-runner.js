@@ -253,6 +253,7 @@ export async function runSteps(scenario, gate, h, transcript = null) {
       const args = {
         server: serverOf(step), requestId: idOf(step.id), user: textOr(step, "user", "alice"),
         tenant: textOr(step, "tenant", "acme"), error: typeof o === "string" && o !== "cancelled" ? o : undefined,
+        policy: typeof step.policy_denied === "string" ? step.policy_denied : undefined,
       };
       call = async () => ({ outcome: await gate.finish(args) });
     } else if (op === "expire_stale") {

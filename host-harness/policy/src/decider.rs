@@ -96,6 +96,17 @@ impl Decider {
     /// `view_sha256`), of a call bound to `bound`. An allow is remembered for the round's
     /// consent. A principal with no names, or a view that does not parse, fails (closed).
     pub fn judge(&self, bound: &Principal, view_json: &str, view_sha256: &str) -> Decision {
+        match ConsentView::parse(view_json) {
+            Ok(view) => self.judge_view(bound, &view, view_sha256),
+            Err(e) => Decision::Failed {
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    /// [`Decider::judge`] for a host that has read the round's view already (a client's
+    /// open round): `view` must be the view whose digest is `view_sha256`.
+    pub fn judge_view(&self, bound: &Principal, view: &ConsentView, view_sha256: &str) -> Decision {
         let names = lock(&self.names)
             .get(bound)
             .map(|(user, tenant, _)| (user.clone(), tenant.clone()));
@@ -104,20 +115,12 @@ impl Decider {
                 reason: "no names are known for the call's principal".into(),
             };
         };
-        let view = match ConsentView::parse(view_json) {
-            Ok(v) => v,
-            Err(e) => {
-                return Decision::Failed {
-                    reason: e.to_string(),
-                };
-            }
-        };
         let decision = self.policies().decide(
             Names {
                 user: &user,
                 tenant: &tenant,
             },
-            &view,
+            view,
         );
         if let Decision::Allow { policy } = &decision {
             let mut allowed = lock(&self.allowed);

@@ -154,12 +154,12 @@ fn a_form_asking_for_a_secret_goes_to_a_person_even_where_a_permit_holds() {
     assert_eq!(
         granted,
         Decision::Allow {
-            policy: "booking-forms".into()
+            policy: "forms-granted".into()
         }
     );
     assert_eq!(
         granted.receipt_id().as_deref(),
-        Some("policy:booking-forms")
+        Some("policy:forms-granted")
     );
     let secret = round(
         SERVER,
@@ -175,12 +175,15 @@ fn a_form_asking_for_a_secret_goes_to_a_person_even_where_a_permit_holds() {
             policies: vec!["secrets-need-a-person".into()]
         }
     );
-    // Another tool's form: no policy decides.
+    // A round that sends the user to a URL: no policy decides.
     let other = round(
         SERVER,
         "tools/call",
-        "survey",
-        asking(json!({"q": form(json!({"answer": {"type": "string"}}), &[])})),
+        "pay",
+        asking(
+            json!({"pay": {"method": "elicitation/create", "params": {"mode": "url",
+            "message": "Pay", "url": "https://pay.example.com/s/1", "elicitationId": "e1"}}}),
+        ),
     );
     assert_eq!(p.decide(ALICE, &other), Decision::Ask { policies: vec![] });
 }
@@ -406,7 +409,7 @@ fn the_decider_remembers_an_allow_for_the_rounds_consent_and_asks_the_rest() {
     assert_eq!(
         decider.judge(&bound, &view_json, &sha),
         Decision::Allow {
-            policy: "booking-forms".into()
+            policy: "forms-granted".into()
         }
     );
     let consent = decider.consent(ScriptedConsent::new(ScriptedAnswer::Refuse));
@@ -417,7 +420,7 @@ fn the_decider_remembers_an_allow_for_the_rounds_consent_and_asks_the_rest() {
         responses_sha256: "r".repeat(64),
     };
     let receipt = consent.request_consent(&prompt(&sha)).unwrap();
-    assert_eq!(receipt.receipt_id, "policy:booking-forms");
+    assert_eq!(receipt.receipt_id, "policy:forms-granted");
     assert_eq!(receipt.method, ConsentMethod::PolicyHook);
     assert_eq!(receipt.view_sha256, sha);
     // Another round: the configured consent (here it refuses).

@@ -141,6 +141,52 @@ async fn stopping(draining: Option<std::sync::Arc<std::sync::atomic::AtomicBool>
     }
 }
 
+/// Call `reload` on every SIGHUP from now on (a service manager's reload), on a thread of its
+/// own: the handler is in place when this returns, so a SIGHUP sent after it never takes the
+/// signal's default action (ending the process). Unix only; elsewhere an error.
+pub fn on_hangup(reload: impl Fn() + Send + 'static) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (installed, told) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("mrtr-gate-sighup".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = installed.send(Err(format!("SIGHUP: {e}")));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let mut hangups = match signal(SignalKind::hangup()) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let _ = installed.send(Err(format!("SIGHUP: {e}")));
+                            return;
+                        }
+                    };
+                    let _ = installed.send(Ok(()));
+                    while hangups.recv().await.is_some() {
+                        reload();
+                    }
+                });
+            })
+            .map_err(|e| format!("SIGHUP: {e}"))?;
+        told.recv()
+            .map_err(|_| "SIGHUP: the handler's thread ended".to_owned())?
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = reload;
+        Err("SIGHUP is a Unix signal".into())
+    }
+}
+
 /// SIGINT or SIGTERM (a service manager's stop); either ends the serving loop.
 async fn stop_signal() {
     #[cfg(unix)]

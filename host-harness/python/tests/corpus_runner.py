@@ -471,6 +471,7 @@ def run_steps(scenario: dict, gate: m.Gate, h: ScenarioHosts, transcript: Option
                 user=text_or(step, "user", "alice"),
                 tenant=text_or(step, "tenant", "acme"),
                 error=None if outcome in (None, "cancelled") or not isinstance(outcome, str) else outcome,
+                policy=step.get("policy_denied") if isinstance(step.get("policy_denied"), str) else None,
             )
 
             def call():

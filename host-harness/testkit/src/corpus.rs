@@ -400,9 +400,13 @@ pub fn run_scenario_with(
                 outcome(Err::<(), _>(denial), |()| Value::Null)
             }
             "finish" => {
-                let outcome_in = match step.get("outcome").and_then(Value::as_str) {
-                    Some("cancelled") | None => CallerOutcome::Cancelled,
-                    Some(reason) => CallerOutcome::Error(reason.to_owned()),
+                let outcome_in = match (
+                    step.get("policy_denied").and_then(Value::as_str),
+                    step.get("outcome").and_then(Value::as_str),
+                ) {
+                    (Some(policy), _) => CallerOutcome::PolicyDenied(policy.to_owned()),
+                    (None, Some("cancelled") | None) => CallerOutcome::Cancelled,
+                    (None, Some(reason)) => CallerOutcome::Error(reason.to_owned()),
                 };
                 let r = FinishRequest {
                     server: server_of(step)?,

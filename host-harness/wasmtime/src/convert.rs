@@ -214,6 +214,7 @@ impl From<core::CallerOutcome> for wit::CallerOutcome {
         match o {
             core::CallerOutcome::Cancelled => Self::Cancelled,
             core::CallerOutcome::Error(reason) => Self::Error(reason),
+            core::CallerOutcome::PolicyDenied(id) => Self::PolicyDenied(id),
         }
     }
 }

@@ -16,6 +16,10 @@ Tools:
   whether a number reached it as the client wrote it.
 - `echo`: `complete` at once with the text it was given (a call with no round: what a relay
   costs, in bench-proxy's side by side with another proxy).
+- `sign_in`: a form asking for a username and a password, then `complete` (a round that asks
+  for a secret: examples/policies/person-for-secrets.cedar).
+- `summarise`: a deprecated `sampling/createMessage` input request, then `complete` with the
+  model's text (examples/policies/no-deprecated.cedar).
 
 Every request the server reads is kept as the text it read (`REQUESTS`): a Python float cannot
 tell `3.14159265358979323846264338327` from the double nearest to it, nor an int `-0` from `0`,
@@ -235,6 +239,41 @@ async def numbers(values: dict[str, Any], ctx: Context) -> t.CallToolResult | t.
 @server.tool()
 async def echo(text: str) -> t.CallToolResult:
     return done(text)
+
+
+@server.tool()
+async def sign_in(ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Signs in; asks for a username and a password."""
+    if not ctx.input_responses:
+        return t.InputRequiredResult(
+            input_requests={
+                "credentials": form(
+                    "Sign in to continue",
+                    {"username": {"type": "string", "title": "Username"}, "password": {"type": "string", "title": "Password"}},
+                    ["username", "password"],
+                )
+            }
+        )
+    content = answers(ctx).get("credentials", {}).get("content", {})
+    return done(f"signed in as {content.get('username')}")
+
+
+@server.tool()
+async def summarise(text: str, ctx: Context) -> t.CallToolResult | t.InputRequiredResult:
+    """Summarises `text` with the client's model (deprecated sampling)."""
+    if not ctx.input_responses:
+        return t.InputRequiredResult(
+            input_requests={
+                "summary": t.CreateMessageRequest(
+                    method="sampling/createMessage",
+                    params=t.CreateMessageRequestParams(
+                        messages=[t.SamplingMessage(role="user", content=t.TextContent(type="text", text=f"Summarise: {text}"))],
+                        max_tokens=100,
+                    ),
+                )
+            }
+        )
+    return done(f"summary: {json.dumps(answers(ctx), sort_keys=True)}")
 
 
 if __name__ == "__main__":

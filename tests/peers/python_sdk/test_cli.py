@@ -202,6 +202,82 @@ def test_a_missing_answer_cancels_the_request(tmp_path, server):
     r.check_trail()
 
 
+# Consent by policy (`call --policy`, docs/policy.md): the examples in examples/policies/ judge
+# this server's rounds before anyone sees them.
+EXAMPLES = HERE.parent.parent.parent / "examples" / "policies"
+CREDENTIALS = {"credentials": {"action": "accept", "content": {"username": "ada", "password": "SECRET-pw"}}}
+
+
+def trail_ends(r: Run) -> list[tuple]:
+    return [(e["event"], e.get("outcome"), e.get("reason"), e.get("consent_method"), e.get("consent_receipt_id"))
+            for e in r.events()]
+
+
+def test_a_policy_refuses_a_round_before_anyone_sees_it(tmp_path, server):
+    answers = {"contact": {"action": "accept", "content": {"email": "ada@example.com"}}, "verify": {"action": "accept"}}
+    r = call(tmp_path, server, "--policy", str(EXAMPLES / "deny-url-outside-allowed.cedar"), "--json",
+             "tools/call", "combined", "{}", answers=answers)
+    assert r.code == 1, r.stderr
+    assert r.report["code"] == "policy_denied" and "url-outside-allowed-domains" in r.report["message"]
+    # Nothing of the round was shown: no form, no URL.
+    assert "accounts.example.com" not in r.stderr and "How can we reach you" not in r.stderr
+    assert trail_ends(r) == [
+        ("received", "accepted", None, None, None),
+        ("terminal", "error", "policy_denied", "policy_hook", "policy:url-outside-allowed-domains")]
+    r.check_trail()
+
+
+def test_a_policy_lets_the_payment_page_through_to_the_consent(tmp_path, server):
+    r = call(tmp_path, server, "--policy", str(EXAMPLES / "deny-url-outside-allowed.cedar"),
+             "tools/call", "pay", '{"amount": 42}', answers={"pay": {"action": "accept"}})
+    assert r.code == 0, r.stderr
+    assert "(consent given with --yes)" in r.stderr
+    r.check_trail()
+
+
+def test_a_policy_grants_a_form_with_no_one_asked(tmp_path, server):
+    # Answers from a file and no --yes: the consent prompt would read the terminal, which is
+    # closed, and refuse. The policy grants the form's consent instead.
+    r = call(tmp_path, server, "--policy", str(EXAMPLES / "person-for-secrets.cedar"),
+             "tools/call", "book_flight", '{"origin":"OSL","destination":"SFO"}', answers=PASSENGER, flags=())
+    assert r.code == 0, r.stderr
+    assert r.stdout.startswith("booked OSL-SFO")
+    consented = [e for e in r.events() if e["event"] == "consented"]
+    assert [(e["consent_method"], e["consent_receipt_id"]) for e in consented] == [("policy_hook", "policy:forms-granted")]
+    r.check_trail()
+
+
+def test_a_password_form_goes_to_the_person_whatever_a_permit_says(tmp_path, server):
+    policy = str(EXAMPLES / "person-for-secrets.cedar")
+    refused = call(tmp_path, server, "--policy", policy, "--json", "tools/call", "sign_in", "{}",
+                   answers=CREDENTIALS, flags=())
+    assert refused.code == 1 and refused.report["code"] == "consent_refused", refused.stderr
+    refused.check_trail()
+    (tmp_path / "given").mkdir()
+    given = call(tmp_path / "given", server, "--policy", policy, "tools/call", "sign_in", "{}", answers=CREDENTIALS)
+    assert given.code == 0, given.stderr
+    assert given.stdout.strip() == "signed in as ada"
+    assert [e["consent_method"] for e in given.events() if e["event"] == "consented"] == ["preset_answers"]
+    given.check_trail()
+
+
+def test_a_policy_refuses_an_untrusted_servers_state_only_round(tmp_path, server):
+    r = call(tmp_path, server, "--policy", str(EXAMPLES / "trusted-state-only.cedar"), "--json",
+             "tools/call", "continue_job", "{}")
+    assert r.code == 1 and r.report["code"] == "policy_denied", r.stderr
+    assert trail_ends(r)[-1] == ("terminal", "error", "policy_denied", "policy_hook", "policy:state-only-from-trusted")
+    r.check_trail()
+
+
+def test_a_policy_file_with_a_mistake_is_a_usage_error_naming_its_line(tmp_path):
+    policy = tmp_path / "policy.cedar"
+    policy.write_text("permit (principal, action, resource);\nforbid (principal, action, resource) when { context.nope };\n")
+    r = call(tmp_path, ["--stdio", stdio_command()], "--policy", str(policy), "tools/call", "continue_job", "{}")
+    assert r.code == 2, r.stderr
+    assert f"{policy}:2:" in r.stderr and "policy_invalid" in r.stderr
+    assert not r.audit.exists() or r.events() == []
+
+
 @pytest.fixture(scope="module")
 def misbehaving_http():
     proc, url = start_http("misbehaving.py", "the misbehaving HTTP peer")

@@ -168,7 +168,7 @@ impl<H: Host> Gate<H> {
             ),
             _ => return None,
         };
-        match self.end_if_current(&binding, version, outcome, reason) {
+        match self.end_if_current(&binding, version, outcome, reason, None) {
             Ok(true) => Some(Ok(verdict)),
             Ok(false) => None,
             Err(e) => Some(Err(Denial::unaudited(e))),

@@ -134,6 +134,12 @@ pub enum CallerOutcome {
     Cancelled,
     /// The transport failed or the client gave up (a short reason code).
     Error(String),
+    /// A policy of the host's refused the round before anyone saw it; the text names the
+    /// policy as a consent receipt id would (`policy:<id>`): the `terminal` event records it
+    /// as `consent_receipt_id`, with `consent_method: policy_hook` and `reason:
+    /// policy_denied`. A text that is no receipt id (printable ASCII, no spaces, 1 to 128
+    /// bytes) is left out; the reason stays.
+    PolicyDenied(String),
 }
 
 /// How a binding ended.

@@ -7,6 +7,7 @@ use super::{CallerOutcome, FinishRequest, Gate, TerminalOutcome};
 use crate::audit::{EventKind, Field};
 use crate::error::{CallerMisuse, Denial, GateError, HostFault};
 use crate::host::{Host, HostError, ReadKey, Versioned};
+use crate::policy::limits;
 use std::rc::Rc;
 
 /// How many due keys `expire-stale` asks for in one `list-due` page (and reads in one call).
@@ -20,6 +21,9 @@ pub const EXPIRE_MAX_PAGES: u32 = 32;
 
 /// The longest reason code a caller may give for ending a binding.
 const MAX_REASON_BYTES: usize = 64;
+
+/// The `terminal` reason of a binding a host's policy refused (`finish(policy-denied)`).
+const POLICY_DENIED: &str = "policy_denied";
 
 /// The binding as `finish` ends it: one the caller ends with an error is audited even when
 /// it saw no round (a plain request otherwise leaves no trail), so the trail says why a
@@ -49,9 +53,15 @@ impl<H: Host> Gate<H> {
             && binding.fixed.tenant == r.tenant
             && !self.is_clock_behind(&binding)
         {
-            let (terminal, reason) = self.finish_outcome(&binding, &r.outcome);
+            let (terminal, reason, policy) = self.finish_outcome(&binding, &r.outcome);
             let binding = on_record_if_error(&binding, terminal);
-            match self.end_if_current(&binding, version, terminal, reason.as_deref()) {
+            match self.end_if_current(
+                &binding,
+                version,
+                terminal,
+                reason.as_deref(),
+                policy.as_deref(),
+            ) {
                 Ok(true) => return Ok(terminal),
                 Ok(false) => {}
                 Err(e) => return Err(Denial::unaudited(e)),
@@ -81,24 +91,48 @@ impl<H: Host> Gate<H> {
         if let Some(denied) = self.clock_behind(&binding, rejected) {
             return Err(denied);
         }
-        let (terminal, reason) = self.finish_outcome(&binding, &r.outcome);
+        let (terminal, reason, policy) = self.finish_outcome(&binding, &r.outcome);
         let binding = on_record_if_error(&binding, terminal);
-        self.end(&binding, version, terminal, reason.as_deref())
+        let ended = self
+            .end_if_current(
+                &binding,
+                version,
+                terminal,
+                reason.as_deref(),
+                policy.as_deref(),
+            )
             .map_err(Denial::unaudited)?;
+        if !ended {
+            return Err(Denial::unaudited(GateError::Host(
+                HostFault::StateAlreadyUsed,
+            )));
+        }
         Ok(terminal)
     }
 
-    /// How `finish` ends `binding`, and the reason it records.
+    /// How `finish` ends `binding`, the reason it records, and the refusing policy's receipt
+    /// id.
     fn finish_outcome(
         &self,
         binding: &Binding,
         outcome: &CallerOutcome,
-    ) -> (TerminalOutcome, Option<String>) {
+    ) -> (TerminalOutcome, Option<String>, Option<String>) {
         if self.expired(binding) {
-            return (TerminalOutcome::Expired, None);
+            return (TerminalOutcome::Expired, None, None);
         }
         match outcome {
-            CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None),
+            CallerOutcome::Cancelled => (TerminalOutcome::Cancelled, None, None),
+            CallerOutcome::PolicyDenied(id) => {
+                // The same rule as a consent receipt's id: what the trail may hold of it.
+                let is_id = !id.is_empty()
+                    && id.len() <= limits::MAX_RECEIPT_ID_BYTES
+                    && id.bytes().all(|b| b.is_ascii_graphic());
+                (
+                    TerminalOutcome::Error,
+                    Some(POLICY_DENIED.to_owned()),
+                    is_id.then(|| id.clone()),
+                )
+            }
             CallerOutcome::Error(code) => {
                 // The reason goes into the audit trail: codes only, never caller text.
                 let is_code = !code.is_empty()
@@ -111,7 +145,7 @@ impl<H: Host> Gate<H> {
                 } else {
                     "caller_error".to_owned()
                 };
-                (TerminalOutcome::Error, Some(reason))
+                (TerminalOutcome::Error, Some(reason), None)
             }
         }
     }

@@ -6,7 +6,7 @@ use super::record::Binding;
 use super::{CLOCK_SKEW_TOLERANCE_MS, Gate, TerminalOutcome};
 use crate::audit::{Event, EventKind, Field};
 use crate::error::{Denial, GateError, HostFault};
-use crate::host::Host;
+use crate::host::{ConsentMethod, Host};
 use std::rc::Rc;
 
 impl<H: Host> Gate<H> {
@@ -19,20 +19,22 @@ impl<H: Host> Gate<H> {
         outcome: TerminalOutcome,
         reason: Option<&str>,
     ) -> Result<(), GateError> {
-        match self.end_if_current(binding, version, outcome, reason)? {
+        match self.end_if_current(binding, version, outcome, reason, None)? {
             true => Ok(()),
             false => Err(GateError::Host(HostFault::StateAlreadyUsed)),
         }
     }
 
     /// [`Self::end`]; false, with nothing removed or audited, when the record is no longer
-    /// at `version`.
+    /// at `version`. `policy` is the receipt id of the host's policy that refused the round
+    /// (`finish(policy-denied)`), recorded with method `policy_hook`.
     pub(super) fn end_if_current(
         &mut self,
         binding: &Binding,
         version: u64,
         outcome: TerminalOutcome,
         reason: Option<&str>,
+        policy: Option<&str>,
     ) -> Result<bool, GateError> {
         if !self
             .store
@@ -46,6 +48,11 @@ impl<H: Host> Gate<H> {
                 .set_str(Field::Outcome, outcome.as_str());
             if let Some(r) = reason {
                 e = e.set(Field::Reason, r);
+            }
+            if let Some(id) = policy {
+                e = e
+                    .set_str(Field::ConsentMethod, ConsentMethod::PolicyHook.as_str())
+                    .set(Field::ConsentReceiptId, id);
             }
             self.audit(e)?;
         }

@@ -282,6 +282,10 @@ struct CallFlags {
     /// Where the --audit trail's anchor goes (default: anchors/ beside the key file).
     #[arg(long, value_name = "FILE", requires = "audit")]
     audit_anchor: Option<PathBuf>,
+    /// Cedar policies that judge every round before anyone sees it (a forbid refuses it, a
+    /// permit grants its consent, the rest go to the terminal or --yes; docs/policy.md).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
     #[command(flatten)]
     keys: KeyFlags,
 }
@@ -307,6 +311,7 @@ impl CallFlags {
             insecure_no_server_isolation: no_isolation,
             server_user,
             keys: self.keys.options(self.audit_anchor.as_ref()),
+            policy: self.policy.clone(),
         }
     }
 }
@@ -513,6 +518,7 @@ fn list(
                 insecure_no_server_isolation: stderr.insecure_no_server_isolation,
                 server_user: stderr.run_as()?,
                 keys: keys.clone(),
+                policy: None,
             };
             let (mut client, _root) = c::connect(&options, &runtime)?;
             c::list(&mut client, what)

@@ -685,10 +685,10 @@ impl<G: GateApi> Engine<G> {
                     }
                     // The operator's policies, before anyone sees the round: a deny or a
                     // failure ends it here, on record.
-                    if let Some(refusal) =
+                    if let Some((refusal, ending)) =
                         self.by_policy(&call, &round.view_json, &round.view_sha256)
                     {
-                        self.end(&id, &call, CallerOutcome::Error(refusal.code.clone()));
+                        self.end(&id, &call, ending);
                         return refused(refusal, &call.client_id);
                     }
                     // Filed before it is delivered: a retry can come as soon as the client
@@ -738,9 +738,15 @@ impl<G: GateApi> Engine<G> {
         }
     }
 
-    /// What the policies say of the round `view_json` of `call`, as a refusal when they refuse
-    /// it (the policy's id in the message; logged with the refusal).
-    fn by_policy(&self, call: &Call, view_json: &str, view_sha256: &str) -> Option<Refusal> {
+    /// What the policies say of the round `view_json` of `call`, when they refuse it: the
+    /// refusal (the policy's id in the message; logged with it) and how its binding ends (a
+    /// deny names the policy in the trail).
+    fn by_policy(
+        &self,
+        call: &Call,
+        view_json: &str,
+        view_sha256: &str,
+    ) -> Option<(Refusal, CallerOutcome)> {
         let decider = self.config.policies.as_ref()?;
         let step = call.trace.step("mrtr_gate.policy");
         let decision = decider.judge(&call.principal, view_json, view_sha256);
@@ -748,16 +754,22 @@ impl<G: GateApi> Engine<G> {
         match &decision {
             Decision::Deny { policy } => {
                 step.outcome(Outcome::Refused, Some(code));
-                Some(Refusal::peer(
-                    code,
-                    format!("the round is refused by the operator's policy `{policy}`"),
+                Some((
+                    Refusal::peer(
+                        code,
+                        format!("the round is refused by the operator's policy `{policy}`"),
+                    ),
+                    CallerOutcome::PolicyDenied(decision.receipt_id().unwrap_or_default()),
                 ))
             }
             Decision::Failed { reason } => {
                 step.outcome(Outcome::Refused, Some(code));
-                Some(Refusal::host(
-                    code,
-                    format!("the operator's policies could not judge the round: {reason}"),
+                Some((
+                    Refusal::host(
+                        code,
+                        format!("the operator's policies could not judge the round: {reason}"),
+                    ),
+                    CallerOutcome::Error(code.to_owned()),
                 ))
             }
             _ => {

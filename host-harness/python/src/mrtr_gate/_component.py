@@ -257,6 +257,13 @@ def unbound_value(kind: str, method: Optional[str]) -> Variant:
     return Variant(kind) if method is None else Variant(kind, method)
 
 
+def outcome_value(error: Optional[str], policy: Optional[str]) -> Variant:
+    """A `caller-outcome`: tagged, since two of its cases carry a string."""
+    if policy is not None:
+        return Variant("policy-denied", policy)
+    return Variant("cancelled") if error is None else Variant("error", error)
+
+
 def policy_value(p: Any) -> Record:
     return _record(
         round_trip_lifetime_ms=p.round_trip_lifetime_ms,

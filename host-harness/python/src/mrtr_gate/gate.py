@@ -321,15 +321,23 @@ class Gate:
         user: str,
         tenant: str,
         error: Optional[str] = None,
+        policy: Optional[str] = None,
     ) -> TerminalOutcome:
-        """End a binding from the caller's side: cancelled, or (`error`: a short code such as
-        `transport_closed`) failed. Returns how it ended (`EXPIRED` once its lifetime passed)."""
+        """End a binding from the caller's side: cancelled, (`error`: a short code such as
+        `transport_closed`) failed, or (`policy`: the refusing policy's receipt id,
+        `policy:<id>`) refused by a policy of the host's before anyone saw the round. Returns
+        how it ended (`EXPIRED` once its lifetime passed)."""
+        if error is not None and policy is not None:
+            raise GateError("invalid_argument", ErrorCause.CALLER, "finish takes `error` or `policy`, not both", False)
         req = c.record(
             server=_server(server),
             request_id=_request_id(request_id, "request_id"),
             user=_text(user, "user"),
             tenant=_text(tenant, "tenant"),
-            outcome=None if error is None else _text(error, "error"),
+            outcome=c.outcome_value(
+                None if error is None else _text(error, "error"),
+                None if policy is None else _text(policy, "policy"),
+            ),
         )
         r = self._call("finish", req)
         # `result<terminal-outcome, gate-error>` is untagged in wasmtime-py: a str is `ok`.
