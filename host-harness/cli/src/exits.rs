@@ -159,13 +159,16 @@ pub const COMMANDS: &[(&str, Exits)] = &[
         &[
             (
                 "0",
-                "`check`: every policy is valid against the round schema",
+                "`check`: every policy is valid against the round schema; `explain`: every round was explained",
             ),
             (
                 "1",
-                "`check`: the file is refused; each problem on stderr with its line and code",
+                "`check`: the file is refused, each problem on stderr with its line and code; `explain`: the capture holds no round of the request, or one the gate refuses",
             ),
-            ("2", "usage, or the file cannot be read"),
+            (
+                "2",
+                "usage, a file that cannot be read, or (`explain`) a policy file refused or a view that does not read",
+            ),
             CLOSED_PIPE,
         ],
     ),

@@ -491,3 +491,88 @@ fn the_deprecated_example_refuses_the_servers_sampling_request() {
         }
     );
 }
+
+#[test]
+fn explain_shows_which_policy_decides_each_captured_round() {
+    let dir = scratch("policy-explain");
+    let (_server, upstream) = python_server_http();
+    let capture = dir.join("capture.jsonl");
+    let policy = root().join("examples/policies/deny-url-outside-allowed.cedar");
+    let mut proxy = gate(&dir);
+    proxy
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--capture")
+        .arg(&capture);
+    let (_proxy, url) = proxy_listening(proxy, &upstream);
+    let refused = post(&url, &sdk_call(1, "combined", json!({}))).unwrap();
+    assert_eq!(
+        refused["error"]["data"]["mrtr_gate"]["code"], "policy_denied",
+        "{refused}"
+    );
+    let round = post(&url, &sdk_call(2, "pay", json!({"amount": 42}))).unwrap();
+    assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+    // Each call's id as the trail (and the capture) knows it.
+    let trail = events(&dir.join("audit.jsonl"));
+    let id_of = |name: &str| {
+        let e = trail
+            .iter()
+            .find(|e| e["event"] == "received" && e["name"] == name)
+            .unwrap_or_else(|| panic!("{trail:#?}"));
+        match &e["request_id"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    };
+    let explain = |policy: &std::path::Path, id: &str| {
+        let out = Command::new(support::bin())
+            .args(["policy", "explain"])
+            .arg(policy)
+            .arg("--capture")
+            .arg(&capture)
+            .args([
+                "--request-id",
+                id,
+                "--user",
+                "alice",
+                "--tenant",
+                "acme",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["rounds"].clone()
+    };
+    let combined = explain(&policy, &id_of("combined"));
+    assert_eq!(combined.as_array().unwrap().len(), 1, "{combined}");
+    assert_eq!(
+        combined[0]["decision"],
+        json!({"kind": "deny", "policy": "url-outside-allowed-domains", "code": "policy_denied"})
+    );
+    assert_eq!(
+        combined[0]["facts"]["url_hosts"],
+        json!(["accounts.example.com"])
+    );
+    assert_eq!(combined[0]["facts"]["kinds"], json!(["form", "url"]));
+    assert_eq!(
+        combined[0]["held"],
+        json!([{"policy": "url-outside-allowed-domains", "effect": "forbid", "ask": false}])
+    );
+    let pay = explain(&policy, &id_of("pay"));
+    assert_eq!(
+        pay[0]["decision"],
+        json!({"kind": "ask", "policy": [], "code": null})
+    );
+    // The same rounds under another file: what it would have decided.
+    let secrets = explain(
+        &root().join("examples/policies/person-for-secrets.cedar"),
+        &id_of("combined"),
+    );
+    assert_eq!(secrets[0]["decision"]["kind"], "ask", "{secrets}");
+}

@@ -23,20 +23,167 @@ fn uid(kind: &str, id: &str) -> Result<EntityUid, String> {
     Ok(EntityUid::from_type_name_and_id(name, EntityId::new(id)))
 }
 
-fn strings(values: BTreeSet<String>) -> RestrictedExpression {
-    RestrictedExpression::new_set(values.into_iter().map(RestrictedExpression::new_string))
+fn strings(values: &BTreeSet<String>) -> RestrictedExpression {
+    RestrictedExpression::new_set(values.iter().cloned().map(RestrictedExpression::new_string))
 }
 
 fn long(n: u64) -> RestrictedExpression {
     RestrictedExpression::new_long(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-/// The Cedar request for the round `view` of a call bound to `names`, checked against the
-/// schema (a view the schema cannot hold is an error, never a request with parts left out).
+/// What the policies see of a round besides who and what (docs/policy.md, "The schema"): the
+/// context of the Cedar request, each set the union over the round's input requests. Never an
+/// answer's value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Facts {
+    /// The 1-based round number.
+    pub round: u64,
+    /// The gate's round cap.
+    pub max_rounds: u64,
+    /// The server's normalised endpoint.
+    pub server: String,
+    /// Each input request's kind: `form`, `url`, `sampling`, `roots`.
+    pub kinds: BTreeSet<String>,
+    /// How many input requests.
+    pub inputs: u64,
+    /// The input requests' keys.
+    pub keys: BTreeSet<String>,
+    /// Form fields' names.
+    pub form_fields: BTreeSet<String>,
+    /// Form fields' types.
+    pub form_types: BTreeSet<String>,
+    /// Form fields' string formats.
+    pub form_formats: BTreeSet<String>,
+    /// The names of the form fields the user must fill in.
+    pub form_required: BTreeSet<String>,
+    /// Each URL's host (ASCII).
+    pub url_hosts: BTreeSet<String>,
+    /// The URLs' marks.
+    pub url_marks: BTreeSet<String>,
+    /// Whether the round carries a `requestState`.
+    pub state: bool,
+    /// Its size in bytes.
+    pub state_bytes: u64,
+    /// Whether the server asked for a deprecated method.
+    pub deprecated: bool,
+}
+
+impl Facts {
+    /// The facts of the round `view`.
+    pub fn of(view: &ConsentView) -> Result<Self, String> {
+        let mut f = Facts {
+            round: u64::from(view.round),
+            max_rounds: u64::from(view.max_rounds),
+            server: view.server.clone(),
+            inputs: u64::try_from(view.inputs.len()).unwrap_or(u64::MAX),
+            state: view.state.present,
+            state_bytes: view.state.bytes.unwrap_or(0),
+            ..Facts::default()
+        };
+        for input in &view.inputs {
+            f.keys.insert(input.key().to_owned());
+            match input {
+                ViewInput::Form { fields: form, .. } => {
+                    f.kinds.insert("form".to_owned());
+                    for field in form {
+                        f.form_fields.insert(field.name.clone());
+                        if field.required {
+                            f.form_required.insert(field.name.clone());
+                        }
+                        let kind = match &field.kind {
+                            FieldKind::String { format, .. } => {
+                                if let Some(format) = format {
+                                    f.form_formats.insert(format.clone());
+                                }
+                                "string"
+                            }
+                            FieldKind::Number { integer: true, .. } => "integer",
+                            FieldKind::Number { integer: false, .. } => "number",
+                            FieldKind::Boolean => "boolean",
+                            FieldKind::SingleSelect { .. } => "single_select",
+                            FieldKind::MultiSelect { .. } => "multi_select",
+                            #[allow(unreachable_patterns)]
+                            _ => "other",
+                        };
+                        f.form_types.insert(kind.to_owned());
+                    }
+                }
+                ViewInput::Url { url, .. } => {
+                    f.kinds.insert("url".to_owned());
+                    f.url_hosts.insert(url.ascii_host.clone());
+                    for warning in &url.warnings {
+                        f.url_marks.insert(
+                            match warning {
+                                UrlWarning::Punycode => "punycode",
+                                UrlWarning::MixedScript => "mixed_script",
+                                UrlWarning::IpLiteral => "ip_literal",
+                                UrlWarning::NonDefaultPort => "non_default_port",
+                                #[allow(unreachable_patterns)]
+                                _ => "other",
+                            }
+                            .to_owned(),
+                        );
+                    }
+                    if url.has_query {
+                        f.url_marks.insert("query".to_owned());
+                    }
+                }
+                ViewInput::Roots { .. } => {
+                    f.kinds.insert("roots".to_owned());
+                    f.deprecated = true;
+                }
+                ViewInput::Sampling { .. } => {
+                    f.kinds.insert("sampling".to_owned());
+                    f.deprecated = true;
+                }
+                #[allow(unreachable_patterns)]
+                _ => return Err("an input request of a kind this build does not know".into()),
+            }
+        }
+        Ok(f)
+    }
+
+    /// The context of the Cedar request.
+    fn context(&self) -> Result<Context, String> {
+        Context::from_pairs([
+            ("round".to_owned(), long(self.round)),
+            ("max_rounds".to_owned(), long(self.max_rounds)),
+            (
+                "server".to_owned(),
+                RestrictedExpression::new_string(self.server.clone()),
+            ),
+            ("kinds".to_owned(), strings(&self.kinds)),
+            ("inputs".to_owned(), long(self.inputs)),
+            ("keys".to_owned(), strings(&self.keys)),
+            ("form_fields".to_owned(), strings(&self.form_fields)),
+            ("form_types".to_owned(), strings(&self.form_types)),
+            ("form_formats".to_owned(), strings(&self.form_formats)),
+            ("form_required".to_owned(), strings(&self.form_required)),
+            ("url_hosts".to_owned(), strings(&self.url_hosts)),
+            ("url_marks".to_owned(), strings(&self.url_marks)),
+            (
+                "state".to_owned(),
+                RestrictedExpression::new_bool(self.state),
+            ),
+            ("state_bytes".to_owned(), long(self.state_bytes)),
+            (
+                "deprecated".to_owned(),
+                RestrictedExpression::new_bool(self.deprecated),
+            ),
+        ])
+        .map_err(|e| format!("the round's context: {e}"))
+    }
+}
+
+/// The Cedar request for the round `view` (its `facts`) of a call bound to `names`, checked
+/// against the schema (a view the schema cannot hold is an error, never a request with parts
+/// left out).
 pub(crate) fn request(
     schema: &Schema,
     names: Names<'_>,
     view: &ConsentView,
+    facts: &Facts,
 ) -> Result<Round, String> {
     let (resource_kind, action) = match view.request.method.as_str() {
         "tools/call" => ("Tool", "tools/call"),
@@ -50,108 +197,7 @@ pub(crate) fn request(
     let resource = uid(resource_kind, &view.request.name)?;
     let action = EntityUid::from_str(&format!("Mrtr::Action::\"{action}\""))
         .map_err(|e| format!("the action: {e}"))?;
-
-    let mut kinds = BTreeSet::new();
-    let mut keys = BTreeSet::new();
-    let (mut fields, mut types, mut formats, mut required) = (
-        BTreeSet::new(),
-        BTreeSet::new(),
-        BTreeSet::new(),
-        BTreeSet::new(),
-    );
-    let (mut hosts, mut marks) = (BTreeSet::new(), BTreeSet::new());
-    let mut deprecated = false;
-    for input in &view.inputs {
-        keys.insert(input.key().to_owned());
-        match input {
-            ViewInput::Form { fields: form, .. } => {
-                kinds.insert("form".to_owned());
-                for field in form {
-                    fields.insert(field.name.clone());
-                    if field.required {
-                        required.insert(field.name.clone());
-                    }
-                    let kind = match &field.kind {
-                        FieldKind::String { format, .. } => {
-                            if let Some(format) = format {
-                                formats.insert(format.clone());
-                            }
-                            "string"
-                        }
-                        FieldKind::Number { integer: true, .. } => "integer",
-                        FieldKind::Number { integer: false, .. } => "number",
-                        FieldKind::Boolean => "boolean",
-                        FieldKind::SingleSelect { .. } => "single_select",
-                        FieldKind::MultiSelect { .. } => "multi_select",
-                        #[allow(unreachable_patterns)]
-                        _ => "other",
-                    };
-                    types.insert(kind.to_owned());
-                }
-            }
-            ViewInput::Url { url, .. } => {
-                kinds.insert("url".to_owned());
-                hosts.insert(url.ascii_host.clone());
-                for warning in &url.warnings {
-                    marks.insert(
-                        match warning {
-                            UrlWarning::Punycode => "punycode",
-                            UrlWarning::MixedScript => "mixed_script",
-                            UrlWarning::IpLiteral => "ip_literal",
-                            UrlWarning::NonDefaultPort => "non_default_port",
-                            #[allow(unreachable_patterns)]
-                            _ => "other",
-                        }
-                        .to_owned(),
-                    );
-                }
-                if url.has_query {
-                    marks.insert("query".to_owned());
-                }
-            }
-            ViewInput::Roots { .. } => {
-                kinds.insert("roots".to_owned());
-                deprecated = true;
-            }
-            ViewInput::Sampling { .. } => {
-                kinds.insert("sampling".to_owned());
-                deprecated = true;
-            }
-            #[allow(unreachable_patterns)]
-            _ => return Err("an input request of a kind this build does not know".into()),
-        }
-    }
-    let inputs = u64::try_from(view.inputs.len()).unwrap_or(u64::MAX);
-    let context = Context::from_pairs([
-        ("round".to_owned(), long(u64::from(view.round))),
-        ("max_rounds".to_owned(), long(u64::from(view.max_rounds))),
-        (
-            "server".to_owned(),
-            RestrictedExpression::new_string(view.server.clone()),
-        ),
-        ("kinds".to_owned(), strings(kinds)),
-        ("inputs".to_owned(), long(inputs)),
-        ("keys".to_owned(), strings(keys)),
-        ("form_fields".to_owned(), strings(fields)),
-        ("form_types".to_owned(), strings(types)),
-        ("form_formats".to_owned(), strings(formats)),
-        ("form_required".to_owned(), strings(required)),
-        ("url_hosts".to_owned(), strings(hosts)),
-        ("url_marks".to_owned(), strings(marks)),
-        (
-            "state".to_owned(),
-            RestrictedExpression::new_bool(view.state.present),
-        ),
-        (
-            "state_bytes".to_owned(),
-            long(view.state.bytes.unwrap_or(0)),
-        ),
-        (
-            "deprecated".to_owned(),
-            RestrictedExpression::new_bool(deprecated),
-        ),
-    ])
-    .map_err(|e| format!("the round's context: {e}"))?;
+    let context = facts.context()?;
     let entities = Entities::from_entities(
         [
             Entity::new_no_attrs(tenant.clone(), HashSet::new()),

@@ -15,6 +15,7 @@ mod facts;
 mod load;
 
 pub use decider::{Decider, PolicyConsent};
+pub use facts::Facts;
 
 pub use load::{MAX_NESTING, MAX_POLICY_BYTES, PolicyError, Problem};
 
@@ -118,10 +119,53 @@ impl Policies {
 
     /// What the policies say of the round `view` of a call bound to `names`.
     pub fn decide(&self, names: Names<'_>, view: &ConsentView) -> Decision {
-        let request = match facts::request(&self.schema, names, view) {
-            Ok(r) => r,
-            Err(reason) => return Decision::Failed { reason },
-        };
+        match self.evaluate(names, view) {
+            Ok((_, held, errors)) => self.decision(&held, &errors),
+            Err(reason) => Decision::Failed { reason },
+        }
+    }
+
+    /// Why the policies decide the round `view` of a call bound to `names` as they do: the
+    /// round's facts, each policy that holds, each that could not be evaluated, and the
+    /// decision ([`Policies::decide`]'s).
+    pub fn explain(&self, names: Names<'_>, view: &ConsentView) -> Explanation {
+        match self.evaluate(names, view) {
+            Ok((facts, held, errors)) => Explanation {
+                decision: self.decision(&held, &errors),
+                facts: Some(facts),
+                held: held
+                    .iter()
+                    .map(|id| Held {
+                        policy: id.to_string(),
+                        forbid: self.effect(id) == Some(cedar_policy::Effect::Forbid),
+                        ask: self.ask.contains(id),
+                    })
+                    .collect(),
+                errors,
+            },
+            Err(reason) => Explanation {
+                decision: Decision::Failed {
+                    reason: reason.clone(),
+                },
+                facts: None,
+                held: Vec::new(),
+                errors: vec![reason],
+            },
+        }
+    }
+
+    fn effect(&self, id: &PolicyId) -> Option<cedar_policy::Effect> {
+        self.set.policy(id).map(cedar_policy::Policy::effect)
+    }
+
+    /// The round's facts, the policies that hold (in id order) and the evaluation errors.
+    fn evaluate(
+        &self,
+        names: Names<'_>,
+        view: &ConsentView,
+    ) -> Result<(Facts, Vec<PolicyId>, Vec<String>), String> {
+        let facts = Facts::of(view)?;
+        let request = facts::request(&self.schema, names, view, &facts)?;
         let response =
             Authorizer::new().is_authorized(&request.request, &self.set, &request.entities);
         let errors: Vec<String> = response
@@ -129,18 +173,21 @@ impl Policies {
             .errors()
             .map(ToString::to_string)
             .collect();
+        let mut held: Vec<PolicyId> = response.diagnostics().reason().cloned().collect();
+        held.sort_by_key(ToString::to_string);
+        Ok((facts, held, errors))
+    }
+
+    /// The decision for the policies `held` and the evaluation `errors`.
+    fn decision(&self, held: &[PolicyId], errors: &[String]) -> Decision {
         if !errors.is_empty() {
             return Decision::Failed {
                 reason: errors.join("; "),
             };
         }
-        let mut held: Vec<&PolicyId> = response.diagnostics().reason().collect();
-        held.sort_by_key(|id| id.to_string());
-        let effect = |id: &PolicyId| self.set.policy(id).map(cedar_policy::Policy::effect);
         let forbids: Vec<&PolicyId> = held
             .iter()
-            .copied()
-            .filter(|id| effect(id) == Some(cedar_policy::Effect::Forbid))
+            .filter(|id| self.effect(id) == Some(cedar_policy::Effect::Forbid))
             .collect();
         if let Some(deny) = forbids.iter().find(|id| !self.ask.contains(**id)) {
             return Decision::Deny {
@@ -161,4 +208,30 @@ impl Policies {
             },
         }
     }
+}
+
+/// Why the policies decide a round as they do ([`Policies::explain`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Explanation {
+    /// The round as the policies saw it (`None`: it could not be made into a request).
+    pub facts: Option<Facts>,
+    /// Each policy that holds, in id order.
+    pub held: Vec<Held>,
+    /// Each evaluation error (a policy that could not be evaluated fails the round).
+    pub errors: Vec<String>,
+    /// The decision.
+    pub decision: Decision,
+}
+
+/// A policy that holds for a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Held {
+    /// Its id.
+    pub policy: String,
+    /// A `forbid` (else a `permit`).
+    pub forbid: bool,
+    /// A `forbid` annotated `@ask`.
+    pub ask: bool,
 }

@@ -7,11 +7,12 @@
 //!
 //! Each line is one JSON object: `time` (ms), `kind` (`request`: a call's params as the client
 //! sent them; `retry`: a retry's params, answers included; `answer`: the upstream's answer the
-//! gate judged), `method`, and `request_id`, the id the proxy minted (the trail's `request_id`,
-//! so a line is found from an event and back), then `params` or `answer`. A message that is no
-//! JSON is kept as `text`, redacted of nothing: the list names members.
+//! gate judged), `server` (as a consent view names it), `method`, and `request_id`, the id the
+//! proxy minted (the trail's `request_id`, so a line is found from an event and back), then
+//! `params` or `answer`. A message that is no JSON is kept as `text`, redacted of nothing: the
+//! list names members. `mrtr-gate policy explain` reads the rounds back from it.
 
-use mrtr_gate_host::core::RequestId;
+use mrtr_gate_host::core::{RequestId, ServerIdentity};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,9 +80,16 @@ impl Capture {
     }
 
     /// Record `text` (a params object or an answer message) of `kind` for the binding minted
-    /// as `id`. A write that fails is said once per failure, and the call goes on: the digest
-    /// chain, not this file, is the record the gate stands on.
-    pub fn record(&self, kind: Kind, method: &str, id: &RequestId, text: &str) {
+    /// as `id` with `server`. A write that fails is said once per failure, and the call goes
+    /// on: the digest chain, not this file, is the record the gate stands on.
+    pub fn record(
+        &self,
+        kind: Kind,
+        server: &ServerIdentity,
+        method: &str,
+        id: &RequestId,
+        text: &str,
+    ) {
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -93,6 +101,7 @@ impl Capture {
         let mut line = json!({
             "time": at_ms,
             "kind": kind.as_str(),
+            "server": server.display(),
             "method": method,
             "request_id": id.to_json(),
         });
@@ -150,14 +159,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("capture.jsonl");
         let capture = Capture::open(&path, vec!["Password".into(), "card".into()]).unwrap();
+        let server = ServerIdentity::endpoint("stdio:python3").unwrap();
         capture.record(
             Kind::Retry,
+            &server,
             "tools/call",
             &RequestId::Text("mg-1".into()),
             r#"{"name":"pay","arguments":{"password":"x","n":1},"inputResponses":{"k":{"content":{"CARD":"4111"}}},"list":[{"card":"y"}]}"#,
         );
         capture.record(
             Kind::Answer,
+            &server,
             "tools/call",
             &RequestId::Number(2),
             "not json",
@@ -168,6 +180,7 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines[0]["kind"], "retry");
+        assert_eq!(lines[0]["server"], "endpoint:stdio:python3");
         assert_eq!(lines[0]["request_id"], "mg-1");
         assert_eq!(
             lines[0]["params"]["arguments"],

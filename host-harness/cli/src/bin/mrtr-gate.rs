@@ -186,6 +186,39 @@ enum PolicyCommand {
         /// The policy file (Cedar).
         file: PathBuf,
     },
+    /// Show which policy decides each round of a call a proxy captured (--capture CAPTURE
+    /// --request-id ID), or a consent view (--view VIEW): the round's facts, the policies that
+    /// hold, the decision.
+    Explain {
+        /// The policy file (Cedar).
+        file: PathBuf,
+        /// A `mrtr-gate proxy --capture` file.
+        #[arg(
+            long,
+            value_name = "CAPTURE",
+            requires = "request_id",
+            conflicts_with = "view"
+        )]
+        capture: Option<PathBuf>,
+        /// The call's id in the capture (the trail's `request_id`).
+        #[arg(long, value_name = "ID", requires = "capture")]
+        request_id: Option<String>,
+        /// The server (its URL, or `endpoint:<id>`), for a capture whose lines do not name it.
+        #[arg(long, value_name = "SERVER", requires = "capture")]
+        server: Option<String>,
+        /// A consent view (`mrtr-gate/consent-view/v2`) as a host or a consent hook got it.
+        #[arg(long, value_name = "VIEW", required_unless_present = "capture")]
+        view: Option<PathBuf>,
+        /// The user the policies judge the call of (the name the policies are written with).
+        #[arg(long)]
+        user: String,
+        /// The user's tenant.
+        #[arg(long)]
+        tenant: String,
+        /// Print one JSON object on stdout instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]
@@ -401,6 +434,42 @@ fn main() -> ExitCode {
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => return ExitCode::from(mrtr_gate_cli::policy::check(&file)),
+        Command::Policy {
+            command:
+                PolicyCommand::Explain {
+                    file,
+                    capture,
+                    request_id,
+                    server,
+                    view,
+                    user,
+                    tenant,
+                    json,
+                },
+        } => {
+            use mrtr_gate_cli::policy::{ExplainOptions, Source, explain};
+            let source = match (capture, request_id, view) {
+                (Some(path), Some(request_id), None) => Source::Capture {
+                    path,
+                    request_id,
+                    server,
+                },
+                (None, None, Some(view)) => Source::View(view),
+                _ => {
+                    mrtr_gate_host::say!(
+                        "mrtr-gate: explain --capture CAPTURE --request-id ID, or --view VIEW"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+            return ExitCode::from(explain(&ExplainOptions {
+                policy: file,
+                source,
+                user,
+                tenant,
+                json,
+            }));
+        }
         Command::ExportAudit {
             trail,
             format,

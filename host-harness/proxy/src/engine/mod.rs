@@ -198,7 +198,7 @@ impl<G: GateApi> Engine<G> {
 
     fn captured(&self, kind: capture::Kind, method: &str, id: &RequestId, text: &str) {
         if let Some(capture) = &self.capture {
-            capture.record(kind, method, id, text);
+            capture.record(kind, &self.config.server, method, id, text);
         }
     }
 

@@ -4,6 +4,10 @@
 //! decider `call --policy` and `proxy --policy` judge rounds with, and the rule a call's
 //! client applies it by.
 
+mod explain;
+
+pub use explain::{ExplainOptions, Source, explain};
+
 use mrtr_gate_client::{OpenRound, RoundRule, RuleRefusal};
 use mrtr_gate_host::shown::shown_text;
 use mrtr_gate_host::{Principal, say};
