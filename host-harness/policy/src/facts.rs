@@ -11,11 +11,20 @@ use mrtr_gate_core::{ConsentView, FieldKind, UrlWarning, ViewInput};
 use std::collections::{BTreeSet, HashSet};
 use std::str::FromStr;
 
-/// The request and the entities it names.
+/// The request and the entities it names, with its action and resource.
 pub(crate) struct Round {
     pub request: Request,
     pub entities: Entities,
+    pub action: &'static str,
+    pub resource: EntityUid,
 }
+
+/// Each action of the schema (a gated method) and the kind of entity it calls.
+pub(crate) const ACTIONS: [(&str, &str); 3] = [
+    ("tools/call", "Tool"),
+    ("prompts/get", "Prompt"),
+    ("resources/read", "Resource"),
+];
 
 fn uid(kind: &str, id: &str) -> Result<EntityUid, String> {
     let name = EntityTypeName::from_str(&format!("Mrtr::{kind}"))
@@ -176,26 +185,26 @@ impl Facts {
     }
 }
 
-/// The Cedar request for the round `view` (its `facts`) of a call bound to `names`, checked
-/// against the schema (a view the schema cannot hold is an error, never a request with parts
-/// left out).
+/// The Cedar request for the round `view` (its `facts`) of a call bound to `names`; checked
+/// against `schema` when one is given (a view the schema cannot hold is then an error). A
+/// request is built to the schema's shape, so deciding skips the check (it costs a tenth of a
+/// decision: docs/performance.md) and the tests hold every kind of round to it; a request
+/// that still strayed would make policies fail to evaluate, which fails the round (closed).
 pub(crate) fn request(
-    schema: &Schema,
+    schema: Option<&Schema>,
     names: Names<'_>,
     view: &ConsentView,
     facts: &Facts,
 ) -> Result<Round, String> {
-    let (resource_kind, action) = match view.request.method.as_str() {
-        "tools/call" => ("Tool", "tools/call"),
-        "prompts/get" => ("Prompt", "prompts/get"),
-        "resources/read" => ("Resource", "resources/read"),
-        other => return Err(format!("no action for the method {other:?}")),
+    let method = view.request.method.as_str();
+    let Some(&(action, resource_kind)) = ACTIONS.iter().find(|(a, _)| *a == method) else {
+        return Err(format!("no action for the method {method:?}"));
     };
     let tenant = uid("Tenant", names.tenant)?;
     let user = uid("User", names.user)?;
     let server = uid("Server", &view.server)?;
     let resource = uid(resource_kind, &view.request.name)?;
-    let action = EntityUid::from_str(&format!("Mrtr::Action::\"{action}\""))
+    let action_uid = EntityUid::from_str(&format!("Mrtr::Action::\"{action}\""))
         .map_err(|e| format!("the action: {e}"))?;
     let context = facts.context()?;
     let entities = Entities::from_entities(
@@ -205,10 +214,15 @@ pub(crate) fn request(
             Entity::new_no_attrs(server.clone(), HashSet::new()),
             Entity::new_no_attrs(resource.clone(), HashSet::from([server])),
         ],
-        Some(schema),
+        schema,
     )
     .map_err(|e| format!("the round's entities: {e}"))?;
-    let request = Request::new(user, action, resource, context, Some(schema))
+    let request = Request::new(user, action_uid, resource.clone(), context, schema)
         .map_err(|e| format!("the round's request: {e}"))?;
-    Ok(Round { request, entities })
+    Ok(Round {
+        request,
+        entities,
+        action,
+        resource,
+    })
 }

@@ -322,8 +322,16 @@ fn load_here(text: &str) -> Result<Policies, PolicyError> {
     if !invalid.is_empty() {
         return Err(PolicyError::Invalid(invalid));
     }
+    let scopes = crate::scope::Scopes::new(&set).map_err(|e| {
+        PolicyError::Invalid(vec![Problem {
+            line: 0,
+            column: 0,
+            message: e,
+        }])
+    })?;
     Ok(Policies {
         set,
+        scopes,
         schema,
         ask,
         ids,

@@ -431,3 +431,119 @@ fn the_decider_remembers_an_allow_for_the_rounds_consent_and_asks_the_rest() {
         Decision::Failed { .. }
     ));
 }
+
+/// Rounds of every kind the schema describes: each form field type and format, URLs with each
+/// mark, state only, the deprecated methods, and each action.
+fn every_kind_of_round() -> Vec<ConsentView> {
+    let sampling = json!({"method": "sampling/createMessage", "params": {"messages": [
+        {"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 10}});
+    let roots = json!({"method": "roots/list"});
+    vec![
+        seat_form(),
+        round(
+            SERVER,
+            "tools/call",
+            "sign_in",
+            asking(json!({"c": form(json!({
+                "user": {"type": "string", "format": "email"},
+                "when": {"type": "string", "format": "date-time"},
+                "n": {"type": "integer", "minimum": 0}, "x": {"type": "number"},
+                "ok": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+                "password": {"type": "string"}}), &["user"])})),
+        ),
+        round(
+            SERVER,
+            "tools/call",
+            "pay",
+            asking(json!({"a": url("https://xn--pay-exmple-9db.com/x?y=1"),
+                "b": url("https://127.0.0.1:8443/p"), "c": url("https://pay.example.com/")})),
+        ),
+        round(
+            SERVER,
+            "tools/call",
+            "continue_job",
+            json!({"resultType": "input_required", "requestState": "step-2"}),
+        ),
+        round(
+            SERVER,
+            "tools/call",
+            "summarise",
+            asking(json!({"s": sampling})),
+        ),
+        round(SERVER, "prompts/get", "greet", asking(json!({"r": roots}))),
+        round(
+            "https://trusted.example/mcp",
+            "resources/read",
+            "file:///notes.txt",
+            json!({"resultType": "input_required", "requestState": "s".repeat(60_000)}),
+        ),
+    ]
+}
+
+/// The request a round makes is built to the schema's shape: deciding does not check it, so
+/// this does, for every kind of round.
+#[test]
+fn every_kind_of_round_makes_a_request_the_schema_accepts() {
+    let p = example("no-deprecated.cedar");
+    for view in every_kind_of_round() {
+        p.check_request(ALICE, &view)
+            .unwrap_or_else(|e| panic!("{}: {e}", view.request.name));
+    }
+}
+
+/// Judging a round by the policies its action and resource can meet decides as Cedar does
+/// with every policy evaluated: for the examples, for scopes of every kind (an action, a list
+/// of actions, a resource by `==`, `in` and `is`, a principal), and for a policy that fails to
+/// evaluate.
+#[test]
+fn the_scope_index_decides_as_every_policy_evaluated_does() {
+    let scoped = r#"
+        @id("a-tools") permit (principal, action == Mrtr::Action::"tools/call", resource);
+        @id("b-prompts") forbid (principal, action == Mrtr::Action::"prompts/get", resource);
+        @id("c-two") permit (principal, action in [Mrtr::Action::"prompts/get", Mrtr::Action::"resources/read"], resource) when { context.state };
+        @id("d-pay") forbid (principal, action == Mrtr::Action::"tools/call", resource == Mrtr::Tool::"pay") when { context.url_marks.contains("punycode") };
+        @id("e-sign") @ask forbid (principal, action, resource == Mrtr::Tool::"sign_in");
+        @id("f-in-server") forbid (principal, action, resource in Mrtr::Server::"https://trusted.example/mcp") when { context.state_bytes > 50000 };
+        @id("g-is") permit (principal, action, resource is Mrtr::Resource);
+        @id("h-tenant") forbid (principal in Mrtr::Tenant::"other", action, resource);
+        @id("i-fails") forbid (principal, action == Mrtr::Action::"tools/call", resource == Mrtr::Tool::"summarise") when { context.round + 9223372036854775807 > 0 };
+        @id("j-other") forbid (principal, action, resource == Mrtr::Tool::"nothing-calls-this");
+    "#;
+    let mut files: Vec<(String, Policies)> = [
+        "deny-url-outside-allowed.cedar",
+        "person-for-secrets.cedar",
+        "trusted-state-only.cedar",
+        "no-deprecated.cedar",
+    ]
+    .iter()
+    .map(|name| ((*name).to_owned(), example(name)))
+    .collect();
+    files.push(("scoped".into(), Policies::parse(scoped).unwrap()));
+    let mut failed = 0;
+    for (name, p) in &files {
+        for view in every_kind_of_round() {
+            for names in [
+                ALICE,
+                Names {
+                    user: "bob",
+                    tenant: "other",
+                },
+            ] {
+                let scoped = p.decide(names, &view);
+                assert_eq!(
+                    scoped,
+                    p.decide_unscoped(names, &view),
+                    "{name}: {} of {}",
+                    view.request.method,
+                    view.request.name
+                );
+                if matches!(scoped, Decision::Failed { .. }) {
+                    failed += 1;
+                }
+            }
+        }
+    }
+    // The overflowing policy failed the summarise round, for both principals.
+    assert_eq!(failed, 2);
+}

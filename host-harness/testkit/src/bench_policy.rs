@@ -1,10 +1,12 @@
 //! `mrtr-gate-testkit bench-policy` (issue 42): what the operator's policies cost per round.
 //! Rounds the native gate accepted (a form, a URL, a state-only round), judged by 1 policy and
-//! by 100 (the example shapes, each with its own id and constants) through
-//! [`Decider::judge`], what a proxy calls for every round it accepts: the view parsed, the
-//! Cedar request and entities made, every policy evaluated. Each judgement timed on its own;
-//! p50, p99 and the mean, per policy count. Prints figures, never a verdict: the goal is in
-//! docs/performance.md.
+//! by 100 through [`Decider::judge`], what a proxy calls for every round it accepts (the view
+//! parsed, the Cedar request and entities made, the policies its action and resource can meet
+//! evaluated): on the example shapes (each with its own id and constants, most of them
+//! global), on the same policies each evaluated with the request checked against the schema
+//! (the cost before the scope index, in the same run), and on per-tool policies. Each
+//! judgement timed on its own; p50, p99 and the mean. Prints figures, never a verdict: the
+//! goal is in docs/performance.md.
 
 use crate::fixture::ScenarioHosts;
 use crate::timed::percentile;
@@ -94,7 +96,64 @@ fn policies(n: usize) -> String {
     text
 }
 
-/// `rounds` timed judgements of each round per policy count; the report (markdown).
+/// `n` policies each scoped to one tool (`resource == Mrtr::Tool::"tool{i}"`), none the
+/// rounds call: per-tool rules, which the scope index files away from every other tool's
+/// rounds.
+fn per_tool_policies(n: usize) -> String {
+    let mut text = String::new();
+    for i in 0..n {
+        let _ = writeln!(
+            text,
+            "@id(\"only-{i}\") forbid (principal, action == Mrtr::Action::\"tools/call\", resource == Mrtr::Tool::\"tool{i}\") when {{ context.kinds.contains(\"url\") && !context.url_hosts.contains(\"pay{i}.example.com\") }};"
+        );
+    }
+    text
+}
+
+fn label(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::Allow { .. } => "allow",
+        Decision::Deny { .. } => "deny",
+        Decision::Ask { .. } => "ask",
+        Decision::Failed { .. } => "failed",
+        _ => "other",
+    }
+}
+
+/// `rounds_each` timed judgements of each of `views` by `judge`: p50, p99, mean (us), and the
+/// decisions seen.
+fn timed(
+    rounds_each: usize,
+    views: &[(&'static str, String, String)],
+    mut judge: impl FnMut(&str, &str) -> Decision,
+) -> (f64, f64, f64, Vec<String>) {
+    for (_, json, sha) in views.iter().cycle().take(WARM) {
+        std::hint::black_box(judge(json, sha));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut times = Vec::with_capacity(rounds_each * views.len());
+    for _ in 0..rounds_each {
+        for (name, json, sha) in views {
+            let started = Instant::now();
+            let decision = judge(json, sha);
+            times.push(started.elapsed().as_secs_f64() * 1e6);
+            seen.insert(format!("{name} {}", label(&decision)));
+        }
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+    (
+        percentile(&mut times.clone(), 0.5),
+        percentile(&mut times, 0.99),
+        mean,
+        seen.into_iter().collect(),
+    )
+}
+
+/// `rounds` timed judgements of each round per policy count, in three ways: `Decider::judge`
+/// (what a proxy calls) on the example shapes, the same policies each evaluated with the
+/// request checked against the schema (what a decision cost before the scope index), and
+/// `Decider::judge` on per-tool policies. The report (markdown).
 pub fn run(rounds_each: usize, counts: &[usize]) -> Result<String, String> {
     let views = rounds()?;
     let bound = Principal {
@@ -102,43 +161,46 @@ pub fn run(rounds_each: usize, counts: &[usize]) -> Result<String, String> {
         tenant: "acme".into(),
     };
     let mut out = format!(
-        "| `Decider::judge` per round ({rounds_each} of each: form, url, state-only) | p50 | p99 | mean | decisions |\n|---|---|---|---|---|\n"
+        "| per round ({rounds_each} of each: form, url, state-only) | p50 | p99 | mean | decisions |\n|---|---|---|---|---|\n"
     );
     for &n in counts {
-        let loaded = Policies::parse(&policies(n)).map_err(|e| e.to_string())?;
-        let decider = Decider::new(loaded, Duration::from_secs(600));
-        decider.know(&bound, "alice", "acme");
-        let mut seen = std::collections::BTreeMap::<String, usize>::new();
-        for (_, json, sha) in views.iter().cycle().take(WARM) {
-            std::hint::black_box(decider.judge(&bound, json, sha));
-        }
-        let mut times = Vec::with_capacity(rounds_each * views.len());
-        for _ in 0..rounds_each {
-            for (name, json, sha) in &views {
-                let started = Instant::now();
-                let decision = decider.judge(&bound, json, sha);
-                times.push(started.elapsed().as_secs_f64() * 1e6);
-                let label = match &decision {
-                    Decision::Allow { .. } => "allow",
-                    Decision::Deny { .. } => "deny",
-                    Decision::Ask { .. } => "ask",
-                    Decision::Failed { .. } => "failed",
-                    _ => "other",
+        let noun = if n == 1 { "policy" } else { "policies" };
+        for (way, text) in [
+            ("`Decider::judge`", policies(n)),
+            (
+                "every policy evaluated, the request schema-checked",
+                policies(n),
+            ),
+            ("`Decider::judge`, per-tool", per_tool_policies(n)),
+        ] {
+            let loaded = Policies::parse(&text).map_err(|e| e.to_string())?;
+            let (p50, p99, mean, decisions) =
+                if way.starts_with("every") {
+                    let names = mrtr_gate_policy::Names {
+                        user: "alice",
+                        tenant: "acme",
+                    };
+                    timed(rounds_each, &views, |json, _| {
+                        match mrtr_gate_host::core::ConsentView::parse(json) {
+                            Ok(view) => loaded.decide_unscoped(names, &view),
+                            Err(e) => Decision::Failed {
+                                reason: e.to_string(),
+                            },
+                        }
+                    })
+                } else {
+                    let decider = Decider::new(loaded, Duration::from_secs(600));
+                    decider.know(&bound, "alice", "acme");
+                    timed(rounds_each, &views, |json, sha| {
+                        decider.judge(&bound, json, sha)
+                    })
                 };
-                *seen.entry(format!("{name} {label}")).or_default() += 1;
-            }
+            let _ = writeln!(
+                out,
+                "| {n} {noun}: {way} | {p50:.1} us | {p99:.1} us | {mean:.1} us | {} |",
+                decisions.join(", ")
+            );
         }
-        #[allow(clippy::cast_precision_loss)]
-        let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
-        let decisions: Vec<String> = seen.keys().cloned().collect();
-        let _ = writeln!(
-            out,
-            "| {n} {} | {:.1} us | {:.1} us | {mean:.1} us | {} |",
-            if n == 1 { "policy" } else { "policies" },
-            percentile(&mut times.clone(), 0.5),
-            percentile(&mut times, 0.99),
-            decisions.join(", ")
-        );
     }
     Ok(out)
 }
