@@ -10,10 +10,11 @@ mod support;
 use std::process::Command;
 use support::{bin, root, scratch};
 
-fn check(file: &std::path::Path) -> (Option<i32>, String, String) {
+/// `mrtr-gate policy ARGS`: the exit code, stdout and stderr.
+fn policy(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
     let out = Command::new(bin())
-        .args(["policy", "check"])
-        .arg(file)
+        .arg("policy")
+        .args(args)
         .output()
         .unwrap();
     (
@@ -76,17 +77,14 @@ fn every_example_policy_is_valid_and_a_bad_file_is_refused_line_by_line() {
     assert_eq!(code, Some(2), "{stderr}");
 }
 
+fn check(file: &std::path::Path) -> (Option<i32>, String, String) {
+    policy(&["check".as_ref(), file.as_os_str()])
+}
+
 fn explain(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
-    let out = Command::new(bin())
-        .args(["policy", "explain"])
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut all = vec![std::ffi::OsStr::new("explain")];
+    all.extend_from_slice(args);
+    policy(&all)
 }
 
 /// `policy explain` over a hostile or mistaken input: a capture line that is no JSON, one past

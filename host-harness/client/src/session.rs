@@ -793,6 +793,33 @@ mod tests {
         }
     }
 
+    /// A client whose gate takes every response as a round with `view_json`, and the
+    /// bindings it ends.
+    fn over_view(
+        view_json: &str,
+    ) -> (
+        Client<ViewGate>,
+        std::sync::Arc<std::sync::Mutex<Vec<CallerOutcome>>>,
+    ) {
+        let finished = std::sync::Arc::default();
+        let gate = ViewGate {
+            view_json: view_json.into(),
+            finished: std::sync::Arc::clone(&finished),
+        };
+        let transport = Refusing {
+            server: ServerIdentity::origin("https://a.example/mcp").unwrap(),
+            error: json!({"code": -1, "message": "unused"}),
+            sent: std::sync::Arc::default(),
+        };
+        let client = Client::new(
+            gate,
+            Box::new(transport),
+            ClientConfig::new("alice", "acme"),
+            Box::new(NoAnswers),
+        );
+        (client, finished)
+    }
+
     /// A round whose view does not read as a view (here: text that merely contains a URL
     /// input's spelling) is never answered, shown or opened: the call stops and its binding
     /// is ended.
@@ -803,22 +830,7 @@ mod tests {
             "",
             "null",
         ] {
-            let finished = std::sync::Arc::default();
-            let gate = ViewGate {
-                view_json: view_json.into(),
-                finished: std::sync::Arc::clone(&finished),
-            };
-            let transport = Refusing {
-                server: ServerIdentity::origin("https://a.example/mcp").unwrap(),
-                error: json!({"code": -1, "message": "unused"}),
-                sent: std::sync::Arc::default(),
-            };
-            let mut client = Client::new(
-                gate,
-                Box::new(transport),
-                ClientConfig::new("alice", "acme"),
-                Box::new(NoAnswers),
-            );
+            let (mut client, finished) = over_view(view_json);
             let e = client
                 .call("tools/call", json!({"name": "t", "arguments": {}}))
                 .unwrap_err();
@@ -873,24 +885,10 @@ mod tests {
             ),
             (None, CallerOutcome::Error("policy_failed".into())),
         ] {
-            let finished = std::sync::Arc::default();
-            let gate = ViewGate {
-                view_json: STATE_VIEW.into(),
-                finished: std::sync::Arc::clone(&finished),
-            };
-            let transport = Refusing {
-                server: ServerIdentity::origin("https://a.example/mcp").unwrap(),
-                error: json!({"code": -1, "message": "unused"}),
-                sent: std::sync::Arc::default(),
-            };
-            let mut client = Client::new(
-                gate,
-                Box::new(transport),
-                ClientConfig::new("alice", "acme"),
-                Box::new(NoAnswers),
-            )
-            .with_observer(Box::new(NothingShown))
-            .with_rule(Box::new(RefuseAll(rule.clone())));
+            let (client, finished) = over_view(STATE_VIEW);
+            let mut client = client
+                .with_observer(Box::new(NothingShown))
+                .with_rule(Box::new(RefuseAll(rule.clone())));
             let e = client
                 .call("tools/call", json!({"name": "tool", "arguments": {}}))
                 .unwrap_err();

@@ -74,6 +74,20 @@ impl Decision {
         }
     }
 
+    /// What a refusal for this decision tells the user (no value of the round's), for a
+    /// decision that refuses.
+    pub fn refusal_message(&self) -> Option<String> {
+        match self {
+            Decision::Deny { policy } => Some(format!(
+                "the round is refused by the operator's policy `{policy}`"
+            )),
+            Decision::Failed { reason } => Some(format!(
+                "the operator's policies could not judge the round: {reason}"
+            )),
+            Decision::Allow { .. } | Decision::Ask { .. } => None,
+        }
+    }
+
     /// The receipt id the decision carries (`policy:<id>`), for a granting or denying one.
     pub fn receipt_id(&self) -> Option<String> {
         match self {

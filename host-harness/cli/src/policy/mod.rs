@@ -106,25 +106,13 @@ pub fn reload_on_hangup(decider: &Arc<Decider>, path: &Path) -> Result<(), Strin
 
 /// The refusal a call's client gives for `decision`, if it refuses.
 pub fn refusal(decision: &Decision) -> Option<RuleRefusal> {
-    let code = decision.code()?;
-    let message = match decision {
-        Decision::Deny { policy } => format!(
-            "the round is refused by the operator's policy `{}`",
-            shown_text(policy)
-        ),
-        Decision::Failed { reason } => format!(
-            "the operator's policies could not judge the round: {}",
-            shown_text(reason)
-        ),
-        _ => format!("the operator's policies refused the round ({code})"),
-    };
     Some(RuleRefusal {
-        code,
+        code: decision.code()?,
         receipt_id: match decision {
             Decision::Deny { .. } => decision.receipt_id(),
             _ => None,
         },
-        message,
+        message: shown_text(&decision.refusal_message()?),
     })
 }
 

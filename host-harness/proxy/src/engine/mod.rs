@@ -751,24 +751,19 @@ impl<G: GateApi> Engine<G> {
         let step = call.trace.step("mrtr_gate.policy");
         let decision = decider.judge(&call.principal, view_json, view_sha256);
         let code = decision.code().unwrap_or_default();
+        let message = decision.refusal_message().unwrap_or_default();
         match &decision {
-            Decision::Deny { policy } => {
+            Decision::Deny { .. } => {
                 step.outcome(Outcome::Refused, Some(code));
                 Some((
-                    Refusal::peer(
-                        code,
-                        format!("the round is refused by the operator's policy `{policy}`"),
-                    ),
+                    Refusal::peer(code, message),
                     CallerOutcome::PolicyDenied(decision.receipt_id().unwrap_or_default()),
                 ))
             }
-            Decision::Failed { reason } => {
+            Decision::Failed { .. } => {
                 step.outcome(Outcome::Refused, Some(code));
                 Some((
-                    Refusal::host(
-                        code,
-                        format!("the operator's policies could not judge the round: {reason}"),
-                    ),
+                    Refusal::host(code, message),
                     CallerOutcome::Error(code.to_owned()),
                 ))
             }
