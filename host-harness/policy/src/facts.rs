@@ -32,14 +32,6 @@ fn uid(kind: &str, id: &str) -> Result<EntityUid, String> {
     Ok(EntityUid::from_type_name_and_id(name, EntityId::new(id)))
 }
 
-fn strings(values: &BTreeSet<String>) -> RestrictedExpression {
-    RestrictedExpression::new_set(values.iter().cloned().map(RestrictedExpression::new_string))
-}
-
-fn long(n: u64) -> RestrictedExpression {
-    RestrictedExpression::new_long(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
 /// What the policies see of a round besides who and what (docs/policy.md, "The schema"): the
 /// context of the Cedar request, each set the union over the round's input requests. Never an
 /// answer's value.
@@ -153,36 +145,77 @@ impl Facts {
         Ok(f)
     }
 
-    /// The context of the Cedar request.
-    fn context(&self) -> Result<Context, String> {
-        Context::from_pairs([
-            ("round".to_owned(), long(self.round)),
-            ("max_rounds".to_owned(), long(self.max_rounds)),
-            (
-                "server".to_owned(),
-                RestrictedExpression::new_string(self.server.clone()),
-            ),
-            ("kinds".to_owned(), strings(&self.kinds)),
-            ("inputs".to_owned(), long(self.inputs)),
-            ("keys".to_owned(), strings(&self.keys)),
-            ("form_fields".to_owned(), strings(&self.form_fields)),
-            ("form_types".to_owned(), strings(&self.form_types)),
-            ("form_formats".to_owned(), strings(&self.form_formats)),
-            ("form_required".to_owned(), strings(&self.form_required)),
-            ("url_hosts".to_owned(), strings(&self.url_hosts)),
-            ("url_marks".to_owned(), strings(&self.url_marks)),
-            (
-                "state".to_owned(),
-                RestrictedExpression::new_bool(self.state),
-            ),
-            ("state_bytes".to_owned(), long(self.state_bytes)),
-            (
-                "deprecated".to_owned(),
-                RestrictedExpression::new_bool(self.deprecated),
-            ),
-        ])
-        .map_err(|e| format!("the round's context: {e}"))
+    /// The attribute `name` of the round's context (one of [`FIELDS`]).
+    pub(crate) fn fact(&self, name: &str) -> Option<Fact<'_>> {
+        let long = |n: u64| Fact::Long(i64::try_from(n).unwrap_or(i64::MAX));
+        Some(match name {
+            "round" => long(self.round),
+            "max_rounds" => long(self.max_rounds),
+            "server" => Fact::String(&self.server),
+            "kinds" => Fact::Set(&self.kinds),
+            "inputs" => long(self.inputs),
+            "keys" => Fact::Set(&self.keys),
+            "form_fields" => Fact::Set(&self.form_fields),
+            "form_types" => Fact::Set(&self.form_types),
+            "form_formats" => Fact::Set(&self.form_formats),
+            "form_required" => Fact::Set(&self.form_required),
+            "url_hosts" => Fact::Set(&self.url_hosts),
+            "url_marks" => Fact::Set(&self.url_marks),
+            "state" => Fact::Bool(self.state),
+            "state_bytes" => long(self.state_bytes),
+            "deprecated" => Fact::Bool(self.deprecated),
+            _ => return None,
+        })
     }
+
+    /// The context of the Cedar request: every attribute of [`FIELDS`], as [`Facts::fact`]
+    /// gives it (what a policy's guard reads is what Cedar would).
+    fn context(&self) -> Result<Context, String> {
+        let mut pairs = Vec::with_capacity(FIELDS.len());
+        for name in FIELDS {
+            let value = match self.fact(name) {
+                Some(Fact::Long(n)) => RestrictedExpression::new_long(n),
+                Some(Fact::Bool(b)) => RestrictedExpression::new_bool(b),
+                Some(Fact::String(s)) => RestrictedExpression::new_string(s.to_owned()),
+                Some(Fact::Set(set)) => RestrictedExpression::new_set(
+                    set.iter().cloned().map(RestrictedExpression::new_string),
+                ),
+                None => return Err(format!("the round's context has no {name}")),
+            };
+            pairs.push((name.to_owned(), value));
+        }
+        Context::from_pairs(pairs).map_err(|e| format!("the round's context: {e}"))
+    }
+}
+
+/// The attributes of a round's context (`Round` in [`crate::SCHEMA`]: a request is checked
+/// against the schema, which wants each of them and no other, for every kind of round in
+/// tests/policies.rs).
+pub(crate) const FIELDS: [&str; 15] = [
+    "round",
+    "max_rounds",
+    "server",
+    "kinds",
+    "inputs",
+    "keys",
+    "form_fields",
+    "form_types",
+    "form_formats",
+    "form_required",
+    "url_hosts",
+    "url_marks",
+    "state",
+    "state_bytes",
+    "deprecated",
+];
+
+/// One attribute's value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fact<'a> {
+    Long(i64),
+    Bool(bool),
+    String(&'a str),
+    Set(&'a BTreeSet<String>),
 }
 
 /// The Cedar request for the round `view` (its `facts`) of a call bound to `names`; checked

@@ -12,6 +12,7 @@
 
 mod decider;
 mod facts;
+mod guard;
 mod load;
 mod scope;
 
@@ -134,6 +135,19 @@ impl Policies {
         &self.ids
     }
 
+    /// The ids of the policies with a guard (docs/policy.md, "What a round costs"): a test of
+    /// the round's facts Cedar would evaluate first, answered from the facts, so Cedar
+    /// evaluates the policy only for the rounds that pass it. In id order.
+    pub fn guarded(&self) -> Vec<String> {
+        self.scopes.guarded(false).into_iter().collect()
+    }
+
+    /// The ids of the policies decided from the round's facts alone: every condition a test
+    /// that cannot fail, a scope the index settles. In id order.
+    pub fn decided(&self) -> Vec<String> {
+        self.scopes.guarded(true).into_iter().collect()
+    }
+
     /// What the policies say of the round `view` of a call bound to `names`.
     pub fn decide(&self, names: Names<'_>, view: &ConsentView) -> Decision {
         match self.evaluate(names, view) {
@@ -186,12 +200,17 @@ impl Policies {
         let authorizer = Authorizer::new();
         let mut errors: Vec<String> = Vec::new();
         let mut held: Vec<PolicyId> = Vec::new();
-        for set in self.scopes.sets(round.action, &round.resource) {
+        let meeting = self.scopes.meet(round.action, &round.resource, &facts)?;
+        held.extend(meeting.held);
+        for set in &meeting.sets {
             let response = authorizer.is_authorized(&round.request, set, &round.entities);
             errors.extend(response.diagnostics().errors().map(ToString::to_string));
             held.extend(response.diagnostics().reason().cloned());
         }
         held.sort_by_key(ToString::to_string);
+        // Each error names its policy first: sorted, a reason reads the same however the
+        // policies were filed.
+        errors.sort();
         Ok((facts, held, errors))
     }
 
@@ -204,7 +223,8 @@ impl Policies {
     }
 
     /// What [`Policies::decide`] would say with every policy evaluated, none left out by its
-    /// scope: the same decision, slower. For tests that hold the scope index to Cedar.
+    /// scope or its guard: the same decision, slower. For tests that hold the scope index and
+    /// the guards to Cedar.
     pub fn decide_unscoped(&self, names: Names<'_>, view: &ConsentView) -> Decision {
         let facts = match Facts::of(view) {
             Ok(f) => f,
@@ -215,11 +235,12 @@ impl Policies {
             Err(reason) => return Decision::Failed { reason },
         };
         let response = Authorizer::new().is_authorized(&round.request, &self.set, &round.entities);
-        let errors: Vec<String> = response
+        let mut errors: Vec<String> = response
             .diagnostics()
             .errors()
             .map(ToString::to_string)
             .collect();
+        errors.sort();
         let mut held: Vec<PolicyId> = response.diagnostics().reason().cloned().collect();
         held.sort_by_key(ToString::to_string);
         self.decision(&held, &errors)

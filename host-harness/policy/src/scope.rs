@@ -1,13 +1,23 @@
 //! The policies a round can meet. Each policy is filed under the actions its scope admits, and,
 //! when its scope names one resource (`resource == Mrtr::Tool::"book"`), under that resource:
 //! a round is judged by the policies filed under its action for any resource and those filed
-//! under its resource, never the whole file. Nothing else changes: Cedar evaluates a policy's
-//! scope before its conditions, so a policy whose scope names another action or resource can
-//! neither hold nor fail for the round, and leaving it out changes neither the policies that
-//! hold nor the errors (tests/policies.rs holds the two to the same decisions).
+//! under its resource, never the whole file. Within a filing, a policy whose conditions are
+//! all tests of the round's facts that cannot fail ([`crate::guard`]), and whose scope the
+//! filing settles, is decided from the facts alone; a policy whose first test is one is
+//! evaluated only for the rounds that pass it. Nothing else changes: Cedar evaluates a
+//! policy's scope, then its conditions from the first, so a policy whose scope names another
+//! action or resource, or whose first test the facts fail, can neither hold nor fail for the
+//! round, and leaving it out changes neither the policies that hold nor the errors
+//! (tests/policies.rs holds the two to the same decisions, for the examples and for generated
+//! files).
 
-use crate::facts::ACTIONS;
-use cedar_policy::{ActionConstraint, EntityUid, PolicySet, ResourceConstraint};
+use crate::facts::{ACTIONS, Facts};
+use crate::guard::Guard;
+use cedar_policy::{
+    ActionConstraint, EntityUid, Policy, PolicyId, PolicySet, PrincipalConstraint,
+    ResourceConstraint,
+};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -21,9 +31,46 @@ pub(crate) struct Scopes {
 #[derive(Clone, Debug, Default)]
 struct Scope {
     /// Those whose scope admits any resource (or one the index does not key: `in`, `is`).
-    any: PolicySet,
+    any: Filed,
     /// Those whose scope names one resource, by it.
-    by_resource: HashMap<EntityUid, PolicySet>,
+    by_resource: HashMap<EntityUid, Filed>,
+}
+
+/// The policies of one filing.
+#[derive(Clone, Debug, Default)]
+struct Filed {
+    /// Those evaluated for every round of the filing.
+    plain: PolicySet,
+    /// Those evaluated only for the rounds whose facts pass their guard, in the file's order.
+    guarded: Vec<(Guard, Policy)>,
+    /// Those that hold exactly for the rounds whose facts pass their whole condition.
+    decided: Vec<(Guard, PolicyId)>,
+}
+
+impl Filed {
+    /// Files `policy`; `settled`: the filing alone admits every round the policy's action and
+    /// resource constraints admit (its resource constraint is none, or the `==` filed by).
+    fn add(&mut self, policy: &Policy, settled: bool) -> Result<(), String> {
+        let est = policy.to_json().map_err(|e| e.to_string())?;
+        let whole = (settled && policy.principal_constraint() == PrincipalConstraint::Any)
+            .then(|| Guard::of_conditions(&est))
+            .flatten();
+        if let Some(guard) = whole {
+            self.decided.push((guard, policy.id().clone()));
+        } else if let Some(guard) = Guard::of_policy(&est) {
+            self.guarded.push((guard, policy.clone()));
+        } else {
+            self.plain.add(policy.clone()).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// What a round meets: the policy sets Cedar evaluates for it, and the policies the facts
+/// alone show to hold.
+pub(crate) struct Meeting<'a> {
+    pub sets: Vec<Cow<'a, PolicySet>>,
+    pub held: Vec<PolicyId>,
 }
 
 /// Whether `constraint` admits the action `uid`. The schema has no action groups, so `in` an
@@ -48,29 +95,84 @@ impl Scopes {
                 if !admits(&policy.action_constraint(), &uid) {
                     continue;
                 }
-                let filed = match policy.resource_constraint() {
+                match policy.resource_constraint() {
                     ResourceConstraint::Eq(resource) => {
-                        scope.by_resource.entry(resource).or_default()
+                        scope
+                            .by_resource
+                            .entry(resource)
+                            .or_default()
+                            .add(policy, true)?;
                     }
-                    _ => &mut scope.any,
-                };
-                filed.add(policy.clone()).map_err(|e| e.to_string())?;
+                    ResourceConstraint::Any => scope.any.add(policy, true)?,
+                    _ => scope.any.add(policy, false)?,
+                }
             }
             by_action.insert(action, scope);
         }
         Ok(Self { by_action })
     }
 
-    /// The policy sets a round of `action` on `resource` is judged by (at most two).
-    pub(crate) fn sets<'a>(
+    /// The ids of the policies some filing evaluates only behind their guard (`decided`:
+    /// those it decides from the facts alone).
+    pub(crate) fn guarded(&self, decided: bool) -> std::collections::BTreeSet<String> {
+        self.by_action
+            .values()
+            .flat_map(|scope| std::iter::once(&scope.any).chain(scope.by_resource.values()))
+            .flat_map(|filed| {
+                let ids: Vec<String> = if decided {
+                    filed.decided.iter().map(|(_, id)| id.to_string()).collect()
+                } else {
+                    filed
+                        .guarded
+                        .iter()
+                        .map(|(_, p)| p.id().to_string())
+                        .collect()
+                };
+                ids
+            })
+            .collect()
+    }
+
+    /// What a round of `action` on `resource` with `facts` meets: the filings' plain sets, a
+    /// set of the guarded policies whose guard the facts pass, and the decided policies whose
+    /// condition they pass.
+    pub(crate) fn meet<'a>(
         &'a self,
         action: &str,
         resource: &EntityUid,
-    ) -> impl Iterator<Item = &'a PolicySet> {
-        let scope = self.by_action.get(action);
-        scope
-            .map(|s| &s.any)
-            .into_iter()
-            .chain(scope.and_then(|s| s.by_resource.get(resource)))
+        facts: &Facts,
+    ) -> Result<Meeting<'a>, String> {
+        let mut meeting = Meeting {
+            sets: Vec::with_capacity(3),
+            held: Vec::new(),
+        };
+        let Some(scope) = self.by_action.get(action) else {
+            return Ok(meeting);
+        };
+        let filings = std::iter::once(&scope.any).chain(scope.by_resource.get(resource));
+        let mut passed = PolicySet::new();
+        let mut any_passed = false;
+        for filed in filings {
+            if !filed.plain.is_empty() {
+                meeting.sets.push(Cow::Borrowed(&filed.plain));
+            }
+            for (guard, policy) in &filed.guarded {
+                if guard.holds(facts) {
+                    passed.add(policy.clone()).map_err(|e| e.to_string())?;
+                    any_passed = true;
+                }
+            }
+            for (guard, id) in &filed.decided {
+                match guard.eval(facts) {
+                    Some(true) => meeting.held.push(id.clone()),
+                    Some(false) => {}
+                    None => return Err(format!("the policy `{id}` could not be decided")),
+                }
+            }
+        }
+        if any_passed {
+            meeting.sets.push(Cow::Owned(passed));
+        }
+        Ok(meeting)
     }
 }

@@ -492,10 +492,39 @@ fn every_kind_of_round_makes_a_request_the_schema_accepts() {
     }
 }
 
+/// Policies with guards (their first test of the round's facts, answered without Cedar) of
+/// every form taken, and policies whose first test is none: an operator a guard does not
+/// take, a failing test first, an extension function.
+const GUARDS: &str = r#"
+    @id("g01-url") forbid (principal, action, resource) when { context.kinds.contains("url") && !["pay.example.com"].containsAll(context.url_hosts) };
+    @id("g02-state-only") forbid (principal, action, resource) when { context.inputs == 0 && context.state } unless { context.state_bytes <= 100 };
+    @id("g03-deprecated") forbid (principal, action, resource) when { context.deprecated };
+    @id("g04-unless") permit (principal, action, resource) unless { context.state };
+    @id("g05-set-eq") permit (principal, action, resource) when { context.kinds == ["form"] };
+    @id("g06-reversed") @ask forbid (principal, action, resource) when { 3 == context.inputs };
+    @id("g07-or") forbid (principal, action, resource) when { context.round >= 2 || context.max_rounds < 3 };
+    @id("g08-attributes") permit (principal, action, resource) when { context.form_fields.containsAny(context.form_required) && context.form_formats.contains("email") };
+    @id("g09-server") forbid (principal, action == Mrtr::Action::"resources/read", resource) when { context.server != "https://trusted.example/mcp" };
+    @id("g10-bool-eq") @ask forbid (principal, action, resource) when { context.state == true && context.state_bytes > 10 };
+    @id("g11-and") permit (principal, action, resource) when { (context.kinds.contains("form") && context.form_types.containsAll(["string"])) && context.keys.contains("passenger") };
+    @id("g12-fails-behind") forbid (principal, action, resource) when { context.kinds.contains("sampling") && context.round + 9223372036854775807 > 0 };
+    @id("g13-two-clauses") forbid (principal, action, resource) when { context.kinds.contains("url") } when { context.inputs + 9223372036854775807 > 0 };
+    @id("g14-scoped") forbid (principal, action == Mrtr::Action::"tools/call", resource == Mrtr::Tool::"pay") when { context.url_marks.containsAny(["punycode", "ip_literal"]) };
+    @id("g15-not") permit (principal in Mrtr::Tenant::"acme", action, resource) when { !context.kinds.contains("roots") && context.round <= context.max_rounds };
+    @id("g16-fails-first") forbid (principal, action, resource) when { context.round + 9223372036854775807 > 0 && context.kinds.contains("url") };
+    @id("g17-empty") forbid (principal, action, resource) when { context.url_marks.isEmpty() && context.kinds.contains("url") };
+    @id("g18-extension") permit (principal, action, resource) when { ip("127.0.0.1").isLoopback() && context.inputs == 1 };
+    @id("g19-like") forbid (principal, action, resource) when { context.server like "*.evil/*" };
+    @id("g20-scope-in") forbid (principal, action, resource in Mrtr::Server::"https://trusted.example/mcp") when { context.state };
+    @id("g21-in-server") @ask forbid (principal, action, resource) when { resource in Mrtr::Server::"endpoint:https://trusted.example/mcp" && context.state_bytes > 50000 };
+    @id("g22-principal") permit (principal == Mrtr::User::"alice", action, resource) when { context.kinds.contains("form") };
+    @id("g23-no-condition") permit (principal, action == Mrtr::Action::"prompts/get", resource);
+"#;
+
 /// Judging a round by the policies its action and resource can meet decides as Cedar does
 /// with every policy evaluated: for the examples, for scopes of every kind (an action, a list
-/// of actions, a resource by `==`, `in` and `is`, a principal), and for a policy that fails to
-/// evaluate.
+/// of actions, a resource by `==`, `in` and `is`, a principal), for guards of every form, and
+/// for policies that fail to evaluate, behind a guard and before one.
 #[test]
 fn the_scope_index_decides_as_every_policy_evaluated_does() {
     let scoped = r#"
@@ -520,6 +549,39 @@ fn the_scope_index_decides_as_every_policy_evaluated_does() {
     .map(|name| ((*name).to_owned(), example(name)))
     .collect();
     files.push(("scoped".into(), Policies::parse(scoped).unwrap()));
+    let guards = Policies::parse(GUARDS).unwrap();
+    assert_eq!(
+        guards.decided(),
+        [
+            "g01-url",
+            "g02-state-only",
+            "g03-deprecated",
+            "g04-unless",
+            "g05-set-eq",
+            "g06-reversed",
+            "g07-or",
+            "g08-attributes",
+            "g09-server",
+            "g10-bool-eq",
+            "g11-and",
+            "g14-scoped",
+            "g21-in-server",
+            "g23-no-condition",
+        ],
+        "the policies decided from the facts alone"
+    );
+    assert_eq!(
+        guards.guarded(),
+        [
+            "g12-fails-behind",
+            "g13-two-clauses",
+            "g15-not",
+            "g20-scope-in",
+            "g22-principal",
+        ],
+        "the policies Cedar evaluates behind a guard"
+    );
+    files.push(("guards".into(), guards));
     let mut failed = 0;
     for (name, p) in &files {
         for view in every_kind_of_round() {
@@ -544,6 +606,149 @@ fn the_scope_index_decides_as_every_policy_evaluated_does() {
             }
         }
     }
-    // The overflowing policy failed the summarise round, for both principals.
-    assert_eq!(failed, 2);
+    // The overflowing policies failed their rounds, for both principals: `i-fails` the
+    // summarise round (2); `g16-fails-first` every round (7 rounds, 14), where
+    // `g12-fails-behind` fails the summarise round and `g13-two-clauses` the pay round too.
+    assert_eq!(failed, 2 + 14);
+}
+
+/// A small generator of policies (xorshift: the same files on every run).
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+
+    /// A test of the round: one a guard can take, or one it cannot (a failing sum, `like`,
+    /// `isEmpty`), or `!`, `&&`, `||` of smaller ones.
+    fn test(&mut self, depth: u32) -> String {
+        if depth > 0 && self.next().is_multiple_of(3) {
+            let (a, b) = (self.test(depth - 1), self.test(depth - 1));
+            return match self.next() % 3 {
+                0 => format!("!({a})"),
+                1 => format!("({a} && {b})"),
+                _ => format!("({a} || {b})"),
+            };
+        }
+        let n = self.next() % 4;
+        let op = self.pick(&["==", "!=", "<", "<=", ">", ">="]);
+        match self.next() % 15 {
+            0 => format!(
+                "context.kinds.contains(\"{}\")",
+                self.pick(&["form", "url", "sampling", "roots"])
+            ),
+            1 => format!("context.inputs {op} {n}"),
+            2 => format!("{n} {op} context.round"),
+            3 => self
+                .pick(&["context.state", "context.deprecated"])
+                .to_owned(),
+            4 => format!("context.state == {}", self.next().is_multiple_of(2)),
+            5 => format!(
+                "context.form_fields.containsAny([\"{}\", \"nothing\"])",
+                self.pick(&["password", "full_name", "seat", "user"])
+            ),
+            6 => format!(
+                "[\"pay.example.com\", \"{}\"].containsAll(context.url_hosts)",
+                self.pick(&["127.0.0.1", "xn--pay-exmple-9db.com", "other"])
+            ),
+            7 => format!(
+                "context.kinds == [{}]",
+                self.pick(&["\"form\"", "\"url\"", "\"sampling\"", "\"form\", \"url\""])
+            ),
+            8 => format!(
+                "context.server {} \"{}\"",
+                self.pick(&["==", "!="]),
+                self.pick(&[
+                    "endpoint:https://mcp.example/mcp",
+                    "https://trusted.example/mcp"
+                ])
+            ),
+            9 => "context.round + 9223372036854775807 > 0".to_owned(),
+            14 => format!(
+                "resource in Mrtr::Server::\"{}\"",
+                self.pick(&[
+                    "endpoint:https://mcp.example/mcp",
+                    "endpoint:https://trusted.example/mcp",
+                    "https://mcp.example/mcp"
+                ])
+            ),
+            10 => "context.url_marks.isEmpty()".to_owned(),
+            11 => "context.server like \"*trusted*\"".to_owned(),
+            _ => format!("context.state_bytes {op} {}", n * 20_000),
+        }
+    }
+
+    fn policy(&mut self, i: usize) -> String {
+        let effect = self.pick(&["permit", "forbid", "@ask forbid"]);
+        let scope = self.pick(&[
+            "principal, action, resource",
+            "principal, action == Mrtr::Action::\"tools/call\", resource",
+            "principal, action, resource == Mrtr::Tool::\"pay\"",
+            "principal in Mrtr::Tenant::\"acme\", action, resource",
+            "principal, action, resource in Mrtr::Server::\"endpoint:https://mcp.example/mcp\"",
+            "principal, action in [Mrtr::Action::\"prompts/get\", Mrtr::Action::\"resources/read\"], resource",
+        ]);
+        let mut text = format!("@id(\"p{i:02}\") {effect} ({scope})");
+        for _ in 0..=(self.next() % 2) {
+            let kind = self.pick(&["when", "when", "unless"]);
+            text.push_str(&format!(" {kind} {{ {} }}", self.test(2)));
+        }
+        text.push_str(";\n");
+        text
+    }
+}
+
+/// Guards of generated policies decide as Cedar does with every policy evaluated: 150 files
+/// of 6 policies each, every kind of round, two principals.
+#[test]
+fn generated_guards_decide_as_every_policy_evaluated_does() {
+    let mut generator = Gen(0x9e37_79b9_7f4a_7c15);
+    let rounds = every_kind_of_round();
+    let (mut guarded, mut decided, mut decisions) = (0, 0, std::collections::BTreeMap::new());
+    for _ in 0..150 {
+        let text: String = (0..6).map(|i| generator.policy(i)).collect();
+        let p = Policies::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        guarded += p.guarded().len();
+        decided += p.decided().len();
+        for view in &rounds {
+            for names in [
+                ALICE,
+                Names {
+                    user: "bob",
+                    tenant: "other",
+                },
+            ] {
+                let decision = p.decide(names, view);
+                assert_eq!(
+                    decision,
+                    p.decide_unscoped(names, view),
+                    "{text}: {} of {}",
+                    view.request.method,
+                    view.request.name
+                );
+                let kind = format!("{decision:?}");
+                *decisions
+                    .entry(kind.split(' ').next().unwrap_or("").to_owned())
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+    // The files exercise what they are for: guards taken, policies decided from the facts,
+    // and every decision.
+    assert!(guarded > 100, "{guarded} guarded policies");
+    assert!(decided > 100, "{decided} policies decided from the facts");
+    for kind in ["Allow", "Deny", "Ask", "Failed"] {
+        assert!(
+            decisions.get(kind).copied().unwrap_or(0) > 50,
+            "{decisions:?}"
+        );
+    }
 }

@@ -2,9 +2,11 @@
 //! Rounds the native gate accepted (a form, a URL, a state-only round), judged by 1 policy and
 //! by 100 through [`Decider::judge`], what a proxy calls for every round it accepts (the view
 //! parsed, the Cedar request and entities made, the policies its action and resource can meet
-//! evaluated): on the example shapes (each with its own id and constants, most of them
-//! global), on the same policies each evaluated with the request checked against the schema
-//! (the cost before the scope index, in the same run), and on per-tool policies. Each
+//! decided from the facts or evaluated): on the example shapes (each with its own id and
+//! constants, most of them global), on the same policies each evaluated by Cedar with the
+//! request checked against the schema (the cost before the scope index and the guards, in the
+//! same run), on per-tool policies, and on the example shapes each opened by a test only Cedar
+//! evaluates. Each
 //! judgement timed on its own; p50, p99 and the mean. Prints figures, never a verdict: the
 //! goal is in docs/performance.md.
 
@@ -96,6 +98,13 @@ fn policies(n: usize) -> String {
     text
 }
 
+/// The example shapes, each condition opened by a test no guard takes (`like`, which Cedar
+/// alone evaluates): policies outside what the facts decide, each evaluated by Cedar for every
+/// round its scope admits. The cost of a file written in the rest of the language.
+fn cedar_policies(n: usize) -> String {
+    policies(n).replace("when {", "when { context.server like \"*\" &&")
+}
+
 /// `n` policies each scoped to one tool (`resource == Mrtr::Tool::"tool{i}"`), none the
 /// rounds call: per-tool rules, which the scope index files away from every other tool's
 /// rounds.
@@ -150,10 +159,11 @@ fn timed(
     )
 }
 
-/// `rounds` timed judgements of each round per policy count, in three ways: `Decider::judge`
-/// (what a proxy calls) on the example shapes, the same policies each evaluated with the
-/// request checked against the schema (what a decision cost before the scope index), and
-/// `Decider::judge` on per-tool policies. The report (markdown).
+/// `rounds` timed judgements of each round per policy count, in four ways: `Decider::judge`
+/// (what a proxy calls) on the example shapes, the same policies each evaluated by Cedar with
+/// the request checked against the schema (what a decision cost before the scope index and the
+/// guards), `Decider::judge` on per-tool policies, and on the example shapes each opened by a
+/// test only Cedar evaluates. The report (markdown).
 pub fn run(rounds_each: usize, counts: &[usize]) -> Result<String, String> {
     let views = rounds()?;
     let bound = Principal {
@@ -172,6 +182,10 @@ pub fn run(rounds_each: usize, counts: &[usize]) -> Result<String, String> {
                 policies(n),
             ),
             ("`Decider::judge`, per-tool", per_tool_policies(n)),
+            (
+                "`Decider::judge`, each opened by a test only Cedar evaluates",
+                cedar_policies(n),
+            ),
         ] {
             let loaded = Policies::parse(&text).map_err(|e| e.to_string())?;
             let (p50, p99, mean, decisions) =
