@@ -10,6 +10,12 @@
                                                       with the commands that reproduce each column
                                                       (columns may mix transports: each report
                                                       names its own)
+    matrix.py suite NAME REPORT SUITE_DIR             the probe's report beside the conformance
+                                                      suite's run of the same client: every check
+                                                      the suite wrote (its checks.json under
+                                                      SUITE_DIR) that the probe runs under the
+                                                      same id must have the same status; says
+                                                      which differ, exits 1 otherwise
 """
 
 import json
@@ -123,12 +129,40 @@ def table(out, pairs):
         f.write("\n".join(lines) + "\n")
 
 
+def suite(name, path, suite_dir):
+    """The suite's verdicts beside the probe's, check by check, by the suite's own ids."""
+    import glob
+    try:
+        report = load(path)
+    except (OSError, ValueError) as e:
+        return [f"no report: {e}"]
+    files = sorted(glob.glob(f"{suite_dir}/**/checks.json", recursive=True))
+    if not files:
+        return [f"the suite wrote no checks.json under {suite_dir}"]
+    theirs = {}
+    for file in files:
+        with open(file, encoding="utf-8") as f:
+            for c in json.load(f):
+                theirs[c["id"]] = c["status"]
+    ours = {c["id"]: c["status"] for _, c in statuses(report)}
+    shared = sorted(set(theirs) & set(ours))
+    problems = [f"{i}: the suite says {theirs[i]}, the probe {ours[i]}" for i in shared if theirs[i] != ours[i]]
+    if not shared:
+        problems.append("the probe ran none of the suite's checks")
+    if not problems:
+        print(f"probe: {name}: the suite's {len(shared)} checks read the same in both reports "
+              f"({', '.join(f'{i} {ours[i]}' for i in shared)})")
+    return problems
+
+
 def main(argv):
     mode = argv[1] if len(argv) > 1 else ""
     if mode == "check" and len(argv) == 6:
         problems = check(argv[2], argv[3], int(argv[4]), argv[5])
     elif mode == "recorded" and len(argv) == 5:
         problems = recorded(argv[2], argv[3], int(argv[4]))
+    elif mode == "suite" and len(argv) == 5:
+        problems = suite(argv[2], argv[3], argv[4])
     elif mode == "table" and len(argv) >= 4:
         table(argv[2], argv[3:])
         return 0

@@ -33,6 +33,7 @@ scenarios!(
     "mrtr-url-undeclared",
     "mrtr-round-after-cancel",
     "mrtr-state-only-pacing",
+    "sep-2322-client-request-state",
 );
 
 /// The embedded scenarios, validated, control first.
@@ -68,6 +69,38 @@ mod tests {
         let mut embedded: Vec<String> = FILES.iter().map(|(n, _)| (*n).to_owned()).collect();
         embedded.sort();
         assert_eq!(embedded, on_disk);
+    }
+
+    /// A clause cited by a path in this repository (`docs/...`, `tests/...`) names a file that
+    /// is there, and its `#anchor` a heading of that file. (Clauses still cited from outside
+    /// the repository, `shared/...`, are issue 43's part 4.)
+    #[test]
+    fn every_clause_cited_in_the_repository_resolves() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut resolved = 0;
+        for scenario in scenarios().expect("valid scenarios") {
+            for clause in &scenario.clauses {
+                let source = clause.source.as_str();
+                if !(source.starts_with("docs/") || source.starts_with("tests/")) {
+                    continue;
+                }
+                let (path, anchor) = source.split_once('#').unwrap_or((source, ""));
+                let path = path.split([':', ',']).next().unwrap_or(path);
+                let text = std::fs::read_to_string(root.join(path))
+                    .unwrap_or_else(|e| panic!("{}: {source}: {e}", scenario.name));
+                if !anchor.is_empty() {
+                    assert!(
+                        text.lines()
+                            .any(|l| l.trim_start_matches('#').trim() == anchor
+                                && l.starts_with('#')),
+                        "{}: {source}: no heading `{anchor}`",
+                        scenario.name
+                    );
+                }
+                resolved += 1;
+            }
+        }
+        assert!(resolved >= 4, "{resolved} clauses cited in the repository");
     }
 
     #[test]

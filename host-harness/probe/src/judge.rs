@@ -248,6 +248,15 @@ pub fn matches(m: &Match, r: &Request, rec: &Recording) -> bool {
         .any_of
         .as_ref()
         .is_none_or(|subs| subs.iter().any(|s| matches(s, r, rec)));
+    let all = m
+        .all_of
+        .as_ref()
+        .is_none_or(|subs| subs.iter().all(|s| matches(s, r, rec)));
+    let other_id = m.id_differs_from_first.is_none_or(|differ| {
+        let first = m.tool.as_deref().and_then(|t| rec.calls_of(t).next());
+        let id = |q: &Request| q.value.as_ref().and_then(|v| v.get("id")).cloned();
+        first.is_none_or(|f| id(f) != id(r)) == differ
+    });
     let differ = m.arguments_differ_from_first.is_none_or(|differ| {
         let first = m
             .tool
@@ -256,7 +265,7 @@ pub fn matches(m: &Match, r: &Request, rec: &Recording) -> bool {
         // With no first call to compare with, every call's arguments are "other".
         first.is_none_or(|f| arguments_of(f) != arguments_of(r)) == differ
     });
-    tool && state && long && member && any && differ
+    tool && state && long && member && any && all && other_id && differ
 }
 
 /// What a request carried that matters for MRTR, for a report.
@@ -298,7 +307,10 @@ fn control(check: &Check, rec: &Recording) -> Outcome {
     match matched.as_slice() {
         [one] => (Status::Success, None, evidence(one)),
         [] => fail(
-            "the client did not complete the well-formed round (no retry with its state and answer)".into(),
+            check.says.as_deref().map_or_else(
+                || "the client did not complete the well-formed round (no retry with its state and answer)".to_owned(),
+                |says| format!("the client {says}"),
+            ),
             json!({"matched": 0}),
         ),
         many => fail(

@@ -143,7 +143,8 @@ pub struct Check {
     /// `state_echo_exact`: whether sending no retry fails (a well-formed round) or passes
     /// (a round a client may refuse, such as one whose state is not valid Unicode).
     pub retry_required: Option<bool>,
-    /// `no_request`, `at_most`: what the client did, completed with the matching request.
+    /// `no_request`, `at_most`: what the client did, completed with the matching request;
+    /// `control` (optional): what a client that sent no matching request did.
     pub says: Option<String>,
     /// `at_most`: how many requests may match.
     pub n: Option<usize>,
@@ -177,8 +178,13 @@ pub struct Match {
     /// Its `params.arguments` differ, as JSON values, from those of the tool's first call
     /// (the one without a `requestState`; absent arguments count as `{}`).
     pub arguments_differ_from_first: Option<bool>,
+    /// Its JSON-RPC `id` differs (`true`) or not (`false`), as JSON values, from that of the
+    /// tool's first call.
+    pub id_differs_from_first: Option<bool>,
     /// One of these matches.
     pub any_of: Option<Vec<Match>>,
+    /// Each of these matches.
+    pub all_of: Option<Vec<Match>>,
 }
 
 /// Why a scenario file was refused, with a stable snake_case code.
@@ -381,16 +387,33 @@ fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
     }
     let mut ids = BTreeSet::new();
     for check in &s.checks {
-        if !ids.insert(check.id.as_str()) || !check.id.starts_with("mrtr-") {
+        if !ids.insert(check.id.as_str()) || !is_check_id(&check.id) {
             return Err(refuse(
                 "duplicate_check_id",
                 stem,
-                format!("check id `{}` is repeated or not `mrtr-...`", check.id),
+                format!(
+                    "check id `{}` is repeated, or neither `mrtr-...` nor a conformance suite id (`sep-<number>-...`)",
+                    check.id
+                ),
             ));
         }
         validate_check(stem, s, &tools, check)?;
     }
     Ok(())
+}
+
+/// A check's id: the probe's own (`mrtr-...`), or the conformance suite's for a check the probe
+/// runs under the suite's name (`sep-2322-client-request-state-echoed`), so the two reports read
+/// line by line.
+fn is_check_id(id: &str) -> bool {
+    if id.starts_with("mrtr-") {
+        return true;
+    }
+    id.strip_prefix("sep-")
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(number, name)| {
+            !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !name.is_empty()
+        })
 }
 
 fn validate_answer(stem: &str, a: &Answer, nested: bool) -> Result<(), ScenarioError> {
@@ -515,9 +538,16 @@ fn validate_check(
             "`ms` (1 to {MAX_GAP_MS}) is for min_gap_ms checks, which need it"
         )));
     }
-    if matches!(c.kind, CheckKind::NoRequest | CheckKind::AtMost) != c.says.is_some() {
+    // A control check may say what a client that sends no matching request did (else: it did
+    // not complete the round).
+    if matches!(c.kind, CheckKind::NoRequest | CheckKind::AtMost) && c.says.is_none()
+        || !matches!(
+            c.kind,
+            CheckKind::NoRequest | CheckKind::AtMost | CheckKind::Control
+        ) && c.says.is_some()
+    {
         return Err(bad(
-            "`says` is for no_request and at_most checks, which need one",
+            "`says` is for no_request and at_most checks, which need one, and control checks",
         ));
     }
     if let Some(tool) = &c.tool
@@ -579,19 +609,30 @@ fn validate_match(tools: &BTreeSet<&str>, m: &Match) -> Result<(), String> {
     if m.pointer.as_deref().is_some_and(|p| !p.starts_with('/')) {
         return Err("a pointer starts with `/`".into());
     }
+    if m.id_differs_from_first.is_some() && m.tool.is_none() {
+        return Err("`id_differs_from_first` needs the `tool` whose first call it compares".into());
+    }
     let any_of = m.any_of.as_deref().unwrap_or_default();
     if m.any_of.is_some() && any_of.is_empty() {
         return Err("`any_of` is empty".into());
+    }
+    let all_of = m.all_of.as_deref().unwrap_or_default();
+    if m.all_of.is_some() && all_of.is_empty() {
+        return Err("`all_of` is empty".into());
     }
     if m.tool.is_none()
         && m.state.is_none()
         && m.state_units_at_least.is_none()
         && m.pointer.is_none()
         && m.any_of.is_none()
+        && m.all_of.is_none()
     {
         return Err("an empty match matches every request".into());
     }
-    any_of.iter().try_for_each(|sub| validate_match(tools, sub))
+    any_of
+        .iter()
+        .chain(all_of)
+        .try_for_each(|sub| validate_match(tools, sub))
 }
 
 impl Scenario {
@@ -626,7 +667,7 @@ impl Match {
         if let Some(t) = &self.tool {
             into.insert(t.clone());
         }
-        for sub in self.any_of.iter().flatten() {
+        for sub in self.any_of.iter().chain(&self.all_of).flatten() {
             sub.collect_tools(into);
         }
     }

@@ -277,6 +277,34 @@ else:
                 "invalid_scenario",
                 GOOD.replace(r#""checks""#, r#""checks": 1, "checks""#),
             ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""match": {"tool": "t"}"#, r#""match": {"tool": "t", "all_of": []}"#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(
+                    r#""match": {"tool": "t"}"#,
+                    r#""match": {"all_of": [{"tool": "other"}]}"#,
+                ),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(
+                    r#""match": {"tool": "t"}"#,
+                    r#""match": {"state": "S", "id_differs_from_first": true}"#,
+                ),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(
+                    r#""kind": "no_request", "description": "d", "match": {"tool": "t"}, "says": "s""#,
+                    r#""kind": "no_canary", "description": "d", "says": "s""#,
+                ),
+            ),
+            ("duplicate_check_id", GOOD.replace(r#""mrtr-x""#, r#""sep-x-y""#)),
+            ("duplicate_check_id", GOOD.replace(r#""mrtr-x""#, r#""sep-2322-""#)),
+            ("duplicate_check_id", GOOD.replace(r#""mrtr-x""#, r#""x-mrtr""#)),
         ];
         for (code, text) in &cases {
             assert_eq!(refused("x", text).code, *code, "{text}");
@@ -286,6 +314,12 @@ else:
             r#""says": "s"}, {"id": "mrtr-x", "kind": "no_canary", "description": "d"}]"#,
         );
         assert_eq!(refused("x", &id_twice).code, "duplicate_check_id");
+        // A conformance suite id, and a control check that says what a failing client did.
+        let suite = GOOD.replace(
+            r#""id": "mrtr-x", "kind": "no_request""#,
+            r#""id": "sep-2322-client-x", "kind": "control""#,
+        );
+        assert!(scenario::parse("x", &suite).is_ok(), "{suite}");
     }
 
     #[test]

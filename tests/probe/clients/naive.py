@@ -13,8 +13,11 @@ non-ASCII with `?`), sends whatever answer it is told without checking the schem
 any URL elicitation, fetches the URL and hands it to xdg-open, takes the first response of an
 SSE stream (over stdio: the first response line) whatever its id, answers a server's 2025-era
 elicitation/create, sends a retry again when its connection broke (over stdio: when its server
-died, to a server it spawns again), and has no round cap. It does keep ids fresh and completes a
-well-formed round, so the control scenario passes. It also dereferences a schema's network
+died, to a server it spawns again), and has no round cap. It sends a retry under the id of
+the call it retries, a round that carried no requestState back with the last state it saw, the
+last round's inputResponses and requestState on its next call of another tool, and retries once a
+result that names no resultType (with those same leftovers). It does complete a well-formed
+round, so the control scenario passes. It also dereferences a schema's network
 `$ref`, echoes a state of any size, declares the elicitation modes it is told to (context
 `capabilities`) yet answers a mode it did not declare, and obeys a `forge`: a new call carrying
 the round's state with other arguments. It obeys `cancel_on` (over HTTP it closes the call's
@@ -86,10 +89,11 @@ class Ahead:
         return read(response, response.headers.get("Content-Type", ""), self.conn)
 
 
-def post(method, params):
+def post(method, params, same_id=None):
     global next_id, ahead
     next_id += 1
-    message = {"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}
+    # Mistake: a retry goes under the id of the call it retries.
+    message = {"jsonrpc": "2.0", "id": same_id or next_id, "method": method, "params": params}
     if method != "tools/call" or STDIO:
         return send(message)
     current = ahead or Ahead()
@@ -199,7 +203,7 @@ def result_type(result):
     for key, value in result.items():
         if key.lower() == "resulttype":
             return str(value)
-    return "complete"
+    return None
 
 
 def clean(state):
@@ -241,20 +245,40 @@ def answer(key, request):
     return told or {"action": "accept", "content": {}}
 
 
+# The last round's inputResponses and requestState.
+leftovers = {}
+
+
 def call(tool):
-    params = {"name": tool, "arguments": {}, "_meta": META}
+    global leftovers
+    # Mistake: the last round's answers and state ride along on this call of another tool.
+    params = {"name": tool, "arguments": {}, "_meta": META, **leftovers}
+    first_id = None
+    untyped_retried = False
     for _ in range(MAX_LEGS):
         try:
-            message = post("tools/call", params)
+            message = post("tools/call", params, first_id)
         except (OSError, http.client.HTTPException):
             # Mistake: a retry whose connection broke is sent again.
-            message = post("tools/call", params)
+            message = post("tools/call", params, first_id)
+        first_id = first_id or next_id
         if message is CANCELLED:
             # Mistake: the next request's first response (the cancelled call's late round) is
             # taken as this call's answer.
             message = post("ping", {})
         result = message.get("result")
-        if not isinstance(result, dict) or result_type(result).lower() == "complete":
+        if not isinstance(result, dict):
+            return
+        kind = result_type(result)
+        if kind is None:
+            # Mistake: a result that names no resultType is taken for a round, once, and
+            # retried with the leftovers.
+            if untyped_retried or not leftovers:
+                return
+            untyped_retried = True
+            params = {"name": tool, "arguments": {}, "_meta": META, **leftovers}
+            continue
+        if kind.lower() == "complete":
             return
         retry = {"name": tool, "arguments": {}, "_meta": META}
         requests = result.get("inputRequests") or {}
@@ -262,6 +286,10 @@ def call(tool):
             retry["inputResponses"] = {key: answer(key, r) for key, r in requests.items()}
         if isinstance(result.get("requestState"), str):
             retry["requestState"] = clean(result["requestState"])
+        elif "requestState" in leftovers:
+            # Mistake: a round that carried no state gets the last one seen.
+            retry["requestState"] = leftovers["requestState"]
+        leftovers = {k: retry[k] for k in ("inputResponses", "requestState") if k in retry}
         params = retry
 
 
