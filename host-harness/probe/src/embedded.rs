@@ -33,6 +33,7 @@ scenarios!(
     "mrtr-url-undeclared",
     "mrtr-round-after-cancel",
     "mrtr-state-only-pacing",
+    "mrtr-url-elicitation-error",
     "sep-2322-client-request-state",
 );
 

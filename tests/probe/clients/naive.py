@@ -16,7 +16,9 @@ elicitation/create, sends a retry again when its connection broke (over stdio: w
 died, to a server it spawns again), and has no round cap. It sends a retry under the id of
 the call it retries, a round that carried no requestState back with the last state it saw, the
 last round's inputResponses and requestState on its next call of another tool, and retries once a
-result that names no resultType (with those same leftovers). It does complete a well-formed
+result that names no resultType (with those same leftovers). A 2025-era `-32042` URL
+elicitation error it acts on: it fetches and opens each URL and sends the call again. It does
+complete a well-formed
 round, so the control scenario passes. It also dereferences a schema's network
 `$ref`, echoes a state of any size, declares the elicitation modes it is told to (context
 `capabilities`) yet answers a mode it did not declare, and obeys a `forge`: a new call carrying
@@ -266,6 +268,13 @@ def call(tool):
             # Mistake: the next request's first response (the cancelled call's late round) is
             # taken as this call's answer.
             message = post("ping", {})
+        error = message.get("error")
+        if isinstance(error, dict) and error.get("code") == -32042 and first_id == next_id:
+            # Mistake: a 2025-era URL elicitation error is acted on in a 2026 session: each URL
+            # is fetched and opened, and the call is sent again as if the flow were done.
+            for elicitation in (error.get("data") or {}).get("elicitations") or []:
+                visit(elicitation.get("url", ""))
+            continue
         result = message.get("result")
         if not isinstance(result, dict):
             return
