@@ -139,13 +139,13 @@ impl Policies {
     /// the round's facts Cedar would evaluate first, answered from the facts, so Cedar
     /// evaluates the policy only for the rounds that pass it. In id order.
     pub fn guarded(&self) -> Vec<String> {
-        self.scopes.guarded(false).into_iter().collect()
+        self.scopes.guarded().into_iter().collect()
     }
 
     /// The ids of the policies decided from the round's facts alone: every condition a test
     /// that cannot fail, a scope the index settles. In id order.
     pub fn decided(&self) -> Vec<String> {
-        self.scopes.guarded(true).into_iter().collect()
+        self.scopes.decided().into_iter().collect()
     }
 
     /// What the policies say of the round `view` of a call bound to `names`.

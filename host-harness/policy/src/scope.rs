@@ -18,7 +18,7 @@ use cedar_policy::{
     ResourceConstraint,
 };
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
 
 /// The policies filed by action, then by resource.
@@ -47,20 +47,42 @@ struct Filed {
     decided: Vec<(Guard, PolicyId)>,
 }
 
-impl Filed {
-    /// Files `policy`; `settled`: the filing alone admits every round the policy's action and
-    /// resource constraints admit (its resource constraint is none, or the `==` filed by).
-    fn add(&mut self, policy: &Policy, settled: bool) -> Result<(), String> {
+/// How a policy is judged within its filings: read once per policy when the file is loaded.
+#[derive(Clone, Debug)]
+enum Judged {
+    /// Decided from the facts alone: its whole condition is this guard.
+    Decided(Guard),
+    /// Evaluated by Cedar only for the rounds that pass this guard.
+    Guarded(Guard),
+    /// Evaluated by Cedar for every round its filing meets.
+    Plain,
+}
+
+impl Judged {
+    /// How `policy` is judged. A policy is decided only when its filing settles its scope: any
+    /// principal, and a resource constraint that is none or the `==` it is filed by.
+    fn of(policy: &Policy) -> Result<Self, String> {
         let est = policy.to_json().map_err(|e| e.to_string())?;
-        let whole = (settled && policy.principal_constraint() == PrincipalConstraint::Any)
-            .then(|| Guard::of_conditions(&est))
-            .flatten();
-        if let Some(guard) = whole {
-            self.decided.push((guard, policy.id().clone()));
-        } else if let Some(guard) = Guard::of_policy(&est) {
-            self.guarded.push((guard, policy.clone()));
-        } else {
-            self.plain.add(policy.clone()).map_err(|e| e.to_string())?;
+        let settled = policy.principal_constraint() == PrincipalConstraint::Any
+            && matches!(
+                policy.resource_constraint(),
+                ResourceConstraint::Any | ResourceConstraint::Eq(_)
+            );
+        Ok(
+            match settled.then(|| Guard::of_conditions(&est)).flatten() {
+                Some(whole) => Judged::Decided(whole),
+                None => Guard::of_policy(&est).map_or(Judged::Plain, Judged::Guarded),
+            },
+        )
+    }
+}
+
+impl Filed {
+    fn add(&mut self, policy: &Policy, judged: &Judged) -> Result<(), String> {
+        match judged {
+            Judged::Decided(guard) => self.decided.push((guard.clone(), policy.id().clone())),
+            Judged::Guarded(guard) => self.guarded.push((guard.clone(), policy.clone())),
+            Judged::Plain => self.plain.add(policy.clone()).map_err(|e| e.to_string())?,
         }
         Ok(())
     }
@@ -86,50 +108,50 @@ fn admits(constraint: &ActionConstraint, uid: &EntityUid) -> bool {
 impl Scopes {
     /// `set` filed by action and resource.
     pub(crate) fn new(set: &PolicySet) -> Result<Self, String> {
+        let judged = set
+            .policies()
+            .map(|p| Judged::of(p).map(|j| (p, j)))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut by_action = HashMap::new();
         for (action, _) in ACTIONS {
             let uid = EntityUid::from_str(&format!("Mrtr::Action::\"{action}\""))
                 .map_err(|e| format!("the action {action}: {e}"))?;
             let mut scope = Scope::default();
-            for policy in set.policies() {
+            for (policy, how) in &judged {
                 if !admits(&policy.action_constraint(), &uid) {
                     continue;
                 }
-                match policy.resource_constraint() {
+                let filed = match policy.resource_constraint() {
                     ResourceConstraint::Eq(resource) => {
-                        scope
-                            .by_resource
-                            .entry(resource)
-                            .or_default()
-                            .add(policy, true)?;
+                        scope.by_resource.entry(resource).or_default()
                     }
-                    ResourceConstraint::Any => scope.any.add(policy, true)?,
-                    _ => scope.any.add(policy, false)?,
-                }
+                    _ => &mut scope.any,
+                };
+                filed.add(policy, how)?;
             }
             by_action.insert(action, scope);
         }
         Ok(Self { by_action })
     }
 
-    /// The ids of the policies some filing evaluates only behind their guard (`decided`:
-    /// those it decides from the facts alone).
-    pub(crate) fn guarded(&self, decided: bool) -> std::collections::BTreeSet<String> {
+    /// Every filing.
+    fn filings(&self) -> impl Iterator<Item = &Filed> {
         self.by_action
             .values()
             .flat_map(|scope| std::iter::once(&scope.any).chain(scope.by_resource.values()))
-            .flat_map(|filed| {
-                let ids: Vec<String> = if decided {
-                    filed.decided.iter().map(|(_, id)| id.to_string()).collect()
-                } else {
-                    filed
-                        .guarded
-                        .iter()
-                        .map(|(_, p)| p.id().to_string())
-                        .collect()
-                };
-                ids
-            })
+    }
+
+    /// The ids of the policies some filing evaluates only behind their guard.
+    pub(crate) fn guarded(&self) -> BTreeSet<String> {
+        self.filings()
+            .flat_map(|f| f.guarded.iter().map(|(_, p)| p.id().to_string()))
+            .collect()
+    }
+
+    /// The ids of the policies some filing decides from the facts alone.
+    pub(crate) fn decided(&self) -> BTreeSet<String> {
+        self.filings()
+            .flat_map(|f| f.decided.iter().map(|(_, id)| id.to_string()))
             .collect()
     }
 
@@ -151,7 +173,6 @@ impl Scopes {
         };
         let filings = std::iter::once(&scope.any).chain(scope.by_resource.get(resource));
         let mut passed = PolicySet::new();
-        let mut any_passed = false;
         for filed in filings {
             if !filed.plain.is_empty() {
                 meeting.sets.push(Cow::Borrowed(&filed.plain));
@@ -159,7 +180,6 @@ impl Scopes {
             for (guard, policy) in &filed.guarded {
                 if guard.holds(facts) {
                     passed.add(policy.clone()).map_err(|e| e.to_string())?;
-                    any_passed = true;
                 }
             }
             for (guard, id) in &filed.decided {
@@ -170,7 +190,7 @@ impl Scopes {
                 }
             }
         }
-        if any_passed {
+        if !passed.is_empty() {
             meeting.sets.push(Cow::Owned(passed));
         }
         Ok(meeting)
