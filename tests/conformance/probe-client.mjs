@@ -3,7 +3,8 @@
 // [--gated] URL`, or with MCP_PROBE_TRANSPORT=stdio `node probe-client.mjs SERVER_COMMAND_LINE`
 // (split like a shell, spawned by the SDK's StdioClientTransport; ungated only: the adapter
 // takes streamable HTTP only, docs/adapters.md). It lists the endpoint's tools, calls each in order with `{}`, goes on after a
-// failed call (one JSON line per call on stdout), answers each elicitation as
+// failed call (one JSON line per call on stdout), then reads each URI of the context's
+// `read_twice` twice, one read after the other (`readResource`, the same automatic mode), answers each elicitation as
 // MCP_CONFORMANCE_CONTEXT's `answers` say (the probe tells it to answer badly where a scenario
 // needs it), and exits 0 once the calls are done.
 //
@@ -107,6 +108,7 @@ function cancelOnAnswer() {
 
 let client;
 let call;
+let read;
 if (gatedMode) {
   const clock = new SystemClock();
   const gate = await Gate.create({ clock, storage: new MemoryStorage(clock), consent: new CallbackConsent(() => true), audit: new MemoryAudit() });
@@ -121,6 +123,7 @@ if (gatedMode) {
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: gated.fetch }));
   gated.attach(client);
   call = (name, extra = {}) => cancellable((options) => gated.callTool({ name, arguments: {}, ...extra }, options));
+  read = (uri) => gated.readResource({ uri });
 } else {
   client = new Client({ name: "mrtr-gate-probe-ts-sdk", version: "0" }, { capabilities, versionNegotiation: { mode: "auto" } });
   client.setRequestHandler("elicitation/create", async (request) => {
@@ -135,6 +138,7 @@ if (gatedMode) {
   }
   await client.connect(transport());
   call = (name, extra = {}) => cancellable((options) => client.callTool({ name, arguments: {}, ...extra }, options));
+  read = (uri) => client.readResource({ uri });
 }
 
 const attempt = async (name, extra, label) => {
@@ -150,6 +154,16 @@ for (const tool of (await client.listTools()).tools) {
   if (forge && forge.tool === tool.name) {
     const { arguments: args, requestState, inputResponses } = forge;
     await attempt(tool.name, { arguments: args, requestState, inputResponses }, "forged");
+  }
+}
+for (const uri of context.read_twice ?? []) {
+  for (let n = 0; n < 2; n++) {
+    try {
+      const result = await read(uri);
+      report({ read: uri, ok: true, text: result?.contents?.[0]?.text });
+    } catch (e) {
+      report({ read: uri, ok: false, error: `${e?.code ?? ""} ${String(e?.message ?? e)}`.trim().slice(0, 300) });
+    }
   }
 }
 await client.close();

@@ -46,8 +46,8 @@ pub use gate::{
     AcceptedRound, CLOCK_SKEW_TOLERANCE_MS, CallerOutcome, ClientRetry, ConsentView,
     EXPIRY_GRACE_MS, FinishRequest, Gate, ID_PREFIX, LEGACY_SERVER_REQUESTS, MAX_TIME_MS,
     MRTR_METHODS, OriginMemo, Registered, Registration, ResponseVerdict, Retry, RetryRequest,
-    ShownArguments, TerminalOutcome, Unbound, VIEW_FORMAT, ViewError, ViewInput, ViewRequest,
-    ViewState, canonical_responses,
+    ShownArguments, TerminalOutcome, URL_ELICITATION_REQUIRED, Unbound, VIEW_FORMAT, ViewError,
+    ViewInput, ViewRequest, ViewState, canonical_responses,
 };
 pub use ids::{MAX_INTEGER_ID, MAX_STRING_ID_BYTES, RequestId, ServerIdentity};
 // What a relay reads of a message without deciding on it (the proxy's routing and id splice).

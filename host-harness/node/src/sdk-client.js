@@ -106,8 +106,11 @@ export class GatedSdkClient {
     return this.#run("prompts/get", params, options, (p, o) => this.#client.getPrompt(p, o));
   }
 
+  // The SDK's response cache is bypassed: a read it served from its cache would reach the app
+  // unjudged, and it keeps the result of a read's retry (which the spec forbids caching: it
+  // depends on answers the cache key lacks). Every gated read goes to the server and the gate.
   readResource(params, options) {
-    return this.#run("resources/read", params, options, (p, o) => this.#client.readResource(p, o));
+    return this.#run("resources/read", params, options, (p, o) => this.#client.readResource(p, { ...o, cacheMode: "bypass" }));
   }
 
   async #run(method, params, options, send) {

@@ -145,7 +145,7 @@ async function rawServer(answers) {
     const m = JSON.parse(body);
     if (m.id === undefined) { res.writeHead(202).end(); return; }
     const out = m.method === "server/discover"
-      ? JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { resultType: "complete", supportedVersions: ["2026-07-28"], capabilities: { tools: {} }, serverInfo: { name: "raw", version: "1" }, ttlMs: 0, cacheScope: "private" } })
+      ? JSON.stringify({ jsonrpc: "2.0", id: m.id, result: { resultType: "complete", supportedVersions: ["2026-07-28"], capabilities: { tools: {}, resources: {} }, serverInfo: { name: "raw", version: "1" }, ttlMs: 0, cacheScope: "private" } })
       : answers[m.method](JSON.stringify(m.id), m);
     res.writeHead(200, { "content-type": "application/json" }).end(out);
   });
@@ -172,6 +172,33 @@ test("input_required on tools/list is refused before the SDK sees it", async () 
   await assert.rejects(c.client.listTools(), (e) => e instanceof GateError && e.code === "input_required_not_allowed" && e.audited);
   const refused = c.events().at(-1);
   assert.deepEqual([refused.event, refused.reason], ["rejected", "input_required_not_allowed"]);
+  await c.client.close();
+  raw.close();
+});
+
+test("every read passes the gate: the SDK's cache neither serves a gated read nor keeps a retry's result", async () => {
+  const hints = { ttlMs: 600000, cacheScope: "private" };
+  const raw = await rawServer({
+    "resources/read": (id, m) => {
+      const uri = m.params.uri;
+      const result = uri === "probe://plain" || m.params.requestState !== undefined
+        ? { resultType: "complete", ...hints, contents: [{ uri, text: m.params.requestState ?? "plain" }] }
+        : { resultType: "input_required", requestState: `S-${id}`, inputRequests: { ok: { method: "elicitation/create", params: { mode: "form", message: "Show it?", requestedSchema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } } } } };
+      return JSON.stringify({ jsonrpc: "2.0", id: JSON.parse(id), result });
+    },
+  });
+  const c = await setup(raw.url, { answer: () => ({ ok: { action: "accept", content: { ok: true } } }) });
+  const first = await c.gated.readResource({ uri: "probe://quote" });
+  const second = await c.gated.readResource({ uri: "probe://quote" });
+  assert.notEqual(first.contents[0].text, second.contents[0].text, "the second read was answered by a round of its own");
+  await c.gated.readResource({ uri: "probe://plain" });
+  await c.gated.readResource({ uri: "probe://plain" });
+  const reads = c.wire.filter((m) => m.method === "resources/read");
+  assert.deepEqual(reads.map((m) => [m.params.uri, m.params.requestState !== undefined]), [
+    ["probe://quote", false], ["probe://quote", true], ["probe://quote", false], ["probe://quote", true],
+    ["probe://plain", false], ["probe://plain", false],
+  ]);
+  c.checkTrail();
   await c.client.close();
   raw.close();
 });

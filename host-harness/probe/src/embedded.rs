@@ -34,6 +34,8 @@ scenarios!(
     "mrtr-round-after-cancel",
     "mrtr-state-only-pacing",
     "mrtr-url-elicitation-error",
+    "mrtr-task-input",
+    "mrtr-retry-not-cached",
     "sep-2322-client-request-state",
 );
 

@@ -9,6 +9,9 @@ use crate::json_text::{decode_string, raw_member, show_units};
 const DECLARED_ELICITATION: &str =
     "/params/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation";
 
+/// Where a 2026-07-28 request declares the tasks extension (`io.modelcontextprotocol/tasks`).
+const DECLARED_TASKS_EXTENSION: &str = "/params/_meta/io.modelcontextprotocol~1clientCapabilities/extensions/io.modelcontextprotocol~1tasks";
+
 /// A state longer than this is shown cut, with its length.
 const SHOWN_UNITS: usize = 200;
 
@@ -23,7 +26,9 @@ fn show_state(units: &[u16]) -> String {
 }
 use crate::record::{Recording, Request};
 use crate::respond::{Fill, Reply, reply};
-use crate::scenario::{CANCELLED, Check, CheckKind, DECLARED_FORM_ONLY, Match, Scenario};
+use crate::scenario::{
+    CANCELLED, Check, CheckKind, DECLARED_FORM_ONLY, DECLARED_TASKS, Match, Scenario,
+};
 use serde_json::{Value, json};
 
 /// A check's outcome.
@@ -170,6 +175,25 @@ fn verdict(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) -> 
             json!({"declaredElicitation": declared}),
         );
     }
+    if check.requires.as_deref() == Some(DECLARED_TASKS)
+        && let Some(tool) = tools.iter().find(|t| {
+            rec.calls_of(t).next().is_none_or(|first| {
+                first
+                    .value
+                    .as_ref()
+                    .and_then(|v| v.pointer(DECLARED_TASKS_EXTENSION))
+                    .is_none()
+            })
+        })
+    {
+        return (
+            Status::Skipped,
+            Some(format!(
+                "the client did not declare the tasks extension (`io.modelcontextprotocol/tasks`) on its call of `{tool}`: no task was its to drive"
+            )),
+            json!({"declaredTasks": false}),
+        );
+    }
     if check.requires.as_deref() == Some(CANCELLED) {
         if let Some(outcome) = unless_cancelled(rec) {
             return outcome;
@@ -191,6 +215,7 @@ fn judge_kind(scenario: &Scenario, check: &Check, rec: &Recording, canary: u16) 
         CheckKind::Control => control(check, rec),
         CheckKind::NoRequest => no_request(check, rec),
         CheckKind::AtMost => at_most(check, rec),
+        CheckKind::AtLeast => at_least(check, rec),
         CheckKind::StateEchoExact => state_echo(scenario, check, rec, canary),
         CheckKind::NoCanary => match rec.canary.first() {
             None => (Status::Success, None, json!({"canaryConnections": 0})),
@@ -229,6 +254,10 @@ fn arguments_of(r: &Request) -> Value {
 /// Whether `m` holds for `r`, one of `rec`'s requests.
 pub fn matches(m: &Match, r: &Request, rec: &Recording) -> bool {
     let tool = m.tool.as_ref().is_none_or(|t| r.tool.as_ref() == Some(t));
+    let method = m
+        .method
+        .as_ref()
+        .is_none_or(|x| r.method.as_ref() == Some(x));
     let state = m
         .state
         .as_ref()
@@ -265,7 +294,7 @@ pub fn matches(m: &Match, r: &Request, rec: &Recording) -> bool {
         // With no first call to compare with, every call's arguments are "other".
         first.is_none_or(|f| arguments_of(f) != arguments_of(r)) == differ
     });
-    tool && state && long && member && any && all && other_id && differ
+    tool && method && state && long && member && any && all && other_id && differ
 }
 
 /// What a request carried that matters for MRTR, for a report.
@@ -354,6 +383,24 @@ fn at_most(check: &Check, rec: &Recording) -> Outcome {
             check.says.as_deref().unwrap_or("sent too many requests"),
             matched.len(),
             matched.last().map(|r| evidence_line(r)).unwrap_or_default()
+        ),
+        json!({"matched": matched.iter().map(|r| evidence(r)).collect::<Vec<_>>()}),
+    )
+}
+
+fn at_least(check: &Check, rec: &Recording) -> Outcome {
+    let (Some(m), Some(n)) = (&check.matcher, check.n) else {
+        return fail("the check has no match or no n".into(), json!({}));
+    };
+    let matched: Vec<&Request> = rec.requests.iter().filter(|r| matches(m, r, rec)).collect();
+    if matched.len() >= n {
+        return (Status::Success, None, json!({"matched": matched.len()}));
+    }
+    fail(
+        format!(
+            "the client {}: {} matching request(s) where at least {n} must be",
+            check.says.as_deref().unwrap_or("sent too few requests"),
+            matched.len(),
         ),
         json!({"matched": matched.iter().map(|r| evidence(r)).collect::<Vec<_>>()}),
     )

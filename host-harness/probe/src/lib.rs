@@ -181,6 +181,14 @@ fn client_env(
     context.insert("name".into(), Value::String(scenario.name.clone()));
     context.extend(scenario.context.clone());
     let tools: Vec<&str> = scenario.tools.iter().map(|t| t.name.as_str()).collect();
+    let reads: Vec<&str> = context
+        .get("read_twice")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let reads = reads.join(" ");
     vec![
         ("MCP_CONFORMANCE_SCENARIO".into(), scenario.name.clone()),
         (
@@ -197,6 +205,7 @@ fn client_env(
             tools.first().copied().unwrap_or_default().into(),
         ),
         ("MCP_PROBE_TOOLS".into(), tools.join(" ")),
+        ("MCP_PROBE_READS".into(), reads),
         (
             "MCP_PROBE_ANSWERS_FILE".into(),
             answers_file.display().to_string(),

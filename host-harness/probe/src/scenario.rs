@@ -13,6 +13,21 @@ use std::path::Path;
 /// The precondition that the client declared form elicitation only.
 pub const DECLARED_FORM_ONLY: &str = "declared_form_only";
 
+/// The precondition that the client declared the tasks extension
+/// (`io.modelcontextprotocol/tasks`) on its call; a client that did not is SKIPPED.
+pub const DECLARED_TASKS: &str = "declared_tasks";
+
+/// The methods the probe answers itself, which a scenario's `methods` cannot take over.
+const OWN_METHODS: [&str; 7] = [
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "ping",
+    "initialize",
+];
+
 /// The precondition that the client cancelled the held call (and the late round was
 /// delivered after it); a client that says `unsupported: cancel` is SKIPPED.
 pub const CANCELLED: &str = "cancelled";
@@ -40,6 +55,14 @@ pub struct Scenario {
     pub context: serde_json::Map<String, Value>,
     /// The tools the server lists (before the sentinel), in order.
     pub tools: Vec<Tool>,
+    /// Other requests the server answers, by JSON-RPC method (a task's `tasks/get` and
+    /// `tasks/update`): legs are counted per method, as a tool's are.
+    #[serde(default)]
+    pub methods: Vec<Method>,
+    /// Resources the server lists and answers `resources/read` of, by URI: legs are counted
+    /// per URI, as a tool's are. The client programs read each twice (context `read_twice`).
+    #[serde(default)]
+    pub resources: Vec<Resource>,
     /// The checks.
     pub checks: Vec<Check>,
 }
@@ -63,6 +86,30 @@ pub struct Tool {
     /// The tool's name.
     pub name: String,
     /// Leg 0 answers the first call, leg n the n-th retry.
+    pub legs: Vec<Answer>,
+    /// The answer to every leg after `legs`.
+    pub then: Answer,
+}
+
+/// A method besides the probe's own and what each request of it is answered.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Method {
+    /// The JSON-RPC method (`tasks/get`).
+    pub method: String,
+    /// Leg 0 answers the first request of the method, leg n the n-th after it.
+    pub legs: Vec<Answer>,
+    /// The answer to every leg after `legs`.
+    pub then: Answer,
+}
+
+/// A resource and what each `resources/read` of it is answered.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resource {
+    /// The resource's URI.
+    pub uri: String,
+    /// Leg 0 answers the first read, leg n the n-th after it (a retry is a read too).
     pub legs: Vec<Answer>,
     /// The answer to every leg after `legs`.
     pub then: Answer,
@@ -120,6 +167,8 @@ pub enum CheckKind {
     NoOpen,
     /// At most `n` requests match.
     AtMost,
+    /// At least `n` requests match.
+    AtLeast,
     /// Every retry of the tool's state-only rounds comes at least `ms` after the round was
     /// written (a lower bound: load only lengthens a gap).
     MinGapMs,
@@ -143,16 +192,19 @@ pub struct Check {
     /// `state_echo_exact`: whether sending no retry fails (a well-formed round) or passes
     /// (a round a client may refuse, such as one whose state is not valid Unicode).
     pub retry_required: Option<bool>,
-    /// `no_request`, `at_most`: what the client did, completed with the matching request;
+    /// `no_request`, `at_most`, `at_least`: what the client did, completed with the matching
+    /// request (`at_least`: with the count);
     /// `control` (optional): what a client that sent no matching request did.
     pub says: Option<String>,
-    /// `at_most`: how many requests may match.
+    /// `at_most`, `at_least`: how many requests may (must) match.
     pub n: Option<usize>,
     /// `min_gap_ms`: the least gap, in milliseconds.
     pub ms: Option<u64>,
     /// `not_unsupported:<what>`: SKIPPED when the client says it cannot do `<what>`;
     /// `declared_form_only`: SKIPPED when the first call of the check's tools declares
     /// `elicitation.url` (the client could not be made to declare form only);
+    /// `declared_tasks`: SKIPPED when the first call of the check's tools does not declare the
+    /// tasks extension (`io.modelcontextprotocol/tasks`);
     /// `cancelled`: SKIPPED when the client says `unsupported: cancel` or never cancelled the
     /// held call, FAILURE when it sent no request after cancelling (the late round was never
     /// delivered).
@@ -165,6 +217,8 @@ pub struct Check {
 pub struct Match {
     /// A `tools/call` of this tool.
     pub tool: Option<String>,
+    /// A request of this JSON-RPC method (`tasks/update`).
+    pub method: Option<String>,
     /// Its `params.requestState` decodes to these UTF-16 units.
     pub state: Option<String>,
     /// Its `params.requestState` is a string of at least this many UTF-16 units.
@@ -362,20 +416,47 @@ fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
                 ),
             ));
         }
-        if tool.legs.is_empty() {
-            return Err(refuse(
-                "missing_field",
-                stem,
-                format!("tool `{}` has no legs", tool.name),
-            ));
-        }
-        for answer in tool.legs.iter().chain(std::iter::once(&tool.then)) {
-            validate_answer(stem, answer, false)?;
-        }
+        validate_legs(
+            stem,
+            &format!("tool `{}`", tool.name),
+            &tool.legs,
+            &tool.then,
+        )?;
         holds += tool.legs.iter().filter(|a| a.hold.is_some()).count();
         if tool.then.hold.is_some() {
             holds += 2;
         }
+    }
+    let mut methods = BTreeSet::new();
+    for m in &s.methods {
+        if m.method.is_empty()
+            || OWN_METHODS.contains(&m.method.as_str())
+            || !methods.insert(m.method.as_str())
+        {
+            return Err(refuse(
+                "invalid_method",
+                stem,
+                format!(
+                    "method `{}` is empty, one the probe answers itself, or listed twice",
+                    m.method
+                ),
+            ));
+        }
+        unheld_legs(stem, &format!("method `{}`", m.method), &m.legs, &m.then)?;
+    }
+    let mut uris = BTreeSet::new();
+    for r in &s.resources {
+        if r.uri.is_empty() || r.uri.contains("{{") || !uris.insert(r.uri.as_str()) {
+            return Err(refuse(
+                "invalid_resource",
+                stem,
+                format!(
+                    "resource `{}` is empty, holds a placeholder, or is listed twice",
+                    r.uri
+                ),
+            ));
+        }
+        unheld_legs(stem, &format!("resource `{}`", r.uri), &r.legs, &r.then)?;
     }
     if holds > 1 {
         // One held call per run: the late round has one place to go.
@@ -398,6 +479,47 @@ fn validate(stem: &str, s: &Scenario) -> Result<(), ScenarioError> {
             ));
         }
         validate_check(stem, s, &tools, check)?;
+    }
+    Ok(())
+}
+
+/// `owner`'s answers: at least one leg, each answer well formed.
+fn validate_legs(
+    stem: &str,
+    owner: &str,
+    legs: &[Answer],
+    then: &Answer,
+) -> Result<(), ScenarioError> {
+    if legs.is_empty() {
+        return Err(refuse(
+            "missing_field",
+            stem,
+            format!("{owner} has no legs"),
+        ));
+    }
+    legs.iter()
+        .chain(std::iter::once(then))
+        .try_for_each(|answer| validate_answer(stem, answer, false))
+}
+
+/// As [`validate_legs`], for what is not a tool's call: none of its answers holds.
+fn unheld_legs(
+    stem: &str,
+    owner: &str,
+    legs: &[Answer],
+    then: &Answer,
+) -> Result<(), ScenarioError> {
+    validate_legs(stem, owner, legs, then)?;
+    if legs
+        .iter()
+        .chain(std::iter::once(then))
+        .any(|a| a.hold.is_some())
+    {
+        return Err(refuse(
+            "invalid_answer",
+            stem,
+            format!("{owner}: only a tool's call may be held"),
+        ));
     }
     Ok(())
 }
@@ -513,15 +635,18 @@ fn validate_check(
     let bad = |why: &str| refuse("invalid_check", stem, format!("check `{}`: {why}", c.id));
     let needs_match = matches!(
         c.kind,
-        CheckKind::Control | CheckKind::NoRequest | CheckKind::AtMost
+        CheckKind::Control | CheckKind::NoRequest | CheckKind::AtMost | CheckKind::AtLeast
     );
     if needs_match != c.matcher.is_some() {
         return Err(bad(
-            "`match` is for control, no_request and at_most checks, which need one",
+            "`match` is for control, no_request, at_most and at_least checks, which need one",
         ));
     }
-    if (c.kind == CheckKind::AtMost) != c.n.is_some() {
-        return Err(bad("`n` is for at_most checks, which need one"));
+    let counted = matches!(c.kind, CheckKind::AtMost | CheckKind::AtLeast);
+    if counted != c.n.is_some() || (c.kind == CheckKind::AtLeast && c.n == Some(0)) {
+        return Err(bad(
+            "`n` is for at_most and at_least (from 1) checks, which need one",
+        ));
     }
     let tooled = matches!(c.kind, CheckKind::StateEchoExact | CheckKind::MinGapMs);
     if tooled != c.tool.is_some()
@@ -540,14 +665,17 @@ fn validate_check(
     }
     // A control check may say what a client that sends no matching request did (else: it did
     // not complete the round).
-    if matches!(c.kind, CheckKind::NoRequest | CheckKind::AtMost) && c.says.is_none()
+    if matches!(
+        c.kind,
+        CheckKind::NoRequest | CheckKind::AtMost | CheckKind::AtLeast
+    ) && c.says.is_none()
         || !matches!(
             c.kind,
-            CheckKind::NoRequest | CheckKind::AtMost | CheckKind::Control
+            CheckKind::NoRequest | CheckKind::AtMost | CheckKind::AtLeast | CheckKind::Control
         ) && c.says.is_some()
     {
         return Err(bad(
-            "`says` is for no_request and at_most checks, which need one, and control checks",
+            "`says` is for no_request, at_most and at_least checks, which need one, and control checks",
         ));
     }
     if let Some(tool) = &c.tool
@@ -571,11 +699,12 @@ fn validate_check(
     }
     if let Some(r) = &c.requires
         && r != DECLARED_FORM_ONLY
+        && r != DECLARED_TASKS
         && r != CANCELLED
         && r.strip_prefix("not_unsupported:").is_none_or(str::is_empty)
     {
         return Err(bad(
-            "`requires` is `not_unsupported:<what>`, `declared_form_only` or `cancelled`",
+            "`requires` is `not_unsupported:<what>`, `declared_form_only`, `declared_tasks` or `cancelled`",
         ));
     }
     let holds = s
@@ -621,6 +750,7 @@ fn validate_match(tools: &BTreeSet<&str>, m: &Match) -> Result<(), String> {
         return Err("`all_of` is empty".into());
     }
     if m.tool.is_none()
+        && m.method.is_none()
         && m.state.is_none()
         && m.state_units_at_least.is_none()
         && m.pointer.is_none()
@@ -660,6 +790,16 @@ impl Scenario {
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.tools.iter().find(|t| t.name == name)
     }
+
+    /// The resource at `uri`.
+    pub fn resource(&self, uri: &str) -> Option<&Resource> {
+        self.resources.iter().find(|r| r.uri == uri)
+    }
+
+    /// What the scenario answers for requests of `method`, if it answers them.
+    pub fn method(&self, method: &str) -> Option<&Method> {
+        self.methods.iter().find(|m| m.method == method)
+    }
 }
 
 impl Match {
@@ -684,6 +824,20 @@ impl Answer {
 }
 
 impl Tool {
+    /// The answer to leg `leg`.
+    pub fn answer(&self, leg: usize) -> &Answer {
+        self.legs.get(leg).unwrap_or(&self.then)
+    }
+}
+
+impl Resource {
+    /// The answer to leg `leg`.
+    pub fn answer(&self, leg: usize) -> &Answer {
+        self.legs.get(leg).unwrap_or(&self.then)
+    }
+}
+
+impl Method {
     /// The answer to leg `leg`.
     pub fn answer(&self, leg: usize) -> &Answer {
         self.legs.get(leg).unwrap_or(&self.then)

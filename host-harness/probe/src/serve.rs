@@ -18,12 +18,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// What legs are counted by: a tool's calls, a resource's reads, a method's requests.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Leg {
+    Tool(String),
+    Resource(String),
+    Method(String),
+}
+
 /// One scenario's serving state, shared by every connection of a run.
 pub struct Served {
     scenario: Arc<Scenario>,
     canary: u16,
     requests: Mutex<Vec<Request>>,
-    legs: Mutex<HashMap<String, usize>>,
+    legs: Mutex<HashMap<Leg, usize>>,
     connections: AtomicUsize,
     hold: Hold,
 }
@@ -53,7 +61,8 @@ impl Served {
     }
 
     /// Reads `body` as a request whose first byte came at `started`, and counts its leg when
-    /// it is a `tools/call` (`seq` is set when it is recorded). A `notifications/cancelled`
+    /// it is a `tools/call`, a `resources/read` of a resource the scenario lists, or of a method
+    /// the scenario answers (`seq` is set when it is recorded). A `notifications/cancelled`
     /// naming the held call cancels it.
     pub fn arrive(&self, http_method: &str, path: &str, body: String, started: Instant) -> Request {
         let mut request = Request::read(0, http_method, path, body);
@@ -63,10 +72,24 @@ impl Served {
         {
             self.hold.cancel_id(named);
         }
-        if let Some(tool) = &request.tool
+        let counted = match (&request.tool, request.method.as_deref()) {
+            (Some(tool), _) => Some(Leg::Tool(tool.clone())),
+            (None, Some("resources/read")) => request
+                .value
+                .as_ref()
+                .and_then(|v| v.pointer("/params/uri"))
+                .and_then(serde_json::Value::as_str)
+                .filter(|uri| self.scenario.resource(uri).is_some())
+                .map(|uri| Leg::Resource(uri.to_owned())),
+            (None, Some(method)) if self.scenario.method(method).is_some() => {
+                Some(Leg::Method(method.to_owned()))
+            }
+            _ => None,
+        };
+        if let Some(key) = counted
             && let Ok(mut legs) = self.legs.lock()
         {
-            let leg = legs.entry(tool.clone()).or_insert(0);
+            let leg = legs.entry(key).or_insert(0);
             request.leg = Some(*leg);
             *leg += 1;
         }

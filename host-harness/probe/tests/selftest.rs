@@ -182,8 +182,44 @@ else:
       "tools": [{"name": "t", "legs": [{"result": {"resultType": "complete"}}], "then": {"error": {"code": 1, "message": "m"}}}],
       "checks": [{"id": "mrtr-x", "kind": "no_request", "description": "d", "match": {"tool": "t"}, "says": "s"}]}"#;
 
+    fn with_resources(resources: &str) -> String {
+        GOOD.replace(
+            r#""checks":"#,
+            &format!(r#""resources": [{resources}], "checks":"#),
+        )
+    }
+
+    fn with_methods(methods: &str) -> String {
+        GOOD.replace(
+            r#""checks":"#,
+            &format!(r#""methods": [{methods}], "checks":"#),
+        )
+    }
+
     #[test]
     fn hostile_scenario_files_are_refused_with_typed_errors() {
+        // A method the probe answers by leg, and a match by method, are well formed.
+        let task = with_methods(
+            r#"{"method": "tasks/get", "legs": [{"result": {}}], "then": {"result": {}}}"#,
+        )
+        .replace(
+            r#""match": {"tool": "t"}"#,
+            r#""match": {"method": "tasks/update"}"#,
+        )
+        .replace(
+            r#""says": "s"}"#,
+            r#""says": "s", "requires": "declared_tasks"}"#,
+        );
+        assert!(scenario::parse("x", &task).is_ok(), "{task}");
+        let read = with_resources(
+            r#"{"uri": "probe://a", "legs": [{"result": {}}], "then": {"result": {}}}"#,
+        )
+        .replace(r#""kind": "no_request""#, r#""kind": "at_least", "n": 2"#)
+        .replace(
+            r#""match": {"tool": "t"}"#,
+            r#""match": {"method": "resources/read"}"#,
+        );
+        assert!(scenario::parse("x", &read).is_ok(), "{read}");
         assert!(scenario::parse("x", GOOD).is_ok());
         let cases = [
             (
@@ -301,6 +337,88 @@ else:
                     r#""kind": "no_request", "description": "d", "match": {"tool": "t"}, "says": "s""#,
                     r#""kind": "no_canary", "description": "d", "says": "s""#,
                 ),
+            ),
+            (
+                "invalid_method",
+                with_methods(r#"{"method": "tools/call", "legs": [{"result": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_method",
+                with_methods(r#"{"method": "", "legs": [{"result": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_method",
+                with_methods(
+                    r#"{"method": "tasks/get", "legs": [{"result": {}}], "then": {"result": {}}}, {"method": "tasks/get", "legs": [{"result": {}}], "then": {"result": {}}}"#,
+                ),
+            ),
+            (
+                "missing_field",
+                with_methods(r#"{"method": "tasks/get", "legs": [], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_answer",
+                with_methods(r#"{"method": "tasks/get", "legs": [{"result": {}, "error": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_answer",
+                with_methods(
+                    r#"{"method": "tasks/get", "legs": [{"hold": {"notify": {"method": "n"}, "late": {"result": {}}}}], "then": {"result": {}}}"#,
+                ),
+            ),
+            (
+                "unknown_placeholder",
+                with_methods(r#"{"method": "tasks/get", "legs": [{"result": {"u": "{{port}}"}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "unknown_field",
+                with_methods(r#"{"method": "tasks/get", "legs": [{"result": {}}], "then": {"result": {}}, "tool": "t"}"#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(
+                    r#""says": "s"}"#,
+                    r#""says": "s", "requires": "declared_task"}"#,
+                ),
+            ),
+            (
+                "invalid_resource",
+                with_resources(
+                    r#"{"uri": "probe://a", "legs": [{"result": {}}], "then": {"result": {}}}, {"uri": "probe://a", "legs": [{"result": {}}], "then": {"result": {}}}"#,
+                ),
+            ),
+            (
+                "invalid_resource",
+                with_resources(r#"{"uri": "", "legs": [{"result": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_resource",
+                with_resources(r#"{"uri": "probe://{{n}}", "legs": [{"result": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "missing_field",
+                with_resources(r#"{"uri": "probe://a", "legs": [], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_answer",
+                with_resources(r#"{"uri": "probe://a", "legs": [{"close": true, "result": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_method",
+                with_methods(r#"{"method": "resources/read", "legs": [{"result": {}}], "then": {"result": {}}}"#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""kind": "no_request""#, r#""kind": "at_least", "n": 0"#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""kind": "no_request""#, r#""kind": "at_least""#),
+            ),
+            (
+                "invalid_check",
+                GOOD.replace(r#""kind": "no_request""#, r#""kind": "at_least", "n": 2"#)
+                    .replace(r#", "says": "s""#, ""),
             ),
             ("duplicate_check_id", GOOD.replace(r#""mrtr-x""#, r#""sep-x-y""#)),
             ("duplicate_check_id", GOOD.replace(r#""mrtr-x""#, r#""sep-2322-""#)),

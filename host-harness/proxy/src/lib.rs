@@ -24,6 +24,7 @@ pub mod ids;
 pub mod log;
 pub mod message;
 pub mod metrics;
+pub mod no_cache;
 pub mod rounds;
 pub mod stdio;
 pub mod trace;

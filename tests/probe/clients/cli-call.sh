@@ -8,6 +8,8 @@
 # `mrtr-gate call` takes no MRTR fields, so a context's `forge` is answered "unsupported"; it
 # cannot cancel a call in flight, so a context's `cancel_on` is too, and nothing is called (a
 # held call would only wait for the probe's fallback).
+# Then reads each URI of $MCP_PROBE_READS (the context's `read_twice`) twice, one `call
+# resources/read` after the other.
 # Environment: MRTR_GATE_BIN, the binary (default: `mrtr-gate` on PATH); XDG_CONFIG_HOME, where
 # the host key is made on first use.
 set -euo pipefail
@@ -26,4 +28,10 @@ esac
 for tool in $MCP_PROBE_TOOLS; do
   "$bin" call --json --yes --user probe --answers "$MCP_PROBE_ANSWERS_FILE" \
     "${transport[@]}" tools/call "$tool" '{}' || echo "cli-call: $tool: exit $?" >&2
+done
+for uri in ${MCP_PROBE_READS:-}; do
+  for _ in 1 2; do
+    "$bin" call --json --yes --user probe --answers "$MCP_PROBE_ANSWERS_FILE" \
+      "${transport[@]}" resources/read "$uri" || echo "cli-call: $uri: exit $?" >&2
+  done
 done

@@ -17,7 +17,11 @@ died, to a server it spawns again), and has no round cap. It sends a retry under
 the call it retries, a round that carried no requestState back with the last state it saw, the
 last round's inputResponses and requestState on its next call of another tool, and retries once a
 result that names no resultType (with those same leftovers). A 2025-era `-32042` URL
-elicitation error it acts on: it fetches and opens each URL and sends the call again. It does
+elicitation error it acts on: it fetches and opens each URL and sends the call again. A task
+(the tasks extension, declared when the context's `capabilities` say so) it drives by
+`tasks/get`, answering its input requests by `tasks/update` as unchecked as a round's. It reads
+each URI of the context's `read_twice` twice and serves the second read from a cache holding
+the first read's retry's result. It does
 complete a well-formed
 round, so the control scenario passes. It also dereferences a schema's network
 `$ref`, echoes a state of any size, declares the elicitation modes it is told to (context
@@ -247,6 +251,43 @@ def answer(key, request):
     return told or {"action": "accept", "content": {}}
 
 
+def drive_task(task_id):
+    # Mistake: a task's input requests are answered as told, unchecked (its URLs fetched and
+    # opened), by tasks/update.
+    for _ in range(MAX_LEGS):
+        task = post("tasks/get", {"taskId": task_id, "_meta": META}).get("result") or {}
+        status = task.get("status")
+        if status == "input_required":
+            requests = task.get("inputRequests") or {}
+            responses = {key: answer(key, r) for key, r in requests.items()}
+            post("tasks/update", {"taskId": task_id, "inputResponses": responses, "_meta": META})
+        elif status != "working":
+            return
+
+
+# Results of reads, by URI.
+cache = {}
+
+
+def read_resource(uri):
+    # Mistake: a result a retry produced is cached under the URI and served again.
+    if uri in cache:
+        return cache[uri]
+    params = {"uri": uri, "_meta": META}
+    for _ in range(MAX_LEGS):
+        result = post("resources/read", params).get("result") or {}
+        if result.get("resultType") != "input_required":
+            cache[uri] = result
+            return result
+        params = {"uri": uri, "_meta": META}
+        requests = result.get("inputRequests") or {}
+        if requests:
+            params["inputResponses"] = {key: answer(key, r) for key, r in requests.items()}
+        if isinstance(result.get("requestState"), str):
+            params["requestState"] = result["requestState"]
+    return {}
+
+
 # The last round's inputResponses and requestState.
 leftovers = {}
 
@@ -289,6 +330,9 @@ def call(tool):
             continue
         if kind.lower() == "complete":
             return
+        if kind.lower() == "task":
+            drive_task(result.get("taskId"))
+            return
         retry = {"name": tool, "arguments": {}, "_meta": META}
         requests = result.get("inputRequests") or {}
         if requests:
@@ -316,6 +360,12 @@ def main():
                                     "inputResponses": forge.get("inputResponses") or {}, "_meta": META})
         except Exception as e:  # noqa: BLE001 - a naive client goes on with the next tool
             print("naive: %s: %r" % (tool["name"], e), file=sys.stderr)
+    for uri in CONTEXT.get("read_twice") or []:
+        for _ in range(2):
+            try:
+                read_resource(uri)
+            except Exception as e:  # noqa: BLE001 - likewise
+                print("naive: %s: %r" % (uri, e), file=sys.stderr)
     if ahead is not None:
         # The call kept ahead gets a body too, so no request is left half sent.
         ahead.send(json.dumps({"jsonrpc": "2.0", "id": next_id + 1, "method": "ping"}).encode())

@@ -4,8 +4,9 @@ MCP_PROBE_TRANSPORT=stdio `python sdk_client.py SERVER_COMMAND_LINE` (split like
 spawned by the SDK's stdio_client; ungated only: the adapter takes streamable HTTP only,
 docs/adapters.md), with the venv that
 `./scripts/python --install` fills (mcp and mrtr_gate). It lists the endpoint's tools, calls
-each in order with `{}`, goes on after a failed call (one JSON line per call on stdout),
-answers each elicitation as MCP_CONFORMANCE_CONTEXT's `answers` say (badly where a scenario
+each in order with `{}`, goes on after a failed call (one JSON line per call on stdout), reads
+each URI of the context's `read_twice` twice, one read after the other (the SDK's
+read_resource, its cache as configured by default), answers each elicitation as MCP_CONFORMANCE_CONTEXT's `answers` say (badly where a scenario
 needs it), and exits 0 once the calls are done. It obeys the context's `forge`: once the forged
 tool's call has ended, a new call carrying the given requestState and inputResponses with other
 arguments (a confused app or a stale-copy bug), by the SDK's own call_tool, which sends what the
@@ -94,13 +95,16 @@ async def attempt(label, name, send):
         report({label: name, "ok": False, "error": f"{type(e).__name__} {getattr(e, 'code', '')} {e}"[:300]})
 
 
-async def run(client, call):
+async def run(client, call, read):
     for tool in (await client.list_tools()).tools:
         await attempt("tool", tool.name, lambda: call(tool.name))
         if FORGE and FORGE.get("tool") == tool.name:
             await attempt("forged", tool.name, lambda: client.call_tool(
                 tool.name, FORGE.get("arguments") or {},
                 request_state=FORGE.get("requestState"), input_responses=FORGE.get("inputResponses")))
+    for uri in CONTEXT.get("read_twice") or []:
+        for _ in range(2):
+            await attempt("read", uri, lambda: read(uri))
 
 
 def cancel_on_answer():
@@ -141,7 +145,7 @@ async def main():
     if not GATED:
         logging = {"logging_callback": on_log, "log_level": "info"} if CANCEL_ON else {}
         async with Client(server(), elicitation_callback=elicit, **logging) as client:
-            await run(client, lambda name: client.call_tool(name, {}))
+            await run(client, lambda name: client.call_tool(name, {}), client.read_resource)
         return
     if STDIO:
         sys.exit("sdk_client.py: --gated takes streamable HTTP only (the adapter offers no stdio, docs/adapters.md)")
@@ -159,7 +163,7 @@ async def main():
                            inner=cancel_on_answer() if CANCEL_ON else None)
     async with Client(gated.transport(), **GatedSdkClient.client_options()) as client:
         gated.attach(client)
-        await run(client, lambda name: gated.call_tool(name, {}))
+        await run(client, lambda name: gated.call_tool(name, {}), gated.read_resource)
 
 
 asyncio.run(main())

@@ -399,6 +399,9 @@ fn envelope_body(m: &Members<'_>) -> Result<Body, JsonError> {
     })
 }
 
+/// The JSON-RPC code of 2025-11-25's `URLElicitationRequiredError`.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+
 /// What a response from the bound server means, or why it is refused.
 fn judge(binding: &Binding, body: &Body, schemas: &mut SchemaCache) -> Result<Judged, Refusal> {
     let end = |e| Refusal::End(GateError::from(e));
@@ -424,6 +427,12 @@ fn judge(binding: &Binding, body: &Body, schemas: &mut SchemaCache) -> Result<Ju
                         "`error.code` must be an integer".into(),
                     ))
                 })?;
+            // A 2025-11-25 URL elicitation carried in an error asks the user for input
+            // outside every round: no schema, no consent view, no single use. Whatever the
+            // host does with errors, the URL must not reach it as the call's answer.
+            if code == URL_ELICITATION_REQUIRED {
+                return Err(end(PeerMisbehaved::ServerAnsweredUnboundWithInputRequired));
+            }
             Ok(Judged::Error(code))
         }
         (true, false) if body.result_object => {

@@ -31,6 +31,7 @@ mod store;
 mod unbound;
 mod view_model;
 
+pub use accept::URL_ELICITATION_REQUIRED;
 pub use api::{
     AcceptedRound, CallerOutcome, ClientRetry, FinishRequest, Registered, Registration,
     ResponseVerdict, Retry, RetryRequest, TerminalOutcome, Unbound,

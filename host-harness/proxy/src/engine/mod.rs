@@ -19,13 +19,14 @@ use crate::errors::Refusal;
 use crate::ids::{IdMinter, MINTED_PREFIX, splice_id};
 use crate::message::{FromClient, from_client};
 use crate::metrics::{self, EngineGauges, Sent, Verdict};
+use crate::no_cache;
 use crate::rounds::{self, Filed, Named, RoundIndex};
 use crate::trace::{self, CallTrace, Outcome};
 use mrtr_gate_host::core::host::ConsentPrompt;
 use mrtr_gate_host::core::{
     CallerOutcome, ClientRetry, EXPIRY_GRACE_MS, ErrorCause, ErrorCode, FinishRequest, Policy,
-    Registration, RequestId, ResponseVerdict, ServerIdentity, Unbound, canonical_responses, digest,
-    limits, parse_members,
+    Registration, RequestId, ResponseVerdict, ServerIdentity, URL_ELICITATION_REQUIRED, Unbound,
+    canonical_responses, digest, limits, parse_members,
 };
 use mrtr_gate_host::wire::{FromServer, LEGACY_SERVER_REQUESTS, from_server};
 
@@ -54,7 +55,8 @@ pub struct EngineConfig {
     pub allow_legacy_server_requests: bool,
     /// Relay the input channels no binding covers (`inputRequests` in an ungated answer or a
     /// notification, such as a task's; `inputResponses` in an ungated message, such as
-    /// `tasks/update`; a 2025-11-25 `-32042` URL elicitation error) instead of refusing them.
+    /// `tasks/update`; a 2025-11-25 `-32042` URL elicitation error to a request the gate does
+    /// not bind) instead of refusing them. A `-32042` to a gated call is the gate's to refuse.
     pub allow_ungated_input: bool,
     /// A slow consent (`tty`, `command`) asked off the engine's thread (HTTP mode): a retry
     /// that needs a decision nobody made yet is handed back as [`Action::AskConsent`] instead
@@ -116,6 +118,9 @@ struct Call {
     view: Option<(String, String)>,
     /// The call's span, from its first request through every round.
     trace: CallTrace,
+    /// It is a round's retry (it carries `inputResponses` or `requestState`): its complete
+    /// answer reaches the client uncacheable ([`crate::no_cache`]).
+    retry: bool,
 }
 
 /// A server's request shown to a client.
@@ -359,6 +364,7 @@ impl<G: GateApi> Engine<G> {
                     filed: None,
                     view: None,
                     trace: trace.clone(),
+                    retry: false,
                 };
                 step.outcome(Outcome::Done, None);
                 metrics::global().sent(&call.method, Sent::Call);
@@ -629,11 +635,6 @@ impl<G: GateApi> Engine<G> {
         let verdict = self.gate.accept_response(&self.config.server, text);
         let took = call.since.elapsed();
         let counted = match &verdict {
-            Ok(ResponseVerdict::Error(URL_ELICITATION_REQUIRED))
-                if !self.config.allow_ungated_input =>
-            {
-                Verdict::Refused
-            }
             Ok(ResponseVerdict::InputRequired(_)) => Verdict::InputRequired,
             Ok(ResponseVerdict::Complete) => Verdict::Result,
             Ok(ResponseVerdict::Error(_)) => Verdict::Error,
@@ -641,21 +642,15 @@ impl<G: GateApi> Engine<G> {
         };
         metrics::global().answered(&call.method, counted, took);
         match verdict {
-            // A URL elicitation carried in an error (2025-11-25): the gate ended the binding
-            // with the error, the URL never reaches the client, and the trail has the refusal
-            // (a binding that never had a round leaves no event of its own).
-            Ok(ResponseVerdict::Error(URL_ELICITATION_REQUIRED))
-                if !self.config.allow_ungated_input =>
-            {
-                let refusal = self.refuse_unbound(&call.principal, &Unbound::InputRequired);
-                refused(refusal, &call.client_id)
-            }
             Ok(verdict) => match splice_id(text, &call.client_id) {
                 Ok(judged) => {
                     let round = match verdict {
                         ResponseVerdict::InputRequired(round) => round,
                         ResponseVerdict::Complete => {
                             closed(Outcome::Result, None);
+                            if call.retry {
+                                return Action::ToClient(no_cache::uncacheable(&judged));
+                            }
                             return Action::ToClient(judged);
                         }
                         _ => {
@@ -977,6 +972,7 @@ impl<G: GateApi> Engine<G> {
             filed: None,
             view: None,
             trace: trace.clone(),
+            retry: true,
         };
         self.in_flight.insert(retry_id.clone(), call);
         Ok(Action::Gated {
@@ -1079,6 +1075,7 @@ impl<G: GateApi> Engine<G> {
             filed: None,
             view: None,
             trace: CallTrace::default(),
+            retry: false,
         });
         self.end(live, &call, CallerOutcome::Error("retry_refused".into()));
         call.trace.end(Outcome::Refused, Some(denial.code.as_str()));
@@ -1342,9 +1339,6 @@ fn is_url_elicitation_error(text: &str) -> bool {
             == Some(URL_ELICITATION_REQUIRED)
     })
 }
-
-/// The JSON-RPC code of 2025-11-25's `URLElicitationRequiredError`.
-pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// Whether a result's `resultType` asks for input, in any spelling of case a lenient client
 /// might honour, or the result cannot be read for sure.

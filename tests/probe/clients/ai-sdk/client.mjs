@@ -5,8 +5,9 @@
 // it): the one tests/conformance pins. It lists the endpoint's tools, calls each in order with
 // `{}` by the client's `callTool` (which fulfils MRTR rounds itself: its round cap, its own
 // refusals, its elicitation handler), goes on after a failed call (one JSON line per call on
-// stdout), answers each elicitation as MCP_CONFORMANCE_CONTEXT's `answers` say, and exits 0 once
-// the calls are done.
+// stdout), reads each URI of the context's `read_twice` twice, one read after the other (its
+// `readResource`, which fulfils rounds the same way), answers each elicitation as
+// MCP_CONFORMANCE_CONTEXT's `answers` say, and exits 0 once the calls are done.
 //
 // The handler sees no input key, so the answer is found by the elicitation's message
 // (`answer_by_message`), or is the context's one answer when it has one. The context's
@@ -51,6 +52,16 @@ try {
       report(result.isError ? { tool: tool.name, ok: false, error: "the tool's result is an error" } : { tool: tool.name, ok: true });
     } catch (e) {
       report({ tool: tool.name, ok: false, error: String(e?.message ?? e).slice(0, 300) });
+    }
+  }
+  for (const uri of context.read_twice ?? []) {
+    for (let n = 0; n < 2; n++) {
+      try {
+        const result = await client.readResource({ uri });
+        report({ read: uri, ok: true, text: result?.contents?.[0]?.text });
+      } catch (e) {
+        report({ read: uri, ok: false, error: String(e?.message ?? e).slice(0, 300) });
+      }
     }
   }
 } finally {

@@ -497,8 +497,8 @@ fn input_channels_no_round_binds_are_refused() {
         (json!(7), PEER_REFUSED, "input_required_not_allowed")
     );
     assert_eq!(r.engine.in_flight(), 0);
-    // Every refusal is in the trail, under the client's principal (the gated call's binding,
-    // which never had a round, ended with the error and left no event of its own).
+    // Every refusal is in the trail, under the client's principal; the gated call's is the
+    // gate's own: its binding refused and ended (`terminal`, outcome error) by the core.
     let events = r.audit.events();
     let refused: Vec<&str> = events
         .iter()
@@ -517,9 +517,38 @@ fn input_channels_no_round_binds_are_refused() {
             "input_required_not_allowed",
         ]
     );
-    assert!(events.iter().all(|e| e["event"] == "rejected"
-        && e["user_sha256"] == events[0]["user_sha256"]
-        && e["tenant_sha256"] == events[0]["tenant_sha256"]));
+    let ended: Vec<(&Value, &Value)> = events
+        .iter()
+        .filter(|e| e["event"] == "terminal")
+        .map(|e| (&e["outcome"], &e["reason"]))
+        .collect();
+    assert_eq!(
+        ended,
+        [(&json!("error"), &json!("input_required_not_allowed"))]
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["user_sha256"] == events[0]["user_sha256"]
+                && e["tenant_sha256"] == events[0]["tenant_sha256"])
+    );
+}
+
+#[test]
+fn a_gated_calls_url_elicitation_error_is_refused_even_when_ungated_input_is_let_through() {
+    let mut r = rig();
+    r.engine.config.allow_ungated_input = true;
+    let minted = sent_id(&r.engine.on_client(&call("9")));
+    let url_error = format!(
+        r#"{{"jsonrpc":"2.0","id":{minted},"error":{{"code":-32042,"message":"authorise","data":{{"elicitations":[{{"mode":"url","url":"https://evil.example/","message":"m"}}]}}}}}}"#
+    );
+    let back = to_client(r.engine.on_server(&url_error));
+    assert!(!back.contains("evil.example"), "{back}");
+    let (id, code, gate_code) = error_of(&back);
+    assert_eq!(
+        (id, code, gate_code.as_str()),
+        (json!(9), PEER_REFUSED, "input_required_not_allowed")
+    );
 }
 
 #[test]

@@ -75,6 +75,32 @@ fn a_retry_goes_upstream_as_the_gates_text_under_a_new_id_and_its_answer_comes_b
 }
 
 #[test]
+fn a_retrys_answer_reaches_the_client_uncacheable_and_a_first_calls_as_it_came() {
+    let cacheable = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","ttlMs":600000,"cacheScope":"private","content":[]}}}}"#
+        )
+    };
+    let mut r = rig();
+    // A call answered at once: its hints are the server's to give.
+    let minted = sent_id(&r.engine.on_client(&call("1")));
+    assert_eq!(
+        to_client(r.engine.on_server(&cacheable(&minted))),
+        cacheable("1")
+    );
+    // A retry's answer depends on answers no cache key holds: stale at once.
+    delivered(&mut r, "2", form_round);
+    let up = r
+        .engine
+        .on_client(&retry("3", LIS, Some(SEAT), Some(r#""opaque""#)));
+    let second = sent_id(&up);
+    assert_eq!(
+        to_client(r.engine.on_server(&cacheable(&second))),
+        cacheable("3").replace(r#""ttlMs":600000"#, r#""ttlMs":0"#)
+    );
+}
+
+#[test]
 fn a_round_without_state_is_found_by_its_arguments_and_changed_ones_find_nothing() {
     let mut r = rig();
     delivered(&mut r, "1", stateless_round);

@@ -4,7 +4,9 @@
 //! spawned by the SDK's `TokioChildProcess` through `/bin/sh -c`). It lists the endpoint's tools,
 //! calls each in order with `{}` by the SDK's `call_tool` (its automatic MRTR driver: the round
 //! cap, the state-only pacing and the answers are the SDK's), goes on after a failed call (one
-//! JSON line per call on stdout), answers each elicitation as `MCP_CONFORMANCE_CONTEXT`'s
+//! JSON line per call on stdout), reads each URI of the context's `read_twice` twice, one read
+//! after the other, by the SDK's `read_resource` (the same automatic driver, and the SDK's
+//! response cache, on by default), answers each elicitation as `MCP_CONFORMANCE_CONTEXT`'s
 //! `answers` say (the SDK hands the handler the input key as the request's id), and exits 0
 //! once the calls are done.
 //!
@@ -14,11 +16,21 @@
 //! `call_tool_once`, which sends what the app gives it. Its `cancel_on`
 //! (`notifications/message`): the call in flight is dropped when the notification comes, as an
 //! app that stops waiting would; the SDK then sends `notifications/cancelled` for it.
+//!
+//! The tasks extension (SEP-2663): when the context's `capabilities` declare
+//! `extensions["io.modelcontextprotocol/tasks"]`, the app declares it too and calls by the SDK's
+//! `call_tool_once`, since `call_tool` does not drive tasks ("callers that declare the tasks
+//! extension capability should use `call_tool_once` and poll `tasks/get`", its source says). A
+//! task it drives as the SDK's types allow: `get_task` until the task ends, and on
+//! `input_required` each elicitation answered by the same answers as a round's, sent by
+//! `update_task`. The SDK checks nothing of a task's input requests; neither does the app.
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation,
-    InputResponses, NumberOrString, UrlElicitationCapability,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationCapability, ExtensionCapabilities,
+    FormElicitationCapability, GetTaskParams, Implementation, InputRequest, InputResponses,
+    NumberOrString, ReadResourceRequestParams, TASKS_EXTENSION_ID, TaskPayload, UpdateTaskParams,
+    UrlElicitationCapability,
 };
 // Logging is deprecated (SEP-2577), but a server's log message is what the probe's cancel
 // scenario sends, and this is the SDK's one hook for it.
@@ -40,6 +52,8 @@ struct Context {
     capabilities: Option<Value>,
     forge: Option<Value>,
     cancel_on: Option<String>,
+    tasks: bool,
+    read_twice: Vec<String>,
 }
 
 impl Context {
@@ -60,7 +74,38 @@ impl Context {
                 .get("cancel_on")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            read_twice: context
+                .get("read_twice")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            tasks: context
+                .pointer("/capabilities/extensions")
+                .and_then(|e| e.get(TASKS_EXTENSION_ID))
+                .is_some(),
         }
+    }
+
+    /// The answer the probe gives for input `key` (the handler's and a task's alike).
+    fn answer(&self, key: &str, message: &str) -> Result<ElicitResult, ErrorData> {
+        report(json!({"handler": message, "key": key}));
+        match self.answers.get(key) {
+            Some(answer) => serde_json::from_value(answer.clone())
+                .map_err(|e| ErrorData::invalid_params(format!("the probe's answer: {e}"), None)),
+            None => Ok(ElicitResult::new(ElicitationAction::Decline)),
+        }
+    }
+}
+
+fn message_of(request: &ElicitRequestParams) -> String {
+    match request {
+        ElicitRequestParams::FormElicitationParams { message, .. }
+        | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
+        #[allow(unreachable_patterns)]
+        _ => String::new(),
     }
 }
 
@@ -100,6 +145,11 @@ impl ClientHandler for App {
         };
         let mut capabilities = ClientCapabilities::default();
         capabilities.elicitation = Some(elicitation);
+        if self.context.tasks {
+            let mut extensions = ExtensionCapabilities::new();
+            extensions.insert(TASKS_EXTENSION_ID.to_owned(), Map::new());
+            capabilities.extensions = Some(extensions);
+        }
         ClientConfig::new(
             capabilities,
             Implementation::new("mrtr-probe-rmcp-client", env!("CARGO_PKG_VERSION")),
@@ -111,23 +161,12 @@ impl ClientHandler for App {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let message = match &request {
-            ElicitRequestParams::FormElicitationParams { message, .. }
-            | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
-            #[allow(unreachable_patterns)]
-            _ => String::new(),
-        };
         // The SDK's MRTR driver gives the input key as the request's id.
         let key = match &context.id {
             NumberOrString::String(key) => key.to_string(),
             NumberOrString::Number(n) => n.to_string(),
         };
-        report(json!({"handler": message, "key": key}));
-        match self.context.answers.get(&key) {
-            Some(answer) => serde_json::from_value(answer.clone())
-                .map_err(|e| ErrorData::invalid_params(format!("the probe's answer: {e}"), None)),
-            None => Ok(ElicitResult::new(ElicitationAction::Decline)),
-        }
+        self.context.answer(&key, &message_of(&request))
     }
 
     #[allow(deprecated)]
@@ -143,13 +182,20 @@ impl ClientHandler for App {
     }
 }
 
-/// One call of `name` by the SDK's automatic driver, dropped if the app cancels it.
-async fn call(
-    client: &rmcp::service::RunningService<RoleClient, App>,
-    name: &str,
-    cancel: &Notify,
-) {
+type Client = rmcp::service::RunningService<RoleClient, App>;
+
+/// One call of `name` by the SDK's automatic driver (by `call_tool_once` and the task's
+/// polling when the app declares tasks), dropped if the app cancels it.
+async fn call(client: &Client, context: &Context, name: &str, cancel: &Notify) {
     let params = CallToolRequestParams::new(name.to_owned()).with_arguments(Map::new());
+    if context.tasks {
+        let outcome = match call_as_task(client, context, params).await {
+            Ok(()) => json!({"tool": name, "ok": true}),
+            Err(e) => json!({"tool": name, "ok": false, "error": truncate(e)}),
+        };
+        report(outcome);
+        return;
+    }
     let outcome = tokio::select! {
         result = client.call_tool(params) => match result {
             Ok(result) if result.is_error != Some(true) => json!({"tool": name, "ok": true}),
@@ -161,8 +207,62 @@ async fn call(
     report(outcome);
 }
 
+/// A call that may become a task: the task polled until it ends, its input requests answered.
+async fn call_as_task(
+    client: &Client,
+    context: &Context,
+    params: CallToolRequestParams,
+) -> Result<(), String> {
+    let created = match client.call_tool_once(params).await {
+        Ok(CallToolResponse::Task(created)) => created,
+        Ok(CallToolResponse::Complete(_)) => return Ok(()),
+        Ok(_) => {
+            return Err("a round, which this app does not drive when it declares tasks".into());
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let id = created.task.task_id;
+    // Not a safety cap: it keeps the program finite if a scenario never ends its task.
+    for _ in 0..100 {
+        let task = client
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .map_err(|e| e.to_string())?;
+        match task.task.payload {
+            TaskPayload::InputRequired { input_requests } => {
+                let mut responses = InputResponses::new();
+                for (key, request) in input_requests {
+                    let answer = match request {
+                        InputRequest::Elicitation(request) => context
+                            .answer(&key, &message_of(&request.params))
+                            .map_err(|e| e.message.to_string())?,
+                        _ => ElicitResult::new(ElicitationAction::Decline),
+                    };
+                    responses.insert(
+                        key,
+                        serde_json::to_value(answer).map_err(|e| e.to_string())?,
+                    );
+                }
+                client
+                    .update_task(UpdateTaskParams::new(id.clone(), responses))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            TaskPayload::Working => {
+                tokio::time::sleep(std::time::Duration::from_millis(
+                    task.task.task.poll_interval_ms.unwrap_or(50),
+                ))
+                .await;
+            }
+            TaskPayload::Completed { .. } => return Ok(()),
+            _ => return Err(format!("the task ended {:?}", task.task.status())),
+        }
+    }
+    Err("the task did not end".into())
+}
+
 /// A new call of the forged tool carrying the context's `requestState` and `inputResponses`.
-async fn forge(client: &rmcp::service::RunningService<RoleClient, App>, forge: &Value) {
+async fn forge(client: &Client, forge: &Value) {
     let name = forge
         .get("tool")
         .and_then(Value::as_str)
@@ -237,11 +337,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|f| f.get("tool"))
         .and_then(Value::as_str);
     for tool in &tools {
-        call(&client, &tool.name, &cancel).await;
+        call(&client, &context, &tool.name, &cancel).await;
         if forged == Some(tool.name.as_ref())
             && let Some(f) = &context.forge
         {
             forge(&client, f).await;
+        }
+    }
+    for uri in &context.read_twice {
+        for _ in 0..2 {
+            let outcome = match client
+                .read_resource(ReadResourceRequestParams::new(uri.clone()))
+                .await
+            {
+                Ok(_) => json!({"read": uri, "ok": true}),
+                Err(e) => json!({"read": uri, "ok": false, "error": truncate(e.to_string())}),
+            };
+            report(outcome);
         }
     }
     client.cancel().await?;
