@@ -193,12 +193,13 @@ gate_errors! {
         /// refused by a relay and audited (`refuse-unbound`).
         ServerSentLegacyRequest(method: String) => "legacy_server_request",
             "the server sent the request `{method}` outside a round (a 2025-era server-to-client request)";
-        /// An answer to a request the gate does not bind that asks for input (`input_required`,
-        /// `inputRequests` in its result, a `-32042` URL elicitation error): only a bound
-        /// `tools/call`, `prompts/get` or `resources/read` may. Refused by a relay and audited
-        /// (`refuse-unbound`).
+        /// An answer that asks for input outside a round: `input_required` or `inputRequests`
+        /// in the result of a request the gate does not bind (only a bound `tools/call`,
+        /// `prompts/get` or `resources/read` may ask, in a round), refused by a relay and
+        /// audited (`refuse-unbound`); or a `-32042` URL elicitation error to any request, the
+        /// gate's own refusal for a bound one (`accept-response`, the binding ended).
         ServerAnsweredUnboundWithInputRequired => "input_required_not_allowed",
-            "the server asked for input in its answer to a request the gate does not bind";
+            "the server asked for input outside a round (in its answer to a request the gate does not bind, or in a -32042 URL elicitation error)";
         /// A notification carrying `inputRequests` (a task's status): no round binds it.
         /// Refused by a relay and audited (`refuse-unbound`).
         ServerNotifiedInputRequests => "input_requests_not_bound",
