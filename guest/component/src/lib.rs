@@ -21,6 +21,7 @@ mod bindings {
 }
 
 mod convert;
+mod mem;
 
 use bindings::exports::mrtr::gate::gate as wit;
 use bindings::mrtr::gate::{audit, clock, consent, digest, storage};

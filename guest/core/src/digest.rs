@@ -82,7 +82,8 @@ pub fn digest_str(s: &str) -> String {
     text_sha256_hex(&out)
 }
 
-/// Byte equality compared eight bytes at a time (inside wasm `memcmp` is a byte loop; the
+/// Byte equality compared eight bytes at a time (`compiler_builtins`' `memcmp` is a byte loop,
+/// which the component replaces with its own, but the core does not rely on that; the
 /// read-back of every audit line compares about a kilobyte). The differences are OR-ed
 /// together rather than compared word by word: an early-exit loop is what LLVM turns back
 /// into a `memcmp` call.
