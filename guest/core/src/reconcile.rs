@@ -169,6 +169,11 @@ impl Group {
         })
     }
 
+    /// Whether anything rests on `round`: a consent given for it or a retry submitted.
+    fn used(&self, round: u64) -> bool {
+        self.submitted.contains_key(&round) || self.consented.iter().any(|c| c.0 == round)
+    }
+
     fn submitted_up_to(&self) -> u64 {
         self.submitted.keys().next_back().copied().unwrap_or(0)
     }
@@ -393,13 +398,21 @@ impl Walk {
             return;
         };
         // The round of the stored binding: the last received, or the one before it when
-        // that one's store was refused (then a `rejected` event names it); never before the
+        // that one was never stored (a `rejected` event names it, or its `received` could not
+        // be confirmed to the gate, which then audits nothing more of it); never before the
         // last submitted.
         let refused_last = g.tries.get(&g.received).is_some_and(|t| t.1 > 0);
         let before_last = round.saturating_add(1) == g.received;
         let stored = round == g.received || (refused_last && before_last);
         if round < g.submitted_up_to() {
             self.find(Finding::OutOfOrder, e, "terminal", round);
+        } else if !stored && before_last && !g.used(g.received) {
+            // Never stored, and nothing rests on it: a `terminal` naming the round before
+            // can only come from the record as it was (each end is a compare-and-swap on the
+            // version read), so the last round never reached storage. Its `received` was
+            // written but not confirmed (a sink that applied the line and then timed out
+            // waiting for its replica), and a refusal cannot follow it: the failed audit was
+            // the refusal (docs/audit.md, "What the failure means").
         } else if !stored && before_last && g.submitted_up_to() < g.received {
             let state = g.last_state.clone();
             self.awaiting_refusal
@@ -781,10 +794,15 @@ mod tests {
 
     /// F3 (docs/checker-counterexamples.md): an instance audits round 2's `received`, another
     /// removes the binding (still at round 1) and audits `terminal` naming round 1, then the
-    /// first one's store finds the record gone and audits `rejected` for round 2. Only that
-    /// refusal, of that round and state, explains the `terminal`.
+    /// first one's store finds the record gone and audits `rejected` for round 2. A `terminal`
+    /// naming the round before the last received says that round was never stored; with
+    /// nothing resting on it (no consent, no retry) it reconciles with its refusal or without
+    /// one (a `received` the sink wrote but could not confirm is refused by the failed audit
+    /// itself, which cannot be audited). Once the round was used, it had been stored, and a
+    /// `terminal` naming the round before is out of order unless a refusal of that round and
+    /// state explains it.
     #[test]
-    fn a_round_received_as_its_binding_ends_needs_its_refused_store() {
+    fn a_terminal_naming_the_round_before_the_last_received_needs_that_round_unused_or_refused() {
         let received = |r: u64, state: &str| {
             ev(
                 "received",
@@ -799,33 +817,46 @@ mod tests {
                 json!({"round": r, "reason": "state_already_used", "state_sha256": state}),
             )
         };
-        let before = vec![
-            received(1, "s1"),
-            ev(
-                "submitted",
-                1,
-                json!({"retry_id": 11, "view_sha256": "v1", "consent_receipt_id": null, "input_kinds": {}, "state_sha256": "s1"}),
-            ),
-            received(2, "s2"),
-            ev("terminal", 1, json!({"round": 1, "outcome": "cancelled"})),
-        ];
-        let run = |tail: Vec<Value>| {
-            let mut events = before.clone();
-            events.extend(tail);
+        let submitted = ev(
+            "submitted",
+            1,
+            json!({"retry_id": 11, "view_sha256": "v1", "consent_receipt_id": null, "input_kinds": {}, "state_sha256": "s1"}),
+        );
+        let consented = ev(
+            "consented",
+            1,
+            json!({"round": 2, "retry_id": 12, "view_sha256": "v2", "consent_receipt_id": "r2"}),
+        );
+        let end = ev("terminal", 1, json!({"round": 1, "outcome": "cancelled"}));
+        let run = |events: Vec<Value>| {
             let lines = chain(&events);
             reconcile(lines.iter().map(String::as_str))
         };
-        // Explained, also with the id registered again before the refusal lands.
+        let unused = vec![received(1, "s1"), submitted.clone(), received(2, "s2")];
         for tail in [
+            vec![],
             vec![refused(2, "s2")],
             vec![received(1, "s3"), refused(2, "s2")],
+            vec![refused(2, "s9")],
         ] {
-            let r = run(tail);
+            let mut events = unused.clone();
+            events.push(end.clone());
+            events.extend(tail);
+            let r = run(events);
             assert!(r.consistent(), "{}", r.to_json());
         }
-        // Not explained: no refusal, one of another state, one of another round.
+        // Round 2 consented: it was stored, so an end naming round 1 needs its refusal.
+        let used = vec![
+            received(1, "s1"),
+            submitted.clone(),
+            received(2, "s2"),
+            consented.clone(),
+            end.clone(),
+        ];
         for tail in [vec![], vec![refused(2, "s9")], vec![refused(1, "s1")]] {
-            let r = run(tail);
+            let mut events = used.clone();
+            events.extend(tail);
+            let r = run(events);
             assert_eq!(
                 findings(&r),
                 vec![("out_of_order", "terminal", 1)],

@@ -418,3 +418,40 @@ fn another_line_in_place_of_a_confirmed_one_is_a_loss_too() {
     ));
     assert!(retry.is_ok(), "{retry:?}");
 }
+
+/// The flake once seen in `proxy_replicas` under a killed Cluster master, made deterministic:
+/// the sink writes round 1's `received` but cannot confirm it (a replica's `WAIT` timed out),
+/// so the gate refuses the round, and the removal of the binding fails too. The record stays
+/// as registered; whoever ends it later writes a `terminal` naming round 0 after the trail's
+/// `received` of round 1. Nothing rests on that round, and the trail reconciles.
+#[test]
+fn a_received_the_sink_wrote_but_could_not_confirm_leaves_a_trail_that_reconciles_once_ended() {
+    let mut fx = Fx::new();
+    fx.register_tool(1);
+    fx.audit.set_fault(AuditFault::FailReadback);
+    fx.storage.set_failing_deletes(true);
+    assert_code(fx.accept(1, state_only("s")), "audit_readback_mismatch");
+    fx.audit.set_fault(AuditFault::None);
+    fx.storage.set_failing_deletes(false);
+    // The round is not open: no retry rests on the unconfirmed `received`.
+    assert_code(fx.retry(n(1), n(2), &json!({})), "inactive_mrtr_round");
+    fx.gate
+        .finish(finish_request(
+            n(1),
+            mrtr_gate_core::CallerOutcome::Error("gate_refused".into()),
+        ))
+        .unwrap();
+    let ends: Vec<(Value, Value)> = fx
+        .events_of(1)
+        .into_iter()
+        .filter(|e| e["event"] != "rejected")
+        .map(|e| (e["event"].clone(), e["round"].clone()))
+        .collect();
+    assert_eq!(
+        ends,
+        vec![(json!("received"), json!(1)), (json!("terminal"), json!(0))]
+    );
+    fx.assert_reconciles();
+    assert!(fx.reconciled().clean());
+    assert!(fx.storage.is_empty());
+}

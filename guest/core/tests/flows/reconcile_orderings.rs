@@ -188,7 +188,18 @@ fn altered_events_are_reported_in_place_and_inserted_anywhere() {
             let mut order: Vec<usize> = (0..all.len()).collect();
             order.insert(at, all.len());
             let r = reconciled(&with, &order);
-            assert!(!r.consistent(), "{what} at {at}: {}", r.to_json());
+            // Round 3's `received` after round 2's `submitted` and before the `terminal`
+            // naming round 2 is a life the gate writes: a `received` the sink wrote but could
+            // not confirm, and the binding ended from its record, which never held round 3
+            // (docs/audit.md; `a_received_the_sink_wrote_but_could_not_confirm_...` in
+            // audit_faults.rs). Nothing rests on that round.
+            let a_next_round_never_stored = *what == "a round skipped" && at == T;
+            assert_eq!(
+                r.consistent(),
+                a_next_round_never_stored,
+                "{what} at {at}: {}",
+                r.to_json()
+            );
         }
     }
 }
