@@ -55,7 +55,7 @@ fn retry(id: i64, retry_id: i64) -> RetryRequest {
 }
 
 #[test]
-fn imports_exactly_the_five_gate_interfaces_and_no_wasi() {
+fn imports_exactly_the_six_gate_interfaces_and_no_wasi() {
     let rt = support::runtime();
     let mut imports = rt.imports();
     imports.sort();
@@ -66,6 +66,7 @@ fn imports_exactly_the_five_gate_interfaces_and_no_wasi() {
             "mrtr:gate/clock@0.6.0",
             "mrtr:gate/consent@0.6.0",
             "mrtr:gate/digest@0.6.0",
+            "mrtr:gate/journal@0.6.0",
             "mrtr:gate/storage@0.6.0",
         ]
     );
@@ -457,7 +458,7 @@ fn the_precompiled_cache_is_written_reused_and_survives_corruption() {
     drop(first);
     // Reused: loads without compiling (covered by timing in the bench); still works.
     let second = GateRuntime::load_embedded(Some(&dir), SandboxLimits::default()).unwrap();
-    assert_eq!(second.imports().len(), 5);
+    assert_eq!(second.imports().len(), 6);
     // A corrupted artifact is never deserialized: the checksum fails and it is rebuilt.
     // First one flipped bit in the middle (same length, valid header), then a foreign file.
     let mut damaged = std::fs::read(&artifacts[0]).unwrap();

@@ -8,7 +8,7 @@ use crate::support;
 use mrtr_gate_host::HostServices;
 use mrtr_gate_host::core::host::{
     AppendOutcome, Audit, AuditEntry, Clock, Consent, ConsentPrompt, ConsentReceipt, DuePage,
-    HostError, ReadKey, Storage, Versioned, Write,
+    HostError, Journaled, Order, ReadKey, Storage, Versioned, Write,
 };
 use mrtr_gate_testkit::bench::{self, RoundKind};
 use mrtr_gate_testkit::fixture::ScenarioHosts;
@@ -25,10 +25,11 @@ struct Calls {
     list_due: AtomicU32,
     consent: AtomicU32,
     append: AtomicU32,
+    journal: AtomicU32,
 }
 
 impl Calls {
-    fn tally(&self) -> [u32; 6] {
+    fn tally(&self) -> [u32; 7] {
         [
             &self.clock,
             &self.read,
@@ -36,6 +37,7 @@ impl Calls {
             &self.list_due,
             &self.consent,
             &self.append,
+            &self.journal,
         ]
         .map(|c| c.load(Ordering::SeqCst))
     }
@@ -71,6 +73,19 @@ impl Storage for Counting {
         bump(&self.calls.list_due);
         self.inner.storage.list_due(due, cursor, limit)
     }
+    /// One `journal` import call (its two steps are the inner services', not counted again).
+    fn journal(
+        &self,
+        _audit: &dyn Audit,
+        order: Order,
+        entry: &AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Result<Journaled, HostError> {
+        bump(&self.calls.journal);
+        self.inner
+            .storage
+            .journal(&*self.inner.audit, order, entry, writes)
+    }
 }
 
 impl Consent for Counting {
@@ -89,7 +104,7 @@ impl Audit for Counting {
 
 /// The import calls of one form round (the benchmarks' own, `bench::round`), from a gate that
 /// already ran one (its caches warm, as in a client's steady state).
-fn form_round_calls() -> ([u32; 6], u64) {
+fn form_round_calls() -> ([u32; 7], u64) {
     let hosts = ScenarioHosts::new();
     let calls = Arc::new(Calls::default());
     let counting = Arc::new(Counting {
@@ -122,13 +137,18 @@ fn form_round_calls() -> ([u32; 6], u64) {
 
 #[test]
 fn docs_state_the_import_calls_of_a_form_round() {
-    let ([clock, read, write, list_due, consent, append], digests) = form_round_calls();
+    let ([clock, read, write, list_due, consent, append, journal], digests) = form_round_calls();
     assert_eq!(list_due, 0, "a round never lists due keys");
-    let total = clock + read + write + consent + append;
+    let total = clock + read + write + consent + append + journal;
+    let s = |n: u32| if n == 1 { "" } else { "s" };
     let sentence = format!(
-        "A form round makes {total} import calls: {clock} clock, {read} storage reads, \
-         {write} storage writes, {append} audit appends and {consent} consent; and \
-         {digests} digest calls"
+        "A form round makes {total} import calls: {clock} clock, {read} storage read{}, \
+         {write} storage write{}, {journal} journal call{}, {append} audit append{} and \
+         {consent} consent; and {digests} digest calls",
+        s(read),
+        s(write),
+        s(journal),
+        s(append),
     );
     let page = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/import-contract.md"),

@@ -3,11 +3,11 @@
 //! append record), so each conversion only moves fields; no policy lives here.
 
 use crate::bindings::exports::mrtr::gate::gate as wit;
-use crate::bindings::mrtr::gate::{audit, consent, storage};
+use crate::bindings::mrtr::gate::{audit, consent, journal, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
     AppendOutcome, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt,
-    DuePage, ReadKey, Versioned, Write,
+    DuePage, HostError, Journaled, ReadKey, Versioned, Write,
 };
 use std::cell::RefCell;
 
@@ -113,6 +113,16 @@ impl From<audit::AppendOutcome> for AppendOutcome {
             stored: o.stored,
             head_seq: o.head_seq,
             head_sha256: o.head_sha256,
+        }
+    }
+}
+
+impl From<journal::Journaled> for Journaled {
+    fn from(j: journal::Journaled) -> Self {
+        Self {
+            applied: j.applied,
+            appended: j.appended.map(Into::into),
+            failed: j.failed.map(HostError::new),
         }
     }
 }

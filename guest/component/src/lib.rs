@@ -24,11 +24,11 @@ mod convert;
 mod mem;
 
 use bindings::exports::mrtr::gate::gate as wit;
-use bindings::mrtr::gate::{audit, clock, consent, digest, storage};
+use bindings::mrtr::gate::{audit, clock, consent, digest, journal, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
-    AppendOutcome, AuditEntry, ConsentPrompt, ConsentReceipt, DuePage, HostError, ReadKey,
-    Versioned, Write,
+    AppendOutcome, Audit, AuditEntry, ConsentPrompt, ConsentReceipt, DuePage, HostError, Journaled,
+    Order, ReadKey, Versioned, Write,
 };
 use std::cell::RefCell;
 
@@ -63,6 +63,24 @@ impl core::host::Storage for Imports {
         storage::list_due(due_by_ms, cursor, limit)
             .map(Into::into)
             .map_err(HostError::new)
+    }
+
+    /// The `journal` import: the host makes both steps (one at a time, or at once), and the
+    /// sink is its own (`Imports` again).
+    fn journal(
+        &self,
+        _audit: &dyn Audit,
+        order: Order,
+        entry: &AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Result<Journaled, HostError> {
+        let writes: Vec<storage::WriteOp<'_>> = writes.iter().map(Into::into).collect();
+        match order {
+            Order::AppendThenWrite => journal::append_then_write(entry.into(), &writes),
+            Order::WriteThenAppend => journal::write_then_append(&writes, entry.into()),
+        }
+        .map(Into::into)
+        .map_err(HostError::new)
     }
 }
 

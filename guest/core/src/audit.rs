@@ -337,9 +337,31 @@ impl ChainWriter {
         sink: &dyn Audit,
         event: Event,
         now_ms: u64,
-        mut still: impl FnMut() -> Result<(), GateError>,
+        still: impl FnMut() -> Result<(), GateError>,
     ) -> Result<u64, GateError> {
-        let fail = |why: String| GateError::Host(HostFault::AuditWriteFailed(why));
+        let offered = self.offer_while(event, now_ms, still, |entry| {
+            let outcome = sink.append(entry).map_err(|e| append_failed(e.message))?;
+            Ok(Some((outcome, ())))
+        })?;
+        match offered {
+            Some((seq, ())) => Ok(seq),
+            None => Err(append_failed("the sink took no entry".into())),
+        }
+    }
+
+    /// [`Self::write_while`], each entry offered by `offer`, which returns the sink's outcome
+    /// and what else it did (the store writes of a [`crate::host::journal`] call), or `None`
+    /// when it offered nothing (a journal whose writes came first and did not apply): then
+    /// `None` comes back and nothing is written. What `offer` returns with the entry that is
+    /// written comes back with its `seq`.
+    pub fn offer_while<T>(
+        &mut self,
+        event: Event,
+        now_ms: u64,
+        mut still: impl FnMut() -> Result<(), GateError>,
+        mut offer: impl FnMut(&AuditEntry) -> Result<Option<(AppendOutcome, T)>, GateError>,
+    ) -> Result<Option<(u64, T)>, GateError> {
+        let fail = append_failed;
         let lost = || fail(LOST_LINES.into());
         if self.lost {
             return Err(lost());
@@ -366,7 +388,11 @@ impl ChainWriter {
                 event_sha256: digest::text_sha256_hex(&line),
                 line,
             };
-            let outcome = sink.append(&entry).map_err(|e| fail(e.message))?;
+            let Some((outcome, done)) = offer(&entry)? else {
+                // Nothing offered: the head guessed still stands.
+                chain.head = Some(head);
+                return Ok(None);
+            };
             let stored = match outcome {
                 AppendOutcome {
                     written: false,
@@ -419,10 +445,15 @@ impl ChainWriter {
             };
             chain.confirmed = Some(written.clone());
             chain.head = Some(written);
-            return Ok(seq);
+            return Ok(Some((seq, done)));
         }
         Err(GateError::Host(HostFault::AuditContention))
     }
+}
+
+/// The denial of an append the sink failed.
+pub(crate) fn append_failed(why: String) -> GateError {
+    GateError::Host(HostFault::AuditWriteFailed(why))
 }
 
 /// Problems a chain check finds.

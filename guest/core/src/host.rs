@@ -1,4 +1,5 @@
-//! The four host services the gate needs. They mirror the WIT imports one to one, in the
+//! The four host services the gate needs (and the journal, a store write with its audit line
+//! in one call, made of two of them: [`journal`]). They mirror the WIT imports one to one, in the
 //! WIT's own encodings (version 0 for "absent", the flat append record), so the same core
 //! runs natively (tests, benches) and inside the component, whose glue only moves fields
 //! (`guest/component/src/convert.rs`, `host-harness/wasmtime/src/convert.rs`).
@@ -155,6 +156,111 @@ pub trait Storage {
         cursor: Option<&str>,
         limit: u32,
     ) -> Result<DuePage, HostError>;
+
+    /// A write and the audit line that records it, in `order` ([`journal`]): by default
+    /// [`sequential`], the two calls one after the other (`audit.append`, then this store's
+    /// `write`; or the reverse). A store that can do both in one step with `audit` (the
+    /// Redis store with its Redis trail: one script) does so; a wrapper that changes the
+    /// writes (sealing their values) changes them and passes the call on. The gate reaches
+    /// this through [`journal`], which lets a wrapped sink see the call first.
+    fn journal(
+        &self,
+        audit: &dyn Audit,
+        order: Order,
+        entry: &AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Result<Journaled, HostError> {
+        sequential(self, audit, order, entry, writes)
+    }
+}
+
+/// Which step of a [`journal`] call comes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// `append(entry)`; then, only if the entry was written and read back as sent,
+    /// `write(writes)` (WIT `journal.append-then-write`).
+    AppendThenWrite,
+    /// `write(writes)`; then, only if the first write applied, `append(entry)` (WIT
+    /// `journal.write-then-append`).
+    WriteThenAppend,
+}
+
+/// What each step of a [`journal`] call did (the WIT's `journaled`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Journaled {
+    /// As [`Storage::write`] returns; empty when the writes were not tried.
+    pub applied: Vec<u64>,
+    /// As [`Audit::append`] returns; `None` when the entry was not offered.
+    pub appended: Option<AppendOutcome>,
+    /// The second step's error, when the first completed and the second failed (the first
+    /// step's is the call's own error).
+    pub failed: Option<HostError>,
+}
+
+/// A store write and the audit line that records it, in one call where the host can
+/// (WIT `journal`): `audit` sees the call first ([`Audit::journal_through`]: a wrapper that
+/// counts appends), then `storage` makes it ([`Storage::journal`]).
+pub fn journal(
+    storage: &dyn Storage,
+    audit: &dyn Audit,
+    order: Order,
+    entry: &AuditEntry,
+    writes: &[Write<'_>],
+) -> Result<Journaled, HostError> {
+    match audit.journal_through(storage, order, entry, writes) {
+        Some(done) => done,
+        None => storage.journal(audit, order, entry, writes),
+    }
+}
+
+/// The journal as the two calls it stands for, in order: what every host that cannot do
+/// both in one step does, and what any host's answer must match.
+pub fn sequential<S: Storage + ?Sized>(
+    storage: &S,
+    audit: &dyn Audit,
+    order: Order,
+    entry: &AuditEntry,
+    writes: &[Write<'_>],
+) -> Result<Journaled, HostError> {
+    match order {
+        Order::AppendThenWrite => {
+            let appended = audit.append(entry)?;
+            let confirmed = appended.written
+                && appended
+                    .stored
+                    .as_deref()
+                    .is_some_and(|line| line.as_bytes() == entry.line.as_bytes());
+            let (applied, failed) = if confirmed {
+                match storage.write(writes) {
+                    Ok(applied) => (applied, None),
+                    Err(e) => (Vec::new(), Some(e)),
+                }
+            } else {
+                (Vec::new(), None)
+            };
+            Ok(Journaled {
+                applied,
+                appended: Some(appended),
+                failed,
+            })
+        }
+        Order::WriteThenAppend => {
+            let applied = storage.write(writes)?;
+            let (appended, failed) = if applied.is_empty() {
+                (None, None)
+            } else {
+                match audit.append(entry) {
+                    Ok(o) => (Some(o), None),
+                    Err(e) => (None, Some(e)),
+                }
+            };
+            Ok(Journaled {
+                applied,
+                appended,
+                failed,
+            })
+        }
+    }
 }
 
 /// What the user is asked to approve.
@@ -348,6 +454,28 @@ pub trait Audit {
         let _ = shard;
         None
     }
+
+    /// The sink as [`std::any::Any`], for a store that can append to it in the same step as
+    /// its own writes ([`Storage::journal`]) and must know it is its partner. `None` (the
+    /// default): no store fuses with it. A wrapper that is happy to be passed by (it sees the
+    /// call through [`Audit::journal_through`]) forwards its inner sink's.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
+    /// A [`journal`] call, seen by the sink before the store makes it: `None` (the default)
+    /// lets the store make it with this sink; a wrapper returns the call made with its inner
+    /// sink (`journal(storage, inner, ...)`), and does its own work around it.
+    fn journal_through(
+        &self,
+        storage: &dyn Storage,
+        order: Order,
+        entry: &AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Option<Result<Journaled, HostError>> {
+        let _ = (storage, order, entry, writes);
+        None
+    }
 }
 
 /// A sink that can list every shard's head, for the root's anchors
@@ -386,6 +514,9 @@ macro_rules! forward {
             fn list_due(&self, due_by_ms: u64, cursor: Option<&str>, limit: u32) -> Result<DuePage, HostError> {
                 (**self).list_due(due_by_ms, cursor, limit)
             }
+            fn journal(&self, audit: &dyn Audit, order: Order, entry: &AuditEntry, writes: &[Write<'_>]) -> Result<Journaled, HostError> {
+                (**self).journal(audit, order, entry, writes)
+            }
         }
         impl<T: Consent + ?Sized> Consent for $ptr<T> {
             fn request_consent(&self, prompt: &ConsentPrompt) -> Result<ConsentReceipt, HostError> {
@@ -395,6 +526,10 @@ macro_rules! forward {
         impl<T: Audit + ?Sized> Audit for $ptr<T> {
             fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> { (**self).append(entry) }
             fn head_hint(&self, shard: &str) -> Option<ChainHead> { (**self).head_hint(shard) }
+            fn as_any(&self) -> Option<&dyn std::any::Any> { (**self).as_any() }
+            fn journal_through(&self, storage: &dyn Storage, order: Order, entry: &AuditEntry, writes: &[Write<'_>]) -> Option<Result<Journaled, HostError>> {
+                (**self).journal_through(storage, order, entry, writes)
+            }
         }
     )*};
 }

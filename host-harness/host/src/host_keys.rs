@@ -362,34 +362,37 @@ impl<S: Storage> AuthenticatedStorage<S> {
     }
 }
 
-impl<S: Storage> Storage for AuthenticatedStorage<S> {
-    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
-        match self.read_checked(keys)? {
-            Ok(found) => Ok(found),
-            // Read before a newer write another thread of this process made and noted: read
-            // once more. A value still older than one seen is a rollback.
-            Err(Older) => self.read_checked(keys)?.map_err(|Older| {
-                HostError::new("a stored value is older than one this host has seen (a rollback)")
-            }),
-        }
-    }
+/// Each write's sealed value and its MAC (none: a delete).
+struct Sealed(Vec<Option<(String, [u8; 32])>>);
 
-    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
-        let sealed: Vec<Option<(String, [u8; 32])>> = writes
+impl Sealed {
+    /// `writes` with their values sealed.
+    fn writes<'a>(&'a self, writes: &[Write<'a>]) -> Vec<Write<'a>> {
+        writes
             .iter()
-            .map(|w| w.value.map(|v| self.seal(w.key, w.expected, v)).transpose())
-            .collect::<Result<_, _>>()?;
-        let inner: Vec<Write<'_>> = writes
-            .iter()
-            .zip(&sealed)
+            .zip(&self.0)
             .map(|(w, s)| Write {
                 value: s.as_ref().map(|(text, _)| text.as_str()),
                 ..*w
             })
-            .collect();
-        let applied = self.inner.write(&inner)?;
+            .collect()
+    }
+}
+
+impl<S: Storage> AuthenticatedStorage<S> {
+    fn seal_all(&self, writes: &[Write<'_>]) -> Result<Sealed, HostError> {
+        writes
+            .iter()
+            .map(|w| w.value.map(|v| self.seal(w.key, w.expected, v)).transpose())
+            .collect::<Result<_, _>>()
+            .map(Sealed)
+    }
+
+    /// Note the version each applied write left (the value's MAC, or the version a delete
+    /// consumed), for the rollback check.
+    fn note_applied(&self, writes: &[Write<'_>], sealed: &Sealed, applied: &[u64]) {
         let mut seen = self.seen();
-        for ((w, s), version) in writes.iter().zip(&sealed).zip(&applied) {
+        for ((w, s), version) in writes.iter().zip(&sealed.0).zip(applied) {
             match (s, (w.expected != 0).then_some(w.expected)) {
                 (Some((_, mac)), _) => remember(
                     &mut seen,
@@ -410,7 +413,43 @@ impl<S: Storage> Storage for AuthenticatedStorage<S> {
                 (None, None) => {}
             }
         }
+    }
+}
+
+impl<S: Storage> Storage for AuthenticatedStorage<S> {
+    fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
+        match self.read_checked(keys)? {
+            Ok(found) => Ok(found),
+            // Read before a newer write another thread of this process made and noted: read
+            // once more. A value still older than one seen is a rollback.
+            Err(Older) => self.read_checked(keys)?.map_err(|Older| {
+                HostError::new("a stored value is older than one this host has seen (a rollback)")
+            }),
+        }
+    }
+
+    fn write(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        let sealed = self.seal_all(writes)?;
+        let applied = self.inner.write(&sealed.writes(writes))?;
+        self.note_applied(writes, &sealed, &applied);
         Ok(applied)
+    }
+
+    /// The writes sealed, then the journal call passed on with them (in one step if the inner
+    /// store can), and what applied noted as [`Storage::write`] notes it.
+    fn journal(
+        &self,
+        audit: &dyn mrtr_gate_core::host::Audit,
+        order: mrtr_gate_core::host::Order,
+        entry: &mrtr_gate_core::host::AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Result<mrtr_gate_core::host::Journaled, HostError> {
+        let sealed = self.seal_all(writes)?;
+        let done = self
+            .inner
+            .journal(audit, order, entry, &sealed.writes(writes))?;
+        self.note_applied(writes, &sealed, &done.applied);
+        Ok(done)
     }
 
     fn list_due(

@@ -129,6 +129,26 @@ function imports(services, sha256Hex = null) {
       throw typeof e === "string" ? e : failure(e);
     }
   };
+  const append = guarded(({ shard, seq, prevSha256, eventSha256, line }) => {
+    // The entry as AuditEntry spells it, whatever else the glue's record carries: `seq`,
+    // `prevSha256` and the outcome's head are those of `shard` (one chain per shard).
+    const o = audit.append({ shard, seq, prevSha256, eventSha256, line });
+    if (o === null || typeof o !== "object") throw "the audit sink returned no outcome";
+    const { written, stored, headSeq, headSha256 } = o;
+    const ok = typeof written === "boolean" && (stored === null || stored === undefined || typeof stored === "string")
+      && isU64(headSeq) && typeof headSha256 === "string";
+    if (!ok) throw "the audit sink returned no { written, stored, headSeq, headSha256 }";
+    return { written, stored: stored ?? undefined, headSeq: u64(headSeq), headSha256 };
+  });
+  const write = guarded((writes) => {
+    const ops = writes.map((w) => ({ key: w.key, expected: w.expected, value: w.value ?? null, ttlMs: w.ttlMs }));
+    const versions = storage.write(ops);
+    if (!Array.isArray(versions) || versions.length > ops.length || !versions.every(isU64)) {
+      throw "the store returned versions that are not u64, or too many";
+    }
+    // A list<u64> crosses as a BigUint64Array.
+    return BigUint64Array.from(versions, u64);
+  });
   return {
     [`mrtr:gate/clock`]: {
       nowMs() {
@@ -152,15 +172,7 @@ function imports(services, sha256Hex = null) {
           return { version: u64(version), value };
         });
       }),
-      write: guarded((writes) => {
-        const ops = writes.map((w) => ({ key: w.key, expected: w.expected, value: w.value ?? null, ttlMs: w.ttlMs }));
-        const versions = storage.write(ops);
-        if (!Array.isArray(versions) || versions.length > ops.length || !versions.every(isU64)) {
-          throw "the store returned versions that are not u64, or too many";
-        }
-        // A list<u64> crosses as a BigUint64Array.
-        return BigUint64Array.from(versions, u64);
-      }),
+      write,
       listDue: guarded((dueByMs, cursor, limit) => {
         const page = storage.listDue(dueByMs, cursor ?? null, limit);
         if (page === null || typeof page !== "object") throw "the store listed no { keys, next }";
@@ -184,17 +196,30 @@ function imports(services, sha256Hex = null) {
       }),
     },
     [`mrtr:gate/audit`]: {
-      append: guarded(({ shard, seq, prevSha256, eventSha256, line }) => {
-        // The entry as AuditEntry spells it, whatever else the glue's record carries: `seq`,
-        // `prevSha256` and the outcome's head are those of `shard` (one chain per shard).
-        const o = audit.append({ shard, seq, prevSha256, eventSha256, line });
-        if (o === null || typeof o !== "object") throw "the audit sink returned no outcome";
-        const { written, stored, headSeq, headSha256 } = o;
-        const ok = typeof written === "boolean" && (stored === null || stored === undefined || typeof stored === "string")
-          && isU64(headSeq) && typeof headSha256 === "string";
-        if (!ok) throw "the audit sink returned no { written, stored, headSeq, headSha256 }";
-        return { written, stored: stored ?? undefined, headSeq: u64(headSeq), headSha256 };
-      }),
+      append,
+    },
+    // The `journal` import: the two calls it stands for, in order (wit/gate.wit `journal`).
+    // Each step's answer is checked as its own import's; a thrown string is its `err`.
+    [`mrtr:gate/journal`]: {
+      appendThenWrite(entry, writes) {
+        const appended = append(entry);
+        const confirmed = appended.written && appended.stored === entry.line;
+        if (!confirmed) return { applied: new BigUint64Array(0), appended, failed: undefined };
+        try {
+          return { applied: write(writes), appended, failed: undefined };
+        } catch (e) {
+          return { applied: new BigUint64Array(0), appended, failed: String(e) };
+        }
+      },
+      writeThenAppend(writes, entry) {
+        const applied = write(writes);
+        if (applied.length === 0) return { applied, appended: undefined, failed: undefined };
+        try {
+          return { applied, appended: append(entry), failed: undefined };
+        } catch (e) {
+          return { applied, appended: undefined, failed: String(e) };
+        }
+      },
     },
     [`mrtr:gate/digest`]: {
       // An option<string> crosses as the string or undefined (none: the guest hashes itself);

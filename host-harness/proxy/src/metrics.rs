@@ -13,7 +13,8 @@ use crate::errors::Refusal;
 use mrtr_gate_host::core::RequestId;
 use mrtr_gate_host::core::host::{
     AppendOutcome, Audit, AuditEntry, ChainHead, Consent, ConsentDecision, ConsentPrompt,
-    ConsentReceipt, DuePage, HostError, ReadKey, Storage, Versioned, Write,
+    ConsentReceipt, DuePage, HostError, Journaled, Order, ReadKey, Storage, Versioned, Write,
+    journal,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -524,6 +525,36 @@ impl<A: Audit> Audit for MeteredAudit<A> {
     fn head_hint(&self, shard: &str) -> Option<ChainHead> {
         self.0.head_hint(shard)
     }
+
+    /// The journal call made with the inner sink (so that a store can fuse with it), its
+    /// append counted as [`Audit::append`] counts one.
+    fn journal_through(
+        &self,
+        storage: &dyn Storage,
+        order: Order,
+        entry: &AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Option<Result<Journaled, HostError>> {
+        let done = journal(storage, &self.0, order, entry, writes);
+        let counter = match &done {
+            Ok(Journaled {
+                appended: Some(o), ..
+            }) if o.written => Some(&GLOBAL.audit_written),
+            Ok(Journaled {
+                appended: Some(_), ..
+            }) => Some(&GLOBAL.audit_head_moved),
+            Ok(Journaled {
+                failed: Some(_), ..
+            }) if order == Order::WriteThenAppend => Some(&GLOBAL.audit_failed),
+            Ok(_) => None,
+            Err(_) if order == Order::AppendThenWrite => Some(&GLOBAL.audit_failed),
+            Err(_) => None,
+        };
+        if let Some(c) = counter {
+            bump(c);
+        }
+        Some(done)
+    }
 }
 
 /// A store whose failed calls are counted ([`Metrics`]); otherwise the store itself.
@@ -543,6 +574,26 @@ impl<S: Storage> Storage for MeteredStorage<S> {
         limit: u32,
     ) -> Result<DuePage, HostError> {
         counted(self.0.list_due(due_by_ms, cursor, limit), 2)
+    }
+    /// Passed on; a failed write (the call's own error when the writes come first, its
+    /// `failed` when they come second) counted as [`Storage::write`] counts one.
+    fn journal(
+        &self,
+        audit: &dyn Audit,
+        order: Order,
+        entry: &AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Result<Journaled, HostError> {
+        let done = self.0.journal(audit, order, entry, writes);
+        let write_failed = match (&done, order) {
+            (Err(_), Order::WriteThenAppend) => true,
+            (Ok(j), Order::AppendThenWrite) => j.failed.is_some(),
+            _ => false,
+        };
+        if let (true, Some(c)) = (write_failed, GLOBAL.store_errors.get(1)) {
+            bump(c);
+        }
+        done
     }
 }
 

@@ -30,27 +30,33 @@ use redis::Script;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
-// KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
-// Returns {1, stored line} when written (or already the head), {0, head seq, head sha256}
-// when the head moved.
-const APPEND: &str = r"
-local head = redis.call('HMGET', KEYS[2], 'seq', 'sha')
-local seq = tonumber(head[1] or '0')
-local sha = head[2] or string.rep('0', 64)
-if tonumber(ARGV[1]) == seq and ARGV[3] == sha then
-  local back = redis.call('XRANGE', KEYS[1], ARGV[1] .. '-1', ARGV[1] .. '-1')
-  if back[1] ~= nil and back[1][2][2] == ARGV[4] then return {1, back[1][2][2]} end
+// An append, as a Lua function (also run by the journal's script, before or after its writes:
+// crate::journal). The stream, the head hash; seq, prev_sha256, event_sha256, line. Returns
+// {1, stored line} when written (or already the head), {0, head seq, head sha256} when the head
+// moved.
+pub(crate) const APPEND_FN: &str = r"
+local function append(stream, headkey, seq, prev, sha, line)
+  local head = redis.call('HMGET', headkey, 'seq', 'sha')
+  local at = tonumber(head[1] or '0')
+  local hsha = head[2] or string.rep('0', 64)
+  if tonumber(seq) == at and sha == hsha then
+    local back = redis.call('XRANGE', stream, seq .. '-1', seq .. '-1')
+    if back[1] ~= nil and back[1][2][2] == line then return {1, back[1][2][2]} end
+  end
+  if tonumber(seq) ~= at + 1 or prev ~= hsha then
+    return {0, tostring(at), hsha}
+  end
+  local id = seq .. '-1'
+  redis.call('XADD', stream, id, 'line', line)
+  redis.call('HSET', headkey, 'seq', seq, 'sha', sha)
+  local back = redis.call('XRANGE', stream, id, id)
+  if back[1] == nil then return {1, false} end
+  return {1, back[1][2][2]}
 end
-if tonumber(ARGV[1]) ~= seq + 1 or ARGV[2] ~= sha then
-  return {0, tostring(seq), sha}
-end
-local id = ARGV[1] .. '-1'
-redis.call('XADD', KEYS[1], id, 'line', ARGV[4])
-redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'sha', ARGV[3])
-local back = redis.call('XRANGE', KEYS[1], id, id)
-if back[1] == nil then return {1, false} end
-return {1, back[1][2][2]}
 ";
+
+// KEYS[1]: the stream, KEYS[2]: the head hash. ARGV: seq, prev_sha256, event_sha256, line.
+const APPEND_CALL: &str = "return append(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])";
 
 // KEYS[1]: a shard's head hash, KEYS[2]: its read mark. Returns the head's {seq, sha} (false:
 // none) after a write to the mark in the same slot: the `WAIT` after it then counts the
@@ -80,6 +86,8 @@ pub struct RedisAudit {
     /// What this sink shares with every sink of the trail made from it ([`Self::another`]).
     process: Arc<Process>,
     append: Script,
+    /// [`APPEND_FN`] with its call: the text `EVAL` sends when the server lacks the script.
+    append_source: Arc<str>,
     list: Script,
     head: Script,
 }
@@ -147,7 +155,8 @@ impl RedisAudit {
             legacy_stream: format!("{namespace}:{{audit-{trail}}}:stream"),
             url: url.to_owned(),
             process: Arc::default(),
-            append: Script::new(APPEND),
+            append: Script::new(&format!("{APPEND_FN}{APPEND_CALL}")),
+            append_source: format!("{APPEND_FN}{APPEND_CALL}").into(),
             list: Script::new(LIST),
             head: Script::new(HEAD),
         })
@@ -167,6 +176,7 @@ impl RedisAudit {
             url: self.url.clone(),
             process: Arc::clone(&self.process),
             append: self.append.clone(),
+            append_source: Arc::clone(&self.append_source),
             list: self.list.clone(),
             head: self.head.clone(),
         })
@@ -174,7 +184,7 @@ impl RedisAudit {
 
     /// A shard's stream and head: one hash tag, the shard's, so one Cluster slot for the
     /// script (the slot of the store's keys of the server the shard is).
-    fn keys_of(&self, shard: &str) -> [String; 2] {
+    pub(crate) fn keys_of(&self, shard: &str) -> [String; 2] {
         let (ns, trail) = (&self.namespace, &self.trail);
         [
             format!("{ns}:{{{shard}}}#audit:{trail}"),
@@ -285,7 +295,7 @@ impl RedisAudit {
     }
 
     /// Add `shard` to the trail's set before this process's first append to it.
-    fn list(&self, shard: &str) -> Result<(), HostError> {
+    pub(crate) fn list(&self, shard: &str) -> Result<(), HostError> {
         let mut listed = self
             .process
             .listed
@@ -331,9 +341,10 @@ impl ShardHeads for RedisAudit {
     }
 }
 
-impl Audit for RedisAudit {
-    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
-        // The same rule as the file sink: an entry's digest must be its line's.
+impl RedisAudit {
+    /// The checks every append makes before Redis is asked: an entry's digest must be its
+    /// line's (the same rule as the file sink), its shard one its line carries.
+    pub(crate) fn check(entry: &AuditEntry) -> Result<(), HostError> {
         if entry.line.contains('\n') || sha256_hex(entry.line.as_bytes()) != entry.event_sha256 {
             return Err(HostError::new("the entry's digest is not its line's"));
         }
@@ -342,36 +353,41 @@ impl Audit for RedisAudit {
                 "the entry's shard is not a shard name its line carries",
             ));
         }
-        let seen = self
-            .process
+        Ok(())
+    }
+
+    /// The head another gate of this process saw past `entry` (an append answered without a
+    /// round trip: a chain only grows). The entry itself at the head (a call re-offered after
+    /// an error) is not: Redis returns it as written.
+    pub(crate) fn seen_past(&self, entry: &AuditEntry) -> Option<ChainHead> {
+        self.process
             .seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&entry.shard)
-            // The entry itself at the head (a call re-offered after an error) goes to Redis,
-            // which returns it as written.
             .filter(|head| {
                 head.seq > entry.seq
                     || (head.seq == entry.seq && head.event_sha256 != entry.event_sha256)
             })
-            .cloned();
-        if let Some(head) = seen {
-            return Ok(AppendOutcome::head_moved(head));
-        }
-        self.list(&entry.shard)?;
-        let reply = write_script(
-            &self.conn,
-            &self.options,
-            &|_| {},
-            (&self.append, APPEND),
-            &self.keys_of(&entry.shard),
-            &[
-                entry.seq.to_string(),
-                entry.prev_sha256.clone(),
-                entry.event_sha256.clone(),
-                entry.line.clone(),
-            ],
-        )?;
+            .cloned()
+    }
+
+    /// The arguments [`APPEND_FN`] takes for `entry`, after its two keys.
+    pub(crate) fn append_args(entry: &AuditEntry) -> [String; 4] {
+        [
+            entry.seq.to_string(),
+            entry.prev_sha256.clone(),
+            entry.event_sha256.clone(),
+            entry.line.clone(),
+        ]
+    }
+
+    /// What [`APPEND_FN`]'s reply says was done with `entry` (the head it names noted).
+    pub(crate) fn outcome(
+        &self,
+        entry: &AuditEntry,
+        reply: redis::Value,
+    ) -> Result<AppendOutcome, HostError> {
         let reply: Vec<redis::Value> = redis::from_redis_value(reply)
             .map_err(|_| HostError::new("redis audit returned an unknown reply"))?;
         let text = |v: Option<&redis::Value>| -> Option<String> {
@@ -403,5 +419,35 @@ impl Audit for RedisAudit {
             }
             _ => Err(HostError::new("redis audit returned an unknown reply")),
         }
+    }
+
+    /// The URL and options the trail was opened with: a store at the same URL with the same
+    /// confirmation rule may append to it in its own scripts (crate::journal).
+    pub(crate) fn opened_as(&self) -> (&str, &Options) {
+        (&self.url, &self.options)
+    }
+}
+
+impl Audit for RedisAudit {
+    fn append(&self, entry: &AuditEntry) -> Result<AppendOutcome, HostError> {
+        Self::check(entry)?;
+        if let Some(head) = self.seen_past(entry) {
+            return Ok(AppendOutcome::head_moved(head));
+        }
+        self.list(&entry.shard)?;
+        let reply = write_script(
+            &self.conn,
+            &self.options,
+            &|_| {},
+            (&self.append, &*self.append_source),
+            &self.keys_of(&entry.shard),
+            &Self::append_args(entry),
+        )?;
+        self.outcome(entry, reply)
+    }
+
+    /// Itself: a Redis store at the same URL appends to this trail in its write scripts.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod audit;
 mod connection;
+mod journal;
 pub mod storage;
 
 pub use audit::RedisAudit;

@@ -76,58 +76,69 @@ end
 return out
 ";
 
-// KEYS: per write, its key, its tag's version counter and its tag's due set. ARGV[1]: now;
-// ARGV[2]: grace; ARGV[3]: a fresh epoch (8 hex digits, not 0) for a counter that starts a
-// new life; then per write: expected version (16 hex digits; "0": absent), "1" to store or
-// "0" to delete, the value, the TTL, the gate key. Applies in order, stopping at the first
-// whose key is not at its expected version; returns the new version of each write applied
-// ("0" for a delete). The server's run id comes from `INFO server` ("" where a managed Redis
-// refuses it: then not checked). The due set follows every applied write (the key's expiry as its
-// score, removed with the key) and sheds what is past its TTL, so it never holds more than
-// is live. A counter missing, run out, or last written under another run of the server
-// starts a new life: the epoch given, the count at 1.
-const WRITE: &str = r"
-local now = tonumber(ARGV[1])
-local grace = tonumber(ARGV[2])
-local fresh = ARGV[3]
-local info = redis.pcall('INFO', 'server')
-local run = ''
-if type(info) == 'string' then run = string.match(info, 'run_id:(%x+)') or '' end
-local out = {}
-for i = 1, #KEYS / 3 do
-  local key, counter, due = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local a = 3 + 5 * (i - 1)
-  local h = redis.call('HMGET', key, 'v', 'e')
-  local current = '0'
-  if h[1] and tonumber(h[2]) > now then current = h[1] end
-  if current ~= ARGV[a + 1] then break end
-  redis.call('ZREMRANGEBYSCORE', due, '-inf', ARGV[1])
-  if ARGV[a + 2] == '0' then
-    redis.call('DEL', key)
-    redis.call('ZREM', due, ARGV[a + 5])
-    out[#out + 1] = '0'
-  else
-    local ttl = tonumber(ARGV[a + 4])
-    local e = tostring(now + ttl)
-    local c = redis.call('HMGET', counter, 'e', 'n', 'r')
-    local epoch, n = c[1], tonumber(c[2])
-    if not epoch or not n or n >= 4294967295 or (run ~= '' and c[3] ~= run) then
-      if epoch == fresh then return redis.error_reply('the fresh epoch is the current one') end
-      epoch, n = fresh, 0
-    end
-    n = n + 1
-    if run ~= '' then
-      redis.call('HSET', counter, 'e', epoch, 'n', n, 'r', run)
+// The write of a batch, as a Lua function (also run by the journal's script, after or before
+// its append: crate::journal). KEYS from `k0 + 1`: per write, its key, its tag's version
+// counter and its tag's due set. ARGV from `a0`: now; grace; a fresh epoch (8 hex digits, not
+// 0) for a counter that starts a new life; then per write: expected version (16 hex digits;
+// "0": absent), "1" to store or "0" to delete, the value, the TTL, the gate key. Applies in
+// order, stopping at the first whose key is not at its expected version; returns the new
+// version of each write applied ("0" for a delete), or nil and an error. The server's run id
+// comes from `INFO server` ("" where a managed Redis refuses it: then not checked). The due
+// set follows every applied write (the key's expiry as its score, removed with the key) and
+// sheds what is past its TTL, so it never holds more than is live. A counter missing, run
+// out, or last written under another run of the server starts a new life: the epoch given,
+// the count at 1.
+pub(crate) const WRITE_FN: &str = r"
+local function write(k0, a0, n)
+  local now = tonumber(ARGV[a0])
+  local grace = tonumber(ARGV[a0 + 1])
+  local fresh = ARGV[a0 + 2]
+  local info = redis.pcall('INFO', 'server')
+  local run = ''
+  if type(info) == 'string' then run = string.match(info, 'run_id:(%x+)') or '' end
+  local out = {}
+  for i = 1, n do
+    local key, counter, due = KEYS[k0 + 3 * i - 2], KEYS[k0 + 3 * i - 1], KEYS[k0 + 3 * i]
+    local a = a0 + 2 + 5 * (i - 1)
+    local h = redis.call('HMGET', key, 'v', 'e')
+    local current = '0'
+    if h[1] and tonumber(h[2]) > now then current = h[1] end
+    if current ~= ARGV[a + 1] then break end
+    redis.call('ZREMRANGEBYSCORE', due, '-inf', ARGV[a0])
+    if ARGV[a + 2] == '0' then
+      redis.call('DEL', key)
+      redis.call('ZREM', due, ARGV[a + 5])
+      out[#out + 1] = '0'
     else
-      redis.call('HSET', counter, 'e', epoch, 'n', n)
+      local ttl = tonumber(ARGV[a + 4])
+      local e = tostring(now + ttl)
+      local c = redis.call('HMGET', counter, 'e', 'n', 'r')
+      local epoch, count = c[1], tonumber(c[2])
+      if not epoch or not count or count >= 4294967295 or (run ~= '' and c[3] ~= run) then
+        if epoch == fresh then return nil, 'the fresh epoch is the current one' end
+        epoch, count = fresh, 0
+      end
+      count = count + 1
+      if run ~= '' then
+        redis.call('HSET', counter, 'e', epoch, 'n', count, 'r', run)
+      else
+        redis.call('HSET', counter, 'e', epoch, 'n', count)
+      end
+      local version = epoch .. string.format('%08x', count)
+      redis.call('HSET', key, 'v', version, 'e', e, 'd', ARGV[a + 3])
+      redis.call('PEXPIRE', key, ttl + grace)
+      redis.call('ZADD', due, e, ARGV[a + 5])
+      out[#out + 1] = version
     end
-    local version = epoch .. string.format('%08x', n)
-    redis.call('HSET', key, 'v', version, 'e', e, 'd', ARGV[a + 3])
-    redis.call('PEXPIRE', key, ttl + grace)
-    redis.call('ZADD', due, e, ARGV[a + 5])
-    out[#out + 1] = version
   end
+  return out
 end
+";
+
+// A batch on its own: KEYS and ARGV as [`WRITE_FN`] reads them from the start.
+const WRITE_CALL: &str = r"
+local out, err = write(0, 1, #KEYS / 3)
+if err then return redis.error_reply(err) end
 return out
 ";
 
@@ -200,12 +211,16 @@ impl DueCursor {
 
 /// The gate's storage on Redis.
 pub struct RedisStorage {
-    conn: Conn,
-    options: Options,
+    pub(crate) conn: Conn,
+    pub(crate) options: Options,
+    /// The URL connected to: a trail at the same URL is the same Redis (crate::journal).
+    pub(crate) url: String,
     namespace: String,
     clock: Arc<dyn Clock + Send + Sync>,
     read: Script,
     write: Script,
+    /// [`WRITE_FN`] with its call: the text `EVAL` sends when the server lacks the script.
+    write_source: String,
     due: Script,
     /// On a Cluster, the tags this process added to `<namespace>:tags` through the current
     /// connection (its count of lives first): the set lives in another slot than the write,
@@ -259,10 +274,12 @@ impl RedisStorage {
         Ok(Self {
             conn: Conn::open(url, options.timeout, "redis")?,
             options,
+            url: url.to_owned(),
             namespace: namespace.to_owned(),
             clock,
             read: Script::new(READ),
-            write: Script::new(WRITE),
+            write: Script::new(&format!("{WRITE_FN}{WRITE_CALL}")),
+            write_source: format!("{WRITE_FN}{WRITE_CALL}"),
             due: Script::new(DUE),
             tags_added: Mutex::new((0, HashSet::new())),
         })
@@ -285,8 +302,27 @@ impl RedisStorage {
             .collect()
     }
 
-    /// One write script call (see [`WRITE`]): the new versions of the writes applied.
+    /// One write script call (see [`WRITE_FN`]): the new versions of the writes applied.
     fn write_run(&self, writes: &[Write<'_>]) -> Result<Vec<u64>, HostError> {
+        let (keys, args, tags) = self.write_parts(writes);
+        let reply = self.with_tags(&tags, |before| {
+            write_script(
+                &self.conn,
+                &self.options,
+                before,
+                (&self.write, self.write_source.as_str()),
+                &keys,
+                &args,
+            )
+        })?;
+        applied_versions(reply, writes.len())
+    }
+
+    /// The keys and arguments [`WRITE_FN`] reads for `writes`, and their tags (each once).
+    pub(crate) fn write_parts<'w>(
+        &self,
+        writes: &'w [Write<'_>],
+    ) -> (Vec<String>, Vec<String>, Vec<&'w str>) {
         let now = self.clock.now_ms();
         let mut keys = Vec::with_capacity(writes.len() * 3);
         let mut args = vec![now.to_string(), GRACE_MS.to_string(), fresh_epoch()];
@@ -309,34 +345,30 @@ impl RedisStorage {
                 w.key.to_owned(),
             ]);
         }
-        // The tags first, so a sweep that lists the tags after the write can see its key's due
-        // set (tags are never removed: list_due). On one server they go in the write's own
-        // round trip; on a Cluster the set is in another slot, so a tag new to this
-        // connection is added (and confirmed) in a round trip before the write.
+        (keys, args, tags)
+    }
+
+    /// Runs `call` (one round trip) with `tags` added to `<namespace>:tags` first, so a sweep
+    /// that lists the tags after the write can see its key's due set (tags are never removed:
+    /// list_due). On one server they go in the call's own round trip (`call` puts what it is
+    /// given at the head of its pipeline); on a Cluster the set is in another slot, so a tag
+    /// new to this connection is added (and confirmed) in a round trip before.
+    pub(crate) fn with_tags<T>(
+        &self,
+        tags: &[&str],
+        call: impl FnOnce(&dyn Fn(&mut redis::Pipeline)) -> Result<T, HostError>,
+    ) -> Result<T, HostError> {
         let cluster = self.conn.is_cluster();
         if cluster {
-            self.add_tags(&tags)?;
+            self.add_tags(tags)?;
         }
         let tags_key = self.tags_key();
         let before = |pipe: &mut redis::Pipeline| {
             if !cluster {
-                pipe.cmd("SADD").arg(&tags_key).arg(&tags);
+                pipe.cmd("SADD").arg(&tags_key).arg(tags);
             }
         };
-        let reply = write_script(
-            &self.conn,
-            &self.options,
-            &before,
-            (&self.write, WRITE),
-            &keys,
-            &args,
-        )?;
-        let applied: Vec<String> = redis::from_redis_value(reply)
-            .map_err(|_| HostError::new("redis returned a malformed write reply"))?;
-        if applied.len() > writes.len() {
-            return Err(HostError::new("redis applied more writes than asked"));
-        }
-        applied.iter().map(|v| version(v)).collect()
+        call(&before)
     }
 
     /// One read script call (see [`READ`]).
@@ -427,6 +459,16 @@ impl RedisStorage {
     }
 }
 
+/// The versions a write script returned for a batch of `asked` writes.
+pub(crate) fn applied_versions(reply: redis::Value, asked: usize) -> Result<Vec<u64>, HostError> {
+    let applied: Vec<String> = redis::from_redis_value(reply)
+        .map_err(|_| HostError::new("redis returned a malformed write reply"))?;
+    if applied.len() > asked {
+        return Err(HostError::new("redis applied more writes than asked"));
+    }
+    applied.iter().map(|v| version(v)).collect()
+}
+
 /// A version as Redis holds it (16 hex digits, the epoch first), read back: "0" is absent; a
 /// version of epoch 0 was not made by this store (an older one's plain counter, say) and is
 /// refused rather than compared.
@@ -466,6 +508,17 @@ fn fresh_epoch() -> String {
 }
 
 impl Storage for RedisStorage {
+    /// One script with its Redis trail (crate::journal); the two calls with any other sink.
+    fn journal(
+        &self,
+        audit: &dyn mrtr_gate_core::host::Audit,
+        order: mrtr_gate_core::host::Order,
+        entry: &mrtr_gate_core::host::AuditEntry,
+        writes: &[Write<'_>],
+    ) -> Result<mrtr_gate_core::host::Journaled, HostError> {
+        crate::journal::journal(self, audit, order, entry, writes)
+    }
+
     /// One script call on one server; on a Cluster one per run of keys of one tag.
     fn read(&self, keys: &[ReadKey<'_>]) -> Result<Vec<Versioned>, HostError> {
         let mut out = Vec::with_capacity(keys.len());

@@ -93,7 +93,10 @@ impl GateApi for GateOff {
             .as_str()
             .map(mrtr_gate_host::core::digest::digest_str);
         Ok(ResponseVerdict::InputRequired(AcceptedRound {
-            view_json: view.to_string(),
+            // Canonical, as a view the gate writes must be (a consent screen refuses any other
+            // text); `json!` keeps its members in the order written where serde_json preserves
+            // order (a feature another crate of the build turns on).
+            view_json: mrtr_gate_host::core::canonical::to_canonical(&view),
             view_sha256: String::new(),
             round: 1,
             input_keys: keys,
@@ -295,4 +298,28 @@ pub fn run(runtime: &GateRuntime, w: &Workload) -> Result<String, String> {
         m_on / m_off,
         m_off / m_raw
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stand-in's view is one a consent screen reads: canonical JSON of the view format
+    /// (a hand-written one stopped being canonical once serde_json kept members in the order
+    /// written, and every gate-off row of `bench-proxy` failed).
+    #[test]
+    fn the_gate_off_view_is_one_a_consent_screen_reads() {
+        let mut off = GateOff::default();
+        let response = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "input_required", "requestState": "s",
+            "inputRequests": {"a": {"method": "elicitation/create"}}}});
+        let server = ServerIdentity::origin("https://example.com/mcp").unwrap();
+        let Ok(ResponseVerdict::InputRequired(round)) =
+            off.accept_response(&server, &response.to_string())
+        else {
+            panic!("the stand-in takes a round")
+        };
+        mrtr_gate_host::core::ConsentView::parse(&round.view_json).unwrap();
+        assert_eq!(round.input_keys, ["a"]);
+    }
 }

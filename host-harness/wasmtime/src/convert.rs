@@ -5,11 +5,11 @@
 //! code becomes its typed code here, once.
 
 use crate::bindings::exports::mrtr::gate::gate as wit;
-use crate::bindings::mrtr::gate::{audit, consent, storage};
+use crate::bindings::mrtr::gate::{audit, consent, journal, storage};
 use mrtr_gate_core as core;
 use mrtr_gate_core::host::{
     AppendOutcome, AuditEntry, ConsentDecision, ConsentMethod, ConsentPrompt, ConsentReceipt,
-    DuePage, ReadKey, Versioned, Write,
+    DuePage, Journaled, ReadKey, Versioned, Write,
 };
 use mrtr_gate_host::{DenialCode, GateDenial};
 
@@ -104,6 +104,17 @@ impl From<audit::AuditEntry> for AuditEntry {
             prev_sha256: e.prev_sha256,
             event_sha256: e.event_sha256,
             line: e.line,
+        }
+    }
+}
+
+/// What a journal call did, its append's head filled as [`audit::AppendOutcome`]'s is.
+impl From<(Journaled, AuditEntry)> for journal::Journaled {
+    fn from((j, entry): (Journaled, AuditEntry)) -> Self {
+        Self {
+            applied: j.applied,
+            appended: j.appended.map(|o| (o, entry).into()),
+            failed: j.failed.map(Into::into),
         }
     }
 }

@@ -1,11 +1,11 @@
-//! The wasmtime side of the component's imports (`mrtr:gate/{clock,storage,consent,audit,digest}`):
+//! The wasmtime side of the component's imports (`mrtr:gate/{clock,storage,consent,audit,journal,digest}`):
 //! the store's state, and adapters from the WIT interfaces to the core's host traits, so one
 //! implementation of a service ([`HostServices`]) serves both the component and the native core
 //! (every type conversion is in [`crate::convert`]).
 
-use crate::bindings::mrtr::gate::{audit, clock, consent, digest, storage};
+use crate::bindings::mrtr::gate::{audit, clock, consent, digest, journal, storage};
 use crate::deadline::GuestDeadline;
-use mrtr_gate_core::host::{AuditEntry, ConsentPrompt, ReadKey, Write};
+use mrtr_gate_core::host::{AuditEntry, ConsentPrompt, Order, ReadKey, Write};
 use mrtr_gate_host::HostServices;
 use wasmtime::StoreLimits;
 
@@ -126,6 +126,42 @@ impl audit::Host for HostState {
             Ok(outcome) => Ok((outcome, entry).into()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl HostState {
+    /// One journal call over the services' store and sink ([`mrtr_gate_core::host::journal`]:
+    /// one step on a store that can fuse the two, the two calls in order otherwise).
+    fn journal(
+        &self,
+        order: Order,
+        entry: audit::AuditEntry,
+        writes: &[storage::WriteOp],
+    ) -> Result<journal::Journaled, String> {
+        let entry = AuditEntry::from(entry);
+        let writes: Vec<Write<'_>> = writes.iter().map(Into::into).collect();
+        let services = &self.services;
+        mrtr_gate_core::host::journal(&*services.storage, &*services.audit, order, &entry, &writes)
+            .map(|done| (done, entry).into())
+            .map_err(Into::into)
+    }
+}
+
+impl journal::Host for HostState {
+    fn append_then_write(
+        &mut self,
+        entry: audit::AuditEntry,
+        writes: Vec<storage::WriteOp>,
+    ) -> Result<journal::Journaled, String> {
+        self.journal(Order::AppendThenWrite, entry, &writes)
+    }
+
+    fn write_then_append(
+        &mut self,
+        writes: Vec<storage::WriteOp>,
+        entry: audit::AuditEntry,
+    ) -> Result<journal::Journaled, String> {
+        self.journal(Order::WriteThenAppend, entry, &writes)
     }
 }
 

@@ -6,7 +6,7 @@ use super::consent_view::RoundView;
 use super::memo::SchemaCache;
 use super::record::{Binding, OpenRound};
 use super::round::{self, Round};
-use super::store::BindingStore;
+use super::store::Owned;
 use super::{AcceptedRound, Gate, ResponseVerdict, TerminalOutcome};
 use crate::audit::{Event, EventKind, Field};
 use crate::digest;
@@ -198,7 +198,7 @@ impl<H: Host> Gate<H> {
         binding.rounds = number;
         binding.binding_version = Some(binding_version);
         binding.audited = true;
-        let mut open = OpenRound {
+        let open = OpenRound {
             number,
             state: round.state,
             state_sha256: state_sha256.clone(),
@@ -208,43 +208,58 @@ impl<H: Host> Gate<H> {
             received_seq: 0,
             rendered: super::memo::Derived::new(),
         };
-        // Audited first, stored second: a round that storage holds always rests on a
-        // `received` event the sink confirmed, whatever fails afterwards. Each time another
-        // writer's event gets in first, the record is read again (as for the retry's
+        // Audited first, stored second (one journal call): a round that storage holds always
+        // rests on a `received` event the sink confirmed, whatever fails afterwards. Each time
+        // another writer's event gets in first, the record is read again (as for the retry's
         // `submitted`): a binding ended meanwhile gets no `received` after its `terminal`.
         let received = binding
             .event_with(EventKind::Received, Some(&open))
             .set_str(Field::Outcome, "accepted");
+        let key = binding.key();
+        binding.open = Some(open);
         let now = self.now();
-        let storage = self.host.storage();
-        let written = self
-            .chain
-            .write_while(self.host.audit(), received, now, || {
-                BindingStore::still_at(storage, &binding, version)
-            });
-        open.received_seq = match written {
-            Ok(seq) => seq,
+        // The record carries its `received` line's `seq`: made again for each head offered.
+        let written = self.audit_then_write(received, Some((&key, version)), |seq| {
+            if let Some(open) = binding.open.as_mut() {
+                open.received_seq = seq;
+            }
+            Ok(vec![Owned::store(&binding, now, version)?])
+        });
+        let applied = match written {
+            Ok((_, applied)) => applied,
             Err(GateError::Caller(CallerMisuse::InactiveRound)) => {
                 // Ended by another (its `terminal` is in the trail): the response came after
                 // the end, as one for an id no binding holds (nothing to end here).
                 let e = GateError::from(PeerMisbehaved::ServerSentUnsolicitedResponse);
+                binding.open = None;
                 let event = binding.event(EventKind::Rejected);
                 return Err(self.deny(e, event));
             }
             Err(e @ GateError::Host(HostFault::StateAlreadyUsed)) => {
                 // Written by another since the read: theirs is the last word.
+                binding.open = None;
                 let event = binding.event(EventKind::Rejected);
                 return Err(self.deny(e, event));
             }
             Err(e) => {
                 // Nothing may rest on a round the audit trail does not hold: end the binding.
-                let _ = self.store.remove(self.host.storage(), &binding, version);
+                // Moved on: a host that made both steps at once stored the round, its line
+                // unconfirmed; that binding is ended instead.
+                if self
+                    .store
+                    .remove(self.host.storage(), &binding, version)
+                    .is_err()
+                {
+                    self.end_if_left(&binding, e.code(), |b| {
+                        b.open
+                            .as_ref()
+                            .is_some_and(|o| o.view_sha256 == view_sha256)
+                    });
+                }
                 return Err(Denial::unaudited(e));
             }
         };
-        binding.open = Some(open);
-        let now = self.now();
-        if let Err((e, binding)) = self.store.store(self.host.storage(), now, binding, version) {
+        if let Err((e, binding)) = self.store.stored(binding, applied) {
             let event = binding.event(EventKind::Rejected);
             return Err(self.deny(e, event));
         }

@@ -3,6 +3,7 @@
 //! end that follows a denial.
 
 use super::record::Binding;
+use super::store::BindingStore;
 use super::{CLOCK_SKEW_TOLERANCE_MS, Gate, TerminalOutcome};
 use crate::audit::{Event, EventKind, Field};
 use crate::error::{Denial, GateError, HostFault};
@@ -36,27 +37,29 @@ impl<H: Host> Gate<H> {
         reason: Option<&str>,
         policy: Option<&str>,
     ) -> Result<bool, GateError> {
-        if !self
-            .store
-            .remove_if_current(self.host.storage(), binding, version)?
-        {
+        if !binding.audited {
+            return self
+                .store
+                .remove_if_current(self.host.storage(), binding, version);
+        }
+        let mut e = binding
+            .event(EventKind::Terminal)
+            .set_str(Field::Outcome, outcome.as_str());
+        if let Some(r) = reason {
+            e = e.set(Field::Reason, r);
+        }
+        if let Some(id) = policy {
+            e = e
+                .set_str(Field::ConsentMethod, ConsentMethod::PolicyHook.as_str())
+                .set(Field::ConsentReceiptId, id);
+        }
+        // Removed, then audited, in one journal call: only the removal's winner audits.
+        let removal = self.store.removal(binding, version);
+        let (applied, audited) = self.write_then_audit(&removal.as_writes(), e)?;
+        if !BindingStore::removed(self.host.storage(), binding, &removal, applied.len())? {
             return Ok(false);
         }
-        if binding.audited {
-            let mut e = binding
-                .event(EventKind::Terminal)
-                .set_str(Field::Outcome, outcome.as_str());
-            if let Some(r) = reason {
-                e = e.set(Field::Reason, r);
-            }
-            if let Some(id) = policy {
-                e = e
-                    .set_str(Field::ConsentMethod, ConsentMethod::PolicyHook.as_str())
-                    .set(Field::ConsentReceiptId, id);
-            }
-            self.audit(e)?;
-        }
-        Ok(true)
+        audited.map(|()| true)
     }
 
     /// Deny, and end the binding: the bound server misbehaved, or the binding expired

@@ -12,7 +12,8 @@
 //! server's round may hold, and [`consent_view`], what the user is shown, read back as a type
 //! by [`view_model`]), [`retry`] (with [`responses`], what the answers must be, and
 //! [`client_retry`], a client's own retry held to its round) and [`finish`]
-//! (also expiry); how any binding ends is [`lifecycle`]. A relay's refusal of a message that
+//! (also expiry); how any binding ends is [`lifecycle`]; a store write made in one host call with
+//! the audit line that records it is [`journal`]. A relay's refusal of a message that
 //! asks for or gives input outside any round is [`unbound`].
 
 mod accept;
@@ -20,6 +21,7 @@ mod api;
 mod client_retry;
 mod consent_view;
 mod finish;
+mod journal;
 mod lifecycle;
 mod memo;
 mod record;

@@ -7,7 +7,7 @@
 use super::client_retry::ClientParams;
 use super::record::{Binding, OpenRound, id_key};
 use super::responses;
-use super::store::{BindingStore, Consume, UNKNOWN_VERSION};
+use super::store::{Consume, ConsumeWrites, Owned, UNKNOWN_VERSION, storage_failed};
 use super::{Gate, Retry, RetryRequest, TerminalOutcome, request_text};
 use crate::audit::{Event, EventKind, Field};
 use crate::canonical;
@@ -23,6 +23,9 @@ use serde_json::Value;
 struct Prepared {
     retry_id: RequestId,
     receipt_id: Option<String>,
+    /// The `consented` event of the receipt, audited with the consume (none in a state-only
+    /// round, which asks nobody).
+    consented: Option<Event>,
     /// The retry's params, canonical JSON: the registered ones with the answers (none in a
     /// state-only round) and the state (when the server sent one).
     params: String,
@@ -125,6 +128,7 @@ impl<H: Host> Gate<H> {
         let Prepared {
             retry_id,
             receipt_id,
+            consented,
             params,
         } = prepared;
         let submitted = binding
@@ -148,66 +152,120 @@ impl<H: Host> Gate<H> {
         next.used_ids.push(retry_id.clone());
         next.alias_versions.push(UNKNOWN_VERSION);
         let now = self.now();
-        let (next, new_version) =
-            match self
-                .store
-                .consume(self.host.storage(), now, next, version, &retry_id)
-            {
-                Ok(stored) => stored,
-                Err((why, mut back)) => {
-                    // The event names the binding as it was: the round it failed to consume.
-                    back.open = Some(open);
-                    back.live_id = request_id.clone();
-                    let event = rejected(&back);
-                    let e = match why {
-                        // Taken since it was read (the consent was audited for a retry that
-                        // does not go out; the `rejected` event after it says why).
-                        Consume::RetryIdTaken => GateError::from(CallerMisuse::RetryIdNotNew),
-                        Consume::RecordMoved => GateError::Host(HostFault::StateAlreadyUsed),
-                        Consume::Failed(e) => e,
-                    };
-                    return Err(self.deny(e, event));
+        let consumed = match ConsumeWrites::new(&next, now, version, &retry_id) {
+            Err(e) => Err((Consume::Failed(e), Box::new(next))),
+            // The consent's line, then the consume, in one journal call: a round is consumed
+            // only once its consent is in the trail.
+            Ok(writes) => match consented {
+                Some(consented) => {
+                    // As when it was its own append: no read again on a refusal (the consume's
+                    // compare-and-swap finds a record that moved).
+                    let written = self.audit_then_write(consented, None, |_| Ok(writes.owned()));
+                    match written {
+                        Ok((_, applied)) => self.store.consumed(
+                            self.host.storage(),
+                            next,
+                            &retry_id,
+                            &writes,
+                            applied,
+                        ),
+                        Err(e) => {
+                            // A host that made both steps at once may have consumed the round:
+                            // that binding, whose retry no one holds, is ended.
+                            self.end_if_left(&next, e.code(), |b| b.live_id == retry_id && !b.sent);
+                            Err((Consume::Failed(e), Box::new(next)))
+                        }
+                    }
                 }
-            };
-        // Each time another writer's event gets in first, the record is read again: a
-        // binding ended meanwhile (a concurrent `finish` or `expire-stale` removes it, then
-        // audits `terminal`) gets no `submitted` after its end and no retry.
+                None => {
+                    let applied = self
+                        .host
+                        .storage()
+                        .write(&writes.as_writes())
+                        .map_err(storage_failed);
+                    self.store
+                        .consumed(self.host.storage(), next, &retry_id, &writes, applied)
+                }
+            },
+        };
+        let (next, new_version) = match consumed {
+            Ok(stored) => stored,
+            Err((why, mut back)) => {
+                // The event names the binding as it was: the round it failed to consume.
+                back.open = Some(open);
+                back.live_id = request_id.clone();
+                let event = rejected(&back);
+                let e = match why {
+                    // Taken since it was read (the consent was audited for a retry that
+                    // does not go out; the `rejected` event after it says why).
+                    Consume::RetryIdTaken => GateError::from(CallerMisuse::RetryIdNotNew),
+                    Consume::RecordMoved => GateError::Host(HostFault::StateAlreadyUsed),
+                    Consume::Failed(e) => e,
+                };
+                return Err(self.deny(e, event));
+            }
+        };
+        // `submitted`, then the retry handed out, in one journal call: from the write on, a
+        // response for the retry id is the server's answer to it, so none is taken before
+        // `submitted` is confirmed. Each time another writer's event gets in first, the record
+        // is read again: a binding ended meanwhile (a concurrent `finish` or `expire-stale`
+        // removes it, then audits `terminal`) gets no `submitted` after its end and no retry.
         let now = self.now();
-        let storage = self.host.storage();
-        let written = self
-            .chain
-            .write_while(self.host.audit(), submitted, now, || {
-                BindingStore::still_at(storage, &next, new_version)
-            });
-        match written {
-            Ok(_) => {}
+        let mut released = self.store.take(next);
+        released.sent = true;
+        let handed_out = match Owned::store(&released, now, new_version) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = self.end(
+                    &released,
+                    new_version,
+                    TerminalOutcome::Error,
+                    Some(e.code()),
+                );
+                return Err(Denial::unaudited(e));
+            }
+        };
+        let key = released.key();
+        let written = self.audit_then_write(submitted, Some((&key, new_version)), |_| {
+            Ok(vec![handed_out.clone()])
+        });
+        let applied = match written {
+            Ok((_, applied)) => applied,
             Err(
                 e @ (GateError::Caller(CallerMisuse::InactiveRound)
                 | GateError::Host(HostFault::StateAlreadyUsed)),
             ) => {
                 // Ended or changed by another: theirs is the last word (nothing to end here).
-                let event = rejected(&next);
+                released.sent = false;
+                let event = rejected(&released);
                 return Err(self.deny(e, event));
             }
             Err(e) => {
                 // The round is consumed but the trail does not show it: the retry must not go
-                // out.
-                let _ = self.end(&next, new_version, TerminalOutcome::Error, Some(e.code()));
+                // out. Moved on: a host that made both steps at once marked it handed out, its
+                // line unconfirmed; that binding is ended instead.
+                released.sent = false;
+                if self
+                    .end(
+                        &released,
+                        new_version,
+                        TerminalOutcome::Error,
+                        Some(e.code()),
+                    )
+                    .is_err()
+                {
+                    self.end_if_left(&released, e.code(), |b| b.live_id == retry_id && b.sent);
+                }
                 return Err(Denial::unaudited(e));
             }
-        }
-        // Handed out: from now on a response for the retry id is the server's answer to it.
-        let mut released = self.store.take(next);
-        released.sent = true;
-        let next = match self
-            .store
-            .store(self.host.storage(), now, released, new_version)
-        {
+        };
+        let next = match self.store.stored(released, applied) {
             Ok((next, _)) => next,
-            Err((e, back)) => {
+            Err((e, mut back)) => {
                 // Ended since `submitted` (its `terminal` follows that event: a retry for a
                 // call already ended is not handed out), or a store that failed: a retry no
                 // response can be taken for is not handed out either.
+                back.sent = false;
                 let e = match e {
                     // Only an ending removes a record whose retry is not handed out.
                     GateError::Host(HostFault::StateAlreadyUsed) => {
@@ -310,20 +368,26 @@ impl<H: Host> Gate<H> {
 
         // Consent: exactly this view, exactly these answers. A state-only round sends
         // nothing of the user's (the spec lets the client retry at once): no prompt.
-        let (receipt_id, responses_json) = if open.inputs.is_empty() {
-            (None, None)
+        let (receipt_id, consented, responses_json) = if open.inputs.is_empty() {
+            (None, None, None)
         } else {
             let responses = Value::Object(responses);
             let consented = canonical::to_canonical(&responses);
             match self.consent(binding, open, &consented, &retry_id) {
-                // The binding may have expired while the user decided: no retry then.
-                Ok(_) if self.expired(binding) => {
+                // The binding may have expired while the user decided: no retry then. The
+                // consent given is on record all the same.
+                Ok((_, event)) if self.expired(binding) => {
+                    self.audit(event)?;
                     return Err(GateError::from(CallerMisuse::InactiveRound));
                 }
                 // Sent as consented, each number with the digits it was given (the canonical
                 // layout writes an integer past 21 digits with an exponent, which a server
                 // reads as a float): the same members in the same order, the same values.
-                Ok(id) => (Some(id), Some(canonical::to_sent_form(&responses))),
+                Ok((id, event)) => (
+                    Some(id),
+                    Some(event),
+                    Some(canonical::to_sent_form(&responses)),
+                ),
                 Err(e) => return Err(e),
             }
         };
@@ -343,24 +407,28 @@ impl<H: Host> Gate<H> {
         }
         let Some(params) = params.with(&added) else {
             // Registration refuses params that carry either key: only a corrupt record can.
+            if let Some(event) = consented {
+                self.audit(event)?;
+            }
             return Err(GateError::Host(HostFault::StorageCorrupted));
         };
         Ok(Prepared {
             retry_id,
             receipt_id,
+            consented,
             params,
         })
     }
 
-    /// Ask the consent import about exactly this view and these answers, check the receipt,
-    /// and audit it. Returns the receipt id.
+    /// Ask the consent import about exactly this view and these answers and check the
+    /// receipt. Returns the receipt id and its `consented` event (audited with the consume).
     fn consent(
         &mut self,
         binding: &Binding,
         open: &OpenRound,
         responses_json: &str,
         retry_id: &RequestId,
-    ) -> Result<String, GateError> {
+    ) -> Result<(String, Event), GateError> {
         let prompt = ConsentPrompt {
             view_json: open.view_json.clone(),
             view_sha256: open.view_sha256.clone(),
@@ -397,8 +465,7 @@ impl<H: Host> Gate<H> {
             .set_str(Field::ConsentMethod, receipt.method.as_str())
             .set(Field::ConsentReceiptId, receipt.receipt_id.clone())
             .set(Field::RetryId, retry_id.to_json());
-        self.audit(consented)?;
-        Ok(receipt.receipt_id)
+        Ok((receipt.receipt_id, consented))
     }
 }
 

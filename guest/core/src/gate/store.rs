@@ -207,18 +207,23 @@ impl BindingStore {
         binding: Binding,
         expected: u64,
     ) -> Result<(Rc<Binding>, u64), (GateError, Box<Binding>)> {
-        let text = match binding.encode() {
-            Ok(t) => t,
+        let write = match Owned::store(&binding, now, expected) {
+            Ok(w) => w,
             Err(e) => return Err((e, Box::new(binding))),
         };
-        let key = binding.key();
-        let write = Write {
-            key: &key,
-            expected,
-            value: Some(&text),
-            ttl_ms: ttl(&binding, now),
-        };
-        match one_write(storage, write) {
+        let applied = storage.write(&[write.as_write()]).map_err(storage_failed);
+        self.stored(binding, applied)
+    }
+
+    /// What a store of `binding` wrote (`applied`, as [`Storage::write`] returns for the one
+    /// write of [`Owned::store`]): the binding as the store holds it now, with its version, or
+    /// why not (a lost compare-and-swap is `state_already_used`).
+    pub(crate) fn stored(
+        &mut self,
+        binding: Binding,
+        applied: Result<Vec<u64>, GateError>,
+    ) -> Result<(Rc<Binding>, u64), (GateError, Box<Binding>)> {
+        match applied.map(|a| a.first().copied()) {
             Ok(Some(v)) => {
                 let mut binding = binding;
                 binding.binding_version.get_or_insert(v);
@@ -241,57 +246,26 @@ impl BindingStore {
         Rc::unwrap_or_clone(rc)
     }
 
-    /// Consume the open round of the binding whose record is at `expected`: in one storage
-    /// call, the pointer that reserves `retry_id` for it (written only if the id is not live,
-    /// on any binding of the server) and then `next`, the binding moved on to `retry_id`
-    /// (written only if the record is still at `expected`). Both or neither: a record
-    /// that moved on gives the pointer back.
-    ///
-    /// `next` already lists `retry_id` among its ids; its pointer's version is not known
-    /// when the record is written, so the record says [`UNKNOWN_VERSION`] and the cached copy
-    /// the version the store gave.
-    pub(crate) fn consume(
+    /// What a consume wrote (`applied`, as [`Storage::write`] returns for `writes`,
+    /// [`ConsumeWrites`]): the binding moved on, with its record's version, or why not. A
+    /// record that moved on gives the pointer back.
+    pub(crate) fn consumed(
         &mut self,
         storage: &dyn Storage,
-        now: u64,
         mut next: Binding,
-        expected: u64,
         retry_id: &RequestId,
+        writes: &ConsumeWrites,
+        applied: Result<Vec<u64>, GateError>,
     ) -> Result<(Rc<Binding>, u64), (Consume, Box<Binding>)> {
-        let fail = |e: GateError, b: Binding| (Consume::Failed(e), Box::new(b));
-        let text = match next.encode() {
-            Ok(t) => t,
-            Err(e) => return Err(fail(e, next)),
-        };
-        let target = match serde_json::to_string(&next.fixed.original_id) {
-            Ok(t) => t,
-            Err(_) => return Err(fail(corrupted(), next)),
-        };
-        let (pointer_key, record_key) = (next.id_key(retry_id), next.key());
-        let ttl_ms = ttl(&next, now);
-        let writes = [
-            Write {
-                key: &pointer_key,
-                expected: 0,
-                value: Some(&target),
-                ttl_ms,
-            },
-            Write {
-                key: &record_key,
-                expected,
-                value: Some(&text),
-                ttl_ms,
-            },
-        ];
-        let applied = match storage.write(&writes) {
+        let applied = match applied {
             Ok(applied) => applied,
-            Err(e) => return Err(fail(storage_failed(e), next)),
+            Err(e) => return Err((Consume::Failed(e), Box::new(next))),
         };
         match applied.as_slice() {
             [] => Err((Consume::RetryIdTaken, Box::new(next))),
             [pointer] => {
                 // Best effort: a pointer left behind names this binding and expires with it.
-                let _ = storage.write(&[delete(&pointer_key, *pointer)]);
+                let _ = storage.write(&[delete(&writes.pointer.key, *pointer)]);
                 Err((Consume::RecordMoved, Box::new(next)))
             }
             [pointer, record, ..] => {
@@ -331,20 +305,16 @@ impl BindingStore {
         Ok(())
     }
 
-    /// Ok when `binding`'s record is still at `version` (one read, the value withheld);
+    /// Ok when the record at `key` is still at `version` (one read, the value withheld);
     /// `inactive_mrtr_round` when it is gone (ended, expired, or lost by the store),
     /// `state_already_used` when it was written since.
     pub(crate) fn still_at(
         storage: &dyn Storage,
-        binding: &Binding,
+        key: &str,
         version: u64,
     ) -> Result<(), GateError> {
-        let key = binding.key();
         let read = storage
-            .read(&[ReadKey {
-                key: &key,
-                have: version,
-            }])
+            .read(&[ReadKey { key, have: version }])
             .map_err(storage_failed)?;
         match read.as_slice() {
             [found] if found.version == version => Ok(()),
@@ -378,36 +348,48 @@ impl BindingStore {
         binding: &Binding,
         version: u64,
     ) -> Result<bool, GateError> {
+        let removal = self.removal(binding, version);
+        let applied = storage
+            .write(&removal.as_writes())
+            .map_err(storage_failed)?;
+        Self::removed(storage, binding, &removal, applied.len())
+    }
+
+    /// The writes that remove `binding` at `version`: the record and every pointer whose
+    /// version the binding wrote, in one call (the writes stop at the first that does not
+    /// apply, so a lost record leaves every pointer in place). The record is forgotten here.
+    pub(crate) fn removal(&mut self, binding: &Binding, version: u64) -> Removal {
         self.cache.forget(binding);
-        // The record and every pointer whose version the binding wrote, in one call: the
-        // writes stop at the first that does not apply, so a lost record leaves every
-        // pointer in place.
-        let record_key = binding.key();
-        let retry_ids = binding.used_ids.iter().skip(1);
-        let pointer_keys: Vec<(String, Option<u64>)> = retry_ids
-            .clone()
+        let record = Owned::delete(binding.key(), version);
+        let pointers = binding
+            .used_ids
+            .iter()
+            .skip(1)
             .enumerate()
             .map(|(i, id)| {
                 let known = binding.alias_versions.get(i).copied();
                 (binding.id_key(id), known.filter(|v| *v != UNKNOWN_VERSION))
             })
             .collect();
-        let mut writes = Vec::with_capacity(pointer_keys.len().saturating_add(1));
-        writes.push(delete(&record_key, version));
-        writes.extend(
-            pointer_keys
-                .iter()
-                .map_while(|(key, v)| v.map(|v| delete(key, v))),
-        );
-        let batched = writes.len();
-        let applied = storage.write(&writes).map_err(storage_failed)?.len();
+        Removal { record, pointers }
+    }
+
+    /// After a removal's batch applied `applied` writes: false when the record was not at its
+    /// version (nothing removed); else the pointers the batch did not reach, each on its own,
+    /// and true. The one it stopped at lost (it expired or was replaced: either way not ours
+    /// to delete); a pointer whose version the record does not know is read first.
+    pub(crate) fn removed(
+        storage: &dyn Storage,
+        binding: &Binding,
+        removal: &Removal,
+        applied: usize,
+    ) -> Result<bool, GateError> {
         if applied == 0 {
             return Ok(false);
         }
-        // The pointers the batch did not reach, each on its own. The one it stopped at lost
-        // (it expired or was replaced: either way not ours to delete); a pointer whose
-        // version the record does not know is read first.
-        for (i, (id, (key, v))) in retry_ids.zip(&pointer_keys).enumerate() {
+        let batched = removal.batched();
+        let retry_ids = binding.used_ids.iter().skip(1);
+        for (i, (id, (key, v))) in retry_ids.zip(&removal.pointers).enumerate() {
             let at = i.saturating_add(1);
             if at < applied || (at == applied && at < batched) {
                 continue;
@@ -420,6 +402,114 @@ impl BindingStore {
             }
         }
         Ok(true)
+    }
+}
+
+/// One write, owning its key and value (a batch is built of these, then lent as [`Write`]s).
+#[derive(Clone)]
+pub(crate) struct Owned {
+    pub(crate) key: String,
+    expected: u64,
+    value: Option<String>,
+    ttl_ms: u64,
+}
+
+impl Owned {
+    /// The write of `binding`'s record over version `expected` (0: absent).
+    pub(crate) fn store(binding: &Binding, now: u64, expected: u64) -> Result<Self, GateError> {
+        Ok(Self {
+            key: binding.key(),
+            expected,
+            value: Some(binding.encode()?),
+            ttl_ms: ttl(binding, now),
+        })
+    }
+
+    fn delete(key: String, version: u64) -> Self {
+        Self {
+            key,
+            expected: version,
+            value: None,
+            ttl_ms: 0,
+        }
+    }
+
+    pub(crate) fn as_write(&self) -> Write<'_> {
+        Write {
+            key: &self.key,
+            expected: self.expected,
+            value: self.value.as_deref(),
+            ttl_ms: self.ttl_ms,
+        }
+    }
+}
+
+/// The two writes of a consume: the pointer that reserves the retry id, then the record
+/// moved on to it.
+pub(crate) struct ConsumeWrites {
+    pointer: Owned,
+    record: Owned,
+}
+
+impl ConsumeWrites {
+    /// The pointer that reserves `retry_id` for `next` (written only if the id is not live,
+    /// on any binding of the server) and then `next`, the binding moved on to `retry_id`
+    /// (written only if the record is still at `expected`). `next` already lists `retry_id`
+    /// among its ids; its pointer's version is not known when the record is written, so the
+    /// record says [`UNKNOWN_VERSION`] and the cached copy the version the store gave.
+    pub(crate) fn new(
+        next: &Binding,
+        now: u64,
+        expected: u64,
+        retry_id: &RequestId,
+    ) -> Result<Self, GateError> {
+        let target = serde_json::to_string(&next.fixed.original_id).map_err(|_| corrupted())?;
+        let record = Owned::store(next, now, expected)?;
+        let pointer = Owned {
+            key: next.id_key(retry_id),
+            expected: 0,
+            value: Some(target),
+            ttl_ms: record.ttl_ms,
+        };
+        Ok(Self { pointer, record })
+    }
+
+    pub(crate) fn as_writes(&self) -> [Write<'_>; 2] {
+        [self.pointer.as_write(), self.record.as_write()]
+    }
+
+    pub(crate) fn owned(&self) -> Vec<Owned> {
+        vec![self.pointer.clone(), self.record.clone()]
+    }
+}
+
+/// The writes that remove a binding: its record, then each retry id's pointer whose version
+/// is known, up to the first that is not ([`BindingStore::removal`]).
+pub(crate) struct Removal {
+    record: Owned,
+    /// Each retry id's pointer key, with its version when the binding knows it.
+    pointers: Vec<(String, Option<u64>)>,
+}
+
+impl Removal {
+    pub(crate) fn as_writes(&self) -> Vec<Write<'_>> {
+        let mut writes = Vec::with_capacity(self.pointers.len().saturating_add(1));
+        writes.push(self.record.as_write());
+        writes.extend(
+            self.pointers
+                .iter()
+                .map_while(|(key, v)| v.map(|v| delete(key, v))),
+        );
+        writes
+    }
+
+    /// How many writes [`Self::as_writes`] holds.
+    fn batched(&self) -> usize {
+        self.pointers
+            .iter()
+            .take_while(|(_, v)| v.is_some())
+            .count()
+            .saturating_add(1)
     }
 }
 
@@ -453,15 +543,6 @@ fn delete(key: &str, version: u64) -> Write<'_> {
         value: None,
         ttl_ms: 0,
     }
-}
-
-/// One compare-and-swap: its new version, or none when it lost.
-fn one_write(storage: &dyn Storage, write: Write<'_>) -> Result<Option<u64>, GateError> {
-    Ok(storage
-        .write(&[write])
-        .map_err(storage_failed)?
-        .first()
-        .copied())
 }
 
 /// A store that answered fewer entries than keys asked for.

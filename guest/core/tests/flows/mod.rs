@@ -14,6 +14,7 @@ mod exact_json;
 mod foreign_storage;
 mod form_url_state;
 mod identity_replay_expiry;
+mod journal;
 mod parser_refusals;
 mod population_and_schema;
 mod reconcile_orderings;

@@ -159,6 +159,30 @@ class Services:
         except Exception as e:  # noqa: BLE001
             return _failure(e)
 
+    # The `journal` import: the two calls it stands for, in order (wit/gate.wit `journal`).
+    # Each step's answer is already checked (a `str` is its `err`).
+
+    def append_then_write(self, store: Any, e: Record, writes: list) -> object:
+        appended = self.append(store, e)
+        if isinstance(appended, str):
+            return appended
+        confirmed = appended.written and appended.stored is not None and appended.stored == e.line
+        applied = self.write(store, writes) if confirmed else []
+        if isinstance(applied, str):
+            return _record(applied=[], appended=appended, failed=applied)
+        return _record(applied=applied, appended=appended, failed=None)
+
+    def write_then_append(self, store: Any, writes: list, e: Record) -> object:
+        applied = self.write(store, writes)
+        if isinstance(applied, str):
+            return applied
+        if not applied:
+            return _record(applied=applied, appended=None, failed=None)
+        appended = self.append(store, e)
+        if isinstance(appended, str):
+            return _record(applied=applied, appended=None, failed=appended)
+        return _record(applied=applied, appended=appended, failed=None)
+
 
 def sha256(_store: Any, _text: str) -> Optional[str]:
     """The `digest` import: `none`, so the guest hashes in WebAssembly and does not ask again.
@@ -219,6 +243,7 @@ class Instance:
                 ("storage", (("read", services.read), ("write", services.write), ("list-due", services.list_due))),
                 ("consent", (("request-consent", services.request_consent),)),
                 ("audit", (("append", services.append),)),
+                ("journal", (("append-then-write", services.append_then_write), ("write-then-append", services.write_then_append))),
                 ("digest", (("sha256", sha256),)),
             ):
                 with root.add_instance(_iface(iface)) as i:
