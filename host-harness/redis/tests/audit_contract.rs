@@ -13,24 +13,10 @@ use mrtr_gate_host::core::host::{AppendOutcome, Audit, AuditEntry, ChainHead, Sh
 use mrtr_gate_host::reference_hosts::MemoryAudit;
 use mrtr_gate_redis::{Options, RedisAudit};
 mod support;
+use support::entry_in;
 
 fn entry(head: &ChainHead, body: &str) -> AuditEntry {
     entry_in("s1", head, body)
-}
-
-fn entry_in(shard: &str, head: &ChainHead, body: &str) -> AuditEntry {
-    let seq = head.seq + 1;
-    let line = format!(
-        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{seq},\"shard\":\"{shard}\"}}",
-        head.event_sha256
-    );
-    AuditEntry {
-        shard: shard.to_owned(),
-        seq,
-        prev_sha256: head.event_sha256.clone(),
-        event_sha256: sha256_hex(line.as_bytes()),
-        line,
-    }
 }
 
 fn sinks() -> Vec<(&'static str, Box<dyn Audit>, Option<RedisAudit>)> {

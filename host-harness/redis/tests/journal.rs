@@ -11,7 +11,6 @@ mod support;
 
 use mrtr_gate_host::core::ID_PREFIX;
 use mrtr_gate_host::core::audit::verify_chain;
-use mrtr_gate_host::core::digest::sha256_hex;
 use mrtr_gate_host::core::host::{
     AppendOutcome, Audit, AuditEntry, ChainHead, HostError, Journaled, Order, ReadKey, Storage,
     Write, journal,
@@ -32,18 +31,7 @@ fn key(tag: &str, id: &str) -> String {
 }
 
 fn entry(head: &ChainHead, body: &str) -> AuditEntry {
-    let seq = head.seq + 1;
-    let line = format!(
-        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{seq},\"shard\":\"{SHARD}\"}}",
-        head.event_sha256
-    );
-    AuditEntry {
-        shard: SHARD.to_owned(),
-        seq,
-        prev_sha256: head.event_sha256.clone(),
-        event_sha256: sha256_hex(line.as_bytes()),
-        line,
-    }
+    support::entry_in(SHARD, head, body)
 }
 
 fn head_of(e: &AuditEntry) -> ChainHead {

@@ -1,8 +1,11 @@
 //! A redis-server of the test's own, on a free loopback port, so that stopping, pausing or
-//! blocking it disturbs no other test; and the shared deployments the test command starts.
+//! blocking it disturbs no other test; the shared deployments the test command starts; and
+//! the audit entries the trail's suites append.
 
 #![allow(dead_code, reason = "each test binary uses a part")]
 
+use mrtr_gate_host::core::digest::sha256_hex;
+use mrtr_gate_host::core::host::{AuditEntry, ChainHead};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -150,4 +153,20 @@ pub fn deployments() -> Vec<(&'static str, String)> {
         }
     })
     .collect()
+}
+
+/// An entry of `shard` that extends `head`, its line carrying `body`.
+pub fn entry_in(shard: &str, head: &ChainHead, body: &str) -> AuditEntry {
+    let seq = head.seq + 1;
+    let line = format!(
+        "{{\"body\":\"{body}\",\"prev_sha256\":\"{}\",\"seq\":{seq},\"shard\":\"{shard}\"}}",
+        head.event_sha256
+    );
+    AuditEntry {
+        shard: shard.to_owned(),
+        seq,
+        prev_sha256: head.event_sha256.clone(),
+        event_sha256: sha256_hex(line.as_bytes()),
+        line,
+    }
 }
